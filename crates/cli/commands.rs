@@ -1,0 +1,419 @@
+//! One function per subcommand: load the pipeline, ask the engine, print text or JSON.
+
+use std::collections::BTreeSet;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Result;
+use pipeline_engine::exec::{self, RunOptions, Status};
+use pipeline_engine::index::Index;
+use pipeline_engine::{Pipeline, Registry, inspect, maintain};
+use serde_json::json;
+
+use crate::args::{Cli, Command, DagFormat, RunArgs};
+use crate::report::{TermReporter, outcome_line};
+
+/// Every stage kind this binary knows.
+fn registry() -> Registry {
+    Registry::builtin()
+}
+
+fn load(cli: &Cli) -> Result<Pipeline> {
+    Ok(Pipeline::load(&cli.file, &cli.set, registry())?)
+}
+
+fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
+    match &cli.command {
+        Command::Run(args) => run(cli, args),
+        Command::Status { targets, json } => status(cli, targets, *json),
+        Command::Dag { format, json } => dag(cli, *format, *json),
+        Command::Show { stage, json } => show(cli, stage, *json),
+        Command::Runs { limit, json } => runs(cli, *limit, *json),
+        Command::Metrics {
+            stages,
+            latest,
+            json,
+        } => metrics(cli, stages, *latest, *json),
+        Command::Gc { dry_run, json } => gc(cli, *dry_run, *json),
+        Command::Verify { json } => verify(cli, *json),
+    }
+}
+
+fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
+    let t0 = Instant::now();
+    let p = load(cli)?;
+    let selected = p.plan.select(&args.targets)?;
+    let force = if !args.force {
+        Default::default()
+    } else if args.targets.is_empty() {
+        selected.iter().copied().collect()
+    } else {
+        p.plan.named(&args.targets)
+    };
+    if args.dry_run {
+        let mut index = Index::open_read_only(&p.ws);
+        let outcomes = exec::predict(&p, &mut index, &selected, &force)?;
+        if args.json {
+            let would = outcomes
+                .iter()
+                .filter(|o| o.status == Status::WouldRun)
+                .count();
+            print_json(&json!({
+                "run_id": null, "ok": true, "dry_run": true,
+                "counts": {"would-run": would, "fresh": outcomes.len() - would},
+                "stages": outcomes,
+            }))?;
+        } else if !cli.quiet {
+            for o in &outcomes {
+                println!("{}", outcome_line(o).replacen("   stale", "would run", 1));
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    p.ws.ensure()?;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let _lock = p.ws.lock(&command)?;
+    let mut index = Index::open_for_run(&p.ws)?;
+    if let Some(note) = &index.note
+        && !cli.quiet
+        && !args.json
+    {
+        eprintln!("note: {note}");
+    }
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let opts = RunOptions {
+        jobs,
+        gpus: args.gpus,
+        force,
+        fail_fast: args.fail_fast,
+        targets: args.targets.clone(),
+    };
+    let reporter = TermReporter::new(!args.json && !cli.quiet);
+    let result = exec::run(&p, &mut index, &selected, &opts, &reporter)?;
+    drop(index);
+    let counts = result.counts();
+    if args.json {
+        print_json(&json!({
+            "run_id": result.run_id, "ok": result.ok(), "dry_run": false,
+            "counts": counts, "stages": result.outcomes,
+        }))?;
+    } else if !cli.quiet {
+        println!(
+            "{} ran, {} cached, {} failed, {} skipped in {:.2}s",
+            counts["ran"],
+            counts["cached"],
+            counts["failed"],
+            counts["skipped"],
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    Ok(if result.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn status(cli: &Cli, targets: &[String], json: bool) -> Result<ExitCode> {
+    let p = load(cli)?;
+    let report = inspect::status(&p, targets)?;
+    if json {
+        let stages: Vec<_> = report
+            .stages
+            .iter()
+            .map(|o| {
+                json!({
+                    "instance": o.instance, "stage": o.stage,
+                    "status": if o.status == Status::Fresh { "fresh" } else { "stale" },
+                    "reasons": o.reasons, "fingerprint": o.fingerprint, "artifact": o.artifact,
+                })
+            })
+            .collect();
+        print_json(&json!({ "running": report.running, "stages": stages }))?;
+    } else {
+        if let Some(r) = &report.running {
+            println!(
+                "a run is in progress (pid {}, started {})",
+                r.pid, r.started
+            );
+        }
+        for o in &report.stages {
+            println!("{}", outcome_line(o));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn dag(cli: &Cli, format: DagFormat, json: bool) -> Result<ExitCode> {
+    let p = load(cli)?;
+    let insts = &p.plan.instances;
+    if json {
+        let stages: Vec<_> = insts
+            .iter()
+            .map(|i| {
+                let deps: Vec<&str> = i.deps.iter().map(|d| insts[*d].name.as_str()).collect();
+                json!({"instance": i.name, "stage": i.stage, "kind": i.kind, "deps": deps})
+            })
+            .collect();
+        print_json(&json!({ "stages": stages }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    match format {
+        DagFormat::Text => {
+            let width = insts.iter().map(|i| i.name.len()).max().unwrap_or(0);
+            for i in insts {
+                let deps: Vec<&str> = i.deps.iter().map(|d| insts[*d].name.as_str()).collect();
+                let arrow = if deps.is_empty() {
+                    String::new()
+                } else {
+                    format!("  ← {}", deps.join(", "))
+                };
+                println!("{:width$}  [{}]{arrow}", i.name, i.kind);
+            }
+        }
+        DagFormat::Dot => {
+            println!("digraph pipeline {{\n  rankdir=LR;\n  node [shape=box];");
+            for i in insts {
+                println!(
+                    "  {:?} [label={:?}];",
+                    i.name,
+                    format!("{}\\n({})", i.name, i.kind)
+                );
+                for d in &i.deps {
+                    println!("  {:?} -> {:?};", insts[*d].name, i.name);
+                }
+            }
+            println!("}}");
+        }
+        DagFormat::Mermaid => {
+            println!("graph LR");
+            for (n, i) in insts.iter().enumerate() {
+                println!("  s{n}[\"{} ({})\"]", i.name.replace('"', "'"), i.kind);
+                for d in &i.deps {
+                    println!("  s{d} --> s{n}");
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(cli: &Cli, stage: &str, json: bool) -> Result<ExitCode> {
+    let p = load(cli)?;
+    let r = inspect::show(&p, stage)?;
+    if json {
+        print_json(&r)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("stage:       {} [{}]", r.stage, r.kind);
+    let why = if r.reasons.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", r.reasons.join("; "))
+    };
+    println!("status:      {}{why}", r.status);
+    println!(
+        "fingerprint: {}",
+        r.fingerprint
+            .as_deref()
+            .unwrap_or("- (a dep must run first)")
+    );
+    if !r.deps.is_empty() {
+        println!("deps:        {}", r.deps.join(", "));
+    }
+    println!("params:      {}", serde_json::to_string(&r.params)?);
+    match &r.artifact {
+        None => println!("artifact:    none yet (run `pipeline run {}`)", r.stage),
+        Some(dir) => {
+            println!("artifact:    {}", dir.display());
+            if let Some(t) = &r.timings {
+                println!(
+                    "ran:         {} → {} ({:.2}s)",
+                    t.started,
+                    t.finished,
+                    t.duration_ms as f64 / 1000.0
+                );
+            }
+            if let Some(log) = &r.log {
+                println!("log:         {}", log.display());
+            }
+            println!("inputs:");
+            for (k, v) in &r.inputs {
+                println!("  {k}  {}", &v[..16.min(v.len())]);
+            }
+            println!("outputs:");
+            for f in &r.outputs {
+                println!("  {}  {} bytes  {}", f.path, f.size, &f.blake3[..16]);
+            }
+            if let Some(m) = &r.metrics {
+                println!("metrics:");
+                for (k, v) in inspect::flatten_metrics(m) {
+                    println!("  {k}: {v}");
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn runs(cli: &Cli, limit: usize, json: bool) -> Result<ExitCode> {
+    let p = load(cli)?;
+    let runs = inspect::runs(&p, limit);
+    if json {
+        print_json(&json!({ "runs": runs }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if runs.is_empty() {
+        println!("no runs yet");
+    }
+    for r in &runs {
+        let counts: Vec<String> = r
+            .counts
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
+        let targets = if r.targets.is_empty() {
+            "all".to_string()
+        } else {
+            r.targets.join(" ")
+        };
+        println!(
+            "{}  {:<11}  {:<30}  targets: {targets}",
+            r.run_id,
+            r.status,
+            counts.join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn metrics(cli: &Cli, stages: &[String], latest: bool, json: bool) -> Result<ExitCode> {
+    let p = load(cli)?;
+    let rows = inspect::metrics(&p, stages, latest);
+    if json {
+        print_json(&json!({ "rows": rows }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        println!("no metrics yet: stages write them to $PIPELINE_OUT/metrics.json");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let flat: Vec<Vec<(String, String)>> = rows
+        .iter()
+        .map(|r| inspect::flatten_metrics(&r.metrics))
+        .collect();
+    let keys: BTreeSet<&str> = flat.iter().flatten().map(|(k, _)| k.as_str()).collect();
+    let mut header = vec![
+        "instance".to_string(),
+        "fingerprint".into(),
+        "finished".into(),
+    ];
+    header.extend(keys.iter().map(|k| k.to_string()));
+    let mut table = vec![header];
+    for (r, f) in rows.iter().zip(&flat) {
+        let mark = if r.current { "*" } else { "" };
+        let mut row = vec![
+            format!("{}{mark}", r.instance),
+            r.fingerprint[..8].to_string(),
+            r.finished.clone(),
+        ];
+        row.extend(keys.iter().map(|k| {
+            f.iter()
+                .find(|(fk, _)| fk == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        }));
+        table.push(row);
+    }
+    let widths: Vec<usize> = (0..table[0].len())
+        .map(|c| {
+            table
+                .iter()
+                .map(|r| r[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in &table {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+    println!("(* = the instance's latest artifact)");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn gc(cli: &Cli, dry_run: bool, json: bool) -> Result<ExitCode> {
+    let p = load(cli)?;
+    p.ws.ensure()?;
+    let _lock = p.ws.lock("pipeline gc")?;
+    let mut index = Index::open_for_run(&p.ws)?;
+    let report = maintain::gc(&p, &mut index, dry_run)?;
+    if json {
+        print_json(&report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for r in &report.removed {
+        println!(
+            "{verb} {} {} ({} bytes)",
+            r.instance,
+            r.path.display(),
+            r.bytes
+        );
+    }
+    println!(
+        "{verb} {} director{} ({:.1} MB); kept {} artifacts",
+        report.removed.len(),
+        if report.removed.len() == 1 {
+            "y"
+        } else {
+            "ies"
+        },
+        report.bytes_freed as f64 / 1e6,
+        report.kept
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(cli: &Cli, json: bool) -> Result<ExitCode> {
+    let p = load(cli)?;
+    p.ws.ensure()?;
+    let _lock = p.ws.lock("pipeline verify")?;
+    let report = maintain::verify(&p)?;
+    if json {
+        print_json(&report)?;
+    } else {
+        for c in &report.corrupt {
+            println!("corrupt {} ({}):", c.instance, c.fingerprint);
+            for problem in &c.problems {
+                println!("  {problem}");
+            }
+            println!(
+                "  moved to {}; `pipeline run` makes it again",
+                c.quarantined_to.display()
+            );
+        }
+        println!(
+            "checked {} artifacts: {} corrupt",
+            report.checked,
+            report.corrupt.len()
+        );
+    }
+    Ok(if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

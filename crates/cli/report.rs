@@ -1,0 +1,135 @@
+//! What the user sees: logging set-up, progress bars (indicatif, one line per running stage
+//! on a terminal) and the line printed when a stage finishes.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pipeline_engine::exec::{Outcome, Reporter, Status};
+
+use crate::args::LogFormat;
+
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_target(false).init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Progress bars on stderr when it is a terminal, and one line per finished stage on stdout
+/// (unless `--json` or `--quiet`).
+pub struct TermReporter {
+    multi: MultiProgress,
+    lines: bool,
+    bars: bool,
+}
+
+impl TermReporter {
+    pub fn new(lines: bool) -> TermReporter {
+        let bars = lines && std::io::stderr().is_terminal();
+        let target = if bars {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        TermReporter {
+            multi: MultiProgress::with_draw_target(target),
+            lines,
+            bars,
+        }
+    }
+
+    fn print(&self, line: String) {
+        if self.bars {
+            let _ = self.multi.println(line);
+        } else {
+            println!("{line}");
+        }
+    }
+}
+
+impl Reporter for TermReporter {
+    fn started(&self, instance: &str, _reasons: &[String]) -> ProgressBar {
+        if !self.bars {
+            return ProgressBar::hidden();
+        }
+        let bar = self.multi.add(ProgressBar::new_spinner());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner:.cyan} {prefix:.bold} {elapsed:>4} {wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.set_prefix(instance.to_string());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    }
+
+    fn finished(&self, o: &Outcome) {
+        if self.lines {
+            self.print(outcome_line(o));
+            if o.status == Status::Failed {
+                self.print(failure_details(o));
+            }
+        }
+    }
+}
+
+pub fn outcome_line(o: &Outcome) -> String {
+    let label = match o.status {
+        Status::Ran => "ran",
+        Status::Cached => "cached",
+        Status::Failed => "FAILED",
+        Status::Skipped => "skipped",
+        Status::WouldRun => "stale",
+        Status::Fresh => "fresh",
+    };
+    let time = o
+        .duration_ms
+        .map(|ms| format!(" {:.2}s", ms as f64 / 1000.0))
+        .unwrap_or_default();
+    let why = if o.reasons.is_empty() {
+        String::new()
+    } else {
+        format!("  ({})", o.reasons.join("; "))
+    };
+    format!("{label:>8}  {}{time}{why}", o.instance)
+}
+
+/// The error, where the log was kept, and the last lines of it.
+pub fn failure_details(o: &Outcome) -> String {
+    let mut s = format!(
+        "          error: {}",
+        o.error.as_deref().unwrap_or("unknown")
+    );
+    if let Some(log) = &o.log {
+        s.push_str(&format!("\n          log: {}", log.display()));
+        for name in ["stderr.txt", "stage.log", "stdout.txt"] {
+            let tail = tail(&log.join(name), 15);
+            if !tail.is_empty() {
+                s.push_str(&format!("\n          last lines of {name}:"));
+                for line in tail {
+                    s.push_str(&format!("\n          | {line}"));
+                }
+                break;
+            }
+        }
+    }
+    s
+}
+
+fn tail(path: &Path, n: usize) -> Vec<String> {
+    let Ok(bytes) = std::fs::read(path) else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| l.to_string())
+        .collect()
+}

@@ -1,0 +1,453 @@
+//! The `pipeline.yaml` schema: what a user may write, checked key by key with the position of
+//! every mistake. Variable expansion, matrices and the DAG come later, in [`crate::plan`].
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{UserError, suggestion};
+use crate::yaml::{self, Mark, Node, NodeValue};
+
+const TOP_KEYS: &[&str] = &["vars", "stages"];
+const STAGE_KEYS: &[&str] = &[
+    "kind",
+    "cmd",
+    "deps",
+    "inputs",
+    "params",
+    "outs",
+    "matrix",
+    "resources",
+    "aggregate",
+    "desc",
+];
+const RESOURCE_KEYS: &[&str] = &["gpu", "cpu"];
+
+/// A string from the file and where it was written.
+#[derive(Debug, Clone)]
+pub struct Located<T> {
+    pub value: T,
+    pub mark: Mark,
+}
+
+#[derive(Debug, Clone)]
+pub struct PipelineFile {
+    pub path: PathBuf,
+    pub source: String,
+    pub vars: Vec<(Located<String>, Node)>,
+    pub stages: Vec<StageDecl>,
+}
+
+#[derive(Debug, Clone)]
+pub struct StageDecl {
+    pub name: Located<String>,
+    pub kind: Located<String>,
+    pub cmd: Option<Located<String>>,
+    pub deps: Vec<Located<String>>,
+    pub inputs: Vec<Located<String>>,
+    pub params: Vec<(Located<String>, Node)>,
+    pub outs: Vec<Located<String>>,
+    pub matrix: Vec<(Located<String>, Vec<Node>)>,
+    pub resources: Resources,
+    pub aggregate: Option<bool>,
+    pub desc: Option<String>,
+}
+
+/// What a stage instance holds while it runs. `cpu` counts `--jobs` slots, `gpu` counts GPU
+/// tokens (`--gpus`, one by default, so GPU stages never overlap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resources {
+    pub cpu: u32,
+    pub gpu: u32,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Resources { cpu: 1, gpu: 0 }
+    }
+}
+
+impl PipelineFile {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<PipelineFile, UserError> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::NotFound {
+                "run from the directory that holds pipeline.yaml, or pass -f FILE"
+            } else {
+                "check the file's permissions"
+            };
+            UserError::new(format!("cannot read pipeline file {}: {e}", path.display()))
+                .with_help(hint)
+        })?;
+        let source = String::from_utf8(bytes).map_err(|e| {
+            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+            UserError::new(format!(
+                "{}:{line}: the file is not valid UTF-8",
+                path.display()
+            ))
+            .with_help("save pipeline.yaml as UTF-8")
+        })?;
+        Self::parse(path, source)
+    }
+
+    pub fn parse(path: &Path, source: String) -> Result<PipelineFile, UserError> {
+        let root = match yaml::parse(&source) {
+            Ok(Some(root)) => root,
+            Ok(None) => {
+                return Err(
+                    UserError::new(format!("{}: the file is empty", path.display()))
+                        .with_help("declare at least one stage under `stages:`"),
+                );
+            }
+            Err(e) => {
+                return Err(UserError::at(
+                    path,
+                    &source,
+                    e.mark,
+                    format!("YAML syntax error: {}", e.message),
+                ));
+            }
+        };
+        let cx = Cx {
+            path,
+            source: &source,
+        };
+        let entries = cx.map(&root, "the pipeline file")?;
+        let mut vars = Vec::new();
+        let mut stages = Vec::new();
+        let mut saw_stages = false;
+        for (key, value) in entries {
+            match key.value.as_str() {
+                "vars" => {
+                    if !value.is_null() {
+                        vars = cx
+                            .map(value, "`vars`")?
+                            .into_iter()
+                            .map(|(k, v)| (k, v.clone()))
+                            .collect();
+                    }
+                }
+                "stages" => {
+                    saw_stages = true;
+                    if value.is_null() {
+                        continue;
+                    }
+                    for (name, body) in cx.map(value, "`stages`")? {
+                        stages.push(cx.stage(name, body)?);
+                    }
+                }
+                other => {
+                    return Err(cx
+                        .err(key.mark, format!("unknown top-level key `{other}`"))
+                        .with_help(format!(
+                            "{} (a pipeline file has `vars:` and `stages:`)",
+                            suggestion(other, TOP_KEYS)
+                        )));
+                }
+            }
+        }
+        if !saw_stages || stages.is_empty() {
+            return Err(UserError::new(format!("{}: no stages are declared", path.display()))
+                .with_help("add a `stages:` mapping, e.g. `stages: {hello: {cmd: \"echo hi > $PIPELINE_OUT/hi.txt\"}}`"));
+        }
+        Ok(PipelineFile {
+            path: path.to_path_buf(),
+            source,
+            vars,
+            stages,
+        })
+    }
+
+    pub fn error_at(&self, mark: Mark, message: impl Into<String>) -> UserError {
+        UserError::at(&self.path, &self.source, mark, message)
+    }
+}
+
+struct Cx<'a> {
+    path: &'a Path,
+    source: &'a str,
+}
+
+impl Cx<'_> {
+    fn err(&self, mark: Mark, message: impl Into<String>) -> UserError {
+        UserError::at(self.path, self.source, mark, message)
+    }
+
+    /// A mapping with string keys and no duplicates.
+    fn map<'n>(
+        &self,
+        node: &'n Node,
+        what: &str,
+    ) -> Result<Vec<(Located<String>, &'n Node)>, UserError> {
+        let NodeValue::Map(entries) = &node.value else {
+            return Err(self.err(
+                node.mark,
+                format!("{what} must be a mapping, found {}", node.type_name()),
+            ));
+        };
+        let mut out: Vec<(Located<String>, &Node)> = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            let Some(name) = k.scalar_text() else {
+                return Err(self.err(
+                    k.mark,
+                    format!("keys of {what} must be strings, found {}", k.type_name()),
+                ));
+            };
+            if let Some((first, _)) = out.iter().find(|(f, _)| f.value == name) {
+                let noun = if what == "`stages`" { "stage" } else { "key" };
+                return Err(self
+                    .err(k.mark, format!("duplicate {noun} `{name}` in {what}"))
+                    .with_help(format!(
+                        "it is first defined on line {}; rename or remove one of them",
+                        first.mark.line
+                    )));
+            }
+            out.push((
+                Located {
+                    value: name.to_string(),
+                    mark: k.mark,
+                },
+                v,
+            ));
+        }
+        Ok(out)
+    }
+
+    fn string(&self, node: &Node, what: &str) -> Result<Located<String>, UserError> {
+        match &node.value {
+            NodeValue::Scalar { text, .. } if !node.is_null() => Ok(Located {
+                value: text.clone(),
+                mark: node.mark,
+            }),
+            _ => Err(self.err(
+                node.mark,
+                format!("{what} must be a string, found {}", node.type_name()),
+            )),
+        }
+    }
+
+    /// A list of strings; a single string is accepted as a list of one.
+    fn strings(&self, node: &Node, what: &str) -> Result<Vec<Located<String>>, UserError> {
+        match &node.value {
+            NodeValue::Seq(items) => items
+                .iter()
+                .map(|i| self.string(i, &format!("each entry of {what}")))
+                .collect(),
+            NodeValue::Scalar { .. } if node.is_null() => Ok(Vec::new()),
+            NodeValue::Scalar { .. } if matches!(node.to_json(), serde_json::Value::String(_)) => {
+                Ok(vec![self.string(node, what)?])
+            }
+            _ => Err(self.err(
+                node.mark,
+                format!(
+                    "{what} must be a list of strings, found {}",
+                    node.type_name()
+                ),
+            )),
+        }
+    }
+
+    fn stage(&self, name: Located<String>, body: &Node) -> Result<StageDecl, UserError> {
+        let valid = !name.value.is_empty()
+            && name
+                .value
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(self.err(name.mark, format!("invalid stage name `{}`", name.value)).with_help(
+                "stage names use letters, digits, `_` and `-` (`@` and `.` are reserved for matrix instances and `--set stage.param`)",
+            ));
+        }
+        let what = format!("stage `{}`", name.value);
+        let entries = self.map(body, &what)?;
+        let mut kind = None;
+        let mut stage = StageDecl {
+            name: name.clone(),
+            kind: Located {
+                value: String::new(),
+                mark: name.mark,
+            },
+            cmd: None,
+            deps: Vec::new(),
+            inputs: Vec::new(),
+            params: Vec::new(),
+            outs: Vec::new(),
+            matrix: Vec::new(),
+            resources: Resources::default(),
+            aggregate: None,
+            desc: None,
+        };
+        for (key, value) in entries {
+            let field = format!("`{}` of {what}", key.value);
+            match key.value.as_str() {
+                "kind" => kind = Some(self.string(value, &field)?),
+                "cmd" => stage.cmd = Some(self.string(value, &field)?),
+                "deps" => stage.deps = self.strings(value, &field)?,
+                "inputs" => stage.inputs = self.strings(value, &field)?,
+                "outs" => stage.outs = self.strings(value, &field)?,
+                "desc" => stage.desc = Some(self.string(value, &field)?.value),
+                "params" => {
+                    if !value.is_null() {
+                        stage.params = self
+                            .map(value, &field)?
+                            .into_iter()
+                            .map(|(k, v)| (k, v.clone()))
+                            .collect();
+                    }
+                }
+                "matrix" => {
+                    for (axis, values) in self.map(value, &field)? {
+                        let NodeValue::Seq(items) = &values.value else {
+                            return Err(self.err(
+                                values.mark,
+                                format!("matrix axis `{}` of {what} must be a list of values, found {}", axis.value, values.type_name()),
+                            )
+                            .with_help(format!("write `{}: [a, b]`", axis.value)));
+                        };
+                        if items.is_empty() {
+                            return Err(self.err(
+                                values.mark,
+                                format!("matrix axis `{}` of {what} is empty", axis.value),
+                            ));
+                        }
+                        if let Some(bad) = items
+                            .iter()
+                            .find(|i| !matches!(i.value, NodeValue::Scalar { .. }))
+                        {
+                            return Err(self.err(
+                                bad.mark,
+                                format!("matrix values must be scalars, found {}", bad.type_name()),
+                            ));
+                        }
+                        stage.matrix.push((axis, items.clone()));
+                    }
+                }
+                "resources" => {
+                    for (res, amount) in self.map(value, &field)? {
+                        let Some(n) = amount.to_json().as_u64().filter(|n| *n <= 1024) else {
+                            return Err(self.err(
+                                amount.mark,
+                                format!(
+                                    "resource `{}` must be a whole number, found {}",
+                                    res.value,
+                                    amount.type_name()
+                                ),
+                            ));
+                        };
+                        match res.value.as_str() {
+                            "gpu" => stage.resources.gpu = n as u32,
+                            "cpu" => stage.resources.cpu = (n as u32).max(1),
+                            other => {
+                                return Err(self
+                                    .err(res.mark, format!("unknown resource `{other}` in {what}"))
+                                    .with_help(suggestion(other, RESOURCE_KEYS)));
+                            }
+                        }
+                    }
+                }
+                "aggregate" => match value.to_json() {
+                    serde_json::Value::Bool(b) => stage.aggregate = Some(b),
+                    _ => {
+                        return Err(self.err(
+                            value.mark,
+                            format!("{field} must be true or false, found {}", value.type_name()),
+                        ));
+                    }
+                },
+                other => {
+                    return Err(self
+                        .err(key.mark, format!("unknown key `{other}` in {what}"))
+                        .with_help(format!(
+                            "{} (stage keys: {})",
+                            suggestion(other, STAGE_KEYS),
+                            STAGE_KEYS.join(", ")
+                        )));
+                }
+            }
+        }
+        stage.kind = match (kind, &stage.cmd) {
+            (Some(k), _) => k,
+            (None, Some(cmd)) => Located {
+                value: "cmd".into(),
+                mark: cmd.mark,
+            },
+            (None, None) => {
+                return Err(self.err(name.mark, format!("{what} has neither `kind` nor `cmd`"))
+                    .with_help("add `cmd: \"...\"` to run a shell command, or `kind: NAME` for a built-in stage"));
+            }
+        };
+        if stage.kind.value == "cmd" && stage.cmd.is_none() {
+            return Err(self.err(
+                stage.kind.mark,
+                format!("{what} is of kind `cmd` but has no `cmd:`"),
+            ));
+        }
+        if stage.kind.value != "cmd" && stage.cmd.is_some() {
+            return Err(self.err(
+                stage.cmd.as_ref().map_or(name.mark, |c| c.mark),
+                format!(
+                    "{what} has `cmd:` but is of kind `{}`; only `cmd` stages run a command",
+                    stage.kind.value
+                ),
+            ));
+        }
+        if stage.kind.value != "cmd" && !stage.outs.is_empty() {
+            return Err(self.err(
+                stage.outs[0].mark,
+                format!(
+                    "`outs` is for `cmd` stages; `{}` stages declare their own outputs",
+                    stage.kind.value
+                ),
+            ));
+        }
+        Ok(stage)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<PipelineFile, UserError> {
+        PipelineFile::parse(Path::new("pipeline.yaml"), text.to_string())
+    }
+
+    #[test]
+    fn reads_a_full_stage() {
+        let p = parse(
+            "vars: {data: d}\nstages:\n  a:\n    cmd: echo\n    deps: [b]\n    inputs: x.txt\n    params: {lr: 0.1}\n    matrix: {m: [1, 2]}\n    resources: {gpu: 1}\n  b:\n    cmd: echo\n",
+        )
+        .unwrap();
+        let a = &p.stages[0];
+        assert_eq!(a.kind.value, "cmd");
+        assert_eq!(a.deps[0].value, "b");
+        assert_eq!(a.inputs[0].value, "x.txt");
+        assert_eq!(a.matrix[0].1.len(), 2);
+        assert_eq!(a.resources, Resources { cpu: 1, gpu: 1 });
+    }
+
+    #[test]
+    fn unknown_key_suggests_the_closest() {
+        let e = parse("stages:\n  a:\n    cmd: echo\n    dep: [b]\n").unwrap_err();
+        assert_eq!(e.location.unwrap().1, Mark { line: 4, col: 5 });
+        assert!(e.help.unwrap().contains("did you mean `deps`?"));
+    }
+
+    #[test]
+    fn duplicate_stage_names_the_first_line() {
+        let e = parse("stages:\n  a:\n    cmd: x\n  a:\n    cmd: y\n").unwrap_err();
+        assert!(e.message.contains("duplicate stage `a`"), "{e}");
+        assert!(e.help.unwrap().contains("line 2"));
+    }
+
+    #[test]
+    fn wrong_types_are_named() {
+        let e = parse("stages:\n  a:\n    cmd: x\n    deps: 5\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("must be a list of strings, found a number"),
+            "{e}"
+        );
+        let e = parse("stages:\n  a:\n    cmd: x\n    params: [1]\n").unwrap_err();
+        assert!(e.message.contains("must be a mapping, found a list"), "{e}");
+    }
+}

@@ -1,0 +1,337 @@
+//! The sled index: which fingerprint each instance last produced, every stage run record, and
+//! the file-hash cache. It is only an index: everything but the hash cache is rebuilt from the
+//! manifests on disk when the database is missing or corrupt.
+//!
+//! sled lets one process open a database. The `run` that holds the workspace lock keeps it
+//! open; read-only commands copy what they need into memory and close it at once, and when a
+//! run has it they rebuild the same view from the manifests instead.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use tracing::{info, warn};
+
+use crate::hash::FileStamp;
+use crate::manifest::{Manifest, StageRecord};
+use crate::workspace::Workspace;
+
+const LATEST: &str = "latest";
+const RECORDS: &str = "records";
+const HASHES: &str = "hashes";
+
+pub struct Index {
+    db: Option<sled::Db>,
+    latest: HashMap<String, String>,
+    records: Vec<StageRecord>,
+    hashes: HashMap<String, (FileStamp, String)>,
+    /// Said when the view was rebuilt rather than read, for the CLI to show.
+    pub note: Option<String>,
+}
+
+impl Index {
+    /// Opens the index for writing; the caller holds the workspace lock. Rebuilds it from the
+    /// manifests if it is missing or unreadable.
+    pub fn open_for_run(ws: &Workspace) -> anyhow::Result<Index> {
+        let path = ws.index_path();
+        let existed = path.exists();
+        let db = match open_with_retry(&path) {
+            Ok(db) => db,
+            Err(e) if is_lock_error(&e) => anyhow::bail!(
+                "the index {} is held by another process: {e}",
+                path.display()
+            ),
+            Err(e) => {
+                let aside = path.with_file_name(format!("index.corrupt-{}", std::process::id()));
+                warn!(
+                    "the index {} is corrupt ({e}); moving it to {} and rebuilding it from the manifests",
+                    path.display(),
+                    aside.display()
+                );
+                std::fs::rename(&path, &aside)?;
+                let db = sled::open(&path)?;
+                rebuild_into(ws, &db)?;
+                return Ok(Index::with_db(
+                    db,
+                    Some("the index was corrupt and has been rebuilt from the manifests".into()),
+                ));
+            }
+        };
+        let valid = db.get("meta")?.is_some();
+        if !existed || !valid {
+            let n = rebuild_into(ws, &db)?;
+            db.insert("meta", &b"1"[..])?;
+            if n > 0 {
+                warn!("the index was missing; rebuilt it from {n} manifests");
+                return Ok(Index::with_db(
+                    db,
+                    Some(format!(
+                        "the index was missing and has been rebuilt from {n} manifests"
+                    )),
+                ));
+            }
+        }
+        Ok(Index::with_db(db, None))
+    }
+
+    fn with_db(db: sled::Db, note: Option<String>) -> Index {
+        Index {
+            db: Some(db),
+            latest: HashMap::new(),
+            records: Vec::new(),
+            hashes: HashMap::new(),
+            note,
+        }
+    }
+
+    /// An in-memory view for read-only commands, from sled if it is free, else from the
+    /// manifests (while a run holds it).
+    pub fn open_read_only(ws: &Workspace) -> Index {
+        let path = ws.index_path();
+        if path.exists()
+            && let Ok(db) = sled::open(&path)
+            && db.get("meta").ok().flatten().is_some()
+        {
+            let mut index = Index {
+                db: None,
+                latest: HashMap::new(),
+                records: Vec::new(),
+                hashes: HashMap::new(),
+                note: None,
+            };
+            if index.load_from(&db).is_ok() {
+                return index;
+            }
+        }
+        let (latest, records) = scan(ws);
+        let note = (ws.holder().is_some())
+            .then(|| "a run is in progress; read from the manifests".to_string());
+        Index {
+            db: None,
+            latest,
+            records,
+            hashes: HashMap::new(),
+            note,
+        }
+    }
+
+    fn load_from(&mut self, db: &sled::Db) -> sled::Result<()> {
+        for kv in db.open_tree(LATEST)?.iter() {
+            let (k, v) = kv?;
+            self.latest.insert(
+                String::from_utf8_lossy(&k).into(),
+                String::from_utf8_lossy(&v).into(),
+            );
+        }
+        for kv in db.open_tree(RECORDS)?.iter() {
+            let (_, v) = kv?;
+            if let Ok(r) = serde_json::from_slice(&v) {
+                self.records.push(r);
+            }
+        }
+        for kv in db.open_tree(HASHES)?.iter() {
+            let (k, v) = kv?;
+            if let Some(stamp) = FileStamp::from_bytes(&v) {
+                self.hashes.insert(
+                    String::from_utf8_lossy(&k).into(),
+                    (stamp, String::from_utf8_lossy(&v[32..]).into()),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    pub fn latest(&self, instance: &str) -> Option<String> {
+        match &self.db {
+            Some(db) => db
+                .open_tree(LATEST)
+                .ok()?
+                .get(instance)
+                .ok()
+                .flatten()
+                .map(|v| String::from_utf8_lossy(&v).into_owned()),
+            None => self.latest.get(instance).cloned(),
+        }
+    }
+
+    pub fn set_latest(&mut self, instance: &str, fingerprint: &str) -> anyhow::Result<()> {
+        match &self.db {
+            Some(db) => {
+                db.open_tree(LATEST)?
+                    .insert(instance, fingerprint.as_bytes())?;
+            }
+            None => {
+                self.latest
+                    .insert(instance.to_string(), fingerprint.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    pub fn add_record(&mut self, record: &StageRecord) -> anyhow::Result<()> {
+        match &self.db {
+            Some(db) => {
+                let key = format!(
+                    "{}\0{}\0{}",
+                    record.finished, record.run_id, record.instance
+                );
+                db.open_tree(RECORDS)?
+                    .insert(key, serde_json::to_vec(record)?)?;
+            }
+            None => self.records.push(record.clone()),
+        }
+        Ok(())
+    }
+
+    /// Every stage run record, oldest first.
+    pub fn records(&self) -> Vec<StageRecord> {
+        let mut out: Vec<StageRecord> = match &self.db {
+            Some(db) => db
+                .open_tree(RECORDS)
+                .map(|t| {
+                    t.iter()
+                        .values()
+                        .filter_map(|v| v.ok().and_then(|v| serde_json::from_slice(&v).ok()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            None => self.records.clone(),
+        };
+        out.sort_by(|a, b| a.finished.cmp(&b.finished));
+        out
+    }
+
+    /// The cached digest of `path` if its stamp is unchanged.
+    pub fn cached_hash(&self, path: &str, stamp: FileStamp) -> Option<String> {
+        let (s, h) = match &self.db {
+            Some(db) => {
+                let v = db.open_tree(HASHES).ok()?.get(path).ok()??;
+                (
+                    FileStamp::from_bytes(&v)?,
+                    String::from_utf8_lossy(&v[32..]).into_owned(),
+                )
+            }
+            None => self.hashes.get(path).cloned()?,
+        };
+        (s == stamp).then_some(h)
+    }
+
+    pub fn store_hash(&mut self, path: &str, stamp: FileStamp, digest: &str) {
+        if !stamp.is_settled() {
+            return;
+        }
+        match &self.db {
+            Some(db) => {
+                let mut v = stamp.to_bytes().to_vec();
+                v.extend_from_slice(digest.as_bytes());
+                if let Ok(t) = db.open_tree(HASHES) {
+                    let _ = t.insert(path, v);
+                }
+            }
+            None => {
+                self.hashes
+                    .insert(path.to_string(), (stamp, digest.to_string()));
+            }
+        }
+    }
+
+    pub fn flush(&self) {
+        if let Some(db) = &self.db
+            && let Err(e) = db.flush()
+        {
+            warn!("could not flush the index: {e}");
+        }
+    }
+}
+
+fn is_lock_error(e: &sled::Error) -> bool {
+    e.to_string().contains("could not acquire lock")
+}
+
+/// A read-only command may hold the database for a moment; wait for it rather than fail.
+fn open_with_retry(path: &Path) -> sled::Result<sled::Db> {
+    let mut last = None;
+    for _ in 0..100 {
+        match sled::open(path) {
+            Ok(db) => return Ok(db),
+            Err(e) if is_lock_error(&e) => {
+                last = Some(e);
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.expect("loop ran"))
+}
+
+/// Latest fingerprint per instance and all stage records, from the manifests (successful
+/// runs) and the kept records of failed ones.
+pub fn scan(ws: &Workspace) -> (HashMap<String, String>, Vec<StageRecord>) {
+    let mut records = Vec::new();
+    for (dir, _) in list_artifacts(ws) {
+        if let Some(m) = Manifest::read(&dir) {
+            records.push(m.record);
+        }
+    }
+    for instance_dir in read_dirs(&ws.failed()) {
+        for run_dir in read_dirs(&instance_dir) {
+            if let Ok(bytes) = std::fs::read(run_dir.join("record.json"))
+                && let Ok(r) = serde_json::from_slice::<StageRecord>(&bytes)
+            {
+                records.push(r);
+            }
+        }
+    }
+    records.sort_by(|a, b| a.finished.cmp(&b.finished));
+    let mut latest = HashMap::new();
+    for r in records.iter().filter(|r| r.status == "ok") {
+        latest.insert(r.instance.clone(), r.fingerprint.clone());
+    }
+    (latest, records)
+}
+
+fn rebuild_into(ws: &Workspace, db: &sled::Db) -> anyhow::Result<usize> {
+    let (latest, records) = scan(ws);
+    let t = db.open_tree(LATEST)?;
+    for (k, v) in &latest {
+        t.insert(k.as_str(), v.as_bytes())?;
+    }
+    let t = db.open_tree(RECORDS)?;
+    for r in &records {
+        let key = format!("{}\0{}\0{}", r.finished, r.run_id, r.instance);
+        t.insert(key, serde_json::to_vec(r)?)?;
+    }
+    db.insert("meta", &b"1"[..])?;
+    db.flush()?;
+    if !records.is_empty() {
+        info!("rebuilt the index from {} run records", records.len());
+    }
+    Ok(records.len())
+}
+
+/// Every artifact directory with its fingerprint.
+pub fn list_artifacts(ws: &Workspace) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    for instance_dir in read_dirs(&ws.artifacts()) {
+        for fp_dir in read_dirs(&instance_dir) {
+            let fp = fp_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push((fp_dir, fp));
+        }
+    }
+    out
+}
+
+fn read_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}

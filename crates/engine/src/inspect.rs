@@ -1,0 +1,221 @@
+//! Read-only views of a workspace: `status`, `show`, `runs`, `metrics`. They never take the
+//! run lock, so they answer while a run is going on.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::Pipeline;
+use crate::error::UserError;
+use crate::exec::{Outcome, Status, predict};
+use crate::index::{Index, list_artifacts};
+use crate::manifest::{FileEntry, LOG_DIR, Manifest, RunSummary};
+use crate::workspace::LockInfo;
+
+#[derive(Debug, Serialize)]
+pub struct StatusReport {
+    pub running: Option<LockInfo>,
+    pub stages: Vec<Outcome>,
+    #[serde(skip)]
+    pub note: Option<String>,
+}
+
+pub fn status(p: &Pipeline, targets: &[String]) -> anyhow::Result<StatusReport> {
+    let selected = p.plan.select(targets)?;
+    let mut index = Index::open_read_only(&p.ws);
+    let stages = predict(p, &mut index, &selected, &HashSet::new())?;
+    Ok(StatusReport {
+        running: p.ws.holder(),
+        stages,
+        note: index.note,
+    })
+}
+
+#[derive(Debug, Serialize)]
+pub struct Timings {
+    pub started: String,
+    pub finished: String,
+    pub duration_ms: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ShowReport {
+    pub stage: String,
+    pub kind: String,
+    pub fingerprint: Option<String>,
+    pub status: &'static str,
+    pub reasons: Vec<String>,
+    pub artifact: Option<PathBuf>,
+    pub metrics: Option<Value>,
+    pub params: serde_json::Map<String, Value>,
+    pub inputs: std::collections::BTreeMap<String, String>,
+    pub outputs: Vec<FileEntry>,
+    pub timings: Option<Timings>,
+    pub log: Option<PathBuf>,
+    pub deps: Vec<String>,
+}
+
+/// The current state of one instance and what its latest successful run left.
+pub fn show(p: &Pipeline, name: &str) -> anyhow::Result<ShowReport> {
+    let i = match p.plan.find(name) {
+        Some(i) => i,
+        None => {
+            let matches: Vec<&str> = p
+                .plan
+                .instances
+                .iter()
+                .filter(|i| i.stage == name)
+                .map(|i| i.name.as_str())
+                .collect();
+            if matches.is_empty() {
+                p.plan.select(&[name.to_string()])?;
+                return Err(UserError::new(format!("there is no stage named `{name}`")).into());
+            }
+            return Err(
+                UserError::new(format!("`{name}` has several matrix instances; name one"))
+                    .with_help(matches.join(", "))
+                    .into(),
+            );
+        }
+    };
+    let inst = &p.plan.instances[i];
+    let selected = p.plan.select(&[inst.name.clone()])?;
+    let mut index = Index::open_read_only(&p.ws);
+    let outcome = predict(p, &mut index, &selected, &HashSet::new())?
+        .into_iter()
+        .find(|o| o.instance == inst.name)
+        .ok_or_else(|| anyhow::anyhow!("instance vanished from the plan"))?;
+    let fresh = outcome.status == Status::Fresh;
+    // A fresh instance shows its current artifact; a stale one the latest it produced.
+    let dir = outcome.artifact.clone().or_else(|| {
+        index
+            .latest(&inst.name)
+            .map(|fp| p.ws.artifact_dir(&inst.name, &fp))
+    });
+    let manifest = dir.as_deref().and_then(Manifest::read);
+    let dir = manifest.as_ref().and(dir);
+    let (inputs, outputs, timings, metrics) = match (&manifest, &dir) {
+        (Some(m), Some(d)) => (
+            m.components.inputs.clone(),
+            m.files.clone(),
+            Some(Timings {
+                started: m.record.started.clone(),
+                finished: m.record.finished.clone(),
+                duration_ms: m.record.duration_ms,
+            }),
+            m.metrics(d),
+        ),
+        _ => Default::default(),
+    };
+    Ok(ShowReport {
+        stage: inst.name.clone(),
+        kind: inst.kind.clone(),
+        fingerprint: outcome.fingerprint.clone(),
+        status: if fresh { "fresh" } else { "stale" },
+        reasons: outcome.reasons,
+        log: dir.as_ref().map(|d| d.join(LOG_DIR)),
+        artifact: dir,
+        metrics,
+        params: inst.params.clone(),
+        inputs,
+        outputs,
+        timings,
+        deps: inst
+            .deps
+            .iter()
+            .map(|d| p.plan.instances[*d].name.clone())
+            .collect(),
+    })
+}
+
+/// Past `pipeline run` invocations, newest first.
+pub fn runs(p: &Pipeline, limit: usize) -> Vec<RunSummary> {
+    let holder = p.ws.holder();
+    let mut out: Vec<RunSummary> = std::fs::read_dir(p.ws.runs())
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    for r in &mut out {
+        if r.status == "running" && holder.as_ref().is_none_or(|h| h.pid != r.pid) {
+            r.status = "interrupted".into();
+        }
+    }
+    out.sort_by(|a, b| b.run_id.cmp(&a.run_id));
+    out.truncate(limit);
+    out
+}
+
+#[derive(Debug, Serialize)]
+pub struct MetricsRow {
+    pub instance: String,
+    pub stage: String,
+    pub fingerprint: String,
+    pub run_id: String,
+    pub finished: String,
+    pub current: bool,
+    pub metrics: Value,
+}
+
+/// `metrics.json` of every artifact (of the named stages), oldest first.
+pub fn metrics(p: &Pipeline, stages: &[String], latest_only: bool) -> Vec<MetricsRow> {
+    let index = Index::open_read_only(&p.ws);
+    let mut rows = Vec::new();
+    for (dir, _) in list_artifacts(&p.ws) {
+        let Some(m) = Manifest::read(&dir) else {
+            continue;
+        };
+        if !stages.is_empty() && !stages.iter().any(|s| *s == m.stage || *s == m.instance) {
+            continue;
+        }
+        let Some(metrics) = m.metrics(&dir) else {
+            continue;
+        };
+        let current = index.latest(&m.instance).as_deref() == Some(m.fingerprint.as_str());
+        if latest_only && !current {
+            continue;
+        }
+        rows.push(MetricsRow {
+            instance: m.instance,
+            stage: m.stage,
+            fingerprint: m.fingerprint,
+            run_id: m.record.run_id,
+            finished: m.record.finished,
+            current,
+            metrics,
+        });
+    }
+    rows.sort_by(|a, b| {
+        (a.finished.as_str(), a.instance.as_str()).cmp(&(b.finished.as_str(), b.instance.as_str()))
+    });
+    rows
+}
+
+/// Nested metric objects flattened to `a.b` keys, for a table.
+pub fn flatten_metrics(v: &Value) -> Vec<(String, String)> {
+    fn go(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    go(&key, v, out);
+                }
+            }
+            Value::String(s) => out.push((prefix.to_string(), s.clone())),
+            other => out.push((prefix.to_string(), other.to_string())),
+        }
+    }
+    let mut out = Vec::new();
+    go("", v, &mut out);
+    out
+}

@@ -1,0 +1,47 @@
+//! The pipeline engine: `pipeline.yaml` schema and validation, the DAG of stage instances,
+//! content fingerprints, the executor, the artifact store with its sled index, and the
+//! read-only views (`status`, `show`, `runs`, `metrics`) and upkeep (`gc`, `verify`) the CLI
+//! prints. It knows nothing about ALBERT: stage kinds plug in through [`stage::Stage`].
+
+pub mod config;
+pub mod error;
+pub mod exec;
+pub mod fingerprint;
+pub mod hash;
+pub mod index;
+pub mod inspect;
+pub mod maintain;
+pub mod manifest;
+pub mod plan;
+pub mod stage;
+pub mod stages;
+pub mod workspace;
+pub mod yaml;
+
+use std::path::Path;
+
+pub use error::UserError;
+pub use stage::{DepArtifact, Registry, Stage, StageContext};
+
+use config::PipelineFile;
+use plan::{Overrides, Plan};
+use workspace::Workspace;
+
+/// A loaded, expanded pipeline and the workspace it lives in.
+pub struct Pipeline {
+    pub ws: Workspace,
+    pub plan: Plan,
+    pub registry: Registry,
+}
+
+impl Pipeline {
+    /// Reads `file`, applies `--set` flags and expands the DAG. Every mistake in the file or the
+    /// flags comes back as a [`UserError`].
+    pub fn load(file: &Path, sets: &[String], registry: Registry) -> Result<Pipeline, UserError> {
+        let file = PipelineFile::load(file)?;
+        let overrides = Overrides::parse(sets)?;
+        let plan = Plan::build(file, &overrides, &registry)?;
+        let ws = Workspace::new(&plan.root);
+        Ok(Pipeline { ws, plan, registry })
+    }
+}

@@ -1,0 +1,122 @@
+//! `MANIFEST.json`: what an artifact directory holds (files, sizes, digests), how it was made
+//! (the fingerprint's components) and the run record. Manifests on disk are the source of
+//! truth; the sled index can always be rebuilt from them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub const MANIFEST: &str = "MANIFEST.json";
+/// Logs live inside the artifact under this name; it is not part of the output digest.
+pub const LOG_DIR: &str = ".log";
+pub const FORMAT: u32 = 1;
+
+/// Everything a fingerprint is computed from. Kept in the manifest so that `status` can say
+/// which part changed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Components {
+    pub kind: String,
+    pub code_version: String,
+    pub params: serde_json::Map<String, Value>,
+    pub spec: Value,
+    /// Input file → blake3.
+    pub inputs: BTreeMap<String, String>,
+    /// Dep instance → its output digest.
+    pub deps: BTreeMap<String, String>,
+}
+
+impl Components {
+    pub fn fingerprint(&self) -> String {
+        // serde_json's maps are sorted, so this serialisation is canonical.
+        let bytes = serde_json::to_vec(&(FORMAT, self)).unwrap_or_default();
+        blake3::hash(&bytes).to_hex()[..32].to_string()
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FileEntry {
+    pub path: String,
+    pub size: u64,
+    pub blake3: String,
+}
+
+/// One execution of one stage instance.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StageRecord {
+    pub run_id: String,
+    pub instance: String,
+    pub stage: String,
+    pub fingerprint: String,
+    /// "ok" or "failed".
+    pub status: String,
+    pub started: String,
+    pub finished: String,
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub reasons: Vec<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The artifact directory (ok) or the kept log directory (failed).
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    pub instance: String,
+    pub stage: String,
+    pub fingerprint: String,
+    pub components: Components,
+    pub files: Vec<FileEntry>,
+    pub output_digest: String,
+    pub record: StageRecord,
+}
+
+impl Manifest {
+    pub fn read(dir: &Path) -> Option<Manifest> {
+        let bytes = std::fs::read(dir.join(MANIFEST)).ok()?;
+        let m: Manifest = serde_json::from_slice(&bytes).ok()?;
+        (m.format == FORMAT).then_some(m)
+    }
+
+    /// A cheap health check used on every run: each listed file is there with its size.
+    /// `verify` re-hashes the bytes.
+    pub fn files_present(&self, dir: &Path) -> bool {
+        self.files
+            .iter()
+            .all(|f| std::fs::metadata(dir.join(&f.path)).is_ok_and(|m| m.len() == f.size))
+    }
+
+    pub fn metrics(&self, dir: &Path) -> Option<Value> {
+        let bytes = std::fs::read(dir.join("metrics.json")).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// A `pipeline run` invocation, kept in `.pipeline/runs/<run_id>.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub pid: u32,
+    pub started: String,
+    pub finished: Option<String>,
+    /// "running", "ok", "failed" (or "interrupted" when shown for a run whose process died).
+    pub status: String,
+    pub targets: Vec<String>,
+    pub counts: BTreeMap<String, usize>,
+    pub stages: Vec<RunStage>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunStage {
+    pub instance: String,
+    pub status: String,
+    pub fingerprint: Option<String>,
+    pub duration_ms: Option<u64>,
+}
+
+pub fn now_string() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}

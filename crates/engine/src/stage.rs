@@ -1,0 +1,107 @@
+//! The `Stage` trait every stage kind implements (the built-in `cmd` kind here, the ALBERT
+//! stages in `stages/*`), the context a stage runs with, and the registry of kinds.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use indicatif::ProgressBar;
+use serde_json::{Map, Value};
+
+/// A kind of stage: what `kind:` in `pipeline.yaml` names.
+///
+/// A stage reads its inputs, deps and params from the [`StageContext`] and writes everything it
+/// produces under `ctx.out_dir`; the engine hashes that directory into the artifact. Its output
+/// must depend only on those, never on time or thread count, or early cutoff cannot work.
+pub trait Stage: Send + Sync {
+    fn kind(&self) -> &'static str;
+
+    /// A digest of the code that decides the stage's output, made at build time by
+    /// `code_version::emit` in the stage crate's `build.rs`.
+    fn code_version(&self) -> &'static str;
+
+    /// Whether a stage of this kind takes every instance of a matrix dep instead of expanding
+    /// with it (a report does). `aggregate:` in `pipeline.yaml` overrides it.
+    fn aggregates(&self) -> bool {
+        false
+    }
+
+    /// Parameters the kind knows beyond those written in `pipeline.yaml` (defaults), so that
+    /// `--set stage.param=…` can set them.
+    fn known_params(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Checks params before anything runs; the message is shown with the stage's position.
+    fn validate(&self, _params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn run(&self, ctx: &StageContext) -> anyhow::Result<()>;
+}
+
+/// A dep's artifact, as a stage sees it.
+#[derive(Debug, Clone)]
+pub struct DepArtifact {
+    /// The dep's instance name (`pretrain@share_type=all`).
+    pub instance: String,
+    /// The dep's stage name (`pretrain`).
+    pub stage: String,
+    pub coords: BTreeMap<String, Value>,
+    pub dir: PathBuf,
+}
+
+pub struct StageContext<'a> {
+    pub instance: &'a str,
+    pub stage: &'a str,
+    pub params: &'a Map<String, Value>,
+    pub spec: &'a Value,
+    /// The workspace root; relative paths in params are relative to it.
+    pub root: &'a Path,
+    /// Empty when the stage starts; becomes the artifact.
+    pub out_dir: &'a Path,
+    /// Kept across failed attempts with the same fingerprint (checkpoints), removed on success.
+    pub work_dir: &'a Path,
+    /// Where the stage's logs go; saved with the artifact, or kept apart if the stage fails.
+    pub log_dir: &'a Path,
+    pub inputs: &'a [PathBuf],
+    pub deps: &'a [DepArtifact],
+    /// A line on the terminal for this stage: set a length and advance it, or a message.
+    pub progress: &'a ProgressBar,
+}
+
+impl StageContext<'_> {
+    /// The one dep of stage `name` (for stages that expand with their deps).
+    pub fn dep(&self, name: &str) -> Option<&DepArtifact> {
+        self.deps
+            .iter()
+            .find(|d| d.stage == name || d.instance == name)
+    }
+}
+
+/// The stage kinds a `pipeline` binary knows.
+#[derive(Clone, Default)]
+pub struct Registry {
+    kinds: BTreeMap<&'static str, Arc<dyn Stage>>,
+}
+
+impl Registry {
+    /// The kinds built into the engine (`cmd`).
+    pub fn builtin() -> Registry {
+        let mut r = Registry::default();
+        r.register(Arc::new(crate::stages::cmd::CmdStage));
+        r
+    }
+
+    pub fn register(&mut self, stage: Arc<dyn Stage>) {
+        self.kinds.insert(stage.kind(), stage);
+    }
+
+    pub fn get(&self, kind: &str) -> Option<&Arc<dyn Stage>> {
+        self.kinds.get(kind)
+    }
+
+    pub fn kinds(&self) -> Vec<&'static str> {
+        self.kinds.keys().copied().collect()
+    }
+}

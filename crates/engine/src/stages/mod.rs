@@ -1,0 +1,2 @@
+//! Stage kinds built into the engine.
+pub mod cmd;
