@@ -81,7 +81,7 @@ pub fn show(p: &Pipeline, name: &str) -> anyhow::Result<ShowReport> {
         }
     };
     let inst = &p.plan.instances[i];
-    let selected = p.plan.select(&[inst.name.clone()])?;
+    let selected = p.plan.select(std::slice::from_ref(&inst.name))?;
     let mut index = Index::open_read_only(&p.ws);
     let outcome = predict(p, &mut index, &selected, &HashSet::new())?
         .into_iter()
