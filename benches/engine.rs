@@ -22,7 +22,11 @@ fn pipeline(dir: &Path, args: &[&str]) -> Duration {
         .output()
         .expect("running pipeline");
     let took = t0.elapsed();
-    assert!(out.status.success(), "pipeline {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "pipeline {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     took
 }
 
@@ -38,7 +42,11 @@ fn ms(d: Duration) -> String {
 fn seven_stage_dag(dir: &Path) {
     std::fs::create_dir_all(dir.join("data")).unwrap();
     for i in 0..3 {
-        std::fs::write(dir.join(format!("data/part{i}.txt")), "一二三\n".repeat(10_000)).unwrap();
+        std::fs::write(
+            dir.join(format!("data/part{i}.txt")),
+            "一二三\n".repeat(10_000),
+        )
+        .unwrap();
     }
     let yaml = r#"
 vars: {data: data}
@@ -60,7 +68,11 @@ fn thousand_stages(dir: &Path) -> Vec<String> {
     for i in 0..1000 {
         let cmd = format!("echo {i} > $PIPELINE_OUT/out.txt");
         // A few long chains and many independent stages, as a large sweep looks.
-        let deps = if i % 10 == 0 { String::new() } else { format!(", deps: [s{}]", i - 1) };
+        let deps = if i % 10 == 0 {
+            String::new()
+        } else {
+            format!(", deps: [s{}]", i - 1)
+        };
         yaml.push_str(&format!("  s{i}: {{cmd: \"{cmd}\"{deps}}}\n"));
         cmds.push(cmd);
     }
@@ -76,7 +88,10 @@ fn main() {
     seven_stage_dag(&seven);
     pipeline(&seven, &["run"]);
     let noop7 = median((0..21).map(|_| pipeline(&seven, &["run"])).collect());
-    println!("no-op run, 7-stage DAG:        {} (median of 21; target ≤ 50 ms)", ms(noop7));
+    println!(
+        "no-op run, 7-stage DAG:        {} (median of 21; target ≤ 50 ms)",
+        ms(noop7)
+    );
 
     let big = tmp.path().join("thousand");
     std::fs::create_dir_all(&big).unwrap();
@@ -84,7 +99,12 @@ fn main() {
     let out = tempfile::tempdir().unwrap();
     let t0 = Instant::now();
     for cmd in &cmds {
-        let status = Command::new("sh").arg("-c").arg(cmd).env("PIPELINE_OUT", out.path()).status().unwrap();
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .env("PIPELINE_OUT", out.path())
+            .status()
+            .unwrap();
         assert!(status.success());
     }
     let commands_alone = t0.elapsed();
@@ -96,16 +116,27 @@ fn main() {
         ms(commands_alone)
     );
     let noop1000 = median((0..7).map(|_| pipeline(&big, &["run"])).collect());
-    println!("no-op run, 1,000 cmd stages:   {} (median of 7; target ≤ 300 ms)", ms(noop1000));
+    println!(
+        "no-op run, 1,000 cmd stages:   {} (median of 7; target ≤ 300 ms)",
+        ms(noop1000)
+    );
     let status1000 = median((0..5).map(|_| pipeline(&big, &["status"])).collect());
-    println!("status, 1,000 cmd stages:      {} (median of 5)", ms(status1000));
+    println!(
+        "status, 1,000 cmd stages:      {} (median of 5)",
+        ms(status1000)
+    );
 
-    let mb: usize = std::env::var("BENCH_HASH_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
+    let mb: usize = std::env::var("BENCH_HASH_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024);
     let file = tmp.path().join("big.bin");
     {
         use std::io::Write;
         let mut f = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
-        let chunk: Vec<u8> = (0..1 << 20).map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
+        let chunk: Vec<u8> = (0..1 << 20)
+            .map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8)
+            .collect();
         for _ in 0..mb {
             f.write_all(&chunk).unwrap();
         }
@@ -120,5 +151,7 @@ fn main() {
         .collect();
     let best = median(runs);
     let gbs = (mb as f64 * 1048576.0) / best.as_secs_f64() / 1e9;
-    println!("hashing a {mb} MiB file:        {gbs:.2} GB/s (page cache warm, median of 5; target ≥ 1 GB/s)");
+    println!(
+        "hashing a {mb} MiB file:        {gbs:.2} GB/s (page cache warm, median of 5; target ≥ 1 GB/s)"
+    );
 }

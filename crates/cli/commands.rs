@@ -79,11 +79,9 @@ fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let _lock = p.ws.lock(&command)?;
     let mut index = Index::open_for_run(&p.ws)?;
-    if let Some(note) = &index.note
-        && !cli.quiet
-        && !args.json
-    {
-        eprintln!("note: {note}");
+    if let Some(note) = &index.note {
+        // A log line rather than a print, so that `--json` and `--quiet` runs keep it too.
+        tracing::warn!("{note}");
     }
     let jobs = args
         .jobs

@@ -69,10 +69,14 @@ impl PipelineFile {
     /// Reads and checks `path`.
     pub fn load(path: &Path) -> Result<PipelineFile, UserError> {
         let bytes = std::fs::read(path).map_err(|e| {
-            let hint = if e.kind() == std::io::ErrorKind::NotFound {
-                "run from the directory that holds pipeline.yaml, or pass -f FILE"
-            } else {
-                "check the file's permissions"
+            let hint = match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    "run from the directory that holds pipeline.yaml, or pass -f FILE"
+                }
+                std::io::ErrorKind::IsADirectory => {
+                    "pass the pipeline file itself: -f DIR/pipeline.yaml"
+                }
+                _ => "check the file's permissions",
             };
             UserError::new(format!("cannot read pipeline file {}: {e}", path.display()))
                 .with_help(hint)
@@ -327,9 +331,13 @@ impl Cx<'_> {
                             return Err(self.err(
                                 amount.mark,
                                 format!(
-                                    "resource `{}` must be a whole number, found {}",
+                                    "resource `{}` must be a whole number from 0 to 1024, found {}",
                                     res.value,
-                                    amount.type_name()
+                                    amount
+                                        .scalar_text()
+                                        .map_or(amount.type_name().to_string(), |t| format!(
+                                            "`{t}`"
+                                        ))
                                 ),
                             ));
                         };

@@ -92,7 +92,7 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
 pub fn suggestion(word: &str, candidates: &[&str]) -> String {
     match closest(word, candidates.iter().copied()) {
         Some(c) => format!("did you mean `{c}`?"),
-        None if candidates.is_empty() => "there is nothing to choose from".to_string(),
+        None if candidates.is_empty() => "none are declared".to_string(),
         None => format!("expected one of: {}", candidates.join(", ")),
     }
 }

@@ -487,7 +487,11 @@ fn failed(inst: &crate::plan::Instance, fp: Option<String>, error: String) -> Ou
 
 /// Runs one stage in a temporary directory and commits it; on failure keeps its logs under
 /// `.pipeline/failed/` and throws the partial output away.
-#[allow(clippy::too_many_arguments, clippy::type_complexity, clippy::result_large_err)]
+#[allow(
+    clippy::too_many_arguments,
+    clippy::type_complexity,
+    clippy::result_large_err
+)]
 fn execute_one(
     p: &Pipeline,
     i: usize,

@@ -42,17 +42,16 @@ impl Index {
             ),
             Err(e) => {
                 let aside = path.with_file_name(format!("index.corrupt-{}", std::process::id()));
-                warn!(
-                    "the index {} is corrupt ({e}); moving it to {} and rebuilding it from the manifests",
-                    path.display(),
-                    aside.display()
-                );
                 std::fs::rename(&path, &aside)?;
                 let db = sled::open(&path)?;
                 rebuild_into(ws, &db)?;
                 return Ok(Index::with_db(
                     db,
-                    Some("the index was corrupt and has been rebuilt from the manifests".into()),
+                    Some(format!(
+                        "the index {} was corrupt ({e}); moved it to {} and rebuilt it from the manifests",
+                        path.display(),
+                        aside.display()
+                    )),
                 ));
             }
         };
@@ -61,11 +60,11 @@ impl Index {
             let n = rebuild_into(ws, &db)?;
             db.insert("meta", &b"1"[..])?;
             if n > 0 {
-                warn!("the index was missing; rebuilt it from {n} manifests");
+                let what = if existed { "unreadable" } else { "missing" };
                 return Ok(Index::with_db(
                     db,
                     Some(format!(
-                        "the index was missing and has been rebuilt from {n} manifests"
+                        "the index was {what} and has been rebuilt from {n} run records in the artifact store"
                     )),
                 ));
             }

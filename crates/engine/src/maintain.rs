@@ -83,6 +83,19 @@ pub fn gc(p: &Pipeline, index: &mut Index, dry_run: bool) -> anyhow::Result<GcRe
             )?;
         }
     }
+    // The gc holds the run lock, so everything in tmp/ is the leftover of a killed run.
+    if let Ok(entries) = std::fs::read_dir(p.ws.tmp()) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            remove(
+                &mut report,
+                "(killed run)".into(),
+                name,
+                entry.path(),
+                dry_run,
+            )?;
+        }
+    }
     for (dir, name) in two_levels(&p.ws.quarantine()) {
         remove(&mut report, "(quarantined)".into(), name, dir, dry_run)?;
     }
@@ -103,8 +116,12 @@ fn remove(
 ) -> anyhow::Result<()> {
     let bytes = dir_size(&path);
     if !dry_run {
-        std::fs::remove_dir_all(&path)
-            .map_err(|e| anyhow::anyhow!("removing {}: {e}", path.display()))?;
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(|e| anyhow::anyhow!("removing {}: {e}", path.display()))?;
     }
     report.bytes_freed += bytes;
     report.removed.push(Removed {

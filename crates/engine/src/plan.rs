@@ -237,9 +237,10 @@ impl Plan {
                     for base in &inherited {
                         for &d in dep_instances {
                             if let Some(merged) = merge(base, &instances[d].coords)
-                                && !next.contains(&merged) {
-                                    next.push(merged);
-                                }
+                                && !next.contains(&merged)
+                            {
+                                next.push(merged);
+                            }
                         }
                     }
                     inherited = next;
@@ -261,6 +262,27 @@ impl Plan {
                 for (k, v) in own {
                     inst_params.insert(k, v);
                 }
+                // Inherited coordinates too: `finetune@share_type=all` knows which model it has.
+                for (k, v) in &coords {
+                    inst_params.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+                let known = kind.known_params();
+                if !known.is_empty() {
+                    for (key, _) in &decl.params {
+                        if !known.contains(&key.value.as_str()) && !coords.contains_key(&key.value)
+                        {
+                            return Err(file
+                                .error_at(
+                                    key.mark,
+                                    format!(
+                                        "stage `{}` (kind {}) has no parameter `{}`",
+                                        decl.name.value, decl.kind.value, key.value
+                                    ),
+                                )
+                                .with_help(suggestion(&key.value, known)));
+                        }
+                    }
+                }
                 let mut deps = Vec::new();
                 for dep in &decl.deps {
                     for &d in &by_stage[&index[dep.value.as_str()]] {
@@ -276,10 +298,15 @@ impl Plan {
                     file.error_at(decl.name.mark, format!("stage `{name}`: {msg}"))
                 })?;
                 let mut inputs = Vec::new();
+                let mut excludes = Vec::new();
                 for pattern in &decl.inputs {
                     let p = subst_str(&file, pattern.mark, &pattern.value, &vars, None)?;
-                    inputs.extend(resolve_inputs(&file, &root, pattern, &p)?);
+                    match p.strip_prefix('!') {
+                        Some(negated) => excludes.push(exclusion(&file, &root, pattern, negated)?),
+                        None => inputs.extend(resolve_inputs(&file, &root, pattern, &p)?),
+                    }
                 }
+                inputs.retain(|i| !excludes.iter().any(|x| x.matches_path(&i.path)));
                 inputs.sort_by(|a, b| a.key.cmp(&b.key));
                 inputs.dedup_by(|a, b| a.key == b.key);
                 mine.push(instances.len());
@@ -695,10 +722,11 @@ fn resolve_inputs(
     let is_glob = expanded.contains(['*', '?', '[']);
     let mut files = Vec::new();
     if is_glob {
+        check_glob(file, pattern, expanded)?;
         let paths = glob::glob(&full.to_string_lossy()).map_err(|e| {
             file.error_at(
                 pattern.mark,
-                format!("input pattern `{expanded}` is not a valid glob: {e}"),
+                format!("input pattern `{expanded}` is not a valid glob: {}", e.msg),
             )
         })?;
         for p in paths.flatten() {
@@ -730,6 +758,41 @@ fn resolve_inputs(
             InputFile { key, path }
         })
         .collect())
+}
+
+/// Errors point into the pattern as the user wrote it, not the absolute path built from it.
+fn check_glob(
+    file: &PipelineFile,
+    pattern: &Located<String>,
+    expanded: &str,
+) -> Result<glob::Pattern, UserError> {
+    glob::Pattern::new(expanded).map_err(|e| {
+        file.error_at(
+            pattern.mark,
+            format!(
+                "input pattern `{expanded}` is not a valid glob: {} (at character {})",
+                e.msg,
+                e.pos + 1
+            ),
+        )
+    })
+}
+
+/// `!PATTERN` in `inputs` drops the files it matches from those the other patterns found
+/// (`["data/*/*.txt", "!data/*/SOURCE.txt"]`). It may match nothing.
+fn exclusion(
+    file: &PipelineFile,
+    root: &Path,
+    pattern: &Located<String>,
+    negated: &str,
+) -> Result<glob::Pattern, UserError> {
+    check_glob(file, pattern, negated)?;
+    let full = if Path::new(negated).is_absolute() {
+        PathBuf::from(negated)
+    } else {
+        root.join(negated)
+    };
+    check_glob(file, pattern, &full.to_string_lossy())
 }
 
 /// A file, or every file below a directory (skipping the pipeline's own state and VCS dirs).
@@ -870,5 +933,28 @@ mod tests {
                 .message
                 .contains("matches no file")
         );
+    }
+
+    #[test]
+    fn negated_inputs_drop_what_they_match() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["d/a.txt", "d/b.txt", "d/SOURCE.txt"] {
+            std::fs::create_dir_all(dir.path().join("d")).unwrap();
+            std::fs::write(dir.path().join(f), f).unwrap();
+        }
+        let path = dir.path().join("pipeline.yaml");
+        std::fs::write(
+            &path,
+            "stages:\n  a:\n    cmd: x\n    inputs: ['d/*.txt', '!d/SOURCE.txt', '!nothing/*']\n",
+        )
+        .unwrap();
+        let file = PipelineFile::load(&path).unwrap();
+        let p = Plan::build(file, &Overrides::parse(&[]).unwrap(), &Registry::builtin()).unwrap();
+        let keys: Vec<&str> = p.instances[0]
+            .inputs
+            .iter()
+            .map(|i| i.key.as_str())
+            .collect();
+        assert_eq!(keys, ["d/a.txt", "d/b.txt"]);
     }
 }

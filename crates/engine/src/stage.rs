@@ -26,8 +26,10 @@ pub trait Stage: Send + Sync {
         false
     }
 
-    /// Parameters the kind knows beyond those written in `pipeline.yaml` (defaults), so that
-    /// `--set stage.param=…` can set them.
+    /// Every parameter the kind takes, so that `--set stage.param=…` can set one that
+    /// `pipeline.yaml` leaves at its default, and a misspelt one is an error at its line.
+    /// Empty means any (the `cmd` kind). Matrix coordinates are always allowed: an instance's
+    /// params include its own matrix values and those it inherits from its deps.
     fn known_params(&self) -> &'static [&'static str] {
         &[]
     }
