@@ -15,7 +15,11 @@ use crate::report::{TermReporter, outcome_line};
 
 /// Every stage kind this binary knows.
 fn registry() -> Registry {
-    Registry::builtin()
+    let mut r = Registry::builtin();
+    r.register(std::sync::Arc::new(stage_clean::CleanStage));
+    r.register(std::sync::Arc::new(stage_vocab::VocabStage));
+    r.register(std::sync::Arc::new(stage_mask::MaskStage));
+    r
 }
 
 fn load(cli: &Cli) -> Result<Pipeline> {

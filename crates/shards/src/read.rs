@@ -1,0 +1,377 @@
+//! Reading shards back: whole-shard decoding with full validation ([`read_shard`] for tests and
+//! small evaluation sets; the training reader uses the same loader), row counts, and listing the
+//! shards of a directory.
+//!
+//! A shard is decoded into flat column vectors (all rows' tokens end to end plus offsets), so a
+//! row is a few slices and reading one costs no allocation.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail, ensure};
+use arrow_array::{Array, Int8Array, Int32Array, ListArray, RecordBatch};
+use arrow_ipc::reader::FileReader;
+
+use crate::schema::{ColumnIndex, FOOTER_NUM_ROWS, check_schema, columns};
+use crate::writer::Instance;
+
+/// Opens a shard and checks its schema.
+fn open(path: &Path) -> Result<(FileReader<BufReader<File>>, ColumnIndex)> {
+    let f = File::open(path).with_context(|| format!("cannot open shard {}", path.display()))?;
+    let reader =
+        FileReader::try_new(BufReader::with_capacity(1 << 20, f), None).with_context(|| {
+            format!(
+                "{}: not a readable Arrow IPC file (truncated, or the writer was not finished?)",
+                path.display()
+            )
+        })?;
+    let cols = check_schema(&reader.schema(), path)?;
+    Ok((reader, cols))
+}
+
+/// The number of instances in a shard: from the footer's `num_rows` when the writer recorded it,
+/// else by decoding the record batches. Also checks the schema.
+pub fn shard_instances(path: &Path) -> Result<u64> {
+    let (reader, _) = open(path)?;
+    if let Some(n) = reader.custom_metadata().get(FOOTER_NUM_ROWS) {
+        return n.parse::<u64>().with_context(|| {
+            format!(
+                "{}: footer metadata `{FOOTER_NUM_ROWS}` is {n:?}, not a count",
+                path.display()
+            )
+        });
+    }
+    let mut rows = 0u64;
+    for batch in reader {
+        let batch =
+            batch.with_context(|| format!("{}: cannot decode a record batch", path.display()))?;
+        rows += batch.num_rows() as u64;
+    }
+    Ok(rows)
+}
+
+/// The shards `{prefix}-NNNNN.arrow` directly in `dir`, sorted by name (the order the writer
+/// numbered them): the file list to give [`crate::BatchReader`]. Other files (another prefix,
+/// e.g. the `eval` shards beside the `shard` ones) are left out.
+pub fn list_shards(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list shard directory {}", dir.display()))?
+    {
+        let entry =
+            entry.with_context(|| format!("cannot list shard directory {}", dir.display()))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let number = name
+            .strip_prefix(prefix)
+            .and_then(|r| r.strip_prefix('-'))
+            .and_then(|r| r.strip_suffix(".arrow"));
+        if number.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            && entry.path().is_file()
+        {
+            files.push(entry.path());
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Limits a row must respect (the training reader's `max_seq_length` and
+/// `max_predictions_per_seq`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub max_seq_length: usize,
+    pub max_predictions_per_seq: usize,
+}
+
+/// One row of a decoded shard.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Row<'a> {
+    pub ids: &'a [i32],
+    pub types: &'a [i8],
+    pub positions: &'a [i32],
+    pub masked: &'a [i32],
+    pub label: i8,
+}
+
+/// A whole shard decoded into flat columns. Row `r`'s tokens are
+/// `ids[tok_off[r]..tok_off[r + 1]]`, its masked positions `positions[mask_off[r]..mask_off[r + 1]]`.
+#[derive(Debug, Default)]
+pub(crate) struct ShardData {
+    ids: Vec<i32>,
+    types: Vec<i8>,
+    tok_off: Vec<usize>,
+    positions: Vec<i32>,
+    masked: Vec<i32>,
+    mask_off: Vec<usize>,
+    labels: Vec<i8>,
+}
+
+impl ShardData {
+    pub fn rows(&self) -> usize {
+        self.labels.len()
+    }
+
+    pub fn row(&self, r: usize) -> Row<'_> {
+        let (a, b) = (self.tok_off[r], self.tok_off[r + 1]);
+        let (c, d) = (self.mask_off[r], self.mask_off[r + 1]);
+        Row {
+            ids: &self.ids[a..b],
+            types: &self.types[a..b],
+            positions: &self.positions[c..d],
+            masked: &self.masked[c..d],
+            label: self.labels[r],
+        }
+    }
+
+    /// Decodes and validates every row of `path` (see `SCHEMA.md` for the invariants), checking
+    /// `limits` too when given. Returns the data and the schema metadata.
+    pub fn load(path: &Path, limits: Option<Limits>) -> Result<(Self, BTreeMap<String, String>)> {
+        let (reader, cols) = open(path)?;
+        let metadata: BTreeMap<String, String> = reader
+            .schema()
+            .metadata()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut data = ShardData {
+            tok_off: vec![0],
+            mask_off: vec![0],
+            ..Default::default()
+        };
+        for batch in reader {
+            let batch = batch
+                .with_context(|| format!("{}: cannot decode a record batch", path.display()))?;
+            data.append(&batch, cols, path, limits)?;
+        }
+        Ok((data, metadata))
+    }
+
+    /// Appends one record batch, checking each row.
+    fn append(
+        &mut self,
+        batch: &RecordBatch,
+        cols: ColumnIndex,
+        path: &Path,
+        limits: Option<Limits>,
+    ) -> Result<()> {
+        let file = path.display();
+        let first_row = self.rows();
+        let ids = list_column(batch, cols.input_ids, columns::INPUT_IDS, path)?;
+        let types = list_column(batch, cols.token_type_ids, columns::TOKEN_TYPE_IDS, path)?;
+        let positions = list_column(
+            batch,
+            cols.masked_positions,
+            columns::MASKED_POSITIONS,
+            path,
+        )?;
+        let masked = list_column(batch, cols.masked_ids, columns::MASKED_IDS, path)?;
+        let lengths = scalar_column::<Int32Array>(batch, cols.length, columns::LENGTH, path)?;
+        let labels = scalar_column::<Int8Array>(
+            batch,
+            cols.sentence_order_label,
+            columns::SENTENCE_ORDER_LABEL,
+            path,
+        )?;
+        let ids_v = list_values::<Int32Array>(ids, columns::INPUT_IDS, path)?;
+        let types_v = list_values::<Int8Array>(types, columns::TOKEN_TYPE_IDS, path)?;
+        let pos_v = list_values::<Int32Array>(positions, columns::MASKED_POSITIONS, path)?;
+        let masked_v = list_values::<Int32Array>(masked, columns::MASKED_IDS, path)?;
+        let (io, to, po, mo) = (
+            ids.value_offsets(),
+            types.value_offsets(),
+            positions.value_offsets(),
+            masked.value_offsets(),
+        );
+        for r in 0..batch.num_rows() {
+            let row = first_row + r;
+            let (a, b) = (io[r] as usize, io[r + 1] as usize);
+            let n = b - a;
+            let length = lengths.value(r);
+            ensure!(
+                length >= 0 && length as usize == n,
+                "{file}: row {row}: `length` is {length} but `input_ids` has {n} tokens"
+            );
+            let (ta, tb) = (to[r] as usize, to[r + 1] as usize);
+            ensure!(
+                tb - ta == n,
+                "{file}: row {row}: `token_type_ids` has {} entries but `input_ids` has {n}",
+                tb - ta
+            );
+            let (pa, pb) = (po[r] as usize, po[r + 1] as usize);
+            let (ma, mb) = (mo[r] as usize, mo[r + 1] as usize);
+            ensure!(
+                pb - pa == mb - ma,
+                "{file}: row {row}: {} masked positions but {} masked ids",
+                pb - pa,
+                mb - ma
+            );
+            let pos = &pos_v[pa..pb];
+            let mut prev = -1i64;
+            for &p in pos {
+                ensure!(
+                    (p as i64) > prev && (p as usize) < n,
+                    "{file}: row {row}: masked position {p} is out of order or outside the {n} \
+                     tokens (positions must be strictly ascending and < length)"
+                );
+                prev = p as i64;
+            }
+            let label = labels.value(r);
+            ensure!(
+                label == 0 || label == 1,
+                "{file}: row {row}: sentence_order_label is {label}, must be 0 or 1"
+            );
+            if let Some(l) = limits {
+                ensure!(
+                    n <= l.max_seq_length,
+                    "{file}: row {row} has {n} tokens, more than max_seq_length {}: the reader's \
+                     max_seq_length must be at least the mask stage's",
+                    l.max_seq_length
+                );
+                ensure!(
+                    pb - pa <= l.max_predictions_per_seq,
+                    "{file}: row {row} has {} masked positions, more than \
+                     max_predictions_per_seq {}: the reader's max_predictions_per_seq must be at \
+                     least the mask stage's",
+                    pb - pa,
+                    l.max_predictions_per_seq
+                );
+            }
+            self.ids.extend_from_slice(&ids_v[a..b]);
+            self.types.extend_from_slice(&types_v[ta..tb]);
+            self.tok_off.push(self.ids.len());
+            self.positions.extend_from_slice(pos);
+            self.masked.extend_from_slice(&masked_v[ma..mb]);
+            self.mask_off.push(self.positions.len());
+            self.labels.push(label);
+        }
+        Ok(())
+    }
+}
+
+fn list_column<'a>(
+    batch: &'a RecordBatch,
+    i: usize,
+    name: &str,
+    path: &Path,
+) -> Result<&'a ListArray> {
+    let col = batch.column(i);
+    let Some(list) = col.as_any().downcast_ref::<ListArray>() else {
+        bail!("{}: column `{name}` is not a list array", path.display());
+    };
+    ensure!(
+        list.null_count() == 0,
+        "{}: column `{name}` has {} null rows; every row needs a value",
+        path.display(),
+        list.null_count()
+    );
+    Ok(list)
+}
+
+fn list_values<'a, T: Array + PrimitiveValues + 'static>(
+    list: &'a ListArray,
+    name: &str,
+    path: &Path,
+) -> Result<&'a [T::Native]> {
+    let Some(values) = list.values().as_any().downcast_ref::<T>() else {
+        bail!(
+            "{}: column `{name}` has the wrong item type",
+            path.display()
+        );
+    };
+    ensure!(
+        values.null_count() == 0,
+        "{}: column `{name}` has null items",
+        path.display()
+    );
+    Ok(values.native_values())
+}
+
+fn scalar_column<'a, T: Array + 'static>(
+    batch: &'a RecordBatch,
+    i: usize,
+    name: &str,
+    path: &Path,
+) -> Result<&'a T> {
+    let Some(col) = batch.column(i).as_any().downcast_ref::<T>() else {
+        bail!("{}: column `{name}` has the wrong type", path.display());
+    };
+    ensure!(
+        col.null_count() == 0,
+        "{}: column `{name}` has {} nulls",
+        path.display(),
+        col.null_count()
+    );
+    Ok(col)
+}
+
+/// The value slice of the two primitive array types the schema uses.
+trait PrimitiveValues {
+    type Native;
+    fn native_values(&self) -> &[Self::Native];
+}
+
+impl PrimitiveValues for Int32Array {
+    type Native = i32;
+    fn native_values(&self) -> &[i32] {
+        self.values()
+    }
+}
+
+impl PrimitiveValues for Int8Array {
+    type Native = i8;
+    fn native_values(&self) -> &[i8] {
+        self.values()
+    }
+}
+
+/// Reads every row of a shard, checking the schema (`format`, `version`, columns and types) and
+/// each row's consistency; errors name the file (and the row). Returns the instances in file
+/// order and the schema metadata (including `format` and `version`).
+///
+/// Loads the whole shard: meant for tests and small evaluation sets; training uses
+/// [`crate::BatchReader`].
+pub fn read_shard(path: impl AsRef<Path>) -> Result<(Vec<Instance>, BTreeMap<String, String>)> {
+    let path = path.as_ref();
+    let (data, metadata) = ShardData::load(path, None)?;
+    let mut out = Vec::with_capacity(data.rows());
+    for r in 0..data.rows() {
+        let row = data.row(r);
+        // Checked: every value came from a validated column whose types are Int32/Int8 and
+        // non-negative where it matters (positions, labels); token ids are reinterpreted as the
+        // writer stored them.
+        let mut ids = Vec::with_capacity(row.ids.len());
+        for &t in row.ids {
+            ensure!(t >= 0, "{}: row {r}: negative token id {t}", path.display());
+            ids.push(t as u32);
+        }
+        let mut types = Vec::with_capacity(row.types.len());
+        for &t in row.types {
+            ensure!(
+                t >= 0,
+                "{}: row {r}: negative token type {t}",
+                path.display()
+            );
+            types.push(t as u8);
+        }
+        let mut masked = Vec::with_capacity(row.masked.len());
+        for &t in row.masked {
+            ensure!(
+                t >= 0,
+                "{}: row {r}: negative masked id {t}",
+                path.display()
+            );
+            masked.push(t as u32);
+        }
+        out.push(Instance {
+            input_ids: ids,
+            token_type_ids: types,
+            masked_positions: row.positions.iter().map(|&p| p as u32).collect(),
+            masked_ids: masked,
+            sentence_order_label: row.label as u8,
+        });
+    }
+    Ok((out, metadata))
+}

@@ -1,0 +1,554 @@
+//! Tests of the writer, `read_shard` and the batch reader together (they share fixtures).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Int32Array, RecordBatch};
+use arrow_ipc::reader::FileReader;
+use arrow_ipc::writer::FileWriter;
+use arrow_schema::{DataType, Field, Schema};
+use proptest::prelude::*;
+
+use crate::schema::{FORMAT_KEY, VERSION_KEY, shard_schema};
+use crate::*;
+
+/// A valid instance whose second token is `id` (so rows can be told apart), `len` tokens long
+/// (at least 3) with up to `masks` masked positions.
+fn inst(id: u32, len: usize, masks: usize) -> Instance {
+    let len = len.max(3);
+    let mut input_ids: Vec<u32> = (0..len as u32).map(|i| 1000 + i).collect();
+    input_ids[0] = 2; // [CLS]
+    input_ids[1] = id;
+    input_ids[len - 1] = 3; // [SEP]
+    let split = len / 2;
+    let token_type_ids = (0..len).map(|i| u8::from(i > split)).collect();
+    let masked_positions: Vec<u32> = (2..len as u32 - 1).step_by(2).take(masks).collect();
+    let masked_ids = masked_positions.iter().map(|&p| 5000 + p).collect();
+    Instance {
+        input_ids,
+        token_type_ids,
+        masked_positions,
+        masked_ids,
+        sentence_order_label: (id % 2) as u8,
+    }
+}
+
+fn meta() -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    m.insert("vocab_size".into(), "21128".into());
+    m.insert("max_seq_length".into(), "64".into());
+    m
+}
+
+fn write(dir: &Path, prefix: &str, per_shard: usize, insts: &[Instance]) -> Vec<ShardInfo> {
+    let mut w = ShardWriter::create(dir, prefix, per_shard, meta()).unwrap();
+    for i in insts {
+        w.write(i).unwrap();
+    }
+    w.finish().unwrap()
+}
+
+/// `n` instances with ids 0..n and varied lengths (3..=40) and mask counts (0..=6).
+fn corpus(n: u32) -> Vec<Instance> {
+    (0..n)
+        .map(|i| inst(i, 3 + (i as usize * 7) % 38, (i as usize * 5) % 7))
+        .collect()
+}
+
+fn paths(dir: &Path, infos: &[ShardInfo]) -> Vec<PathBuf> {
+    infos.iter().map(|s| dir.join(&s.file)).collect()
+}
+
+/// The ids (second token) of a batch's rows.
+fn row_ids(b: &Batch) -> Vec<u32> {
+    (0..b.batch_size)
+        .map(|r| b.input_ids[r * b.seq_len + 1] as u32)
+        .collect()
+}
+
+fn cfg(batch_size: usize) -> BatchReaderConfig {
+    BatchReaderConfig {
+        seed: 7,
+        ..BatchReaderConfig::new(batch_size, 64, 8)
+    }
+}
+
+fn instance_strategy() -> impl Strategy<Value = Instance> {
+    (1usize..50, any::<u8>(), 0u32..=i32::MAX as u32).prop_flat_map(|(len, label, seed)| {
+        (
+            proptest::collection::vec(0u32..=i32::MAX as u32, len),
+            proptest::collection::vec(0u8..=1, len),
+            proptest::collection::btree_set(0u32..len as u32, 0..len.min(10)),
+            Just(label % 2),
+            Just(seed),
+        )
+            .prop_map(|(input_ids, token_type_ids, pos, label, seed)| {
+                let masked_positions: Vec<u32> = pos.into_iter().collect();
+                let masked_ids = masked_positions
+                    .iter()
+                    .map(|p| p.wrapping_mul(2_654_435_761) ^ seed)
+                    .map(|x| x % (i32::MAX as u32))
+                    .collect();
+                Instance {
+                    input_ids,
+                    token_type_ids,
+                    masked_positions,
+                    masked_ids,
+                    sentence_order_label: label,
+                }
+            })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn round_trip(insts in proptest::collection::vec(instance_strategy(), 0..40), per in 1usize..9) {
+        let dir = tempfile::tempdir().unwrap();
+        let infos = write(dir.path(), "train", per, &insts);
+        prop_assert_eq!(infos.len(), insts.len().div_ceil(per));
+        let mut back = Vec::new();
+        for (k, info) in infos.iter().enumerate() {
+            prop_assert_eq!(&info.file, &format!("train-{k:05}.arrow"));
+            let (rows, m) = read_shard(dir.path().join(&info.file)).unwrap();
+            prop_assert_eq!(m.get(FORMAT_KEY).map(String::as_str), Some("albert-pretraining-instances"));
+            prop_assert_eq!(m.get(VERSION_KEY).map(String::as_str), Some("1"));
+            prop_assert_eq!(m.get("vocab_size").map(String::as_str), Some("21128"));
+            prop_assert_eq!(info.instances, rows.len() as u64);
+            prop_assert_eq!(info.tokens, rows.iter().map(|r| r.input_ids.len() as u64).sum::<u64>());
+            prop_assert_eq!(shard_instances(&dir.path().join(&info.file)).unwrap(), info.instances);
+            back.extend(rows);
+        }
+        prop_assert_eq!(back, insts);
+    }
+}
+
+#[test]
+fn shard_rollover_and_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let infos = write(dir.path(), "dev", 4, &corpus(10));
+    let counts: Vec<u64> = infos.iter().map(|s| s.instances).collect();
+    assert_eq!(counts, [4, 4, 2]);
+    let names: Vec<&str> = infos.iter().map(|s| s.file.as_str()).collect();
+    assert_eq!(
+        names,
+        ["dev-00000.arrow", "dev-00001.arrow", "dev-00002.arrow"]
+    );
+    write(dir.path(), "dev-extra", 4, &corpus(1));
+    std::fs::write(dir.path().join("dev-notes.arrow"), "").unwrap();
+    assert_eq!(
+        list_shards(dir.path(), "dev").unwrap(),
+        paths(dir.path(), &infos)
+    );
+
+    // An exact multiple closes the last shard without opening an empty one.
+    let dir = tempfile::tempdir().unwrap();
+    let infos = write(dir.path(), "t", 5, &corpus(10));
+    assert_eq!(infos.len(), 2);
+    assert_eq!(list_shards(dir.path(), "t").unwrap().len(), 2);
+
+    // No instance, no file.
+    let dir = tempfile::tempdir().unwrap();
+    assert!(write(dir.path(), "t", 5, &[]).is_empty());
+    assert!(list_shards(dir.path(), "t").unwrap().is_empty());
+}
+
+#[test]
+fn record_batches_hold_1024_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let infos = write(dir.path(), "t", 2500, &corpus(2600));
+    assert_eq!(infos.len(), 2);
+    let f = File::open(dir.path().join(&infos[0].file)).unwrap();
+    let r = FileReader::try_new(f, None).unwrap();
+    assert_eq!(r.num_batches(), 3);
+    let sizes: Vec<usize> = r.map(|b| b.unwrap().num_rows()).collect();
+    assert_eq!(sizes, [1024, 1024, 452]);
+}
+
+#[test]
+fn writer_rejects_bad_instances_and_params() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = ShardWriter::create(dir.path(), "t", 10, meta()).unwrap();
+    w.write(&inst(1, 10, 2)).unwrap();
+    let mut bad = inst(2, 10, 2);
+    bad.masked_positions.reverse();
+    let e = format!("{:#}", w.write(&bad).unwrap_err());
+    assert!(e.contains("instance 1") && e.contains("ascending"), "{e}");
+    let mut bad = inst(2, 10, 2);
+    bad.token_type_ids.pop();
+    assert!(format!("{:#}", w.write(&bad).unwrap_err()).contains("token_type_ids"));
+    let mut bad = inst(2, 10, 2);
+    bad.masked_positions = vec![10];
+    bad.masked_ids = vec![1];
+    assert!(format!("{:#}", w.write(&bad).unwrap_err()).contains("outside"));
+    let mut bad = inst(2, 10, 0);
+    bad.input_ids[2] = u32::MAX;
+    assert!(format!("{:#}", w.write(&bad).unwrap_err()).contains("Int32"));
+    let mut bad = inst(2, 10, 0);
+    bad.sentence_order_label = 2;
+    assert!(format!("{:#}", w.write(&bad).unwrap_err()).contains("sentence_order_label"));
+    assert_eq!(w.finish().unwrap()[0].instances, 1);
+
+    assert!(ShardWriter::create(dir.path(), "t", 0, meta()).is_err());
+    assert!(ShardWriter::create(dir.path(), "a/b", 1, meta()).is_err());
+    let mut m = meta();
+    m.insert("format".into(), "x".into());
+    assert!(ShardWriter::create(dir.path(), "t", 1, m).is_err());
+}
+
+/// Writes a file with the shard schema changed by `edit` (one row of plain data).
+fn write_odd(
+    path: &Path,
+    edit: impl Fn(&mut Vec<Field>, &mut Vec<ArrayRef>, &mut BTreeMap<String, String>),
+) {
+    let good = Arc::new(shard_schema(&BTreeMap::new()).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let infos = write(dir.path(), "t", 10, &[inst(1, 5, 1)]);
+    let f = File::open(dir.path().join(&infos[0].file)).unwrap();
+    let batch = FileReader::try_new(f, None)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let mut fields: Vec<Field> = good.fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut cols: Vec<ArrayRef> = batch.columns().to_vec();
+    let mut m: BTreeMap<String, String> = good.metadata().clone().into_iter().collect();
+    edit(&mut fields, &mut cols, &mut m);
+    let schema = Arc::new(Schema::new_with_metadata(fields, m.into_iter().collect()));
+    let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
+    let mut w = FileWriter::try_new(File::create(path).unwrap(), &schema).unwrap();
+    w.write(&batch).unwrap();
+    w.finish().unwrap();
+}
+
+#[test]
+fn schema_errors_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.arrow");
+    write_odd(&missing, |f, c, _| {
+        f.remove(4);
+        c.remove(4);
+    });
+    let e = format!("{:#}", read_shard(&missing).unwrap_err());
+    assert!(
+        e.contains("missing.arrow") && e.contains("missing column `masked_ids`"),
+        "{e}"
+    );
+    let e = format!(
+        "{:#}",
+        BatchReader::open(&[&missing], cfg(2)).err().unwrap()
+    );
+    assert!(
+        e.contains("missing.arrow") && e.contains("masked_ids"),
+        "{e}"
+    );
+
+    let version = dir.path().join("v2.arrow");
+    write_odd(&version, |_, _, m| {
+        m.insert("version".into(), "2".into());
+    });
+    let e = format!("{:#}", read_shard(&version).unwrap_err());
+    assert!(e.contains("v2.arrow") && e.contains("version \"2\""), "{e}");
+
+    let foreign = dir.path().join("foreign.arrow");
+    write_odd(&foreign, |_, _, m| {
+        m.remove("format");
+    });
+    let e = format!("{:#}", read_shard(&foreign).unwrap_err());
+    assert!(e.contains("foreign.arrow") && e.contains("format"), "{e}");
+
+    let length = dir.path().join("length.arrow");
+    write_odd(&length, |_, c, _| {
+        c[2] = Arc::new(Int32Array::from(vec![4]));
+    });
+    let e = format!("{:#}", read_shard(&length).unwrap_err());
+    assert!(
+        e.contains("length.arrow") && e.contains("row 0") && e.contains("`length` is 4"),
+        "{e}"
+    );
+
+    let typed = dir.path().join("typed.arrow");
+    write_odd(&typed, |f, c, _| {
+        f[5] = Field::new("sentence_order_label", DataType::Int32, false);
+        c[5] = Arc::new(Int32Array::from(vec![0]));
+    });
+    let e = format!("{:#}", read_shard(&typed).unwrap_err());
+    assert!(
+        e.contains("typed.arrow") && e.contains("`sentence_order_label` has type Int32"),
+        "{e}"
+    );
+
+    let truncated = dir.path().join("truncated.arrow");
+    std::fs::write(&truncated, b"ARROW1\0\0garbage").unwrap();
+    let e = format!("{:#}", read_shard(&truncated).unwrap_err());
+    assert!(e.contains("truncated.arrow"), "{e}");
+}
+
+#[test]
+fn batch_padding_masks_and_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = inst(10, 5, 2); // positions [2] only: 5 tokens → positions 2 (step 2, < 4)
+    let b = inst(11, 11, 3);
+    let infos = write(dir.path(), "t", 10, &[a.clone(), b.clone()]);
+    let mut r =
+        BatchReader::eval(&paths(dir.path(), &infos), BatchReaderConfig::new(4, 64, 4)).unwrap();
+    let batch = r.next_batch().unwrap().unwrap();
+    assert_eq!(
+        (batch.batch_size, batch.seq_len, batch.max_predictions),
+        (2, 16, 4)
+    );
+    assert_eq!(batch.tokens, 16);
+    for (row, i) in [&a, &b].into_iter().enumerate() {
+        let n = i.input_ids.len();
+        let s = row * 16;
+        let ids: Vec<i64> = i.input_ids.iter().map(|&t| t as i64).collect();
+        assert_eq!(&batch.input_ids[s..s + n], ids.as_slice());
+        assert!(batch.input_ids[s + n..s + 16].iter().all(|&t| t == 0));
+        assert!(batch.attention_mask[s..s + n].iter().all(|&t| t == 1));
+        assert!(batch.attention_mask[s + n..s + 16].iter().all(|&t| t == 0));
+        let types: Vec<i64> = i.token_type_ids.iter().map(|&t| t as i64).collect();
+        assert_eq!(&batch.token_type_ids[s..s + n], types.as_slice());
+        assert!(batch.token_type_ids[s + n..s + 16].iter().all(|&t| t == 0));
+        let m = i.masked_positions.len();
+        let s = row * 4;
+        let pos: Vec<i64> = i.masked_positions.iter().map(|&p| p as i64).collect();
+        let ids: Vec<i64> = i.masked_ids.iter().map(|&p| p as i64).collect();
+        assert_eq!(&batch.masked_positions[s..s + m], pos.as_slice());
+        assert_eq!(&batch.masked_ids[s..s + m], ids.as_slice());
+        assert!(batch.masked_positions[s + m..s + 4].iter().all(|&t| t == 0));
+        assert!(batch.masked_ids[s + m..s + 4].iter().all(|&t| t == 0));
+        assert!(batch.masked_weights[s..s + m].iter().all(|&w| w == 1.0));
+        assert!(batch.masked_weights[s + m..s + 4].iter().all(|&w| w == 0.0));
+    }
+    assert_eq!(
+        batch.predictions,
+        (a.masked_positions.len() + b.masked_positions.len()) as u64
+    );
+    assert_eq!(batch.sentence_order_labels, [0, 1]);
+    assert!(r.next_batch().unwrap().is_none());
+    assert!(r.next_batch().unwrap().is_none());
+}
+
+#[test]
+fn seq_len_rounds_up_caps_and_pads_to_max() {
+    let dir = tempfile::tempdir().unwrap();
+    let infos = write(
+        dir.path(),
+        "t",
+        10,
+        &[inst(0, 17, 0), inst(1, 3, 0), inst(2, 30, 0)],
+    );
+    let files = paths(dir.path(), &infos);
+    let lens = |c: BatchReaderConfig| -> Vec<usize> {
+        BatchReader::eval(&files, c)
+            .unwrap()
+            .map(|b| b.unwrap().seq_len)
+            .collect()
+    };
+    assert_eq!(lens(BatchReaderConfig::new(1, 64, 4)), [24, 8, 32]);
+    assert_eq!(lens(BatchReaderConfig::new(1, 30, 4)), [24, 8, 30]);
+    assert_eq!(lens(BatchReaderConfig::new(2, 64, 4)), [24, 32]);
+    let to_max = BatchReaderConfig {
+        pad_to_max: true,
+        ..BatchReaderConfig::new(2, 40, 4)
+    };
+    assert_eq!(lens(to_max), [40, 40]);
+}
+
+#[test]
+fn rows_over_the_limits_are_errors_naming_the_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let infos = write(dir.path(), "t", 10, &[inst(0, 5, 0), inst(1, 20, 3)]);
+    let files = paths(dir.path(), &infos);
+    let e = format!(
+        "{:#}",
+        BatchReader::eval(&files, BatchReaderConfig::new(1, 16, 8))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap_err()
+    );
+    assert!(
+        e.contains("t-00000.arrow") && e.contains("row 1") && e.contains("max_seq_length 16"),
+        "{e}"
+    );
+    let mut r = BatchReader::eval(&files, BatchReaderConfig::new(1, 32, 2)).unwrap();
+    let e = format!("{:#}", r.next_batch().unwrap_err());
+    assert!(
+        e.contains("t-00000.arrow") && e.contains("max_predictions_per_seq 2"),
+        "{e}"
+    );
+    assert!(
+        r.next_batch().unwrap().is_none(),
+        "a failed reader stays finished"
+    );
+}
+
+/// Three shards of uneven sizes (7, 7, 3 rows).
+fn three_shards(dir: &Path) -> Vec<PathBuf> {
+    paths(dir, &write(dir, "t", 7, &corpus(17)))
+}
+
+#[test]
+fn shuffle_is_a_permutation_per_epoch_and_differs_across_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = three_shards(dir.path());
+    let c = BatchReaderConfig {
+        drop_last: false,
+        epochs: Some(3),
+        ..cfg(5)
+    };
+    let mut r = BatchReader::open(&files, c).unwrap();
+    assert_eq!((r.instances_per_epoch(), r.batches_per_epoch()), (17, 4));
+    let mut epochs: Vec<Vec<u32>> = Vec::new();
+    for _ in 0..3 {
+        let mut seen = Vec::new();
+        let sizes: Vec<usize> = (0..4)
+            .map(|_| {
+                let b = r.next_batch().unwrap().unwrap();
+                seen.extend(row_ids(&b));
+                b.batch_size
+            })
+            .collect();
+        assert_eq!(sizes, [5, 5, 5, 2]);
+        let set: BTreeSet<u32> = seen.iter().copied().collect();
+        assert_eq!(set, (0..17).collect(), "every instance exactly once");
+        assert_eq!(seen.len(), 17);
+        epochs.push(seen);
+    }
+    assert!(r.next_batch().unwrap().is_none());
+    assert_ne!(epochs[0], epochs[1]);
+    assert_ne!(epochs[0], (0..17).collect::<Vec<_>>(), "shuffled");
+}
+
+#[test]
+fn drop_last_and_endless() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = three_shards(dir.path());
+    let mut r = BatchReader::open(&files, cfg(5)).unwrap();
+    assert_eq!(r.batches_per_epoch(), 3);
+    for _ in 0..30 {
+        let b = r.next_batch().unwrap().unwrap();
+        assert_eq!(b.batch_size, 5);
+        let ids = row_ids(&b);
+        assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 5);
+    }
+    // 30 batches of 3 per epoch: ten epochs done.
+    let p = r.position();
+    assert_eq!((p.epoch, p.batches), (9, 30));
+
+    // Endless readers that could never fill a batch are refused up front.
+    let e = BatchReader::open(&files, cfg(18))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("fewer than one batch"), "{e}");
+    let eval = BatchReader::eval(&files, cfg(18)).unwrap();
+    assert_eq!(
+        eval.map(|b| b.unwrap().batch_size).collect::<Vec<_>>(),
+        [17]
+    );
+}
+
+#[test]
+fn eval_is_one_pass_in_file_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = three_shards(dir.path());
+    let ids: Vec<u32> = BatchReader::eval(&files, cfg(4))
+        .unwrap()
+        .flat_map(|b| row_ids(&b.unwrap()))
+        .collect();
+    assert_eq!(ids, (0..17).collect::<Vec<_>>());
+}
+
+#[test]
+fn same_seed_same_batches_other_seed_other_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = three_shards(dir.path());
+    let take = |seed: u64| -> Vec<Batch> {
+        let mut r = BatchReader::open(&files, BatchReaderConfig { seed, ..cfg(3) }).unwrap();
+        (0..12).map(|_| r.next_batch().unwrap().unwrap()).collect()
+    };
+    assert_eq!(take(1), take(1));
+    let ids = |bs: Vec<Batch>| bs.iter().flat_map(row_ids).collect::<Vec<_>>();
+    assert_ne!(ids(take(1)), ids(take(2)));
+}
+
+#[test]
+fn resume_continues_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = three_shards(dir.path());
+    for c in [
+        cfg(3),
+        BatchReaderConfig {
+            drop_last: false,
+            ..cfg(4)
+        },
+        BatchReaderConfig {
+            shuffle: false,
+            ..cfg(5)
+        },
+    ] {
+        let mut full = BatchReader::open(&files, c.clone()).unwrap();
+        let all: Vec<Batch> = (0..20)
+            .map(|_| full.next_batch().unwrap().unwrap())
+            .collect();
+        for k in [0, 1, 2, 4, 5, 6, 11] {
+            let mut r = BatchReader::open(&files, c.clone()).unwrap();
+            for _ in 0..k {
+                r.next_batch().unwrap().unwrap();
+            }
+            let saved = serde_json::to_string(&r.position()).unwrap();
+            drop(r);
+            let pos: ReaderPosition = serde_json::from_str(&saved).unwrap();
+            assert_eq!(pos.batches, k as u64);
+            let mut resumed = BatchReader::resume(&files, c.clone(), &pos).unwrap();
+            for (i, want) in all[k..].iter().enumerate() {
+                let got = resumed.next_batch().unwrap().unwrap();
+                assert_eq!(
+                    &got,
+                    want,
+                    "config {c:?}: batch {} after resuming at {k}",
+                    k + i
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn resume_checks_the_position_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = three_shards(dir.path());
+    let mut r = BatchReader::open(&files, cfg(3)).unwrap();
+    r.next_batch().unwrap().unwrap();
+    let pos = r.position();
+    let other_seed = BatchReaderConfig { seed: 8, ..cfg(3) };
+    let e = BatchReader::resume(&files, other_seed, &pos)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("seed"), "{e}");
+    let e = BatchReader::resume(&files[..2], cfg(3), &pos)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("same shard files"), "{e}");
+}
+
+#[test]
+fn resume_after_the_last_epoch_yields_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = three_shards(dir.path());
+    let c = BatchReaderConfig {
+        epochs: Some(2),
+        ..cfg(5)
+    };
+    let mut r = BatchReader::open(&files, c.clone()).unwrap();
+    assert_eq!(r.by_ref().count(), 6);
+    let mut again = BatchReader::resume(&files, c, &r.position()).unwrap();
+    assert!(again.next_batch().unwrap().is_none());
+}

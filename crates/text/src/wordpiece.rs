@@ -1,0 +1,870 @@
+//! The fast BERT-style tokenizer.
+//!
+//! [`WordPiece`] is BERT's `BasicTokenizer` followed by its `WordpieceTokenizer`, written to give
+//! exactly the ids (and token start offsets) of the Hugging Face `tokenizers` pipeline that
+//! [`crate::hf`] builds for the same vocabulary and lower-casing flag (`BertNormalizer` +
+//! `BertPreTokenizer` + `WordPiece`), only much faster on Chinese text:
+//!
+//! - cleaning: drop `\0`, U+FFFD and control characters (categories Cc, Cf, Co except `\t \n
+//!   \r`); whitespace separates words;
+//! - CJK ideographs (the code point ranges of BERT's `_is_chinese_char`) are words of their own;
+//! - when lower-casing: NFD, drop non-spacing marks (Mn), lower-case (BERT's `do_lower_case`);
+//! - words are split on whitespace and punctuation (ASCII 33–47, 58–64, 91–96, 123–126 and the
+//!   Unicode P* categories);
+//! - each word: greedy longest-match-first word pieces, `##` before continuations, and the
+//!   whole word becomes `[UNK]` when a piece cannot be matched or it is longer than 100 chars;
+//! - the literal special tokens (`[CLS]`, `[MASK]`, …) in the text are matched as such, as the
+//!   Hugging Face tokenizer does for its added special tokens.
+//!
+//! Speed comes from a per-character table over the Basic Multilingual Plane that says, for the
+//! given lower-casing flag, what the normaliser and pre-tokeniser do with that character (drop
+//! it, separate on it, isolate it as one token whose id is precomputed, keep it, map it to one
+//! other character) and from looking word pieces up as `&str` slices in hash maps, so the common
+//! case allocates nothing. The Unicode tables are those of the crates `tokenizers` itself uses
+//! (`unicode_categories`, `unicode-normalization-alignments`, and the standard library for
+//! lower-casing and whitespace), so that the two agree on every character.
+//!
+//! [`TokenizeWithOffsets`] is what the mask stage uses; [`load_tokenizer`] picks this fast
+//! tokenizer for WordPiece artifacts of the vocab stage and the Hugging Face one otherwise.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use unicode_categories::UnicodeCategories;
+use unicode_normalization_alignments::char::{canonical_combining_class, decompose_canonical};
+
+use crate::vocab::Vocab;
+
+/// Longest word (in characters, after normalisation) that WordPiece splits; longer ones are
+/// `[UNK]`, as in BERT.
+pub const MAX_INPUT_CHARS_PER_WORD: usize = 100;
+
+/// The prefix of word pieces that continue a word.
+pub const CONTINUING_SUBWORD_PREFIX: &str = "##";
+
+/// A tokenizer that gives, for each token, its id and the byte offset in the text where the
+/// token's text starts (special tokens `[CLS]`/`[SEP]` are not added).
+pub trait TokenizeWithOffsets: Send + Sync {
+    /// Appends the ids of `text`'s tokens to `ids` and their start byte offsets to `starts`.
+    fn encode_with_offsets(&self, text: &str, ids: &mut Vec<u32>, starts: &mut Vec<u32>);
+}
+
+/// Loads the tokenizer of a vocab-stage artifact directory (`vocab.txt` + `tokenizer.json`):
+/// our fast [`WordPiece`] when `tokenizer.json` is a BERT WordPiece tokenizer over the same
+/// vocabulary, with its lower-casing flag read from the normaliser; otherwise (Unigram, or a
+/// tokenizer.json we did not write) the Hugging Face tokenizer itself.
+pub fn load_tokenizer(dir: &Path) -> anyhow::Result<(Arc<Vocab>, Box<dyn TokenizeWithOffsets>)> {
+    let vocab_path = dir.join("vocab.txt");
+    let vocab = Arc::new(Vocab::load(&vocab_path)?);
+    let json_path = dir.join("tokenizer.json");
+    let text = std::fs::read_to_string(&json_path).with_context(|| {
+        format!(
+            "cannot read {} (the vocab stage writes it beside vocab.txt)",
+            json_path.display()
+        )
+    })?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not valid JSON", json_path.display()))?;
+    if let Some(lowercase) = crate::hf::bert_wordpiece_lowercase(&json, &vocab) {
+        return Ok((vocab.clone(), Box::new(WordPiece::new(vocab, lowercase))));
+    }
+    let hf = crate::hf::HfTokenizer::from_file(&json_path)?;
+    Ok((vocab, Box::new(hf)))
+}
+
+/// Whether `c` is in the CJK ranges of BERT's `_is_chinese_char`.
+pub fn is_chinese_char(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x4E00..=0x9FFF
+            | 0x3400..=0x4DBF
+            | 0x20000..=0x2A6DF
+            | 0x2A700..=0x2B73F
+            | 0x2B740..=0x2B81F
+            | 0x2B920..=0x2CEAF
+            | 0xF900..=0xFAFF
+            | 0x2F800..=0x2FA1F
+    )
+}
+
+/// BERT's `_is_punctuation`: ASCII punctuation and the Unicode P* categories.
+pub fn is_punctuation(c: char) -> bool {
+    c.is_ascii_punctuation() || c.is_punctuation()
+}
+
+/// BERT's `_is_control` as the cleaning step applies it: characters dropped from the text.
+fn is_dropped(c: char) -> bool {
+    c == '\0' || c == '\u{FFFD}' || (!matches!(c, '\t' | '\n' | '\r') && c.is_other())
+}
+
+/// BERT's `_is_whitespace`.
+fn is_bert_whitespace(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r') || c.is_whitespace()
+}
+
+// What the normaliser and pre-tokeniser do with one character, outside special tokens.
+/// Part of a word, unchanged by normalisation.
+const WORD: u8 = 0;
+/// Part of a word, normalised to the single character in the aux table.
+const MAP1: u8 = 1;
+/// Removed without separating words (control characters; non-spacing marks when lower-casing).
+const DROP: u8 = 2;
+/// Separates words.
+const SPACE: u8 = 3;
+/// A token of its own (CJK ideograph, punctuation) whose id is in the aux table.
+const ISO: u8 = 4;
+/// Anything else (multi-character normalisation, combining classes to reorder): the word it is
+/// in goes through the general path.
+const COMPLEX: u8 = 5;
+/// A non-spacing mark when lower-casing: removed, but only after canonical reordering with its
+/// neighbours, so the word it is in (or starts) goes through the general path.
+const MARK: u8 = 6;
+
+/// A small, fast hasher for short string keys (the FxHash of rustc): the default SipHash would
+/// dominate the cost of tokenising ASCII words.
+#[derive(Default, Clone, Copy)]
+struct FxHasher {
+    hash: u64,
+}
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, mut bytes: &[u8]) {
+        while let Some((head, rest)) = bytes.split_first_chunk::<8>() {
+            self.add(u64::from_le_bytes(*head));
+            bytes = rest;
+        }
+        if let Some((head, rest)) = bytes.split_first_chunk::<4>() {
+            self.add(u32::from_le_bytes(*head) as u64);
+            bytes = rest;
+        }
+        for &b in bytes {
+            self.add(b as u64);
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+type FxMap = HashMap<Box<str>, u32, BuildHasherDefault<FxHasher>>;
+
+/// Reusable buffers of the general path, per thread so that `&self` methods need no locking.
+#[derive(Default)]
+struct Scratch {
+    /// Normalised characters of the current run with the byte offset in the text of the
+    /// character each came from.
+    chars: Vec<(char, u32)>,
+    /// Decomposition buffer: (combining class, char, first char of its source's decomposition).
+    decomposed: Vec<(u8, char, bool)>,
+    /// Source offsets of the run's characters.
+    sources: Vec<u32>,
+    word: String,
+    /// For each byte of `word`, the text offset of the character it came from.
+    word_offsets: Vec<u32>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// BERT's BasicTokenizer alone (cleaning, CJK isolation, lower-casing and accent stripping when
+/// `lowercase`, splitting on whitespace and punctuation): calls `on_word` with each normalised
+/// word in order. Special tokens are not matched. `on_word` must not call `basic_words` itself.
+pub fn basic_words(text: &str, lowercase: bool, mut on_word: impl FnMut(&str)) {
+    SCRATCH.with(|scratch| {
+        let mut sc = scratch.borrow_mut();
+        basic_tokenize(lowercase, text, 0, &mut sc, |word, _| on_word(word));
+    });
+}
+
+/// The Hugging Face `BertNormalizer` + `BertPreTokenizer`, character by character: calls
+/// `on_word(word, offsets)` for each normalised word, `offsets[i]` being the offset (in `text`,
+/// plus `base`) of the character that byte `i` of `word` came from.
+fn basic_tokenize(
+    lowercase: bool,
+    text: &str,
+    base: u32,
+    sc: &mut Scratch,
+    mut on_word: impl FnMut(&str, &[u32]),
+) {
+    // Cleaning and CJK isolation: a CJK char is a run of its own; whitespace ends runs; dropped
+    // characters do not.
+    let mut run_start: Option<usize> = None;
+    let mut end = 0;
+    let mut flush = |sc: &mut Scratch, from: usize, to: usize| {
+        normalize_run(lowercase, &text[from..to], base + from as u32, sc);
+        split_words(sc, &mut on_word);
+    };
+    for (at, c) in text.char_indices() {
+        end = at + c.len_utf8();
+        if is_dropped(c) {
+            continue;
+        }
+        let cjk = is_chinese_char(c);
+        if cjk || is_bert_whitespace(c) {
+            if let Some(from) = run_start.take() {
+                flush(sc, from, at);
+            }
+            if cjk {
+                flush(sc, at, end);
+            }
+            continue;
+        }
+        run_start.get_or_insert(at);
+    }
+    if let Some(from) = run_start {
+        flush(sc, from, end);
+    }
+}
+
+/// Normalises a run (no whitespace, each CJK char alone) into `sc.chars`: drops, NFD with
+/// canonical reordering, Mn removal and lower-casing when lower-casing. Each normalised
+/// char gets the text offset of a source char exactly as `tokenizers`' alignments do it:
+/// the first char of a decomposition takes the next source char, the others the previous.
+fn normalize_run(lowercase: bool, run: &str, base: u32, sc: &mut Scratch) {
+    sc.chars.clear();
+    if !lowercase {
+        for (at, c) in run.char_indices() {
+            if !is_dropped(c) {
+                sc.chars.push((c, base + at as u32));
+            }
+        }
+        return;
+    }
+    sc.decomposed.clear();
+    sc.sources.clear();
+    let mut pending = 0; // start of the non-starters not yet in canonical order
+    for (at, c) in run.char_indices() {
+        if is_dropped(c) {
+            continue;
+        }
+        sc.sources.push(base + at as u32);
+        let mut first = true;
+        decompose_canonical(c, |d| {
+            let ccc = canonical_combining_class(d);
+            if ccc == 0 {
+                sc.decomposed[pending..].sort_by_key(|k| k.0);
+                pending = sc.decomposed.len() + 1;
+            }
+            sc.decomposed.push((ccc, d, first));
+            first = false;
+        });
+    }
+    let tail = pending.min(sc.decomposed.len());
+    sc.decomposed[tail..].sort_by_key(|k| k.0);
+    let mut next_source = 0;
+    for &(_, d, first) in &sc.decomposed {
+        let src = if first {
+            next_source += 1;
+            sc.sources[next_source - 1]
+        } else {
+            sc.sources[next_source.max(1) - 1]
+        };
+        if d.is_mark_nonspacing() {
+            continue;
+        }
+        for l in d.to_lowercase() {
+            sc.chars.push((l, src));
+        }
+    }
+}
+
+/// Splits `sc.chars` on whitespace and punctuation (each punctuation char a word) and hands
+/// each word with its per-byte offsets to `on_word`.
+fn split_words(sc: &mut Scratch, on_word: &mut impl FnMut(&str, &[u32])) {
+    let Scratch {
+        chars,
+        word,
+        word_offsets,
+        ..
+    } = sc;
+    word.clear();
+    word_offsets.clear();
+    let mut emit = |word: &mut String, word_offsets: &mut Vec<u32>| {
+        if !word.is_empty() {
+            on_word(word, word_offsets);
+            word.clear();
+            word_offsets.clear();
+        }
+    };
+    for &(c, off) in chars.iter() {
+        if c.is_whitespace() {
+            emit(word, word_offsets);
+        } else if is_punctuation(c) {
+            emit(word, word_offsets);
+            word.push(c);
+            word_offsets.extend(std::iter::repeat_n(off, c.len_utf8()));
+            emit(word, word_offsets);
+        } else {
+            word.push(c);
+            word_offsets.extend(std::iter::repeat_n(off, c.len_utf8()));
+        }
+    }
+    emit(word, word_offsets);
+}
+
+/// BERT's BasicTokenizer + WordpieceTokenizer over a [`Vocab`]; see the module doc.
+pub struct WordPiece {
+    vocab: Arc<Vocab>,
+    lowercase: bool,
+    unk: u32,
+    /// Pieces that may start a word (every token; words never contain `#`).
+    words: FxMap,
+    /// Continuation pieces, without their `##`.
+    cont: FxMap,
+    max_word_bytes: usize,
+    max_cont_bytes: usize,
+    /// Class of each BMP character (see the constants above).
+    bmp_class: Box<[u8]>,
+    /// For ISO: the token id; for MAP1: the character it maps to.
+    bmp_aux: Box<[u32]>,
+    /// The special tokens matched literally in the text, with their ids.
+    specials: Vec<(Box<str>, u32)>,
+}
+
+impl std::fmt::Debug for WordPiece {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WordPiece")
+            .field("vocab_size", &self.vocab.len())
+            .field("lowercase", &self.lowercase)
+            .finish()
+    }
+}
+
+impl WordPiece {
+    /// Builds the tokenizer and its character tables (a few milliseconds).
+    pub fn new(vocab: Arc<Vocab>, lowercase: bool) -> WordPiece {
+        let mut words = FxMap::default();
+        let mut cont = FxMap::default();
+        let (mut max_word_bytes, mut max_cont_bytes) = (0, 0);
+        for (id, t) in vocab.tokens().iter().enumerate() {
+            words.insert(t.as_str().into(), id as u32);
+            max_word_bytes = max_word_bytes.max(t.len());
+            if let Some(rest) = t.strip_prefix(CONTINUING_SUBWORD_PREFIX) {
+                cont.insert(rest.into(), id as u32);
+                max_cont_bytes = max_cont_bytes.max(rest.len());
+            }
+        }
+        let specials = crate::vocab::SPECIAL_TOKENS
+            .iter()
+            .zip(vocab.special_ids())
+            .map(|(s, id)| (Box::<str>::from(*s), id))
+            .collect();
+        let mut wp = WordPiece {
+            unk: vocab.unk_id(),
+            vocab,
+            lowercase,
+            words,
+            cont,
+            max_word_bytes,
+            max_cont_bytes,
+            bmp_class: Box::new([]),
+            bmp_aux: Box::new([]),
+            specials,
+        };
+        let mut class = vec![COMPLEX; 0x10000];
+        let mut aux = vec![0u32; 0x10000];
+        for cp in 0..0x10000u32 {
+            if let Some(c) = char::from_u32(cp) {
+                let (k, a) = wp.classify(c);
+                class[cp as usize] = k;
+                aux[cp as usize] = a;
+            }
+        }
+        wp.bmp_class = class.into_boxed_slice();
+        wp.bmp_aux = aux.into_boxed_slice();
+        wp
+    }
+
+    pub fn vocab(&self) -> &Arc<Vocab> {
+        &self.vocab
+    }
+
+    pub fn lowercase(&self) -> bool {
+        self.lowercase
+    }
+
+    /// Convenience: the ids of `text`.
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        let (mut ids, mut starts) = (Vec::new(), Vec::new());
+        self.encode_with_offsets(text, &mut ids, &mut starts);
+        ids
+    }
+
+    /// The class of `c` and its aux value (see the constants).
+    fn classify(&self, c: char) -> (u8, u32) {
+        if is_dropped(c) {
+            return (DROP, 0);
+        }
+        if is_bert_whitespace(c) {
+            return (SPACE, 0);
+        }
+        if is_chinese_char(c) {
+            // A word of its own whatever its neighbours; its normalisation is one character.
+            let mut buf = [0u8; 4];
+            let s = c.encode_utf8(&mut buf);
+            let (mut ids, mut starts) = (Vec::new(), Vec::new());
+            self.general(s, 0, &mut ids, &mut starts);
+            return match ids[..] {
+                [id] => (ISO, id),
+                _ => (COMPLEX, 0),
+            };
+        }
+        let mut norm = Vec::with_capacity(2);
+        self.normalize_char(c, &mut norm);
+        match norm[..] {
+            [] => (MARK, 0),
+            [m] if m.is_whitespace() => (SPACE, 0),
+            [m] if is_punctuation(m) => {
+                let mut buf = [0u8; 4];
+                let id = self.words.get(&*m.encode_utf8(&mut buf)).copied();
+                (ISO, id.unwrap_or(self.unk))
+            }
+            [m] if self.lowercase && canonical_combining_class(m) != 0 => (COMPLEX, 0),
+            [m] if m == c => (WORD, 0),
+            [m] => (MAP1, m as u32),
+            _ => (COMPLEX, 0),
+        }
+    }
+
+    /// The normalisation of one character on its own: NFD, drop Mn, lower-case when
+    /// lower-casing, else itself.
+    fn normalize_char(&self, c: char, out: &mut Vec<char>) {
+        if !self.lowercase {
+            out.push(c);
+            return;
+        }
+        decompose_canonical(c, |d| {
+            if !d.is_mark_nonspacing() {
+                out.extend(d.to_lowercase());
+            }
+        });
+    }
+
+    #[inline]
+    fn class_of(&self, c: char) -> (u8, u32) {
+        let cp = c as usize;
+        if cp < 0x10000 {
+            (self.bmp_class[cp], self.bmp_aux[cp])
+        } else {
+            self.classify(c)
+        }
+    }
+
+    /// The special token that `rest` (text starting with `[`) starts with, if any.
+    #[inline]
+    fn special_at(&self, rest: &[u8]) -> Option<(usize, u32)> {
+        self.specials
+            .iter()
+            .find(|(s, _)| rest.starts_with(s.as_bytes()))
+            .map(|(s, id)| (s.len(), *id))
+    }
+
+    /// Word pieces of the normalised word `word`; `offset(i)` is the text offset of the
+    /// character at byte `i` of `word`.
+    #[inline]
+    fn wordpiece<F: Fn(usize) -> u32>(
+        &self,
+        word: &str,
+        offset: F,
+        ids: &mut Vec<u32>,
+        starts: &mut Vec<u32>,
+    ) {
+        // As in Hugging Face, the length check comes before any lookup. Cheap test first: a
+        // word of at most 100 bytes has at most 100 chars.
+        if word.len() > MAX_INPUT_CHARS_PER_WORD && word.chars().count() > MAX_INPUT_CHARS_PER_WORD
+        {
+            ids.push(self.unk);
+            starts.push(offset(0));
+            return;
+        }
+        if let Some(&id) = self.words.get(word) {
+            ids.push(id);
+            starts.push(offset(0));
+            return;
+        }
+        let mark = ids.len();
+        let bytes = word.as_bytes();
+        let mut start = 0;
+        while start < word.len() {
+            let (map, max) = if start == 0 {
+                (&self.words, self.max_word_bytes)
+            } else {
+                (&self.cont, self.max_cont_bytes)
+            };
+            // Pieces longer than the longest token cannot match: start below that length.
+            let mut end = word.len().min(start + max);
+            while end > start && !word.is_char_boundary(end) {
+                end -= 1;
+            }
+            let mut found = None;
+            while end > start {
+                if let Some(&id) = map.get(&word[start..end]) {
+                    found = Some(id);
+                    break;
+                }
+                end -= 1;
+                while end > start && (bytes[end] & 0xC0) == 0x80 {
+                    end -= 1;
+                }
+            }
+            match found {
+                Some(id) => {
+                    ids.push(id);
+                    starts.push(offset(start));
+                    start = end;
+                }
+                None => {
+                    ids.truncate(mark);
+                    starts.truncate(mark);
+                    ids.push(self.unk);
+                    starts.push(offset(0));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Tokenises a run of word characters `text[s..e]` (no separators in it as the tables
+    /// see them) when it is not just a slice of the text: drops, mapped or complex characters.
+    fn run_slow(&self, text: &str, s: usize, e: usize, ids: &mut Vec<u32>, starts: &mut Vec<u32>) {
+        self.general(&text[s..e], s as u32, ids, starts);
+    }
+
+    /// The general tokenizer, character by character as the Hugging Face pipeline does it;
+    /// offsets are relative to `text` plus `base`. Used for complex runs, to build the tables,
+    /// and in tests as the reference of the fast path. Special tokens are not matched here.
+    fn general(&self, text: &str, base: u32, ids: &mut Vec<u32>, starts: &mut Vec<u32>) {
+        SCRATCH.with(|scratch| {
+            let mut sc = scratch.borrow_mut();
+            basic_tokenize(self.lowercase, text, base, &mut sc, |word, offsets| {
+                self.wordpiece(word, |i| offsets[i], ids, starts)
+            });
+        });
+    }
+
+    /// Tokenises the run of word characters `text[s..e]`, as `kind` says.
+    #[inline]
+    fn run(
+        &self,
+        text: &str,
+        s: usize,
+        e: usize,
+        kind: RunKind,
+        ids: &mut Vec<u32>,
+        starts: &mut Vec<u32>,
+    ) {
+        match kind {
+            RunKind::Slice => self.wordpiece(&text[s..e], |i| (s + i) as u32, ids, starts),
+            RunKind::AsciiLower => {
+                // Lower-cased ASCII, byte for byte: offsets are unchanged.
+                let mut buf = [0u8; 64];
+                if e - s <= buf.len() {
+                    let b = &mut buf[..e - s];
+                    b.copy_from_slice(&text.as_bytes()[s..e]);
+                    b.make_ascii_lowercase();
+                    // ASCII lower-casing keeps the bytes valid UTF-8.
+                    let w = std::str::from_utf8(b).unwrap_or_default();
+                    self.wordpiece(w, |i| (s + i) as u32, ids, starts);
+                } else {
+                    self.run_slow(text, s, e, ids, starts);
+                }
+            }
+            RunKind::Slow => self.run_slow(text, s, e, ids, starts),
+        }
+    }
+}
+
+/// How a run of word characters must be tokenised.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum RunKind {
+    /// The text slice is the normalised word.
+    Slice,
+    /// Upper-case ASCII letters to lower, everything else as is (byte lengths unchanged).
+    AsciiLower,
+    /// Anything else: the general path.
+    Slow,
+}
+
+impl TokenizeWithOffsets for WordPiece {
+    fn encode_with_offsets(&self, text: &str, ids: &mut Vec<u32>, starts: &mut Vec<u32>) {
+        let bytes = text.as_bytes();
+        let mut run_start = usize::MAX; // no run
+        let mut kind = RunKind::Slice;
+        let mut i = 0;
+        macro_rules! flush {
+            ($end:expr) => {
+                if run_start != usize::MAX {
+                    self.run(text, run_start, $end, kind, ids, starts);
+                    run_start = usize::MAX;
+                    kind = RunKind::Slice;
+                }
+            };
+        }
+        while i < bytes.len() {
+            let b = bytes[i];
+            let (c, len) = if b < 0x80 {
+                (b as char, 1)
+            } else {
+                // `i` is always at a char boundary of a valid str.
+                let c = text[i..].chars().next().unwrap_or('\u{FFFD}');
+                (c, c.len_utf8())
+            };
+            let (class, aux) = if b < 0x80 {
+                (self.bmp_class[b as usize], self.bmp_aux[b as usize])
+            } else {
+                self.class_of(c)
+            };
+            match class {
+                WORD => {
+                    if run_start == usize::MAX {
+                        run_start = i;
+                    }
+                }
+                MAP1 => {
+                    if run_start == usize::MAX {
+                        run_start = i;
+                    }
+                    let k = if b < 0x80 {
+                        RunKind::AsciiLower
+                    } else {
+                        RunKind::Slow
+                    };
+                    kind = kind.max(k);
+                }
+                DROP => {
+                    if run_start != usize::MAX {
+                        kind = RunKind::Slow;
+                    }
+                }
+                SPACE => flush!(i),
+                ISO => {
+                    if b == b'['
+                        && let Some((n, id)) = self.special_at(&bytes[i..])
+                    {
+                        flush!(i);
+                        ids.push(id);
+                        starts.push(i as u32);
+                        i += n;
+                        continue;
+                    }
+                    flush!(i);
+                    ids.push(aux);
+                    starts.push(i as u32);
+                }
+                _ => {
+                    // COMPLEX or MARK: a CJK char needing the general path alone, or part of a word.
+                    if is_chinese_char(c) {
+                        flush!(i);
+                        self.general(&text[i..i + len], i as u32, ids, starts);
+                    } else {
+                        if run_start == usize::MAX {
+                            run_start = i;
+                        }
+                        kind = RunKind::Slow;
+                    }
+                }
+            }
+            i += len;
+        }
+        if run_start != usize::MAX {
+            self.run(text, run_start, bytes.len(), kind, ids, starts);
+        }
+    }
+}
+
+#[cfg(test)]
+impl WordPiece {
+    /// The reference path over a whole text (special tokens matched first, as the fast path).
+    fn encode_reference(&self, text: &str, ids: &mut Vec<u32>, starts: &mut Vec<u32>) {
+        let mut from = 0;
+        let mut i = 0;
+        let bytes = text.as_bytes();
+        while i < bytes.len() {
+            if bytes[i] == b'['
+                && let Some((n, id)) = self.special_at(&bytes[i..])
+            {
+                self.general(&text[from..i], from as u32, ids, starts);
+                ids.push(id);
+                starts.push(i as u32);
+                i += n;
+                from = i;
+                continue;
+            }
+            i += 1;
+        }
+        self.general(&text[from..], from as u32, ids, starts);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toy_vocab() -> Arc<Vocab> {
+        let tokens = [
+            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "我", "爱", "北", "京", "，", "。",
+            "hello", "world", "un", "##aff", "##able", "aff", "!", "the", "##s", "e", "##x", "a",
+            "1", "##2", "12", "é", "豈", "贵",
+        ];
+        Arc::new(
+            Vocab::from_tokens(
+                tokens.iter().map(|s| s.to_string()).collect(),
+                Path::new("toy"),
+            )
+            .unwrap(),
+        )
+    }
+
+    fn t(toks: &[&str], starts: &[u32]) -> (Vec<String>, Vec<u32>) {
+        (
+            toks.iter().map(|s| s.to_string()).collect(),
+            starts.to_vec(),
+        )
+    }
+
+    fn enc(wp: &WordPiece, text: &str) -> (Vec<String>, Vec<u32>) {
+        let (mut ids, mut starts) = (Vec::new(), Vec::new());
+        wp.encode_with_offsets(text, &mut ids, &mut starts);
+        let (mut rids, mut rstarts) = (Vec::new(), Vec::new());
+        wp.encode_reference(text, &mut rids, &mut rstarts);
+        assert_eq!(
+            (&ids, &starts),
+            (&rids, &rstarts),
+            "fast vs reference on {text:?}"
+        );
+        let toks = ids
+            .iter()
+            .map(|&id| wp.vocab.token(id).to_string())
+            .collect();
+        (toks, starts)
+    }
+
+    #[test]
+    fn basic_cases() {
+        let wp = WordPiece::new(toy_vocab(), true);
+        assert_eq!(
+            enc(&wp, "我爱北京，Hello World!"),
+            t(
+                &["我", "爱", "北", "京", "，", "hello", "world", "!"],
+                &[0, 3, 6, 9, 12, 15, 21, 26]
+            )
+        );
+        assert_eq!(
+            enc(&wp, "unaffable UNAFFABLE"),
+            t(
+                &["un", "##aff", "##able", "un", "##aff", "##able"],
+                &[0, 2, 5, 10, 12, 15]
+            )
+        );
+        // An unmatched piece makes the whole word [UNK]; a CJK char not in the vocab is [UNK].
+        assert_eq!(enc(&wp, "unaffz 天"), t(&["[UNK]", "[UNK]"], &[0, 7]));
+        // Accents stripped when lower-casing; control and zero-width characters dropped.
+        assert_eq!(enc(&wp, "É\u{200B}x\u{0}"), t(&["e", "##x"], &[0, 5]));
+        // The compatibility ideograph U+F900 decomposes (NFD) to 豈 U+8C48.
+        assert_eq!(enc(&wp, "\u{F900}"), t(&["豈"], &[0]));
+        // Literal special tokens.
+        assert_eq!(
+            enc(&wp, "a[MASK]b [SEP]"),
+            t(&["a", "[MASK]", "[UNK]", "[SEP]"], &[0, 1, 7, 9])
+        );
+        // Digits: greedy longest match.
+        assert_eq!(enc(&wp, "122"), t(&["12", "##2"], &[0, 2]));
+        // Long words are [UNK].
+        let long = "a".repeat(101);
+        assert_eq!(enc(&wp, &long).0, ["[UNK]"]);
+    }
+
+    #[test]
+    fn cased() {
+        let wp = WordPiece::new(toy_vocab(), false);
+        assert_eq!(enc(&wp, "Hello é").0, ["[UNK]", "é"]);
+        assert_eq!(enc(&wp, "hello e\u{301}").0, ["hello", "[UNK]"]);
+    }
+
+    #[test]
+    fn bert_chinese_sample() {
+        let Some(v) = crate::vocab::shared_bert_vocab() else {
+            return;
+        };
+        let wp = WordPiece::new(v.clone(), true);
+        let ids = wp.encode("我爱北京天安门。iPhone 12 unaffable!");
+        let toks: Vec<&str> = ids.iter().map(|&i| v.token(i)).collect();
+        assert_eq!(
+            &toks[..10],
+            [
+                "我", "爱", "北", "京", "天", "安", "门", "。", "iphone", "12"
+            ]
+        );
+        assert_eq!(
+            toks.concat().replace("##", ""),
+            "我爱北京天安门。iphone12unaffable!"
+        );
+    }
+
+    /// Throughput on real Chinese text, ours and Hugging Face's (prints MB/s; skipped without
+    /// the data). `cargo test --release -p pipeline-text wordpiece_throughput -- --ignored
+    /// --nocapture`
+    #[test]
+    #[ignore]
+    fn wordpiece_throughput() {
+        let Some(v) = crate::vocab::shared_bert_vocab() else {
+            return;
+        };
+        let hf = crate::hf::HfTokenizer::new(crate::hf::wordpiece_tokenizer(&v, true).unwrap());
+        let t = std::time::Instant::now();
+        let wp = WordPiece::new(v, true);
+        eprintln!("WordPiece::new: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+        for f in [
+            "corpus/peoples_daily_199801/peoples_daily_199801_raw.txt",
+            "corpus/wiki_mrc_contexts/cmrc2018_dev_contexts.txt",
+            "corpus/misc/CLUECorpusSmall_sampled.txt",
+        ] {
+            let Some(p) = crate::vocab::shared_data_file(f) else {
+                return;
+            };
+            let bytes = std::fs::read(p).unwrap();
+            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4 << 20)]).into_owned();
+            let lines: Vec<&str> = text.lines().collect();
+            let time = |tok: &dyn TokenizeWithOffsets| {
+                let (mut ids, mut starts) = (Vec::new(), Vec::new());
+                let mut best = f64::MAX;
+                for _ in 0..3 {
+                    let t = std::time::Instant::now();
+                    for line in &lines {
+                        ids.clear();
+                        starts.clear();
+                        tok.encode_with_offsets(line, &mut ids, &mut starts);
+                    }
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+                text.len() as f64 / best / 1e6
+            };
+            eprintln!(
+                "{f}: {:.1} MB of text; ours {:.1} MB/s, Hugging Face {:.1} MB/s (one thread)",
+                text.len() as f64 / 1e6,
+                time(&wp),
+                time(&hf)
+            );
+        }
+    }
+}

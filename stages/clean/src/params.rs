@@ -1,0 +1,302 @@
+//! The `clean` stage's params: parsing with errors that name the param, range checks, and the
+//! per-file format rules.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use pipeline_text::corpus::Format;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// Every param the kind takes (see the crate documentation for what each does).
+pub const KNOWN_PARAMS: &[&str] = &[
+    "format",
+    "formats",
+    "to_simplified",
+    "min_sentence_chars",
+    "max_sentence_chars",
+    "min_doc_chars",
+    "max_doc_chars",
+    "min_doc_sentences",
+    "dedup",
+    "near_dup",
+    "near_dup_threshold",
+    "shard_bytes",
+];
+
+/// The params as given (defaults for those left out).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct CleanParams {
+    pub format: Format,
+    /// Kept raw here; [`FormatRules::parse`] checks it.
+    pub formats: Value,
+    pub to_simplified: bool,
+    pub min_sentence_chars: usize,
+    pub max_sentence_chars: usize,
+    pub min_doc_chars: usize,
+    pub max_doc_chars: usize,
+    pub min_doc_sentences: usize,
+    pub dedup: bool,
+    pub near_dup: bool,
+    pub near_dup_threshold: f64,
+    pub shard_bytes: u64,
+}
+
+impl Default for CleanParams {
+    fn default() -> Self {
+        CleanParams {
+            format: Format::Auto,
+            formats: Value::Null,
+            to_simplified: true,
+            min_sentence_chars: 2,
+            max_sentence_chars: 256,
+            min_doc_chars: 20,
+            max_doc_chars: 0,
+            min_doc_sentences: 1,
+            dedup: true,
+            near_dup: true,
+            near_dup_threshold: 0.8,
+            shard_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// Smallest `shard_bytes`: below it a shard would hold a handful of documents.
+pub const MIN_SHARD_BYTES: u64 = 1024;
+
+impl CleanParams {
+    /// Parses and checks the params; the error names the param and what it allows.
+    pub fn parse(params: &Map<String, Value>) -> Result<(CleanParams, FormatRules), String> {
+        let p: CleanParams = match serde_json::from_value(Value::Object(params.clone())) {
+            Ok(p) => p,
+            Err(e) => return Err(Self::which_param(params).unwrap_or_else(|| e.to_string())),
+        };
+        let rules = FormatRules::parse(&p.formats)?;
+        p.check()?;
+        Ok((p, rules))
+    }
+
+    /// serde's message does not say which field it was: try them one at a time.
+    fn which_param(params: &Map<String, Value>) -> Option<String> {
+        for name in KNOWN_PARAMS {
+            let Some(v) = params.get(*name) else {
+                continue;
+            };
+            let one = Map::from_iter([(name.to_string(), v.clone())]);
+            if let Err(e) = serde_json::from_value::<CleanParams>(Value::Object(one)) {
+                let allowed = match *name {
+                    "format" => " (auto, lines, paragraphs or wiki)",
+                    "to_simplified" | "dedup" | "near_dup" => " (true or false)",
+                    "near_dup_threshold" => " (a number in (0, 1])",
+                    _ => " (a whole number ≥ 0)",
+                };
+                return Some(format!("param `{name}`: {e}{allowed}"));
+            }
+        }
+        None
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.max_sentence_chars == 0 {
+            return Err("param `max_sentence_chars` must be at least 1 (long sentences are cut to this many characters)".into());
+        }
+        if self.min_sentence_chars > self.max_sentence_chars {
+            return Err(format!(
+                "param `min_sentence_chars` ({}) is more than `max_sentence_chars` ({}): every sentence would be dropped",
+                self.min_sentence_chars, self.max_sentence_chars
+            ));
+        }
+        if self.max_doc_chars > 0 && self.min_doc_chars > self.max_doc_chars {
+            return Err(format!(
+                "param `min_doc_chars` ({}) is more than `max_doc_chars` ({}): every document would be dropped (0 = no maximum)",
+                self.min_doc_chars, self.max_doc_chars
+            ));
+        }
+        if !(self.near_dup_threshold > 0.0 && self.near_dup_threshold <= 1.0) {
+            return Err(format!(
+                "param `near_dup_threshold` is {}; it must be in (0, 1] (the estimated Jaccard similarity from which a document counts as a near-duplicate)",
+                self.near_dup_threshold
+            ));
+        }
+        if self.shard_bytes < MIN_SHARD_BYTES {
+            return Err(format!(
+                "param `shard_bytes` is {}; it must be at least {MIN_SHARD_BYTES}",
+                self.shard_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `formats`: glob patterns over the input paths (relative to the workspace root) → format.
+#[derive(Debug, Clone, Default)]
+pub struct FormatRules {
+    /// In the order they are tried.
+    rules: Vec<(glob::Pattern, Format)>,
+    /// A map (no order): a path matched by patterns naming different formats is an error.
+    unordered: bool,
+}
+
+impl FormatRules {
+    /// A map `{pattern: format}` (patterns must not disagree on a file), or a list of one-entry
+    /// maps `[{pattern: format}, …]` (the first match wins).
+    pub fn parse(v: &Value) -> Result<FormatRules, String> {
+        let (entries, unordered): (Vec<(&String, &Value)>, bool) = match v {
+            Value::Null => return Ok(FormatRules::default()),
+            Value::Object(m) => (m.iter().collect(), true),
+            Value::Array(items) => {
+                let mut entries = Vec::new();
+                for item in items {
+                    match item {
+                        Value::Object(m) if m.len() == 1 => entries.extend(m.iter()),
+                        _ => {
+                            return Err(format!(
+                                "param `formats`: each list item must be one `pattern: format` pair, not {item}"
+                            ));
+                        }
+                    }
+                }
+                (entries, false)
+            }
+            other => {
+                return Err(format!(
+                    "param `formats` must map glob patterns to formats, e.g. {{\"*/zhwiki_sample/*\": wiki}}, not {other}"
+                ));
+            }
+        };
+        let mut rules = Vec::new();
+        for (pattern, format) in entries {
+            let glob = glob::Pattern::new(pattern).map_err(|e| {
+                format!(
+                    "param `formats`: `{pattern}` is not a valid glob: {} (at character {})",
+                    e.msg,
+                    e.pos + 1
+                )
+            })?;
+            let format = format
+                .as_str()
+                .ok_or_else(|| {
+                    format!(
+                        "param `formats`: the format of `{pattern}` must be a name, not {format}"
+                    )
+                })?
+                .parse::<Format>()
+                .map_err(|e| format!("param `formats`: `{pattern}`: {e}"))?;
+            rules.push((glob, format));
+        }
+        Ok(FormatRules { rules, unordered })
+    }
+
+    /// The format for a file (its path relative to the workspace root, or absolute if outside).
+    pub fn format_for(&self, rel: &Path, default: Format) -> Result<Format, String> {
+        let mut matched: BTreeMap<Format, &str> = BTreeMap::new();
+        for (glob, format) in &self.rules {
+            if glob.matches_path(rel) {
+                if !self.unordered {
+                    return Ok(*format);
+                }
+                matched.entry(*format).or_insert(glob.as_str());
+            }
+        }
+        match matched.len() {
+            0 => Ok(default),
+            1 => Ok(*matched.keys().next().unwrap_or(&default)),
+            _ => Err(format!(
+                "param `formats`: {} is matched by patterns that disagree ({}); write `formats` as a list of `pattern: format` items to say which comes first",
+                rel.display(),
+                matched
+                    .iter()
+                    .map(|(f, p)| format!("`{p}` → {f}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<(CleanParams, FormatRules), String> {
+        CleanParams::parse(v.as_object().unwrap())
+    }
+
+    #[test]
+    fn defaults_and_unknown_keys() {
+        let (p, rules) = parse(json!({"lr": 0.1})).unwrap();
+        assert_eq!(p.format, Format::Auto);
+        assert_eq!(p.max_sentence_chars, 256);
+        assert!(rules.rules.is_empty());
+    }
+
+    #[test]
+    fn bad_values_name_the_param() {
+        for (v, needle) in [
+            (json!({"format": "csv"}), "param `format`"),
+            (json!({"min_doc_chars": "many"}), "param `min_doc_chars`"),
+            (json!({"min_doc_chars": -1}), "param `min_doc_chars`"),
+            (json!({"dedup": "yes"}), "param `dedup`"),
+            (json!({"near_dup_threshold": 1.5}), "(0, 1]"),
+            (json!({"near_dup_threshold": 0}), "(0, 1]"),
+            (json!({"max_sentence_chars": 0}), "at least 1"),
+            (
+                json!({"min_sentence_chars": 10, "max_sentence_chars": 5}),
+                "min_sentence_chars",
+            ),
+            (
+                json!({"min_doc_chars": 100, "max_doc_chars": 50}),
+                "max_doc_chars",
+            ),
+            (json!({"shard_bytes": 10}), "shard_bytes"),
+            (json!({"formats": "wiki"}), "param `formats`"),
+            (json!({"formats": {"[": "wiki"}}), "not a valid glob"),
+            (json!({"formats": {"*": "xml"}}), "unknown corpus format"),
+            (
+                json!({"formats": [{"a": "wiki", "b": "lines"}]}),
+                "one `pattern: format` pair",
+            ),
+        ] {
+            let e = parse(v.clone()).unwrap_err();
+            assert!(e.contains(needle), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn format_rules_match_relative_paths() {
+        let (_, rules) =
+            parse(json!({"formats": {"*/zhwiki_sample/*": "wiki", "*/news/*.txt": "paragraphs"}}))
+                .unwrap();
+        let f = |p: &str| rules.format_for(Path::new(p), Format::Auto).unwrap();
+        assert_eq!(
+            f("../shared/datasets/corpus/zhwiki_sample/zhwiki_AA_wiki_00.txt"),
+            Format::Wiki
+        );
+        assert_eq!(f("data/news/a.txt"), Format::Paragraphs);
+        assert_eq!(f("data/reviews/a.txt"), Format::Auto);
+    }
+
+    #[test]
+    fn ordered_rules_take_the_first_match_and_maps_refuse_conflicts() {
+        let (_, rules) = parse(json!({"formats": [{"*/wiki/*": "wiki"}, {"*": "lines"}]})).unwrap();
+        assert_eq!(
+            rules
+                .format_for(Path::new("c/wiki/a.txt"), Format::Auto)
+                .unwrap(),
+            Format::Wiki
+        );
+        assert_eq!(
+            rules
+                .format_for(Path::new("c/x/a.txt"), Format::Auto)
+                .unwrap(),
+            Format::Lines
+        );
+        let (_, rules) = parse(json!({"formats": {"*/wiki/*": "wiki", "*": "lines"}})).unwrap();
+        let e = rules
+            .format_for(Path::new("c/wiki/a.txt"), Format::Auto)
+            .unwrap_err();
+        assert!(e.contains("disagree"), "{e}");
+    }
+}

@@ -1,0 +1,589 @@
+//! The `mask` stage kind: the clean corpus and a vocabulary in, ALBERT pretraining instances out,
+//! as Arrow shards (schema in `crates/shards/SCHEMA.md`).
+//!
+//! Deps: a `clean` artifact (`*.txt`, one sentence a line, a blank line between documents) and a
+//! `vocab` artifact (`vocab.txt` + `tokenizer.json`). Params, with albert_zh's defaults:
+//!
+//! | param | default | what |
+//! |---|---|---|
+//! | `max_seq_length` | 128 | tokens per instance, [CLS] and two [SEP] included |
+//! | `max_predictions_per_seq` | 20 | at most this many masked positions |
+//! | `masked_lm_prob` | 0.15 | share of tokens to mask, in (0, 1) |
+//! | `short_seq_prob` | 0.1 | how often the target length is drawn in [2, max) |
+//! | `max_ngram` | 3 | longest masked span in words; p(n) ∝ 1/n |
+//! | `whole_word` | true | mask whole jieba words (and whole `##` words) |
+//! | `dupe_factor` | 5 | passes over the corpus, each with different masks |
+//! | `seed` | 12345 | everything random derives from it and the document's index |
+//! | `eval_fraction` | 0.02 | share of documents held out for the eval shard (one pass) |
+//! | `instances_per_shard` | 65536 | rows per Arrow file |
+//!
+//! Output: `shard-00000.arrow`… (training), `eval-00000.arrow`… (held-out documents) and
+//! `metrics.json`. The output depends only on the inputs and params, never on the number of
+//! threads: documents are processed in fixed blocks, each with its own seeded RNG, and written
+//! in corpus order.
+
+pub mod instances;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use pipeline_engine::stage::{Stage, StageContext};
+use pipeline_shards::ShardWriter;
+use pipeline_text::vocab::Vocab;
+use pipeline_text::wordpiece::{TokenizeWithOffsets, load_tokenizer};
+use pipeline_text::words::WordSegmenter;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use instances::{MaskStats, Recipe, Specials, TokenizedDoc, instances_from_document};
+
+pub struct MaskStage;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct MaskConfig {
+    pub max_seq_length: usize,
+    pub max_predictions_per_seq: usize,
+    pub masked_lm_prob: f64,
+    pub short_seq_prob: f64,
+    pub max_ngram: usize,
+    pub whole_word: bool,
+    pub dupe_factor: usize,
+    pub seed: u64,
+    pub eval_fraction: f64,
+    pub instances_per_shard: usize,
+}
+
+impl Default for MaskConfig {
+    fn default() -> Self {
+        MaskConfig {
+            max_seq_length: 128,
+            max_predictions_per_seq: 20,
+            masked_lm_prob: 0.15,
+            short_seq_prob: 0.1,
+            max_ngram: 3,
+            whole_word: true,
+            dupe_factor: 5,
+            seed: 12345,
+            eval_fraction: 0.02,
+            instances_per_shard: 65536,
+        }
+    }
+}
+
+const PARAMS: &[&str] = &[
+    "max_seq_length",
+    "max_predictions_per_seq",
+    "masked_lm_prob",
+    "short_seq_prob",
+    "max_ngram",
+    "whole_word",
+    "dupe_factor",
+    "seed",
+    "eval_fraction",
+    "instances_per_shard",
+];
+
+impl MaskConfig {
+    pub fn from_params(params: &Map<String, Value>) -> Result<MaskConfig, String> {
+        let c: MaskConfig = serde_json::from_value(Value::Object(params.clone()))
+            .map_err(|e| format!("bad mask params: {e}"))?;
+        if c.max_seq_length < 5 {
+            return Err(format!(
+                "max_seq_length = {} is too small: [CLS] A [SEP] B [SEP] needs at least 5 tokens",
+                c.max_seq_length
+            ));
+        }
+        if !(c.masked_lm_prob > 0.0 && c.masked_lm_prob < 1.0) {
+            return Err(format!(
+                "masked_lm_prob = {} must be in (0, 1) (albert_zh uses 0.15)",
+                c.masked_lm_prob
+            ));
+        }
+        if !(0.0..=1.0).contains(&c.short_seq_prob) {
+            return Err(format!(
+                "short_seq_prob = {} must be in [0, 1]",
+                c.short_seq_prob
+            ));
+        }
+        if !(0.0..1.0).contains(&c.eval_fraction) {
+            return Err(format!(
+                "eval_fraction = {} must be in [0, 1)",
+                c.eval_fraction
+            ));
+        }
+        for (name, v) in [
+            ("max_predictions_per_seq", c.max_predictions_per_seq),
+            ("max_ngram", c.max_ngram),
+            ("dupe_factor", c.dupe_factor),
+            ("instances_per_shard", c.instances_per_shard),
+        ] {
+            if v == 0 {
+                return Err(format!("{name} must be at least 1"));
+            }
+        }
+        Ok(c)
+    }
+
+    fn recipe(&self) -> Recipe {
+        Recipe {
+            max_seq_length: self.max_seq_length,
+            max_predictions_per_seq: self.max_predictions_per_seq,
+            masked_lm_prob: self.masked_lm_prob,
+            short_seq_prob: self.short_seq_prob,
+            max_ngram: self.max_ngram,
+        }
+    }
+}
+
+impl Stage for MaskStage {
+    fn kind(&self) -> &'static str {
+        "mask"
+    }
+
+    fn code_version(&self) -> &'static str {
+        env!("STAGE_CODE_VERSION")
+    }
+
+    fn known_params(&self) -> &'static [&'static str] {
+        PARAMS
+    }
+
+    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
+        MaskConfig::from_params(params).map(|_| ())
+    }
+
+    fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
+        let config = MaskConfig::from_params(ctx.params).map_err(anyhow::Error::msg)?;
+        let clean = ctx.dep("clean").context(
+            "the mask stage needs a `clean` dep (the corpus) and a `vocab` dep: add `deps: [clean, vocab]`",
+        )?;
+        let vocab_dir = ctx
+            .dep("vocab")
+            .context("the mask stage needs a `vocab` dep: add `deps: [clean, vocab]`")?;
+        let (vocab, tokenizer) = load_tokenizer(&vocab_dir.dir)
+            .with_context(|| format!("loading the vocabulary in {}", vocab_dir.dir.display()))?;
+        let files = corpus_files(&clean.dir)?;
+        let total_bytes: u64 = files
+            .iter()
+            .filter_map(|f| f.metadata().ok())
+            .map(|m| m.len())
+            .sum();
+        ctx.progress.set_length(total_bytes);
+        ctx.progress.set_message("masking");
+        let masker = Masker::new(config.clone(), vocab, tokenizer)?;
+        let report = masker.run(&files, ctx.out_dir, |bytes| ctx.progress.inc(bytes))?;
+        if report.train.instances == 0 {
+            bail!(
+                "no training instances: the corpus in {} has {} documents and {} sentences; \
+                 every document was too short or held out (eval_fraction = {})",
+                clean.dir.display(),
+                report.documents,
+                report.sentences,
+                config.eval_fraction
+            );
+        }
+        let metrics = report.to_json(&config);
+        std::fs::write(
+            ctx.out_dir.join("metrics.json"),
+            serde_json::to_string_pretty(&metrics)? + "\n",
+        )?;
+        Ok(())
+    }
+}
+
+/// The `.txt` files of a clean artifact, in name order.
+pub fn corpus_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading the clean artifact {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!(
+            "the clean artifact {} has no .txt corpus files",
+            dir.display()
+        );
+    }
+    Ok(files)
+}
+
+/// Counts for one output split.
+#[derive(Debug, Default, Clone)]
+pub struct SplitReport {
+    pub instances: u64,
+    pub tokens: u64,
+    pub stats: MaskStats,
+    pub swapped: u64,
+    pub shards: Vec<String>,
+}
+
+impl SplitReport {
+    fn add(&mut self, inst: &pipeline_shards::Instance) {
+        self.instances += 1;
+        self.tokens += inst.input_ids.len() as u64;
+        self.swapped += inst.sentence_order_label as u64;
+    }
+
+    fn to_json(&self, max_ngram: usize) -> Value {
+        let tokens = self.tokens.max(1) as f64;
+        let masked = self.stats.masked.max(1) as f64;
+        let mut hist = Map::new();
+        for n in 1..=max_ngram {
+            hist.insert(
+                n.to_string(),
+                json!(self.stats.ngrams.get(n - 1).copied().unwrap_or(0)),
+            );
+        }
+        json!({
+            "instances": self.instances,
+            "tokens": self.tokens,
+            "mean_length": round4(self.tokens as f64 / self.instances.max(1) as f64),
+            "masked_tokens": self.stats.masked,
+            "mask_rate": round4(self.stats.masked as f64 / tokens),
+            "replaced_by_mask": round4(self.stats.replaced_mask as f64 / masked),
+            "replaced_by_random": round4(self.stats.replaced_random as f64 / masked),
+            "kept": round4(self.stats.kept as f64 / masked),
+            "ngram_histogram": hist,
+            "sop_swapped_fraction": round4(self.swapped as f64 / self.instances.max(1) as f64),
+            "shards": self.shards,
+        })
+    }
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct MaskReport {
+    pub documents: u64,
+    pub eval_documents: u64,
+    pub sentences: u64,
+    pub corpus_tokens: u64,
+    pub unk_tokens: u64,
+    pub train: SplitReport,
+    pub eval: SplitReport,
+}
+
+impl MaskReport {
+    pub fn to_json(&self, c: &MaskConfig) -> Value {
+        json!({
+            "documents": self.documents,
+            "eval_documents": self.eval_documents,
+            "sentences": self.sentences,
+            "corpus_tokens": self.corpus_tokens,
+            "unk_rate": round4(self.unk_tokens as f64 / self.corpus_tokens.max(1) as f64),
+            "train": self.train.to_json(c.max_ngram),
+            "eval": self.eval.to_json(c.max_ngram),
+            "max_seq_length": c.max_seq_length,
+            "max_predictions_per_seq": c.max_predictions_per_seq,
+            "masked_lm_prob": c.masked_lm_prob,
+            "dupe_factor": c.dupe_factor,
+            "whole_word": c.whole_word,
+            "max_ngram": c.max_ngram,
+        })
+    }
+}
+
+/// Documents are read and processed in blocks of this many: enough to keep every core busy,
+/// few enough that memory stays flat whatever the corpus size.
+const BLOCK_DOCS: usize = 2048;
+
+/// The masking pipeline without the engine around it (the benchmark and tests call it).
+pub struct Masker {
+    config: MaskConfig,
+    vocab: Arc<Vocab>,
+    tokenizer: Box<dyn TokenizeWithOffsets>,
+    words: Option<WordSegmenter>,
+    specials: Specials,
+}
+
+impl Masker {
+    pub fn new(
+        config: MaskConfig,
+        vocab: Arc<Vocab>,
+        tokenizer: Box<dyn TokenizeWithOffsets>,
+    ) -> anyhow::Result<Masker> {
+        let special = [
+            vocab.pad_id(),
+            vocab.unk_id(),
+            vocab.cls_id(),
+            vocab.sep_id(),
+            vocab.mask_id(),
+        ];
+        let random_pool: Vec<u32> = (0..vocab.len() as u32)
+            .filter(|id| {
+                let t = vocab.token(*id);
+                !(special.contains(id) || t.starts_with('[') && t.ends_with(']'))
+            })
+            .collect();
+        if random_pool.is_empty() {
+            bail!("the vocabulary has no ordinary tokens besides the special ones");
+        }
+        let specials = Specials {
+            cls: vocab.cls_id(),
+            sep: vocab.sep_id(),
+            mask: vocab.mask_id(),
+            random_pool,
+        };
+        let words = config.whole_word.then(WordSegmenter::new);
+        Ok(Masker {
+            config,
+            vocab,
+            tokenizer,
+            words,
+            specials,
+        })
+    }
+
+    /// Masks the corpus `files` into shards in `out`; `progress` gets the bytes read.
+    pub fn run(
+        &self,
+        files: &[PathBuf],
+        out: &Path,
+        progress: impl Fn(u64),
+    ) -> anyhow::Result<MaskReport> {
+        let mut meta = BTreeMap::new();
+        for (k, v) in [
+            ("vocab_size", self.vocab.len().to_string()),
+            ("max_seq_length", self.config.max_seq_length.to_string()),
+            (
+                "max_predictions_per_seq",
+                self.config.max_predictions_per_seq.to_string(),
+            ),
+            ("masked_lm_prob", self.config.masked_lm_prob.to_string()),
+            ("max_ngram", self.config.max_ngram.to_string()),
+            ("whole_word", self.config.whole_word.to_string()),
+            ("dupe_factor", self.config.dupe_factor.to_string()),
+            ("seed", self.config.seed.to_string()),
+        ] {
+            meta.insert(k.to_string(), v);
+        }
+        let per_shard = self.config.instances_per_shard;
+        let mut train = ShardWriter::create(out, "shard", per_shard, meta.clone())?;
+        meta.insert("split".into(), "eval".into());
+        let mut eval = ShardWriter::create(out, "eval", per_shard, meta)?;
+        let mut report = MaskReport::default();
+        let mut reader = DocReader::new(files);
+        let mut first_doc = 0u64;
+        while let Some(block) = reader.next_block(BLOCK_DOCS)? {
+            let results: Vec<DocResult> = block
+                .docs
+                .par_iter()
+                .enumerate()
+                .map(|(i, doc)| self.process(first_doc + i as u64, doc))
+                .collect();
+            first_doc += block.docs.len() as u64;
+            // Pass-major order inside a block, as google's script loops over dupe passes.
+            for pass in 0..self.config.dupe_factor {
+                for r in &results {
+                    let (writer, split) = if r.eval {
+                        (&mut eval, &mut report.eval)
+                    } else {
+                        (&mut train, &mut report.train)
+                    };
+                    if let Some(instances) = r.passes.get(pass) {
+                        for inst in instances {
+                            split.add(inst);
+                            writer.write(inst)?;
+                        }
+                    }
+                }
+            }
+            for r in &results {
+                report.documents += 1;
+                report.eval_documents += r.eval as u64;
+                report.sentences += r.sentences;
+                report.corpus_tokens += r.tokens;
+                report.unk_tokens += r.unk;
+                let split = if r.eval {
+                    &mut report.eval
+                } else {
+                    &mut report.train
+                };
+                split.stats.add(&r.stats);
+            }
+            progress(block.bytes);
+        }
+        report.train.shards = train.finish()?.into_iter().map(|s| s.file).collect();
+        report.eval.shards = eval.finish()?.into_iter().map(|s| s.file).collect();
+        Ok(report)
+    }
+
+    fn process(&self, index: u64, sentences: &[String]) -> DocResult {
+        let seed = self.config.seed;
+        let eval = unit_interval(mix(seed, u64::MAX, index)) < self.config.eval_fraction;
+        let mut doc = TokenizedDoc::default();
+        let mut ids = Vec::new();
+        let mut starts = Vec::new();
+        let mut word_starts = Vec::new();
+        let mut continues = Vec::new();
+        let mut unk = 0;
+        for s in sentences {
+            ids.clear();
+            starts.clear();
+            self.tokenizer.encode_with_offsets(s, &mut ids, &mut starts);
+            continues.clear();
+            match &self.words {
+                Some(words) => {
+                    word_starts.clear();
+                    words.word_starts(s, &mut word_starts);
+                    let mut w = 0;
+                    for (k, &start) in starts.iter().enumerate() {
+                        while w < word_starts.len() && word_starts[w] < start {
+                            w += 1;
+                        }
+                        let at_word_start = w < word_starts.len() && word_starts[w] == start;
+                        // Two pieces of one token start at the same offset only for `##` pieces
+                        // of the same word, which continue it.
+                        let same_as_prev = k > 0 && starts[k - 1] == start;
+                        continues.push(k > 0 && (!at_word_start || same_as_prev));
+                    }
+                }
+                None => continues.resize(ids.len(), false),
+            }
+            unk += ids.iter().filter(|&&t| t == self.vocab.unk_id()).count() as u64;
+            doc.push_sentence(&ids, &continues);
+        }
+        let recipe = self.config.recipe();
+        let passes = if eval { 1 } else { self.config.dupe_factor };
+        let mut stats = MaskStats::default();
+        let passes = (0..passes as u64)
+            .map(|pass| {
+                let mut rng = ChaCha8Rng::seed_from_u64(mix(seed, pass, index));
+                instances_from_document(&doc, &recipe, &self.specials, &mut rng, &mut stats)
+            })
+            .collect();
+        DocResult {
+            eval,
+            passes,
+            stats,
+            sentences: doc.sentence_ends.len() as u64,
+            tokens: doc.ids.len() as u64,
+            unk,
+        }
+    }
+}
+
+struct DocResult {
+    eval: bool,
+    passes: Vec<Vec<pipeline_shards::Instance>>,
+    stats: MaskStats,
+    sentences: u64,
+    tokens: u64,
+    unk: u64,
+}
+
+/// A 64-bit seed for (seed, pass, document): splitmix64 over the three, so neighbouring
+/// documents get unrelated streams.
+fn mix(seed: u64, pass: u64, doc: u64) -> u64 {
+    let mut x = seed;
+    for v in [pass, doc] {
+        x = splitmix(x ^ splitmix(v));
+    }
+    x
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn unit_interval(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+struct Block {
+    docs: Vec<Vec<String>>,
+    bytes: u64,
+}
+
+/// Streams documents (runs of non-blank lines) from the corpus files, a block at a time.
+struct DocReader<'a> {
+    files: &'a [PathBuf],
+    next_file: usize,
+    current: Option<(BufReader<File>, PathBuf, u64)>,
+    line: Vec<u8>,
+}
+
+impl<'a> DocReader<'a> {
+    fn new(files: &'a [PathBuf]) -> DocReader<'a> {
+        DocReader {
+            files,
+            next_file: 0,
+            current: None,
+            line: Vec::new(),
+        }
+    }
+
+    fn next_block(&mut self, max_docs: usize) -> anyhow::Result<Option<Block>> {
+        let mut block = Block {
+            docs: Vec::new(),
+            bytes: 0,
+        };
+        let mut doc: Vec<String> = Vec::new();
+        loop {
+            if self.current.is_none() {
+                let Some(path) = self.files.get(self.next_file) else {
+                    break;
+                };
+                self.next_file += 1;
+                let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+                self.current = Some((BufReader::with_capacity(1 << 20, f), path.clone(), 0));
+            }
+            let Some((reader, path, line_no)) = self.current.as_mut() else {
+                break;
+            };
+            self.line.clear();
+            let n = reader
+                .read_until(b'\n', &mut self.line)
+                .with_context(|| format!("reading {}", path.display()))?;
+            if n == 0 {
+                // A document never spans two files.
+                self.current = None;
+                if !doc.is_empty() {
+                    block.docs.push(std::mem::take(&mut doc));
+                    if block.docs.len() >= max_docs {
+                        break;
+                    }
+                }
+                continue;
+            }
+            *line_no += 1;
+            block.bytes += n as u64;
+            let text = std::str::from_utf8(&self.line).with_context(|| {
+                format!(
+                    "{}:{}: invalid UTF-8 in the clean corpus",
+                    path.display(),
+                    line_no
+                )
+            })?;
+            let text = text.trim_end_matches(['\n', '\r']);
+            if text.trim().is_empty() {
+                if !doc.is_empty() {
+                    block.docs.push(std::mem::take(&mut doc));
+                    if block.docs.len() >= max_docs {
+                        break;
+                    }
+                }
+            } else {
+                doc.push(text.to_string());
+            }
+        }
+        if !doc.is_empty() {
+            block.docs.push(doc);
+        }
+        Ok((!block.docs.is_empty()).then_some(block))
+    }
+}
