@@ -437,6 +437,35 @@ def cmd_infer(a):
     )
 
 
+def search_max(fits, max_batch, granularity=1):
+    """Largest B <= max_batch with fits(B), assuming fits is monotone: doubling from 1 until
+    the first failure, then binary search down to `granularity`. Returns (largest fit, first
+    failure or None when max_batch was reached without one)."""
+    good, bad = 0, None
+    B = 1
+    while B <= max_batch:
+        if fits(B):
+            good = B
+            B *= 2
+        else:
+            bad = B
+            break
+    if bad is not None:
+        lo, hi = good, bad
+        while hi - lo > granularity:
+            mid = (lo + hi) // 2
+            if granularity > 1:
+                mid = max(lo + granularity, mid // granularity * granularity)
+                if mid >= hi:
+                    break
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid
+        good = lo
+    return good, bad
+
+
 def cmd_maxbatch(a):
     torch = setup_torch(a)
     if not a.device.startswith("cuda"):
@@ -469,28 +498,7 @@ def cmd_maxbatch(a):
         log(f"  batch {B}: {'fits' if ok else 'OOM'} ({time.perf_counter() - t0:.1f} s)")
         return ok
 
-    good, bad = 0, None
-    B = 1
-    while B <= a.max_batch:
-        if fits(B):
-            good = B
-            B *= 2
-        else:
-            bad = B
-            break
-    if bad is not None:
-        lo, hi = good, bad
-        while hi - lo > a.granularity:
-            mid = (lo + hi) // 2
-            if a.granularity > 1:
-                mid = max(lo + a.granularity, mid // a.granularity * a.granularity)
-                if mid >= hi:
-                    break
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid
-        good = lo
+    good, bad = search_max(fits, a.max_batch, a.granularity)
     res = {
         "bench": "hf_maxbatch",
         "model": "AlbertForPreTraining",
