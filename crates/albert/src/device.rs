@@ -1,0 +1,145 @@
+//! Picking the device from the `device` param: the one place that knows which backends this
+//! binary was built with. `flex` (pure Rust) is always there; libtorch (CPU and CUDA) only with
+//! the `tch` feature.
+
+use burn::tensor::Device;
+
+/// What a `device:` param asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceChoice {
+    /// CUDA if this build has it and a GPU is visible, else the best CPU backend.
+    Auto,
+    /// The best CPU backend of this build (libtorch with `tch`, else flex).
+    Cpu,
+    /// burn's pure-Rust CPU backend.
+    Flex,
+    /// libtorch on the CPU (`tch` builds only).
+    TchCpu,
+    /// libtorch on GPU N (`tch` builds only).
+    Cuda(usize),
+}
+
+impl DeviceChoice {
+    pub fn parse(s: &str) -> Result<DeviceChoice, String> {
+        match s {
+            "auto" => Ok(DeviceChoice::Auto),
+            "cpu" => Ok(DeviceChoice::Cpu),
+            "flex" => Ok(DeviceChoice::Flex),
+            "tch-cpu" | "libtorch" => Ok(DeviceChoice::TchCpu),
+            "cuda" => Ok(DeviceChoice::Cuda(0)),
+            other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
+                Some(Ok(n)) => Ok(DeviceChoice::Cuda(n)),
+                _ => Err(format!(
+                    "unknown device {other:?}: expected auto, cpu, flex, tch-cpu or cuda:N"
+                )),
+            },
+        }
+    }
+}
+
+/// Whether this binary was built with the libtorch backend.
+pub const HAS_TCH: bool = cfg!(feature = "tch");
+
+/// The backends this binary can run on, for messages and `--version`-like output.
+pub fn backends() -> &'static str {
+    if HAS_TCH {
+        "flex (CPU), libtorch (CPU, CUDA)"
+    } else {
+        "flex (CPU)"
+    }
+}
+
+/// A resolved device and a name for logs and metrics (`flex`, `libtorch-cpu`, `cuda:0`).
+#[derive(Debug, Clone)]
+pub struct ResolvedDevice {
+    pub device: Device,
+    pub name: String,
+    /// Whether it is a GPU (the pretrain stage reports MFU only there).
+    pub is_gpu: bool,
+}
+
+fn without_tch(what: &str) -> String {
+    format!(
+        "device {what} needs the libtorch backend, and this `pipeline` was built without it \
+         (backends: {}). Build with `scripts/build-tch.sh` (cargo feature `tch`), or use \
+         `device: cpu`.",
+        backends()
+    )
+}
+
+/// The device `choice` names, or an error saying how to get it.
+pub fn resolve(choice: DeviceChoice) -> Result<ResolvedDevice, String> {
+    let flex = || ResolvedDevice {
+        device: Device::flex(),
+        name: "flex".into(),
+        is_gpu: false,
+    };
+    match choice {
+        DeviceChoice::Flex => Ok(flex()),
+        DeviceChoice::Cpu | DeviceChoice::Auto if !HAS_TCH => Ok(flex()),
+        DeviceChoice::TchCpu if !HAS_TCH => Err(without_tch("tch-cpu")),
+        DeviceChoice::Cuda(n) if !HAS_TCH => Err(without_tch(&format!("cuda:{n}"))),
+        #[cfg(feature = "tch")]
+        other => tch_device(other),
+        #[cfg(not(feature = "tch"))]
+        _ => unreachable!("every choice is handled above without tch"),
+    }
+}
+
+#[cfg(feature = "tch")]
+#[allow(deprecated)] // burn marks its libtorch backend deprecated; it is the one that builds offline.
+fn tch_device(choice: DeviceChoice) -> Result<ResolvedDevice, String> {
+    let cuda_count = tch::Cuda::device_count().max(0) as usize;
+    let cpu = || ResolvedDevice {
+        device: Device::libtorch(),
+        name: "libtorch-cpu".into(),
+        is_gpu: false,
+    };
+    match choice {
+        DeviceChoice::Auto if cuda_count > 0 => Ok(ResolvedDevice {
+            device: Device::libtorch_cuda(0),
+            name: "cuda:0".into(),
+            is_gpu: true,
+        }),
+        DeviceChoice::Auto | DeviceChoice::Cpu | DeviceChoice::TchCpu => Ok(cpu()),
+        DeviceChoice::Cuda(n) if n < cuda_count => Ok(ResolvedDevice {
+            device: Device::libtorch_cuda(n),
+            name: format!("cuda:{n}"),
+            is_gpu: true,
+        }),
+        DeviceChoice::Cuda(n) => Err(format!(
+            "device cuda:{n} asked for, but libtorch sees {cuda_count} CUDA device(s) \
+             (check nvidia-smi, CUDA_VISIBLE_DEVICES and that LD_LIBRARY_PATH holds torch/lib)"
+        )),
+        DeviceChoice::Flex => Ok(ResolvedDevice {
+            device: Device::flex(),
+            name: "flex".into(),
+            is_gpu: false,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_explains() {
+        assert_eq!(DeviceChoice::parse("cuda:1"), Ok(DeviceChoice::Cuda(1)));
+        assert_eq!(DeviceChoice::parse("cpu"), Ok(DeviceChoice::Cpu));
+        assert!(
+            DeviceChoice::parse("gpu")
+                .unwrap_err()
+                .contains("expected auto")
+        );
+        assert!(DeviceChoice::parse("cuda:x").is_err());
+        if !HAS_TCH {
+            let e = resolve(DeviceChoice::Cuda(0)).unwrap_err();
+            assert!(
+                e.contains("built without") && e.contains("build-tch.sh"),
+                "{e}"
+            );
+            assert_eq!(resolve(DeviceChoice::Auto).unwrap().name, "flex");
+        }
+    }
+}

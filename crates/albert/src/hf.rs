@@ -1,0 +1,429 @@
+//! Hugging Face checkpoints in and out: a directory with `config.json` and `model.safetensors`
+//! (or `pytorch_model.bin`), read and written with burn-store.
+//!
+//! Our module paths differ from transformers' in three places, which the key rules below map
+//! both ways: transformers nests every layer in `albert_layer_groups.{g}.albert_layers.0`, where
+//! we keep flat `attentions.{i}` / `ffns.{i}` lists (so that attention and feed-forward blocks
+//! can be shared independently); it spells LayerNorm `LayerNorm`; and it wraps the SOP linear in
+//! `sop_classifier.classifier`. PyTorch's `[out, in]` linear weights and `weight`/`bias`
+//! LayerNorm names are burn-store's adapters' job.
+//!
+//! transformers 5 writes the MLM decoder neither as weight (tied to the word embeddings) nor as
+//! bias (tied to `predictions.bias`); older checkpoints carry both. Reading accepts both, and
+//! writing does what transformers 5 does.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use burn::module::Module;
+use burn::store::{
+    ApplyResult, BurnToPyTorchAdapter, KeyRemapper, ModuleSnapshot, PyTorchToBurnAdapter,
+    PytorchStore, SafetensorsStore,
+};
+use burn::tensor::Device;
+
+use crate::config::AlbertConfig;
+use crate::model::{
+    Albert, AlbertForMultipleChoice, AlbertForPreTraining, AlbertForSequenceClassification,
+};
+
+/// transformers' names → ours (applied when reading).
+const FROM_HF: &[(&str, &str)] = &[
+    (
+        r"^albert\.encoder\.albert_layer_groups\.(\d+)\.albert_layers\.0\.attention\.",
+        "albert.encoder.attentions.${1}.",
+    ),
+    (
+        r"^albert\.encoder\.albert_layer_groups\.(\d+)\.albert_layers\.0\.(ffn|ffn_output|full_layer_layer_norm)\.",
+        "albert.encoder.ffns.${1}.${2}.",
+    ),
+    (r"\.LayerNorm\.", ".layer_norm."),
+    (r"^sop_classifier\.classifier\.", "sop_classifier."),
+];
+
+/// Ours → transformers' names (applied when writing).
+const TO_HF: &[(&str, &str)] = &[
+    (
+        r"^albert\.encoder\.attentions\.(\d+)\.",
+        "albert.encoder.albert_layer_groups.${1}.albert_layers.0.attention.",
+    ),
+    (
+        r"^albert\.encoder\.ffns\.(\d+)\.",
+        "albert.encoder.albert_layer_groups.${1}.albert_layers.0.",
+    ),
+    (r"\.layer_norm\.", ".LayerNorm."),
+    (r"^sop_classifier\.", "sop_classifier.classifier."),
+];
+
+/// Tensors a checkpoint may hold that we do not load: the tied decoder, and buffers older
+/// transformers saved.
+const IGNORED: &[&str] = &[
+    "predictions.decoder.weight",
+    "predictions.decoder.bias",
+    "albert.embeddings.position_ids",
+];
+
+fn remapper(rules: &[(&str, &str)]) -> KeyRemapper {
+    KeyRemapper::from_patterns(rules.to_vec()).expect("the key rules are valid regexes")
+}
+
+/// The weights file of a checkpoint directory: `model.safetensors`, else `pytorch_model.bin`.
+pub fn weights_file(dir: &Path) -> anyhow::Result<PathBuf> {
+    for name in ["model.safetensors", "pytorch_model.bin"] {
+        let p = dir.join(name);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    bail!(
+        "{} has no model.safetensors or pytorch_model.bin: a model directory holds config.json \
+         and one of them (a pretrain or finetune artifact, or a Hugging Face checkpoint)",
+        dir.display()
+    )
+}
+
+/// The config of a checkpoint directory.
+pub fn read_config(dir: &Path) -> anyhow::Result<AlbertConfig> {
+    let path = dir.join("config.json");
+    if !path.is_file() {
+        bail!(
+            "{} has no config.json: is it a model directory (a pretrain or finetune artifact, or \
+             a Hugging Face ALBERT checkpoint)?",
+            dir.display()
+        );
+    }
+    Ok(AlbertConfig::from_file(&path)?)
+}
+
+/// Which heads a loader expects besides the backbone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Heads {
+    /// Only `albert.*` is read; heads in the file are ignored (initialising a classifier
+    /// from a pretrained model).
+    BackboneOnly,
+    /// Everything the module has must be in the file.
+    All,
+}
+
+/// Loads `module`'s tensors from `file`, and turns burn-store's report into an error a user can
+/// act on: missing tensors, shape mismatches (a checkpoint of another config), unexpected ones.
+fn load_into<M: Module + ModuleSnapshot>(
+    module: &mut M,
+    file: &Path,
+    heads: Heads,
+) -> anyhow::Result<()> {
+    let is_safetensors = file.extension().is_some_and(|e| e == "safetensors");
+    let result: ApplyResult = if is_safetensors {
+        check_safetensors_header(file)?;
+        let mut store = SafetensorsStore::from_file(file)
+            .with_from_adapter(PyTorchToBurnAdapter)
+            .remap(remapper(FROM_HF))
+            .allow_partial(true);
+        module
+            .load_from(&mut store)
+            .map_err(|e| load_error(file, &e.to_string()))?
+    } else {
+        // PytorchStore applies the PyTorch → burn adapter itself.
+        let mut store = PytorchStore::from_file(file)
+            .remap(remapper(FROM_HF))
+            .allow_partial(true);
+        module
+            .load_from(&mut store)
+            .map_err(|e| load_error(file, &e.to_string()))?
+    };
+    if !result.errors.is_empty() {
+        let shown: Vec<String> = result
+            .errors
+            .iter()
+            .take(5)
+            .map(|e| e.to_string())
+            .collect();
+        bail!(
+            "{}: {} tensor(s) do not fit the model, e.g. {}. Is the checkpoint from another \
+             config (vocabulary, sizes, share_type)?",
+            file.display(),
+            result.errors.len(),
+            shown.join("; ")
+        );
+    }
+    let missing: Vec<&str> = result
+        .missing
+        .iter()
+        .map(|(p, _)| p.as_str())
+        .filter(|p| heads == Heads::All || p.starts_with("albert."))
+        .collect();
+    if !missing.is_empty() {
+        let heads_only = missing.iter().all(|p| !p.starts_with("albert."));
+        let hint = if heads_only {
+            " The backbone is there but not these heads: is it a checkpoint for another task \
+             (a fine-tuned classifier, or a bare AlbertModel)?"
+        } else {
+            " Is it an ALBERT checkpoint with this config.json?"
+        };
+        bail!(
+            "{}: {} tensor(s) missing, e.g. {}.{hint}",
+            file.display(),
+            missing.len(),
+            missing
+                .iter()
+                .take(5)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let unexpected: Vec<&str> = result
+        .unused
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !IGNORED.contains(p))
+        .filter(|p| heads == Heads::All || p.starts_with("albert."))
+        .collect();
+    if !unexpected.is_empty() {
+        bail!(
+            "{}: {} tensor(s) the model does not have, e.g. {}. Is the checkpoint from another \
+             config (share_type, number of layers) or architecture?",
+            file.display(),
+            unexpected.len(),
+            unexpected
+                .iter()
+                .take(5)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// burn-store lists every mismatching tensor in one line; a user needs the count, one example
+/// and the likely cause.
+fn load_error(file: &Path, message: &str) -> anyhow::Error {
+    let mismatches = message.matches("ShapeMismatch").count();
+    if mismatches > 0 {
+        let first = message
+            .split("ShapeMismatch")
+            .nth(1)
+            .and_then(|rest| rest.split('}').take(3).collect::<Vec<_>>().join("}").into())
+            .unwrap_or_default();
+        return anyhow::anyhow!(
+            "{}: {mismatches} tensor(s) have other shapes than config.json says, e.g.{first}}}. \
+             Is the checkpoint from another config (vocabulary, sizes, share_type)?",
+            file.display()
+        );
+    }
+    anyhow::anyhow!("{}: cannot read the weights: {message}", file.display())
+}
+
+/// A truncated or garbled safetensors file otherwise surfaces as an opaque parse error.
+fn check_safetensors_header(file: &Path) -> anyhow::Result<()> {
+    use std::io::Read;
+    let mut f =
+        std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    let size = f.metadata()?.len();
+    let mut len = [0u8; 8];
+    if size < 8 || f.read_exact(&mut len).is_err() {
+        bail!(
+            "{}: not a safetensors file ({size} bytes; it may be truncated)",
+            file.display()
+        );
+    }
+    let header = u64::from_le_bytes(len);
+    if header == 0 || header > size - 8 || header > 100 << 20 {
+        bail!(
+            "{}: not a valid safetensors file (header of {header} bytes in a file of {size}); \
+             it may be truncated or corrupt",
+            file.display()
+        );
+    }
+    let mut text = vec![0u8; header as usize];
+    f.read_exact(&mut text)?;
+    let json: serde_json::Value = serde_json::from_slice(&text).with_context(|| {
+        format!(
+            "{}: the safetensors header is not valid JSON",
+            file.display()
+        )
+    })?;
+    let mut end = 0u64;
+    if let Some(obj) = json.as_object() {
+        for (name, t) in obj {
+            if name == "__metadata__" {
+                continue;
+            }
+            if let Some(e) = t["data_offsets"][1].as_u64() {
+                end = end.max(e);
+            }
+        }
+    }
+    if 8 + header + end > size {
+        bail!(
+            "{}: truncated: its header describes {} bytes of tensors but the file has {}",
+            file.display(),
+            end,
+            size - 8 - header
+        );
+    }
+    Ok(())
+}
+
+fn save_from<M: Module + ModuleSnapshot>(module: &M, file: &Path) -> anyhow::Result<()> {
+    if file.exists() {
+        std::fs::remove_file(file).with_context(|| format!("cannot replace {}", file.display()))?;
+    }
+    let mut store = SafetensorsStore::from_file(file)
+        .with_to_adapter(BurnToPyTorchAdapter)
+        .remap(remapper(TO_HF))
+        .clear_metadata()
+        // transformers refuses safetensors files whose metadata lacks format = pt.
+        .metadata("format", "pt");
+    module
+        .save_into(&mut store)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))
+}
+
+fn write_config(
+    dir: &Path,
+    config: &AlbertConfig,
+    architecture: &str,
+    extra: &[(&str, serde_json::Value)],
+) -> anyhow::Result<()> {
+    let mut json = config.to_hf_json(architecture);
+    if let Some(obj) = json.as_object_mut() {
+        for (k, v) in extra {
+            obj.insert((*k).to_string(), v.clone());
+        }
+    }
+    let path = dir.join("config.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Loads an `AlbertForPreTraining` checkpoint (both heads required).
+pub fn load_pretraining(
+    dir: &Path,
+    device: &Device,
+) -> anyhow::Result<(AlbertConfig, AlbertForPreTraining)> {
+    let config = read_config(dir)?;
+    let file = weights_file(dir)?;
+    let mut model = AlbertForPreTraining::new(&config, device);
+    load_into(&mut model, &file, Heads::All)?;
+    Ok((config, model))
+}
+
+/// Loads the backbone of any ALBERT checkpoint (pretraining, classifier, bare model).
+pub fn load_backbone(dir: &Path, device: &Device) -> anyhow::Result<(AlbertConfig, Albert)> {
+    let config = read_config(dir)?;
+    let file = weights_file(dir)?;
+    // A wrapper with the backbone under `albert.`, so that paths line up with the file's.
+    let mut holder = BackboneHolder {
+        albert: Albert::new(&config, device),
+    };
+    load_into(&mut holder, &file, Heads::BackboneOnly)?;
+    Ok((config, holder.albert))
+}
+
+#[derive(Module, Debug)]
+struct BackboneHolder {
+    albert: Albert,
+}
+
+/// Loads an `AlbertForSequenceClassification` checkpoint; `None` when the directory's model
+/// has no classifier head (the error then says so).
+pub fn load_classifier(
+    dir: &Path,
+    device: &Device,
+) -> anyhow::Result<(AlbertConfig, AlbertForSequenceClassification)> {
+    let config = read_config(dir)?;
+    let file = weights_file(dir)?;
+    let raw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+    let num_labels = raw
+        .get("id2label")
+        .and_then(|v| v.as_object())
+        .map(|m| m.len())
+        .or_else(|| {
+            raw.get("num_labels")
+                .and_then(|v| v.as_u64())
+                .map(|n| n as usize)
+        })
+        .with_context(|| {
+            format!(
+                "{}: config.json has no id2label or num_labels: is it a fine-tuned classifier? \
+                 (a pretrain artifact has no classifier head; fine-tune it first)",
+                dir.display()
+            )
+        })?;
+    let mut model = AlbertForSequenceClassification::new(&config, num_labels, 0.0, device);
+    load_into(&mut model, &file, Heads::All).map_err(|e| {
+        if e.to_string().contains("classifier") {
+            e.context(format!(
+                "{} holds no classifier head: `pipeline predict` needs a fine-tuned model",
+                dir.display()
+            ))
+        } else {
+            e
+        }
+    })?;
+    Ok((config, model))
+}
+
+/// Loads an `AlbertForMultipleChoice` checkpoint.
+pub fn load_multiple_choice(
+    dir: &Path,
+    device: &Device,
+) -> anyhow::Result<(AlbertConfig, AlbertForMultipleChoice)> {
+    let config = read_config(dir)?;
+    let file = weights_file(dir)?;
+    let mut model = AlbertForMultipleChoice::new(&config, 0.0, device);
+    load_into(&mut model, &file, Heads::All)?;
+    Ok((config, model))
+}
+
+/// Writes `config.json` and `model.safetensors` of a pretraining model into `dir`.
+pub fn save_pretraining(
+    dir: &Path,
+    config: &AlbertConfig,
+    model: &AlbertForPreTraining,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    write_config(dir, config, "AlbertForPreTraining", &[])?;
+    save_from(model, &dir.join("model.safetensors"))
+}
+
+/// Writes a classifier with its label names (`id2label`/`label2id`, as transformers reads them).
+pub fn save_classifier(
+    dir: &Path,
+    config: &AlbertConfig,
+    model: &AlbertForSequenceClassification,
+    labels: &[String],
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let id2label: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i.to_string(), serde_json::json!(l)))
+        .collect();
+    let label2id: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.clone(), serde_json::json!(i)))
+        .collect();
+    write_config(
+        dir,
+        config,
+        "AlbertForSequenceClassification",
+        &[("id2label", id2label.into()), ("label2id", label2id.into())],
+    )?;
+    save_from(model, &dir.join("model.safetensors"))
+}
+
+/// Writes a multiple-choice model.
+pub fn save_multiple_choice(
+    dir: &Path,
+    config: &AlbertConfig,
+    model: &AlbertForMultipleChoice,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    write_config(dir, config, "AlbertForMultipleChoice", &[])?;
+    save_from(model, &dir.join("model.safetensors"))
+}

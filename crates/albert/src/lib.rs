@@ -1,0 +1,20 @@
+//! ALBERT (Lan et al., 2019) on burn, for pretraining and fine-tuning Chinese models:
+//!
+//! - [`config`]: hyper-parameters from albert_zh JSON, Hugging Face `config.json` and pipeline
+//!   params, validation, parameter counts;
+//! - [`model`]: factorised embeddings, the shared encoder (`share_type` all / attention / ffn /
+//!   none, post-LN or pre-LN), pooler, MLM/SOP/classification/multiple-choice heads;
+//! - [`hf`]: Hugging Face checkpoints in and out (`config.json` + `model.safetensors` or
+//!   `pytorch_model.bin`);
+//! - [`device`]: the `device` param (`auto`, `cpu`, `cuda:0`) and the backends this build has.
+
+pub mod config;
+pub mod device;
+pub mod hf;
+pub mod model;
+
+pub use config::{Activation, AlbertConfig, ConfigError, LnType, ParameterCount, ShareType};
+pub use model::{
+    Albert, AlbertForMultipleChoice, AlbertForPreTraining, AlbertForSequenceClassification,
+    AlbertInput, MlmTargets, PretrainOutput,
+};

@@ -1,0 +1,531 @@
+//! ALBERT as burn modules, written once against burn's runtime `Device` (flex, or libtorch with
+//! the `tch` feature): factorised embeddings, an encoder whose attention and feed-forward blocks
+//! are shared across layers as `share_type` says, post-LN or pre-LN, the pooler, and the heads
+//! (MLM with the decoder tied to the word embeddings, SOP, sequence classification, multiple
+//! choice).
+//!
+//! Field names follow Hugging Face's `AlbertForPreTraining` where they can, so that
+//! [`crate::hf`] maps checkpoints with a handful of rules. Read [`AlbertEncoder::forward`] for the
+//! sharing and [`AlbertLayerOps::forward`] for where LayerNorm sits.
+
+use burn::module::{Module, Param};
+use burn::nn::{
+    Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig,
+    Linear, LinearConfig,
+};
+use burn::tensor::activation::{gelu, gelu_approximate, log_softmax, relu, softmax};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::config::{Activation, AlbertConfig, LnType};
+
+fn linear(d_in: usize, d_out: usize, c: &AlbertConfig, device: &Device) -> Linear {
+    // transformers initialises weights N(0, initializer_range) and biases with zeros.
+    let mut l = LinearConfig::new(d_in, d_out)
+        .with_initializer(Initializer::Normal {
+            mean: 0.0,
+            std: c.initializer_range,
+        })
+        .init(device);
+    l.bias = Some(Param::from_tensor(Tensor::zeros([d_out], device)));
+    l
+}
+
+fn layer_norm(d: usize, c: &AlbertConfig, device: &Device) -> LayerNorm {
+    LayerNormConfig::new(d)
+        .with_epsilon(c.layer_norm_eps)
+        .init(device)
+}
+
+fn embedding(n: usize, d: usize, c: &AlbertConfig, device: &Device) -> Embedding {
+    EmbeddingConfig::new(n, d)
+        .with_initializer(Initializer::Normal {
+            mean: 0.0,
+            std: c.initializer_range,
+        })
+        .init(device)
+}
+
+fn activate<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<D> {
+    match act {
+        Activation::Gelu => gelu(x),
+        Activation::GeluNew => gelu_approximate(x),
+        Activation::Relu => relu(x),
+    }
+}
+
+/// Token ids and masks for a batch, as tensors on the model's device.
+#[derive(Debug, Clone)]
+pub struct AlbertInput {
+    /// `[batch, seq]`.
+    pub input_ids: Tensor<2, Int>,
+    /// `[batch, seq]`, 0/1.
+    pub token_type_ids: Tensor<2, Int>,
+    /// `[batch, seq]`, 1.0 for tokens, 0.0 for padding.
+    pub attention_mask: Tensor<2>,
+}
+
+impl AlbertInput {
+    /// From row-major `i64` arrays of shape `[batch, seq]`.
+    pub fn from_rows(
+        batch: usize,
+        seq: usize,
+        input_ids: Vec<i64>,
+        token_type_ids: Vec<i64>,
+        attention_mask: Vec<i64>,
+        device: &Device,
+    ) -> AlbertInput {
+        let mask: Vec<f32> = attention_mask.iter().map(|&m| m as f32).collect();
+        AlbertInput {
+            input_ids: Tensor::from_data(TensorData::new(input_ids, [batch, seq]), device),
+            token_type_ids: Tensor::from_data(
+                TensorData::new(token_type_ids, [batch, seq]),
+                device,
+            ),
+            attention_mask: Tensor::from_data(TensorData::new(mask, [batch, seq]), device),
+        }
+    }
+
+    /// `[batch, 1, 1, seq]`: 0 where a key may be attended, a large negative number where it is
+    /// padding (transformers adds `finfo.min`; any value that underflows `exp` is the same).
+    fn attention_bias(&self) -> Tensor<4> {
+        let [b, s] = self.attention_mask.dims();
+        (self.attention_mask.clone().neg().add_scalar(1.0) * -1e9).reshape([b, 1, 1, s])
+    }
+}
+
+/// Word, position and token-type embeddings of width E, summed and normalised.
+#[derive(Module, Debug)]
+pub struct AlbertEmbeddings {
+    pub word_embeddings: Embedding,
+    pub position_embeddings: Embedding,
+    pub token_type_embeddings: Embedding,
+    pub layer_norm: LayerNorm,
+    pub dropout: Dropout,
+}
+
+impl AlbertEmbeddings {
+    pub fn new(c: &AlbertConfig, device: &Device) -> Self {
+        AlbertEmbeddings {
+            word_embeddings: embedding(c.vocab_size, c.embedding_size, c, device),
+            position_embeddings: embedding(c.max_position_embeddings, c.embedding_size, c, device),
+            token_type_embeddings: embedding(c.type_vocab_size, c.embedding_size, c, device),
+            layer_norm: layer_norm(c.embedding_size, c, device),
+            dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
+        }
+    }
+
+    /// `[batch, seq]` ids → `[batch, seq, E]`.
+    pub fn forward(&self, input_ids: Tensor<2, Int>, token_type_ids: Tensor<2, Int>) -> Tensor<3> {
+        let [_, seq] = input_ids.dims();
+        let device = input_ids.device();
+        let positions = Tensor::<1, Int>::arange(0..seq as i64, &device).reshape([1, seq]);
+        let x = self.word_embeddings.forward(input_ids)
+            + self.position_embeddings.forward(positions)
+            + self.token_type_embeddings.forward(token_type_ids);
+        self.dropout.forward(self.layer_norm.forward(x))
+    }
+}
+
+/// Multi-head self-attention with its output projection and LayerNorm (`attention.*` in
+/// Hugging Face's names).
+#[derive(Module, Debug)]
+pub struct AlbertAttention {
+    pub query: Linear,
+    pub key: Linear,
+    pub value: Linear,
+    pub dense: Linear,
+    pub layer_norm: LayerNorm,
+    pub attention_dropout: Dropout,
+    pub output_dropout: Dropout,
+    #[module(skip)]
+    pub num_heads: usize,
+}
+
+impl AlbertAttention {
+    pub fn new(c: &AlbertConfig, device: &Device) -> Self {
+        let h = c.hidden_size;
+        AlbertAttention {
+            query: linear(h, h, c, device),
+            key: linear(h, h, c, device),
+            value: linear(h, h, c, device),
+            dense: linear(h, h, c, device),
+            layer_norm: layer_norm(h, c, device),
+            attention_dropout: DropoutConfig::new(c.attention_probs_dropout_prob).init(),
+            output_dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
+            num_heads: c.num_attention_heads,
+        }
+    }
+
+    /// `softmax(QKᵀ/√d + bias)·V`, projected; no residual, no LayerNorm (the layer adds them).
+    pub fn attend(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+        let [b, s, h] = x.dims();
+        let heads = self.num_heads;
+        let d = h / heads;
+        let split = |t: Tensor<3>| t.reshape([b, s, heads, d]).swap_dims(1, 2);
+        let q = split(self.query.forward(x.clone()));
+        let k = split(self.key.forward(x.clone()));
+        let v = split(self.value.forward(x));
+        let scores = q
+            .matmul(k.swap_dims(2, 3))
+            .mul_scalar(1.0 / (d as f64).sqrt())
+            + bias;
+        let probs = self.attention_dropout.forward(softmax(scores, 3));
+        let context = probs.matmul(v).swap_dims(1, 2).reshape([b, s, h]);
+        self.output_dropout.forward(self.dense.forward(context))
+    }
+}
+
+/// The feed-forward block with its LayerNorm (`ffn`, `ffn_output`, `full_layer_layer_norm`).
+#[derive(Module, Debug)]
+pub struct AlbertFfn {
+    pub ffn: Linear,
+    pub ffn_output: Linear,
+    pub full_layer_layer_norm: LayerNorm,
+    pub dropout: Dropout,
+    #[module(skip)]
+    pub activation: Activation,
+}
+
+impl AlbertFfn {
+    pub fn new(c: &AlbertConfig, device: &Device) -> Self {
+        AlbertFfn {
+            ffn: linear(c.hidden_size, c.intermediate_size, c, device),
+            ffn_output: linear(c.intermediate_size, c.hidden_size, c, device),
+            full_layer_layer_norm: layer_norm(c.hidden_size, c, device),
+            dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
+            activation: c.hidden_act,
+        }
+    }
+
+    /// The two projections and the activation; no residual, no LayerNorm.
+    pub fn transform(&self, x: Tensor<3>) -> Tensor<3> {
+        let x = activate(self.ffn.forward(x), self.activation);
+        self.dropout.forward(self.ffn_output.forward(x))
+    }
+}
+
+/// One layer's worth of blocks (borrowed from the encoder's shared or per-layer lists).
+pub struct AlbertLayerOps<'a> {
+    pub attention: &'a AlbertAttention,
+    pub ffn: &'a AlbertFfn,
+    pub ln_type: LnType,
+}
+
+impl AlbertLayerOps<'_> {
+    pub fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+        let (attn, ffn) = (self.attention, self.ffn);
+        match self.ln_type {
+            // transformers' AlbertLayer: LN after each residual sum.
+            LnType::Postln => {
+                let a = attn.layer_norm.forward(x.clone() + attn.attend(x, bias));
+                ffn.full_layer_layer_norm
+                    .forward(a.clone() + ffn.transform(a))
+            }
+            // albert_zh's preln: LN on each block's input, the residual stream left alone.
+            LnType::Preln => {
+                let a = x.clone() + attn.attend(attn.layer_norm.forward(x), bias);
+                a.clone() + ffn.transform(ffn.full_layer_layer_norm.forward(a))
+            }
+        }
+    }
+}
+
+/// The E→H projection and the layers. `attentions` and `ffns` hold one block when shared and
+/// one per layer when not; layer `i` uses block `i % len`.
+#[derive(Module, Debug)]
+pub struct AlbertEncoder {
+    pub embedding_hidden_mapping_in: Linear,
+    pub attentions: Vec<AlbertAttention>,
+    pub ffns: Vec<AlbertFfn>,
+    #[module(skip)]
+    pub num_layers: usize,
+    #[module(skip)]
+    pub ln_type: LnType,
+}
+
+impl AlbertEncoder {
+    pub fn new(c: &AlbertConfig, device: &Device) -> Self {
+        let (n_attn, n_ffn) = c.share_type.blocks(c.num_hidden_layers);
+        AlbertEncoder {
+            embedding_hidden_mapping_in: linear(c.embedding_size, c.hidden_size, c, device),
+            attentions: (0..n_attn)
+                .map(|_| AlbertAttention::new(c, device))
+                .collect(),
+            ffns: (0..n_ffn).map(|_| AlbertFfn::new(c, device)).collect(),
+            num_layers: c.num_hidden_layers,
+            ln_type: c.ln_type,
+        }
+    }
+
+    /// `[batch, seq, E]` → `[batch, seq, H]`.
+    pub fn forward(&self, embedded: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+        let mut x = self.embedding_hidden_mapping_in.forward(embedded);
+        for i in 0..self.num_layers {
+            let layer = AlbertLayerOps {
+                attention: &self.attentions[i % self.attentions.len()],
+                ffn: &self.ffns[i % self.ffns.len()],
+                ln_type: self.ln_type,
+            };
+            x = layer.forward(x, bias.clone());
+        }
+        x
+    }
+}
+
+/// The backbone (`AlbertModel`): embeddings, encoder, pooler.
+#[derive(Module, Debug)]
+pub struct Albert {
+    pub embeddings: AlbertEmbeddings,
+    pub encoder: AlbertEncoder,
+    pub pooler: Linear,
+}
+
+/// What the backbone computes.
+#[derive(Debug, Clone)]
+pub struct AlbertOutput {
+    /// `[batch, seq, H]`.
+    pub last_hidden_state: Tensor<3>,
+    /// `[batch, H]`: `tanh(dense(h[CLS]))`.
+    pub pooler_output: Tensor<2>,
+}
+
+impl Albert {
+    pub fn new(c: &AlbertConfig, device: &Device) -> Self {
+        Albert {
+            embeddings: AlbertEmbeddings::new(c, device),
+            encoder: AlbertEncoder::new(c, device),
+            pooler: linear(c.hidden_size, c.hidden_size, c, device),
+        }
+    }
+
+    pub fn forward(&self, input: &AlbertInput) -> AlbertOutput {
+        let embedded = self
+            .embeddings
+            .forward(input.input_ids.clone(), input.token_type_ids.clone());
+        let last_hidden_state = self.encoder.forward(embedded, input.attention_bias());
+        let [b, _, h] = last_hidden_state.dims();
+        let cls = last_hidden_state.clone().narrow(1, 0, 1).reshape([b, h]);
+        let pooler_output = self.pooler.forward(cls).tanh();
+        AlbertOutput {
+            last_hidden_state,
+            pooler_output,
+        }
+    }
+
+    /// The word-embedding matrix `[V, E]` (the MLM decoder is tied to it).
+    pub fn word_embeddings(&self) -> Tensor<2> {
+        self.embeddings.word_embeddings.weight.val()
+    }
+}
+
+/// The masked-LM head: H→E dense, activation, LayerNorm, then the tied decoder plus a bias.
+#[derive(Module, Debug)]
+pub struct MlmHead {
+    pub dense: Linear,
+    pub layer_norm: LayerNorm,
+    pub bias: Param<Tensor<1>>,
+    #[module(skip)]
+    pub activation: Activation,
+}
+
+impl MlmHead {
+    pub fn new(c: &AlbertConfig, device: &Device) -> Self {
+        MlmHead {
+            dense: linear(c.hidden_size, c.embedding_size, c, device),
+            layer_norm: layer_norm(c.embedding_size, c, device),
+            bias: Param::from_tensor(Tensor::zeros([c.vocab_size], device)),
+            activation: c.hidden_act,
+        }
+    }
+
+    /// `[n, H]` hidden states → `[n, V]` logits.
+    pub fn forward(&self, hidden: Tensor<2>, word_embeddings: Tensor<2>) -> Tensor<2> {
+        let x = activate(self.dense.forward(hidden), self.activation);
+        let x = self.layer_norm.forward(x);
+        let [v] = self.bias.dims();
+        x.matmul(word_embeddings.transpose()) + self.bias.val().reshape([1, v])
+    }
+}
+
+/// Masked-LM targets of a batch.
+#[derive(Debug, Clone)]
+pub struct MlmTargets {
+    /// `[batch, m]` positions into each row (padding rows point at 0 with weight 0).
+    pub positions: Tensor<2, Int>,
+    /// `[batch, m]` original token ids.
+    pub ids: Tensor<2, Int>,
+    /// `[batch, m]` 1.0 for a real prediction, 0.0 for padding.
+    pub weights: Tensor<2>,
+}
+
+/// ALBERT with its two pretraining heads (`AlbertForPreTraining`).
+#[derive(Module, Debug)]
+pub struct AlbertForPreTraining {
+    pub albert: Albert,
+    pub predictions: MlmHead,
+    pub sop_classifier: Linear,
+}
+
+/// Losses and counts of one pretraining forward pass.
+#[derive(Debug, Clone)]
+pub struct PretrainOutput {
+    /// MLM loss + SOP loss (scalar).
+    pub loss: Tensor<1>,
+    pub mlm_loss: Tensor<1>,
+    pub sop_loss: Tensor<1>,
+    /// Number of correctly predicted masked tokens (weighted count).
+    pub mlm_correct: Tensor<1>,
+    pub sop_correct: Tensor<1>,
+}
+
+impl AlbertForPreTraining {
+    pub fn new(c: &AlbertConfig, device: &Device) -> Self {
+        AlbertForPreTraining {
+            albert: Albert::new(c, device),
+            predictions: MlmHead::new(c, device),
+            sop_classifier: linear(c.hidden_size, 2, c, device),
+        }
+    }
+
+    /// The training objective: MLM cross-entropy over the masked positions only (gathered before
+    /// the V-wide decoder, which is where most of the head's cost is), plus SOP cross-entropy.
+    pub fn forward_pretrain(
+        &self,
+        input: &AlbertInput,
+        mlm: &MlmTargets,
+        sop_labels: Tensor<1, Int>,
+    ) -> PretrainOutput {
+        let out = self.albert.forward(input);
+        let [b, s, h] = out.last_hidden_state.dims();
+        let [_, m] = mlm.positions.dims();
+        let device = out.last_hidden_state.device();
+        // Row offsets turn [b, m] positions into indexes of the flattened [b·s, h] states.
+        let offsets = Tensor::<1, Int>::arange_step(0..(b * s) as i64, s, &device).reshape([b, 1]);
+        let flat = (mlm.positions.clone() + offsets).reshape([b * m]);
+        let gathered = out.last_hidden_state.reshape([b * s, h]).select(0, flat);
+        let logits = self
+            .predictions
+            .forward(gathered, self.albert.word_embeddings());
+        let weights = mlm.weights.clone().reshape([b * m]);
+        let labels = mlm.ids.clone().reshape([b * m]);
+        let (mlm_loss, mlm_correct) = weighted_cross_entropy(logits, labels, weights);
+
+        let sop_logits = self.sop_classifier.forward(out.pooler_output);
+        let sop_weights = Tensor::ones([b], &device);
+        let (sop_loss, sop_correct) = weighted_cross_entropy(sop_logits, sop_labels, sop_weights);
+        PretrainOutput {
+            loss: mlm_loss.clone() + sop_loss.clone(),
+            mlm_loss,
+            sop_loss,
+            mlm_correct,
+            sop_correct,
+        }
+    }
+
+    /// What transformers' `AlbertForPreTraining` returns: MLM logits at every position
+    /// `[batch, seq, V]`, SOP logits `[batch, 2]`, and the backbone's outputs.
+    pub fn forward_all(&self, input: &AlbertInput) -> (Tensor<3>, Tensor<2>, AlbertOutput) {
+        let out = self.albert.forward(input);
+        let [b, s, h] = out.last_hidden_state.dims();
+        let logits = self.predictions.forward(
+            out.last_hidden_state.clone().reshape([b * s, h]),
+            self.albert.word_embeddings(),
+        );
+        let [_, v] = logits.dims();
+        let sop = self.sop_classifier.forward(out.pooler_output.clone());
+        (logits.reshape([b, s, v]), sop, out)
+    }
+}
+
+/// Mean cross-entropy of `logits` `[n, c]` against `labels` `[n]`, each row weighted
+/// (weights 0 drop padding rows); also the weighted number of correct argmax predictions.
+pub fn weighted_cross_entropy(
+    logits: Tensor<2>,
+    labels: Tensor<1, Int>,
+    weights: Tensor<1>,
+) -> (Tensor<1>, Tensor<1>) {
+    let [n, _] = logits.dims();
+    let predicted = logits.clone().argmax(1).reshape([n]);
+    let correct = (predicted.equal(labels.clone()).float() * weights.clone()).sum();
+    let log_probs = log_softmax(logits, 1);
+    let picked = log_probs.gather(1, labels.reshape([n, 1])).reshape([n]);
+    let total = weights.clone().sum().clamp_min(1e-6);
+    let loss = (picked * weights).sum().neg() / total;
+    (loss, correct.detach())
+}
+
+/// ALBERT with a classifier on the pooled [CLS] (`AlbertForSequenceClassification`).
+#[derive(Module, Debug)]
+pub struct AlbertForSequenceClassification {
+    pub albert: Albert,
+    pub dropout: Dropout,
+    pub classifier: Linear,
+}
+
+impl AlbertForSequenceClassification {
+    pub fn new(c: &AlbertConfig, num_labels: usize, dropout: f64, device: &Device) -> Self {
+        AlbertForSequenceClassification {
+            albert: Albert::new(c, device),
+            dropout: DropoutConfig::new(dropout).init(),
+            classifier: linear(c.hidden_size, num_labels, c, device),
+        }
+    }
+
+    /// A classifier on top of an existing backbone (a pretrained one).
+    pub fn from_backbone(
+        albert: Albert,
+        c: &AlbertConfig,
+        num_labels: usize,
+        dropout: f64,
+        device: &Device,
+    ) -> Self {
+        AlbertForSequenceClassification {
+            albert,
+            dropout: DropoutConfig::new(dropout).init(),
+            classifier: linear(c.hidden_size, num_labels, c, device),
+        }
+    }
+
+    /// `[batch, num_labels]` logits.
+    pub fn forward(&self, input: &AlbertInput) -> Tensor<2> {
+        let pooled = self.albert.forward(input).pooler_output;
+        self.classifier.forward(self.dropout.forward(pooled))
+    }
+
+    pub fn num_labels(&self) -> usize {
+        self.classifier.weight.dims()[1]
+    }
+}
+
+/// ALBERT for multiple choice (`AlbertForMultipleChoice`): every (prompt, choice) pair is
+/// encoded, a one-output classifier scores it, and the scores of one question are compared.
+#[derive(Module, Debug)]
+pub struct AlbertForMultipleChoice {
+    pub albert: Albert,
+    pub dropout: Dropout,
+    pub classifier: Linear,
+}
+
+impl AlbertForMultipleChoice {
+    pub fn new(c: &AlbertConfig, dropout: f64, device: &Device) -> Self {
+        Self::from_backbone(Albert::new(c, device), c, dropout, device)
+    }
+
+    pub fn from_backbone(albert: Albert, c: &AlbertConfig, dropout: f64, device: &Device) -> Self {
+        AlbertForMultipleChoice {
+            albert,
+            dropout: DropoutConfig::new(dropout).init(),
+            classifier: linear(c.hidden_size, 1, c, device),
+        }
+    }
+
+    /// `input` holds `questions × choices` rows, the choices of a question adjacent;
+    /// returns `[questions, choices]` scores.
+    pub fn forward(&self, input: &AlbertInput, choices: usize) -> Tensor<2> {
+        let pooled = self.albert.forward(input).pooler_output;
+        let [rows, _] = pooled.dims();
+        self.classifier
+            .forward(self.dropout.forward(pooled))
+            .reshape([rows / choices, choices])
+    }
+}
