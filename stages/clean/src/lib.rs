@@ -211,6 +211,7 @@ impl<'a> Cleaner<'a> {
         ctx.progress.set_length(total);
         // A thread reads (and validates UTF-8) while the rayon pool cleans the previous wave.
         let mut files_with_invalid = 0u64;
+        let mut first_invalid: Option<String> = None;
         let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(1);
         let rules = self.rules.clone();
         std::thread::scope(|scope| -> anyhow::Result<()> {
@@ -220,7 +221,7 @@ impl<'a> Cleaner<'a> {
             };
             let mut result = Ok(());
             for msg in rx.iter() {
-                result = self.receive(msg, &mut files_with_invalid);
+                result = self.receive(msg, &mut files_with_invalid, &mut first_invalid);
                 if result.is_err() {
                     // Dropping the receiver stops the reader at its next send.
                     break;
@@ -234,10 +235,13 @@ impl<'a> Cleaner<'a> {
             read.and(result)
         })?;
         if self.metrics.invalid_utf8_lines > 0 {
+            // Not `ctx.log_dir`'s path: that is a temporary folder, renamed into the artifact
+            // (or the failed-runs folder) when the stage ends.
             tracing::warn!(
-                "{} lines of invalid UTF-8 skipped in {files_with_invalid} file(s); they are listed in {}",
+                "{} lines of invalid UTF-8 skipped in {files_with_invalid} file(s), the first at {}; all are listed in clean.log in the stage's log folder (`pipeline show {}` prints it)",
                 self.metrics.invalid_utf8_lines,
-                ctx.log_dir.join("clean.log").display()
+                first_invalid.as_deref().unwrap_or("?"),
+                ctx.instance
             );
         }
         self.log.flush()?;
@@ -253,7 +257,12 @@ impl<'a> Cleaner<'a> {
     }
 
     /// Handles one message of the reader, in order.
-    fn receive(&mut self, msg: Msg, files_with_invalid: &mut u64) -> anyhow::Result<()> {
+    fn receive(
+        &mut self,
+        msg: Msg,
+        files_with_invalid: &mut u64,
+        first_invalid: &mut Option<String>,
+    ) -> anyhow::Result<()> {
         match msg {
             Msg::File {
                 rel,
@@ -279,6 +288,9 @@ impl<'a> Cleaner<'a> {
                 self.metrics.oversized_documents_cut += split_documents;
                 if invalid.count > 0 {
                     *files_with_invalid += 1;
+                    if first_invalid.is_none() {
+                        *first_invalid = invalid.lines.first().map(|l| format!("{rel}:{l}"));
+                    }
                     self.metrics.invalid_utf8_lines += invalid.count;
                     for line in &invalid.lines {
                         writeln!(self.log, "{rel}:{line}: invalid UTF-8, line skipped")?;

@@ -260,6 +260,13 @@ fn vocab_file(ctx: &StageContext, p: &VocabParams) -> anyhow::Result<PathBuf> {
         );
         return Ok(joined);
     }
+    if joined.is_dir() {
+        bail!(
+            "param `file`: {} ({}) is a directory, not a vocab.txt file",
+            file,
+            joined.display()
+        );
+    }
     bail!(
         "param `file`: {} not found (looked up as {}); give a path relative to the workspace root and add it to `inputs:`",
         file,
