@@ -112,6 +112,105 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Look at a model directory (a pretrain or finetune artifact, or a Hugging Face ALBERT
+    /// checkpoint): its outputs on given ids, or its config and size.
+    #[command(subcommand)]
+    Model(ModelCommand),
+    /// Measure training or inference throughput on synthetic batches of a fixed shape
+    /// (compare with `benches/hf_baseline.py`).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// Where a model comes from: a directory, or the latest artifact of a stage.
+#[derive(Debug, Args)]
+pub struct ModelSource {
+    /// A model directory: config.json + model.safetensors (or pytorch_model.bin).
+    #[arg(long, value_name = "DIR", conflicts_with = "stage")]
+    pub model: Option<PathBuf>,
+    /// The latest artifact of this stage instance of pipeline.yaml (`pretrain@share_type=all`).
+    #[arg(long, value_name = "NAME")]
+    pub stage: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Run AlbertForPreTraining on token ids: IN.json has `input_ids` (and optionally
+    /// `token_type_ids`, `attention_mask`) as lists of lists of ints; OUT.json gets
+    /// `prediction_logits` (batch × seq × vocab), `sop_logits` (batch × 2),
+    /// `last_hidden_state` and `pooler_output`, as transformers names them.
+    Forward {
+        #[command(flatten)]
+        source: ModelSource,
+        #[arg(long, value_name = "IN.json")]
+        input: PathBuf,
+        #[arg(long, value_name = "OUT.json")]
+        output: PathBuf,
+        /// auto, cpu, flex, tch-cpu or cuda:N.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+    },
+    /// The config, parameter count and size of a model.
+    Info {
+        #[command(flatten)]
+        source: ModelSource,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Training steps (forward, backward, LAMB) of AlbertForPreTraining: tokens/s, model
+    /// FLOP/s (MFU on a GPU), peak RSS.
+    Train(BenchArgs),
+    /// AlbertModel forward passes: sentences/s, peak RSS.
+    Infer(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// An albert_zh size (tiny, small, base, large, xlarge, xxlarge) or a config JSON.
+    #[arg(long, default_value = "tiny")]
+    pub model: String,
+    /// Override the config's share_type (all, attention, ffn, none).
+    #[arg(long)]
+    pub share_type: Option<String>,
+    /// Override the config's vocab_size.
+    #[arg(long)]
+    pub vocab_size: Option<usize>,
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    #[arg(long, default_value_t = 128)]
+    pub seq: usize,
+    /// Masked positions per row (train only).
+    #[arg(long, default_value_t = 20)]
+    pub masked: usize,
+    /// Steps (or batches) timed per run.
+    #[arg(long, default_value_t = 10)]
+    pub steps: usize,
+    /// Timed runs; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Untimed steps first.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// auto, cpu, flex, tch-cpu or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// fp32 or bf16 (CUDA).
+    #[arg(long, default_value = "fp32")]
+    pub precision: String,
+    /// The GPU's dense peak in TFLOP/s for MFU (H100/H200 bf16: 989).
+    #[arg(long, default_value_t = 989.0)]
+    pub peak_tflops: f64,
+    /// Infer only: run the batch as one chunk per core in parallel (what `pipeline predict`
+    /// does on a CPU).
+    #[arg(long)]
+    pub split: bool,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -10,7 +10,7 @@ use pipeline_engine::index::Index;
 use pipeline_engine::{Pipeline, Registry, inspect, maintain};
 use serde_json::json;
 
-use crate::args::{Cli, Command, DagFormat, RunArgs};
+use crate::args::{BenchCommand, Cli, Command, DagFormat, ModelCommand, RunArgs};
 use crate::report::{TermReporter, outcome_line};
 
 /// Every stage kind this binary knows.
@@ -19,10 +19,11 @@ fn registry() -> Registry {
     r.register(std::sync::Arc::new(stage_clean::CleanStage));
     r.register(std::sync::Arc::new(stage_vocab::VocabStage));
     r.register(std::sync::Arc::new(stage_mask::MaskStage));
+    r.register(std::sync::Arc::new(stage_pretrain::PretrainStage));
     r
 }
 
-fn load(cli: &Cli) -> Result<Pipeline> {
+pub fn load(cli: &Cli) -> Result<Pipeline> {
     Ok(Pipeline::load(&cli.file, &cli.set, registry())?)
 }
 
@@ -45,6 +46,17 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
         } => metrics(cli, stages, *latest, *json),
         Command::Gc { dry_run, json } => gc(cli, *dry_run, *json),
         Command::Verify { json } => verify(cli, *json),
+        Command::Model(ModelCommand::Forward {
+            source,
+            input,
+            output,
+            device,
+        }) => crate::model::forward(cli, source, input, output, device),
+        Command::Model(ModelCommand::Info { source, json }) => {
+            crate::model::info(cli, source, *json)
+        }
+        Command::Bench(BenchCommand::Train(args)) => crate::bench::train(args),
+        Command::Bench(BenchCommand::Infer(args)) => crate::bench::infer(args),
     }
 }
 

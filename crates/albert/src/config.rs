@@ -556,6 +556,30 @@ impl AlbertConfig {
     }
 }
 
+impl AlbertConfig {
+    /// Model FLOPs of one training step (forward and backward, 3× the forward's 2·MACs) on
+    /// `batch` rows of `seq` tokens with `masked` MLM predictions each; a shared layer counts once
+    /// per application. The MLM head counts only at the masked positions (what we compute;
+    /// transformers computes it everywhere, which is not useful work). Embedding lookups are
+    /// free. The formula of `benches/hf_baseline.py`, so MFU figures compare.
+    pub fn training_flops(&self, batch: usize, seq: usize, masked: usize) -> f64 {
+        let (b, s, m) = (batch as f64, seq as f64, masked as f64);
+        let (e, h, i, v, l) = (
+            self.embedding_size as f64,
+            self.hidden_size as f64,
+            self.intermediate_size as f64,
+            self.vocab_size as f64,
+            self.num_hidden_layers as f64,
+        );
+        let tokens = b * s;
+        let per_token = e * h + l * (4.0 * h * h + 2.0 * h * i);
+        6.0 * tokens * per_token
+            + 6.0 * b * m * (h * e + e * v)
+            + 6.0 * b * (h * h + 2.0 * h)
+            + 12.0 * b * l * h * s * s
+    }
+}
+
 /// What [`AlbertConfig::parameter_count`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ParameterCount {

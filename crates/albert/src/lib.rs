@@ -12,6 +12,7 @@ pub mod config;
 pub mod device;
 pub mod hf;
 pub mod model;
+pub mod train;
 
 pub use config::{Activation, AlbertConfig, ConfigError, LnType, ParameterCount, ShareType};
 pub use model::{

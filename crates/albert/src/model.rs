@@ -13,7 +13,7 @@ use burn::nn::{
     Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig,
     Linear, LinearConfig,
 };
-use burn::tensor::activation::{gelu, gelu_approximate, log_softmax, relu, softmax};
+use burn::tensor::activation::{gelu, log_softmax, relu, sigmoid, softmax};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::config::{Activation, AlbertConfig, LnType};
@@ -48,9 +48,20 @@ fn embedding(n: usize, d: usize, c: &AlbertConfig, device: &Device) -> Embedding
 fn activate<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<D> {
     match act {
         Activation::Gelu => gelu(x),
-        Activation::GeluNew => gelu_approximate(x),
+        Activation::GeluNew => gelu_tanh(x),
         Activation::Relu => relu(x),
     }
+}
+
+/// The tanh approximation of GELU, `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, computed as
+/// the identical `x·σ(2·√(2/π)·(x + 0.044715·x³))`: burn's `gelu_approximate` spends a quarter
+/// of a CPU training step in scalar `powf` and `tanhf`, while `sigmoid` is one fused op (and
+/// one fused op backward).
+pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    const C1: f64 = 1.595_769_121_605_730_7; // 2·√(2/π)
+    const C3: f64 = C1 * 0.044715;
+    let inner = (x.clone() * x.clone()).mul_scalar(C3).add_scalar(C1) * x.clone();
+    x * sigmoid(inner)
 }
 
 /// Token ids and masks for a batch, as tensors on the model's device.

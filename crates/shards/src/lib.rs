@@ -44,7 +44,7 @@ pub mod schema;
 mod writer;
 
 pub use batch::{Batch, BatchReader, BatchReaderConfig, ReaderPosition};
-pub use read::{list_shards, read_shard, shard_instances};
+pub use read::{list_shards, read_shard, shard_instances, shard_metadata};
 pub use writer::{Instance, ShardInfo, ShardWriter, validate_instance};
 
 #[cfg(test)]

@@ -52,6 +52,19 @@ pub fn shard_instances(path: &Path) -> Result<u64> {
     Ok(rows)
 }
 
+/// A shard's schema metadata (`format`, `version`, and what the writer's caller recorded, e.g.
+/// the `mask` stage's `vocab_size`, `max_seq_length` and `max_predictions_per_seq`), read from
+/// the footer without decoding any row. Also checks the schema.
+pub fn shard_metadata(path: &Path) -> Result<BTreeMap<String, String>> {
+    let (reader, _) = open(path)?;
+    Ok(reader
+        .schema()
+        .metadata()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect())
+}
+
 /// The shards `{prefix}-NNNNN.arrow` directly in `dir`, sorted by name (the order the writer
 /// numbered them): the file list to give [`crate::BatchReader`]. Other files (another prefix,
 /// e.g. the `eval` shards beside the `shard` ones) are left out.

@@ -1,0 +1,399 @@
+//! What pretraining and fine-tuning share: the optimiser (LAMB or AdamW, with weight decay kept
+//! off LayerNorm and bias parameters), the learning-rate schedule (linear warmup then linear
+//! decay), gradient clipping by the global norm (burn's own clipping works per tensor), and
+//! checkpoints that a killed run resumes from.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use burn::module::{Module, Param, ParamGroup, ParamId};
+use burn::optim::{AdamWConfig, GradientsParams, LambConfig, ModuleOptimizer};
+use burn::store::{BurnpackStore, ModuleSnapshot};
+use burn::tensor::Tensor;
+use serde::{Deserialize, Serialize};
+
+/// Which optimiser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptimizerKind {
+    /// Layer-wise adaptive moments (You et al., 2019): what ALBERT pretrains with.
+    Lamb,
+    /// Adam with decoupled weight decay: the usual fine-tuning optimiser.
+    Adamw,
+}
+
+impl OptimizerKind {
+    pub fn parse(s: &str) -> Result<OptimizerKind, String> {
+        match s {
+            "lamb" => Ok(OptimizerKind::Lamb),
+            "adamw" | "adam" => Ok(OptimizerKind::Adamw),
+            other => Err(format!(
+                "unknown optimizer {other:?}: expected lamb or adamw"
+            )),
+        }
+    }
+}
+
+/// The optimisation hyper-parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OptimConfig {
+    pub optimizer: OptimizerKind,
+    pub learning_rate: f64,
+    pub weight_decay: f64,
+    pub beta_1: f64,
+    pub beta_2: f64,
+    pub epsilon: f64,
+    pub warmup_steps: u64,
+    pub total_steps: u64,
+    /// Clip gradients so that their global L2 norm is at most this; 0 disables.
+    pub max_grad_norm: f64,
+}
+
+/// Parameters exempt from weight decay: biases and LayerNorm scales and shifts (BERT's and
+/// ALBERT's `exclude_from_weight_decay = ["LayerNorm", "layer_norm", "bias"]`).
+pub const NO_DECAY_REGEX: &str = r"(\.bias$|^bias$|layer_norm)";
+
+impl OptimConfig {
+    /// The optimiser: one instance with weight decay for the weight matrices and embeddings,
+    /// one without for [`NO_DECAY_REGEX`].
+    pub fn build(&self) -> ModuleOptimizer {
+        let no_decay = ParamGroup::from_regex(NO_DECAY_REGEX).expect("a valid regex");
+        let (b1, b2, eps, wd) = (
+            self.beta_1 as f32,
+            self.beta_2 as f32,
+            self.epsilon as f32,
+            self.weight_decay as f32,
+        );
+        match self.optimizer {
+            OptimizerKind::Lamb => {
+                let with = LambConfig::new()
+                    .with_beta_1(b1)
+                    .with_beta_2(b2)
+                    .with_epsilon(eps)
+                    .with_weight_decay(wd);
+                let without = with.clone().with_weight_decay(0.0);
+                with.init().with_group(no_decay, without.build(), None)
+            }
+            OptimizerKind::Adamw => {
+                let with = AdamWConfig::new()
+                    .with_beta_1(b1)
+                    .with_beta_2(b2)
+                    .with_epsilon(eps)
+                    .with_weight_decay(wd);
+                let without = with.clone().with_weight_decay(0.0);
+                with.init().with_group(no_decay, without.build(), None)
+            }
+        }
+    }
+
+    /// The learning rate for optimiser step `step` (0-based): linear warmup over
+    /// `warmup_steps`, then linear decay to 0 at `total_steps`, as BERT and ALBERT schedule it.
+    pub fn lr_at(&self, step: u64) -> f64 {
+        let lr = self.learning_rate;
+        if step < self.warmup_steps {
+            return lr * (step + 1) as f64 / self.warmup_steps as f64;
+        }
+        let decay_steps = self.total_steps.saturating_sub(self.warmup_steps).max(1);
+        let left = self.total_steps.saturating_sub(step) as f64;
+        lr * (left / decay_steps as f64).clamp(0.0, 1.0)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
+            return Err(format!(
+                "learning_rate = {} must be a positive number",
+                self.learning_rate
+            ));
+        }
+        if !(0.0..1.0).contains(&self.beta_1) || !(0.0..1.0).contains(&self.beta_2) {
+            return Err("beta_1 and beta_2 must be in [0, 1)".into());
+        }
+        if !(self.weight_decay >= 0.0) || !(self.max_grad_norm >= 0.0) {
+            return Err("weight_decay and max_grad_norm must be ≥ 0".into());
+        }
+        if self.total_steps == 0 {
+            return Err("the number of training steps must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+struct NormVisitor<'a> {
+    grads: &'a GradientsParams,
+    sum: Option<Tensor<1>>,
+}
+
+impl burn::module::ModuleVisitor for NormVisitor<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        if let Some(g) = self.grads.get::<D>(param.id) {
+            let s = g.square().sum();
+            self.sum = Some(match self.sum.take() {
+                Some(acc) => acc + s,
+                None => s,
+            });
+        }
+    }
+}
+
+struct ScaleVisitor<'a> {
+    grads: &'a mut GradientsParams,
+    scale: f64,
+    seen: Vec<ParamId>,
+}
+
+impl burn::module::ModuleVisitor for ScaleVisitor<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        // A shared parameter is visited once per use; scale it once.
+        if self.seen.contains(&param.id) {
+            return;
+        }
+        self.seen.push(param.id);
+        if let Some(g) = self.grads.remove::<D>(param.id) {
+            self.grads.register(param.id, g.mul_scalar(self.scale));
+        }
+    }
+}
+
+/// The global L2 norm of all gradients of `module`.
+pub fn global_grad_norm<M: Module>(module: &M, grads: &GradientsParams) -> f64 {
+    let mut v = NormVisitor { grads, sum: None };
+    module.visit(&mut v);
+    match v.sum {
+        Some(s) => (s.into_scalar::<f64>()).sqrt(),
+        None => 0.0,
+    }
+}
+
+/// Scales every gradient by `min(1, max_norm / norm)` so that the global norm is at most
+/// `max_norm` (`torch.nn.utils.clip_grad_norm_`); returns the norm before clipping.
+pub fn clip_global_norm<M: Module>(
+    module: &M,
+    mut grads: GradientsParams,
+    max_norm: f64,
+) -> (GradientsParams, f64) {
+    let norm = global_grad_norm(module, &grads);
+    if max_norm > 0.0 && norm.is_finite() && norm > max_norm {
+        let mut v = ScaleVisitor {
+            grads: &mut grads,
+            scale: max_norm / (norm + 1e-6),
+            seen: Vec::new(),
+        };
+        module.visit(&mut v);
+    }
+    (grads, norm)
+}
+
+/// A training checkpoint on disk: `model.bpk` (burnpack, which keeps parameter ids so the
+/// optimiser state lines up), `optimizer.bpk`, and `state.json` (step, data position, …,
+/// whatever the stage puts in `S`). It is written into `<dir>.tmp` and renamed over `dir`, so a
+/// kill at any moment leaves the previous checkpoint or the new one, never half of one.
+pub struct Checkpoint {
+    pub dir: PathBuf,
+}
+
+impl Checkpoint {
+    pub fn new(dir: impl Into<PathBuf>) -> Checkpoint {
+        Checkpoint { dir: dir.into() }
+    }
+
+    pub fn exists(&self) -> bool {
+        self.dir.join("state.json").is_file()
+    }
+
+    pub fn save<M: Module + ModuleSnapshot, S: Serialize>(
+        &self,
+        model: &M,
+        optim: &ModuleOptimizer,
+        state: &S,
+    ) -> anyhow::Result<()> {
+        let tmp = self.dir.with_extension("tmp");
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp)?;
+        }
+        std::fs::create_dir_all(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        let mut store = BurnpackStore::from_file(tmp.join("model.bpk"));
+        model
+            .save_into(&mut store)
+            .map_err(|e| anyhow::anyhow!("cannot save the model checkpoint: {e}"))?;
+        optim
+            .save(tmp.join("optimizer.bpk"))
+            .map_err(|e| anyhow::anyhow!("cannot save the optimizer state: {e}"))?;
+        std::fs::write(
+            tmp.join("state.json"),
+            serde_json::to_string_pretty(state)? + "\n",
+        )?;
+        // Rename the old one aside first: rename cannot replace a non-empty directory.
+        let old = self.dir.with_extension("old");
+        if self.dir.exists() {
+            if old.exists() {
+                std::fs::remove_dir_all(&old)?;
+            }
+            std::fs::rename(&self.dir, &old)?;
+        }
+        std::fs::rename(&tmp, &self.dir)?;
+        if old.exists() {
+            std::fs::remove_dir_all(&old)?;
+        }
+        Ok(())
+    }
+
+    /// Loads the checkpoint into a freshly built `model` and `optim` of the same shape.
+    pub fn load<M: Module + ModuleSnapshot, S: for<'de> Deserialize<'de>>(
+        &self,
+        mut model: M,
+        optim: ModuleOptimizer,
+    ) -> anyhow::Result<(M, ModuleOptimizer, S)> {
+        // A kill between the two renames of `save` leaves the previous checkpoint in `.old`.
+        let old = self.dir.with_extension("old");
+        if !self.exists() && old.join("state.json").is_file() {
+            std::fs::rename(&old, &self.dir)?;
+        }
+        let state: S = serde_json::from_str(
+            &std::fs::read_to_string(self.dir.join("state.json"))
+                .with_context(|| format!("reading {}", self.dir.display()))?,
+        )
+        .with_context(|| {
+            format!(
+                "{}/state.json is not a checkpoint state",
+                self.dir.display()
+            )
+        })?;
+        let mut store = BurnpackStore::from_file(self.dir.join("model.bpk"));
+        let result = model.load_from(&mut store).map_err(|e| {
+            anyhow::anyhow!(
+                "the checkpoint in {} does not fit the model: {e}",
+                self.dir.display()
+            )
+        })?;
+        if !result.missing.is_empty() || !result.errors.is_empty() {
+            bail!(
+                "the checkpoint in {} does not fit the model ({} missing, {} mismatched tensors)",
+                self.dir.display(),
+                result.missing.len(),
+                result.errors.len()
+            );
+        }
+        let optim = optim
+            .load(self.dir.join("optimizer.bpk"))
+            .map_err(|e| anyhow::anyhow!("cannot load the optimizer state: {e}"))?;
+        Ok((model, optim, state))
+    }
+}
+
+/// Removes a checkpoint directory (after the stage has succeeded, or to start over).
+pub fn remove_checkpoint(dir: &Path) -> std::io::Result<()> {
+    for d in [
+        dir.to_path_buf(),
+        dir.with_extension("tmp"),
+        dir.with_extension("old"),
+    ] {
+        if d.exists() {
+            std::fs::remove_dir_all(&d)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AlbertConfig, AlbertForPreTraining};
+    use burn::tensor::Device;
+
+    fn cfg(kind: OptimizerKind) -> OptimConfig {
+        OptimConfig {
+            optimizer: kind,
+            learning_rate: 1e-2,
+            weight_decay: 0.1,
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: 1e-6,
+            warmup_steps: 10,
+            total_steps: 110,
+            max_grad_norm: 1.0,
+        }
+    }
+
+    #[test]
+    fn schedule_warms_up_then_decays_to_zero() {
+        let c = cfg(OptimizerKind::Lamb);
+        assert!((c.lr_at(0) - 1e-3).abs() < 1e-12);
+        assert!((c.lr_at(9) - 1e-2).abs() < 1e-12);
+        assert!((c.lr_at(10) - 1e-2).abs() < 1e-12);
+        assert!((c.lr_at(60) - 5e-3).abs() < 1e-12);
+        assert_eq!(c.lr_at(110), 0.0);
+        assert_eq!(c.lr_at(500), 0.0);
+    }
+
+    fn tiny() -> AlbertConfig {
+        let mut c = AlbertConfig::named("tiny").unwrap();
+        c.vocab_size = 50;
+        c.hidden_size = 16;
+        c.num_attention_heads = 2;
+        c.intermediate_size = 32;
+        c.embedding_size = 8;
+        c.num_hidden_layers = 2;
+        c
+    }
+
+    /// One step with zero gradients: only weight decay moves parameters, and it must leave
+    /// LayerNorm parameters and biases alone.
+    #[test]
+    fn weight_decay_skips_layer_norm_and_bias() {
+        for kind in [OptimizerKind::Lamb, OptimizerKind::Adamw] {
+            let device = Device::flex().autodiff();
+            let model = AlbertForPreTraining::new(&tiny(), &device);
+            let mut grads = GradientsParams::new();
+            struct Zero<'a>(&'a mut GradientsParams);
+            impl burn::module::ModuleVisitor for Zero<'_> {
+                fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<D>>) {
+                    self.0.register(p.id, p.val().zeros_like().inner());
+                }
+            }
+            model.visit(&mut Zero(&mut grads));
+            let mut opt = cfg(kind).build();
+            let before = model.clone();
+            let after = opt.step(0.1, model, grads);
+            let diff = |a: Tensor<1>, b: Tensor<1>| (a - b).abs().max().into_scalar::<f32>();
+            let ln = &after.albert.embeddings.layer_norm;
+            let ln0 = &before.albert.embeddings.layer_norm;
+            assert_eq!(
+                diff(ln.gamma.val(), ln0.gamma.val()),
+                0.0,
+                "{kind:?}: LayerNorm decayed"
+            );
+            let b = after.albert.pooler.bias.as_ref().unwrap().val();
+            let b0 = before.albert.pooler.bias.as_ref().unwrap().val();
+            assert_eq!(diff(b + 1.0, b0 + 1.0), 0.0, "{kind:?}: bias decayed");
+            let w = after.albert.pooler.weight.val().reshape([256]);
+            let w0 = before.albert.pooler.weight.val().reshape([256]);
+            assert!(diff(w, w0) > 0.0, "{kind:?}: weights did not decay");
+        }
+    }
+
+    #[test]
+    fn clipping_bounds_the_global_norm() {
+        let device = Device::flex().autodiff();
+        let model = AlbertForPreTraining::new(&tiny(), &device);
+        let mut grads = GradientsParams::new();
+        struct Fill<'a>(&'a mut GradientsParams);
+        impl burn::module::ModuleVisitor for Fill<'_> {
+            fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<D>>) {
+                self.0
+                    .register(p.id, p.val().ones_like().inner().mul_scalar(3.0));
+            }
+        }
+        model.visit(&mut Fill(&mut grads));
+        let before = global_grad_norm(&model, &grads);
+        let elements = model.num_params() as f64;
+        assert!(
+            (before - 3.0 * elements.sqrt()).abs() / before < 1e-4,
+            "{before}"
+        );
+        let (grads, norm) = clip_global_norm(&model, grads, 1.0);
+        assert!((norm - before).abs() < 1e-9);
+        let after = global_grad_norm(&model, &grads);
+        assert!((after - 1.0).abs() < 1e-3, "clipped norm {after}");
+    }
+}

@@ -1,0 +1,294 @@
+//! `pipeline bench train|infer`: throughput of the model on synthetic batches of fixed shape,
+//! comparable with `benches/hf_baseline.py` (same configs, batch, sequence length, masked
+//! positions and FLOPs formula). Timings are medians over runs after warm-up steps; peak RSS
+//! is the process's high-water mark.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use pipeline_albert::device::{DeviceChoice, resolve};
+use pipeline_albert::model::AlbertInput;
+use pipeline_albert::train::{OptimConfig, OptimizerKind};
+use pipeline_albert::{AlbertConfig, AlbertForPreTraining};
+use pipeline_shards::Batch;
+use serde_json::json;
+use stage_pretrain::trainer::Trainer;
+
+use crate::args::BenchArgs;
+
+/// A deterministic pseudo-random stream (SplitMix64): synthetic ids need no quality.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn model_config(args: &BenchArgs) -> Result<AlbertConfig> {
+    let mut c = if args.model.contains('/') || args.model.ends_with(".json") {
+        AlbertConfig::from_file(std::path::Path::new(&args.model))?
+    } else {
+        AlbertConfig::named(&args.model)?
+    };
+    if let Some(v) = args.vocab_size {
+        c.vocab_size = v;
+    }
+    if let Some(s) = &args.share_type {
+        c.share_type = pipeline_albert::ShareType::parse(s)?;
+    }
+    c.validate()?;
+    if args.seq > c.max_position_embeddings {
+        bail!(
+            "--seq {} exceeds the model's {} positions",
+            args.seq,
+            c.max_position_embeddings
+        );
+    }
+    Ok(c)
+}
+
+/// A full batch of `batch × seq` real tokens with `masked` distinct masked positions per row.
+fn synthetic_batch(
+    c: &AlbertConfig,
+    batch: usize,
+    seq: usize,
+    masked: usize,
+    rng: &mut Rng,
+) -> Batch {
+    let v = c.vocab_size as u64;
+    let mut input_ids = Vec::with_capacity(batch * seq);
+    let mut token_type_ids = Vec::with_capacity(batch * seq);
+    let mut masked_positions = Vec::with_capacity(batch * masked);
+    let mut masked_ids = Vec::with_capacity(batch * masked);
+    for _ in 0..batch {
+        let half = seq / 2;
+        for j in 0..seq {
+            input_ids.push((5 + rng.below(v - 5)) as i64);
+            token_type_ids.push(i64::from(j >= half));
+        }
+        let mut picked: Vec<i64> = Vec::with_capacity(masked);
+        while picked.len() < masked.min(seq.saturating_sub(2)) {
+            let p = 1 + rng.below((seq - 2) as u64) as i64;
+            if !picked.contains(&p) {
+                picked.push(p);
+            }
+        }
+        picked.sort_unstable();
+        for p in picked {
+            masked_positions.push(p);
+            masked_ids.push((5 + rng.below(v - 5)) as i64);
+        }
+    }
+    let m = masked_positions.len() / batch;
+    Batch {
+        batch_size: batch,
+        seq_len: seq,
+        max_predictions: m,
+        input_ids,
+        attention_mask: vec![1; batch * seq],
+        token_type_ids,
+        masked_weights: vec![1.0; batch * m],
+        masked_positions,
+        masked_ids,
+        sentence_order_labels: (0..batch).map(|_| rng.below(2) as i64).collect(),
+        tokens: (batch * seq) as u64,
+        predictions: (batch * m) as u64,
+    }
+}
+
+/// The process's peak resident set size in bytes (Linux), or 0.
+pub fn peak_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn report(args: &BenchArgs, value: serde_json::Value, human: String) -> Result<ExitCode> {
+    if args.json {
+        println!("{}", serde_json::to_string(&value)?);
+    } else {
+        println!("{human}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn train(args: &BenchArgs) -> Result<ExitCode> {
+    let c = model_config(args)?;
+    let dev = resolve(DeviceChoice::parse(&args.device).map_err(anyhow::Error::msg)?)
+        .map_err(anyhow::Error::msg)?;
+    if args.precision != "fp32" {
+        bail!("--precision {}: this build trains in fp32", args.precision);
+    }
+    let ad = dev.device.clone().autodiff();
+    ad.seed(1);
+    let model = AlbertForPreTraining::new(&c, &ad);
+    let optim = OptimConfig {
+        optimizer: OptimizerKind::Lamb,
+        learning_rate: 1e-4,
+        weight_decay: 0.01,
+        beta_1: 0.9,
+        beta_2: 0.999,
+        epsilon: 1e-6,
+        warmup_steps: 0,
+        total_steps: 1_000_000,
+        max_grad_norm: 1.0,
+    };
+    let mut trainer = Trainer::new(c.clone(), model, optim, ad);
+    let mut rng = Rng(7);
+    let batch = synthetic_batch(&c, args.batch, args.seq, args.masked, &mut rng);
+    let mut step = 0u64;
+    for _ in 0..args.warmup {
+        trainer
+            .step(step, std::slice::from_ref(&batch))
+            .map_err(|e| anyhow::anyhow!("warm-up step: {e}"))?;
+        step += 1;
+    }
+    let mut per_step = Vec::new();
+    for _ in 0..args.runs {
+        let t0 = Instant::now();
+        for _ in 0..args.steps {
+            trainer
+                .step(step, std::slice::from_ref(&batch))
+                .map_err(|e| anyhow::anyhow!("step {step}: {e}"))?;
+            step += 1;
+        }
+        per_step.push(t0.elapsed().as_secs_f64() / args.steps as f64);
+    }
+    let s = median(per_step.clone());
+    let tokens = (args.batch * args.seq) as f64;
+    let flops = c.training_flops(args.batch, args.seq, args.masked);
+    let mfu = dev.is_gpu.then(|| flops / s / (args.peak_tflops * 1e12));
+    let rss = peak_rss();
+    let value = json!({
+        "bench": "train", "model": args.model, "share_type": c.share_type.name(),
+        "device": dev.name, "precision": args.precision, "batch": args.batch, "seq": args.seq,
+        "masked": args.masked, "steps": args.steps, "runs": args.runs,
+        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "seconds_per_step": s, "runs_seconds_per_step": per_step,
+        "tokens_per_s": tokens / s, "model_tflops_per_s": flops / s / 1e12,
+        "mfu": mfu, "peak_rss_bytes": rss, "parameters": c.parameter_count().total,
+    });
+    let human = format!(
+        "train {} (share {}) on {}: batch {} × seq {} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.2} model TFLOP/s{}, peak RSS {:.2} GB",
+        args.model,
+        c.share_type,
+        dev.name,
+        args.batch,
+        args.seq,
+        args.masked,
+        s,
+        args.runs,
+        args.steps,
+        tokens / s,
+        flops / s / 1e12,
+        mfu.map(|m| format!(" (MFU {:.1}%)", m * 100.0))
+            .unwrap_or_default(),
+        rss as f64 / 1e9
+    );
+    report(args, value, human)
+}
+
+pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
+    let c = model_config(args)?;
+    let dev = resolve(DeviceChoice::parse(&args.device).map_err(anyhow::Error::msg)?)
+        .map_err(anyhow::Error::msg)?;
+    dev.device.seed(1);
+    let model = pipeline_albert::Albert::new(&c, &dev.device);
+    let mut rng = Rng(7);
+    let b = synthetic_batch(&c, args.batch, args.seq, 0, &mut rng);
+    let input = AlbertInput::from_rows(
+        b.batch_size,
+        b.seq_len,
+        b.input_ids.clone(),
+        b.token_type_ids.clone(),
+        b.attention_mask.clone(),
+        &dev.device,
+    );
+    let chunks = if args.split {
+        rayon::current_num_threads().min(args.batch)
+    } else {
+        1
+    };
+    let parts: Vec<AlbertInput> = (0..chunks)
+        .map(|k| {
+            let lo = k * args.batch / chunks;
+            let hi = (k + 1) * args.batch / chunks;
+            AlbertInput {
+                input_ids: input.input_ids.clone().narrow(0, lo, hi - lo),
+                token_type_ids: input.token_type_ids.clone().narrow(0, lo, hi - lo),
+                attention_mask: input.attention_mask.clone().narrow(0, lo, hi - lo),
+            }
+        })
+        .collect();
+    let run_once = || {
+        use rayon::prelude::*;
+        parts.par_iter().for_each(|x| {
+            let out = model.forward(x);
+            // Reading a value forces the computation on lazy backends.
+            let _ = out.pooler_output.sum().into_scalar::<f32>();
+        });
+    };
+    for _ in 0..args.warmup {
+        run_once();
+    }
+    let mut per_batch = Vec::new();
+    for _ in 0..args.runs {
+        let t0 = Instant::now();
+        for _ in 0..args.steps {
+            run_once();
+        }
+        per_batch.push(t0.elapsed().as_secs_f64() / args.steps as f64);
+    }
+    let s = median(per_batch.clone());
+    let rss = peak_rss();
+    let value = json!({
+        "bench": "infer", "model": args.model, "device": dev.name, "batch": args.batch,
+        "seq": args.seq, "runs": args.runs, "batches_per_run": args.steps,
+        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "seconds_per_batch": s, "runs_seconds_per_batch": per_batch,
+        "sentences_per_s": args.batch as f64 / s, "peak_rss_bytes": rss,
+    });
+    let human = format!(
+        "infer {} (AlbertModel forward) on {}: batch {} × seq {}: {:.3} s/batch (median of {} runs × {}) = {:.0} sentences/s, peak RSS {:.2} GB",
+        args.model,
+        dev.name,
+        args.batch,
+        args.seq,
+        s,
+        args.runs,
+        args.steps,
+        args.batch as f64 / s,
+        rss as f64 / 1e9
+    );
+    report(args, value, human)
+}

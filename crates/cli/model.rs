@@ -1,0 +1,261 @@
+//! `pipeline model forward|info`: look at a model directory (a pretrain artifact or a Hugging
+//! Face ALBERT checkpoint) from outside the pipeline.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use burn::tensor::Tensor;
+use pipeline_albert::device::{DeviceChoice, resolve};
+use pipeline_albert::model::AlbertInput;
+use pipeline_albert::{AlbertConfig, hf};
+use pipeline_engine::inspect;
+use serde_json::{Value, json};
+
+use crate::args::{Cli, ModelSource};
+use crate::commands::load;
+
+/// The model directory `--model DIR` or `--stage NAME` names.
+pub fn model_dir(cli: &Cli, src: &ModelSource) -> Result<PathBuf> {
+    match (&src.model, &src.stage) {
+        (Some(dir), None) => Ok(dir.clone()),
+        (None, Some(stage)) => {
+            let p = load(cli)?;
+            let r = inspect::show(&p, stage)?;
+            r.artifact.with_context(|| {
+                format!("stage {stage} has no artifact yet: run `pipeline run {stage}` first")
+            })
+        }
+        _ => bail!("give the model as --model DIR or --stage NAME (one of them)"),
+    }
+}
+
+/// Reads `key` of the input JSON as a `[batch, seq]` integer matrix.
+fn matrix(v: &Value, key: &str, file: &Path) -> Result<Option<(usize, usize, Vec<i64>)>> {
+    let Some(rows) = v.get(key) else {
+        return Ok(None);
+    };
+    let rows = rows.as_array().with_context(|| {
+        format!(
+            "{}: `{key}` must be a list of lists of integers",
+            file.display()
+        )
+    })?;
+    let mut flat = Vec::new();
+    let mut seq = None;
+    for (i, row) in rows.iter().enumerate() {
+        let row = row.as_array().with_context(|| {
+            format!(
+                "{}: `{key}[{i}]` must be a list of integers",
+                file.display()
+            )
+        })?;
+        match seq {
+            None => seq = Some(row.len()),
+            Some(s) if s != row.len() => bail!(
+                "{}: `{key}[{i}]` has {} items but `{key}[0]` has {s}: pad every row to one length",
+                file.display(),
+                row.len()
+            ),
+            _ => {}
+        }
+        for (j, x) in row.iter().enumerate() {
+            flat.push(x.as_i64().with_context(|| {
+                format!(
+                    "{}: `{key}[{i}][{j}]` is {x}, not an integer",
+                    file.display()
+                )
+            })?);
+        }
+    }
+    let seq = seq.unwrap_or(0);
+    if rows.is_empty() || seq == 0 {
+        bail!("{}: `{key}` is empty", file.display());
+    }
+    Ok(Some((rows.len(), seq, flat)))
+}
+
+fn tensor_json<const D: usize>(t: Tensor<D>) -> Value {
+    let dims = t.dims();
+    let data: Vec<f32> = t
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .unwrap_or_default();
+    fn nest(data: &[f32], dims: &[usize]) -> Value {
+        if dims.len() == 1 {
+            return json!(data);
+        }
+        let step: usize = dims[1..].iter().product();
+        Value::Array(
+            data.chunks(step.max(1))
+                .map(|c| nest(c, &dims[1..]))
+                .collect(),
+        )
+    }
+    nest(&data, &dims)
+}
+
+pub fn forward(
+    cli: &Cli,
+    src: &ModelSource,
+    input: &Path,
+    output: &Path,
+    device: &str,
+) -> Result<ExitCode> {
+    let dir = model_dir(cli, src)?;
+    let device = resolve(DeviceChoice::parse(device).map_err(anyhow::Error::msg)?)
+        .map_err(anyhow::Error::msg)?;
+    let text = std::fs::read_to_string(input)
+        .with_context(|| format!("cannot read the input {}", input.display()))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{}:{}:{}: not valid JSON: {e}",
+            input.display(),
+            e.line(),
+            e.column()
+        )
+    })?;
+    let (b, s, ids) = matrix(&v, "input_ids", input)?
+        .with_context(|| format!("{}: no `input_ids`", input.display()))?;
+    let types = match matrix(&v, "token_type_ids", input)? {
+        Some((b2, s2, t)) if (b2, s2) == (b, s) => t,
+        Some((b2, s2, _)) => bail!(
+            "{}: token_type_ids is {b2}×{s2} but input_ids is {b}×{s}",
+            input.display()
+        ),
+        None => vec![0; b * s],
+    };
+    let mask = match matrix(&v, "attention_mask", input)? {
+        Some((b2, s2, m)) if (b2, s2) == (b, s) => m,
+        Some((b2, s2, _)) => bail!(
+            "{}: attention_mask is {b2}×{s2} but input_ids is {b}×{s}",
+            input.display()
+        ),
+        None => vec![1; b * s],
+    };
+    let (config, model) = hf::load_pretraining(&dir, &device.device)?;
+    if let Some(bad) = ids
+        .iter()
+        .find(|&&i| i < 0 || i as usize >= config.vocab_size)
+    {
+        bail!(
+            "{}: token id {bad} is outside the vocabulary (0..{})",
+            input.display(),
+            config.vocab_size
+        );
+    }
+    if let Some(bad) = types
+        .iter()
+        .find(|&&t| t < 0 || t as usize >= config.type_vocab_size)
+    {
+        bail!(
+            "{}: token type {bad} is outside 0..{}",
+            input.display(),
+            config.type_vocab_size
+        );
+    }
+    if s > config.max_position_embeddings {
+        bail!(
+            "{}: sequences of {s} tokens, but the model has {} positions",
+            input.display(),
+            config.max_position_embeddings
+        );
+    }
+    let x = AlbertInput::from_rows(b, s, ids, types, mask, &device.device);
+    let (logits, sop, out) = model.forward_all(&x);
+    let result = json!({
+        "prediction_logits": tensor_json(logits),
+        "sop_logits": tensor_json(sop),
+        "last_hidden_state": tensor_json(out.last_hidden_state),
+        "pooler_output": tensor_json(out.pooler_output),
+    });
+    std::fs::write(output, serde_json::to_string(&result)? + "\n")
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    if !cli.quiet {
+        eprintln!(
+            "wrote {} ({b}×{s} tokens through {}, device {})",
+            output.display(),
+            dir.display(),
+            device.name
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn info(cli: &Cli, src: &ModelSource, json_out: bool) -> Result<ExitCode> {
+    let dir = model_dir(cli, src)?;
+    let config = hf::read_config(&dir)?;
+    let weights = hf::weights_file(&dir)?;
+    let bytes = std::fs::metadata(&weights)?.len();
+    let raw: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+    let counts = config.parameter_count();
+    let report = json!({
+        "model": dir,
+        "architecture": raw["architectures"][0],
+        "config": config,
+        "parameters": counts,
+        "fp32_megabytes": (counts.total as f64 * 4.0 / 1e6 * 100.0).round() / 100.0,
+        "weights_file": weights,
+        "weights_bytes": bytes,
+        "hf_compatible": config.hf_compatible().is_ok(),
+        "note": raw.get("pipeline_note"),
+        "labels": raw.get("id2label"),
+    });
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_info(&dir, &config, &report, bytes);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_info(dir: &Path, c: &AlbertConfig, report: &Value, bytes: u64) {
+    let p = c.parameter_count();
+    println!("model:        {}", dir.display());
+    println!(
+        "architecture: {}",
+        report["architecture"].as_str().unwrap_or("?")
+    );
+    println!(
+        "size:         V {} · E {} · H {} · {} layers · {} heads · FFN {} · {} positions",
+        c.vocab_size,
+        c.embedding_size,
+        c.hidden_size,
+        c.num_hidden_layers,
+        c.num_attention_heads,
+        c.intermediate_size,
+        c.max_position_embeddings
+    );
+    println!(
+        "variant:      share_type {} · {} · {}",
+        c.share_type,
+        c.ln_type.name(),
+        c.hidden_act.hf_name()
+    );
+    println!(
+        "parameters:   {} total ({:.2}M): embeddings {} (word {}), encoder {}, pooler {}, MLM head {}, SOP head {}",
+        p.total,
+        p.total as f64 / 1e6,
+        p.embeddings,
+        p.word_embeddings,
+        p.encoder,
+        p.pooler,
+        p.mlm_head,
+        p.sop_head
+    );
+    println!(
+        "weights:      {} ({:.1} MB on disk, {:.1} MB as fp32)",
+        report["weights_file"].as_str().unwrap_or("?"),
+        bytes as f64 / 1e6,
+        p.total as f64 * 4.0 / 1e6
+    );
+    if let Some(labels) = report["labels"].as_object() {
+        let names: Vec<&str> = labels.values().filter_map(Value::as_str).collect();
+        println!("labels:       {}", names.join(", "));
+    }
+    match c.hf_compatible() {
+        Ok(()) => println!("transformers: loads as is"),
+        Err(why) => println!("transformers: cannot run it faithfully: {why}"),
+    }
+}
