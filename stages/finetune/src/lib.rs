@@ -1,0 +1,1 @@
+//! The `finetune` stage kind (being written).
