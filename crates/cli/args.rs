@@ -116,10 +116,45 @@ pub enum Command {
     /// checkpoint): its outputs on given ids, or its config and size.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Classify sentence pairs with a fine-tuned model (a `finetune` stage's artifact): one pair
+    /// given as two texts, or a TSV of pairs (text_a, text_b, optionally a gold label).
+    Predict(PredictArgs),
     /// Measure training or inference throughput on synthetic batches of a fixed shape
     /// (compare with `benches/hf_baseline.py`).
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  pipeline predict --stage finetune_lcqmc \"我喜欢妈妈做的汤\" \"妈妈做的汤我很喜欢喝\"
+  pipeline predict --model DIR --input pairs.tsv --output predictions.tsv
+  pipeline predict --stage 'finetune_xnli@init=pretrained,share_type=all' --input test.tsv --header --json")]
+pub struct PredictArgs {
+    #[command(flatten)]
+    pub source: ModelSource,
+    /// text_a and text_b of one pair.
+    #[arg(value_name = "TEXT")]
+    pub texts: Vec<String>,
+    /// A TSV of pairs: text_a, text_b and optionally a gold label (accuracy is then printed).
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// Where to write the predictions for --input (default: stdout).
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// The input's first line is a header.
+    #[arg(long)]
+    pub header: bool,
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: usize,
+    #[arg(long, default_value_t = 128)]
+    pub max_seq_length: usize,
+    /// auto, cpu, flex, tch-cpu or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// JSON output (one object; one per line for --input).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Where a model comes from: a directory, or the latest artifact of a stage.

@@ -20,6 +20,7 @@ fn registry() -> Registry {
     r.register(std::sync::Arc::new(stage_vocab::VocabStage));
     r.register(std::sync::Arc::new(stage_mask::MaskStage));
     r.register(std::sync::Arc::new(stage_pretrain::PretrainStage));
+    r.register(std::sync::Arc::new(stage_finetune::FinetuneStage));
     r
 }
 
@@ -55,6 +56,7 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
         Command::Model(ModelCommand::Info { source, json }) => {
             crate::model::info(cli, source, *json)
         }
+        Command::Predict(args) => crate::predict::predict(cli, args),
         Command::Bench(BenchCommand::Train(args)) => crate::bench::train(args),
         Command::Bench(BenchCommand::Infer(args)) => crate::bench::infer(args),
     }

@@ -5,6 +5,7 @@ mod args;
 mod bench;
 mod commands;
 mod model;
+mod predict;
 mod report;
 
 use std::process::ExitCode;
