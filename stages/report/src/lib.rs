@@ -1,1 +1,573 @@
-//! The `report` stage kind (being written).
+//! The `report` stage kind: regenerates brightmart/albert_zh's comparison tables from the
+//! experiment's artifacts, with the published figures beside ours, and publishes them into
+//! `results/`.
+//!
+//! It aggregates (one instance that sees every instance of its deps): typically
+//! `deps: [pretrain, finetune_lcqmc, finetune_xnli]`. It reads each dep's `metrics.json` and
+//! `metrics.jsonl` (docs/metrics.md) and the finish time in its `MANIFEST.json`, and tells the
+//! deps apart by their metrics (a fine-tuning run has a `task`), so stages may be named freely.
+//! A missing upstream (no XNLI runs) leaves its table out with a note, never an error.
+//!
+//! # What it writes
+//!
+//! Into its artifact and, unless `publish_dir: ""`, into `publish_dir` (default `results`):
+//!
+//! - `README.md`: what was run (protocol, data, steps, hardware, dates, commit), the tables,
+//!   the plots, the sources of the published figures;
+//! - per table a CSV (polars' writer) and a JSON (`{table, title, columns, rows, notes}`):
+//!   `model_size` (albert_zh's configs and BERT-base: exact counts from our model code, the
+//!   published counts, the difference explained), `model_size_grid` (base dimensions, E ∈
+//!   {768, 128} × sharing, as the ALBERT paper's Tables 3 and 4), `pretraining` (one row per
+//!   pretrain instance beside albert_zh's MLM/SOP/hours table), `lcqmc`, `xnli` (and any other
+//!   fine-tuning task: our runs with and without pretraining beside the published rows),
+//!   `throughput` (benchmarks and our runs);
+//! - `plots/*.svg`: pretraining loss, MLM and SOP accuracy against steps; dev accuracy per epoch
+//!   of each fine-tuning task;
+//! - `published.json`: the published figures with their sources (a copy of
+//!   `stages/report/published/albert_zh.json`).
+//!
+//! Everything is deterministic: the same artifacts give the same bytes (dates come from the
+//! deps' run records, never from the clock; the commit only when given as a param).
+//! Publishing writes into a temporary folder beside `publish_dir` and renames the files into
+//! place; it never deletes a file it did not write (`results/bench/` stays).
+//!
+//! # Params
+//!
+//! | param | default | what |
+//! |---|---|---|
+//! | `publish_dir` | `results` | folder of the workspace to publish into; `""` publishes nothing |
+//! | `title` | `ALBERT for Chinese: results` | the README's title |
+//! | `commit` | none | the commit the results come from, printed in the README |
+//! | `notes` | none | free text per table: `{summary: "…", pretraining: "…", lcqmc: "…", xnli: "…", model_size: "…", model_size_grid: "…", throughput: "…"}` |
+//! | `bench_dir` | `<publish_dir>/bench` | where the benchmark `*.jsonl` files are read from; `""` reads none |
+//! | `plots` | `true` | draw the SVG figures |
+//!
+//! Benchmark files are read from `bench_dir` and from the stage's `inputs:` that end in
+//! `.jsonl`; list them as inputs (`inputs: ["results/bench/*.jsonl"]`) so that a new
+//! measurement re-runs the report. The report is cached like any stage: to publish again after
+//! deleting `results/`, use `pipeline run report --force`.
+
+mod bench;
+mod deps;
+mod params;
+pub mod plots;
+mod publish;
+pub mod published;
+mod runs;
+pub mod sizes;
+pub mod table;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use pipeline_engine::stage::{Stage, StageContext};
+use serde_json::{Map, Value, json};
+
+pub use deps::{Dep, DepKind};
+pub use params::{KNOWN_PARAMS, ReportParams};
+pub use publish::{Files, LEDGER};
+
+use bench::BenchLine;
+use published::Published;
+use table::Table;
+
+pub struct ReportStage;
+
+impl Stage for ReportStage {
+    fn kind(&self) -> &'static str {
+        "report"
+    }
+
+    fn code_version(&self) -> &'static str {
+        concat!(
+            env!("STAGE_CODE_VERSION"),
+            "+",
+            env!("PUBLISHED_DATA_VERSION")
+        )
+    }
+
+    fn aggregates(&self) -> bool {
+        true
+    }
+
+    fn known_params(&self) -> &'static [&'static str] {
+        KNOWN_PARAMS
+    }
+
+    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
+        ReportParams::parse(params).map(|_| ())
+    }
+
+    fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
+        let p = ReportParams::parse(ctx.params).map_err(anyhow::Error::msg)?;
+        let mut notes = Vec::new();
+        let deps = deps::load(ctx.deps, &mut notes);
+        let mut bench_files: Vec<PathBuf> = ctx
+            .inputs
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "jsonl"))
+            .cloned()
+            .collect();
+        if let Some(dir) = &p.bench_dir {
+            bench_files.extend(bench::list(&ctx.root.join(dir)));
+        }
+        let lines = bench::read(&bench_files, ctx.root, &mut notes);
+        let report = build(&p, &deps, &lines, bench_files.is_empty(), notes)?;
+        publish::write_all(ctx.out_dir, &report.files)?;
+        std::fs::write(
+            ctx.out_dir.join("metrics.json"),
+            serde_json::to_string_pretty(&report.metrics)? + "\n",
+        )?;
+        if let Some(dir) = &p.publish_dir {
+            let removed = publish::publish(ctx.root, dir, &report.files)
+                .with_context(|| format!("publishing the report into {}", dir.display()))?;
+            tracing::info!(
+                target: "report",
+                "published {} files into {}{}",
+                report.files.len(),
+                dir.display(),
+                if removed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (removed {} it no longer writes)", removed.len())
+                }
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The report's files and its metrics.json.
+pub struct Report {
+    pub files: Files,
+    pub metrics: Value,
+}
+
+fn json_bytes(v: &Value) -> anyhow::Result<Vec<u8>> {
+    Ok((serde_json::to_string_pretty(v)? + "\n").into_bytes())
+}
+
+/// A section of the README.
+struct Section {
+    title: String,
+    body: String,
+}
+
+/// Builds every file of the report from the deps and benchmark lines (no I/O: the tests call
+/// it on hand-made fixtures).
+pub fn build(
+    p: &ReportParams,
+    all_deps: &[Dep],
+    bench_lines: &[BenchLine],
+    no_bench_files: bool,
+    mut notes: Vec<String>,
+) -> anyhow::Result<Report> {
+    let published = Published::load()?;
+    let mut files = Files::new();
+    let mut sections: Vec<Section> = Vec::new();
+    let mut tables: BTreeMap<String, usize> = BTreeMap::new();
+    let mut left_out: Vec<String> = Vec::new();
+
+    let pretrain: Vec<&Dep> = all_deps
+        .iter()
+        .filter(|d| d.kind == DepKind::Pretrain && !d.metrics.is_null())
+        .collect();
+    let finetune: Vec<&Dep> = all_deps
+        .iter()
+        .filter(|d| d.kind == DepKind::Finetune && !d.metrics.is_null())
+        .collect();
+    let masks: Vec<&Dep> = all_deps
+        .iter()
+        .filter(|d| d.kind == DepKind::Mask && !d.metrics.is_null())
+        .collect();
+    for d in finetune.iter().filter(|d| d.task().is_none()) {
+        notes.push(format!(
+            "{}: its metrics.json names no `task`; left out of the fine-tuning tables",
+            d.instance
+        ));
+    }
+    for d in all_deps.iter().filter(|d| d.kind == DepKind::Other) {
+        notes.push(format!(
+            "{}: not a pretraining or fine-tuning artifact; not used",
+            d.instance
+        ));
+    }
+
+    let add_table = |t: &Table,
+                     extra: Map<String, Value>,
+                     files: &mut Files,
+                     tables: &mut BTreeMap<String, usize>|
+     -> anyhow::Result<String> {
+        files.insert(format!("{}.csv", t.key), t.csv()?);
+        files.insert(format!("{}.json", t.key), json_bytes(&t.json(extra)?)?);
+        tables.insert(t.key.clone(), t.rows.len());
+        let mut md = t.markdown()?;
+        for n in &t.notes {
+            let _ = write!(md, "\n{n}\n");
+        }
+        if let Some(n) = p.notes.get(&t.key) {
+            let _ = write!(md, "\n> **Note.** {n}\n");
+        }
+        let _ = write!(
+            md,
+            "\nData: [{k}.csv]({k}.csv) · [{k}.json]({k}.json)\n",
+            k = t.key
+        );
+        Ok(md)
+    };
+    let mut figures: Vec<plots::Figure> = Vec::new();
+    let figure_md = |figs: &[plots::Figure], figures: &mut Vec<plots::Figure>| -> String {
+        let mut md = String::new();
+        for f in figs {
+            if !p.plots || f.is_empty() {
+                continue;
+            }
+            let _ = writeln!(md, "\n![{}]({})", f.title, f.file);
+            figures.push(f.clone());
+        }
+        md
+    };
+
+    // 1. Model size.
+    {
+        let t = sizes::model_size(&published);
+        let mut body = String::from(
+            "Parameters and fp32 size of albert_zh's configurations, counted exactly by our \
+             model code (`AlbertConfig::parameter_count`), beside the published figures.\n\n",
+        );
+        body.push_str(&add_table(&t, Map::new(), &mut files, &mut tables)?);
+        let g = sizes::model_size_grid(&published);
+        let _ = write!(
+            body,
+            "\n### {}\n\nThe ALBERT paper's ablation (Tables 3 and 4) at base dimensions, counted \
+             for our vocabulary and at V = 30,000.\n\n",
+            g.title
+        );
+        body.push_str(&add_table(&g, Map::new(), &mut files, &mut tables)?);
+        sections.push(Section {
+            title: "Model size".into(),
+            body,
+        });
+    }
+
+    // 2. Pretraining.
+    if pretrain.is_empty() {
+        left_out.push("pretraining".into());
+        sections.push(Section {
+            title: "Pretraining".into(),
+            body: "Not in this report: no pretraining run among the report's deps (add the \
+                   `pretrain` stage to `deps`). albert_zh's published figures are in \
+                   [published.json](published.json).\n"
+                .into(),
+        });
+    } else {
+        let t = runs::pretraining(&pretrain, &published);
+        let mut body = runs::pretraining_sentence(&pretrain);
+        body.push_str("\n\n");
+        if let Some(m) = masks.first() {
+            let _ = write!(body, "{}\n\n", mask_sentence(m));
+        }
+        body.push_str(&add_table(&t, Map::new(), &mut files, &mut tables)?);
+        body.push_str(&figure_md(&plots::pretraining(&pretrain), &mut figures));
+        sections.push(Section {
+            title: "Pretraining".into(),
+            body,
+        });
+    }
+
+    // 3. Fine-tuning: LCQMC and XNLI always get a section; other tasks when they ran.
+    let mut tasks: Vec<String> = vec!["lcqmc".into(), "xnli".into()];
+    for d in &finetune {
+        if let Some(task) = d.task()
+            && !tasks.contains(&task)
+        {
+            tasks.push(task);
+        }
+    }
+    for task in &tasks {
+        let runs_of: Vec<&Dep> = finetune
+            .iter()
+            .filter(|d| d.task().as_deref() == Some(task.as_str()))
+            .copied()
+            .collect();
+        let title = runs::task_title(task);
+        let pubd = published.task(task);
+        if runs_of.is_empty() {
+            left_out.push(task.clone());
+            sections.push(Section {
+                title,
+                body: format!(
+                    "Not in this report: no fine-tuning run of {} among the report's deps (a \
+                     `finetune` stage with `task: {task}`, such as `finetune_{task}`, in \
+                     `deps`).{}\n",
+                    task.to_uppercase(),
+                    if pubd.is_some() {
+                        " albert_zh's published figures are in [published.json](published.json)."
+                    } else {
+                        ""
+                    }
+                ),
+            });
+            continue;
+        }
+        let t = runs::finetune(task, &runs_of, pubd);
+        let mut body = String::new();
+        for s in runs::protocol_sentence(&runs_of) {
+            let _ = write!(body, "{s}\n\n");
+        }
+        if let Some(pb) = pubd {
+            let _ = write!(
+                body,
+                "Published ({}): {}. Shown as best (average) where the source gives both.\n\n",
+                published.cite(&pb.source),
+                pb.protocol
+            );
+        }
+        let mut extra = Map::new();
+        extra.insert(
+            "protocol".into(),
+            runs_of
+                .first()
+                .and_then(|d| deps::get(&d.metrics, &["protocol"]))
+                .cloned()
+                .unwrap_or(Value::Null),
+        );
+        body.push_str(&add_table(&t, extra, &mut files, &mut tables)?);
+        let fig = plots::finetune(task, &title, &runs_of);
+        body.push_str(&figure_md(&[fig], &mut figures));
+        sections.push(Section { title, body });
+    }
+
+    // 4. Throughput.
+    {
+        let t = bench::throughput(bench_lines, &pretrain, &finetune);
+        let mut body = String::new();
+        if t.rows.is_empty() {
+            left_out.push("throughput".into());
+            body.push_str(
+                "Not in this report: no benchmark outputs and no runs to take throughput from.\n",
+            );
+        } else {
+            body.push_str(
+                "Data preparation instances/s, training tokens/s and inference sentences/s: \
+                 fixed-shape benchmarks (`pipeline bench train|infer --json`, \
+                 `benches/hf_baseline.py`) with ours beside transformers' on the same shape, \
+                 and the throughput of this experiment's own runs.\n\n",
+            );
+            body.push_str(&add_table(&t, Map::new(), &mut files, &mut tables)?);
+        }
+        if no_bench_files {
+            let where_ = p
+                .bench_dir
+                .as_ref()
+                .map(|d| format!("`{}/`", d.display()))
+                .unwrap_or_else(|| "the stage's inputs".into());
+            let _ = write!(
+                body,
+                "\nNo benchmark outputs were found in {where_}: measure with `pipeline bench \
+                 train --json >> {d}/train.jsonl` (and `infer`), and `benches/hf_baseline.py \
+                 train|infer >> {d}/hf.jsonl`.\n",
+                d = p
+                    .bench_dir
+                    .as_ref()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_else(|| "results/bench".into())
+            );
+        }
+        sections.push(Section {
+            title: "Throughput".into(),
+            body,
+        });
+    }
+
+    // The figures.
+    for f in &figures {
+        files.insert(f.file.clone(), f.svg()?.into_bytes());
+    }
+    files.insert("published.json".into(), published::TEXT.as_bytes().to_vec());
+    let readme = readme(
+        p, &published, all_deps, &pretrain, &finetune, &sections, &notes,
+    );
+    files.insert("README.md".into(), readme.into_bytes());
+
+    let metrics = json!({
+        "tables": tables,
+        "left_out": left_out,
+        "figures": figures.iter().map(|f| f.file.clone()).collect::<Vec<_>>(),
+        "deps": all_deps.iter().map(|d| d.instance.clone()).collect::<Vec<_>>(),
+        "benchmark_lines": bench_lines.len(),
+        "notes": notes,
+        "published_to": p.publish_dir.as_ref().map(|d| d.display().to_string()),
+        "files": files.keys().collect::<Vec<_>>(),
+    });
+    Ok(Report { files, metrics })
+}
+
+/// The pretraining data, from a `mask` dep.
+fn mask_sentence(m: &Dep) -> String {
+    let n = |path: &[&str]| m.u64(path).map(|x| table::thousands(x as i64));
+    let mut s = String::from("Pretraining data (the `mask` stage): ");
+    s.push_str(&format!(
+        "{} training instances ({} tokens) and {} held-out eval instances from {} documents",
+        n(&["train", "instances"]).unwrap_or_else(|| "?".into()),
+        n(&["train", "tokens"]).unwrap_or_else(|| "?".into()),
+        n(&["eval", "instances"]).unwrap_or_else(|| "?".into()),
+        n(&["documents"]).unwrap_or_else(|| "?".into()),
+    ));
+    let params: Vec<String> = [
+        m.u64(&["max_seq_length"])
+            .map(|x| format!("max_seq_length {x}")),
+        m.num(&["masked_lm_prob"])
+            .map(|x| format!("masked_lm_prob {x}")),
+        m.u64(&["max_ngram"]).map(|x| format!("n-grams up to {x}")),
+        m.metrics
+            .get("whole_word")
+            .and_then(Value::as_bool)
+            .map(|w| {
+                if w {
+                    "whole-word masking".into()
+                } else {
+                    "sub-word masking".into()
+                }
+            }),
+        m.u64(&["dupe_factor"]).map(|x| format!("dupe_factor {x}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !params.is_empty() {
+        s.push_str(&format!(" ({})", params.join(", ")));
+    }
+    s.push('.');
+    s
+}
+
+/// `Model size` → `model-size` (GitHub's heading anchors).
+fn anchor(title: &str) -> String {
+    title
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| {
+            if c.is_alphanumeric() || c == '-' || c == '_' {
+                Some(c)
+            } else if c == ' ' {
+                Some('-')
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+fn readme(
+    p: &ReportParams,
+    published: &Published,
+    all: &[Dep],
+    pretrain: &[&Dep],
+    finetune: &[&Dep],
+    sections: &[Section],
+    notes: &[String],
+) -> String {
+    let mut md = format!("# {}\n\n", p.title);
+    // What was run, in one paragraph.
+    let mut what = Vec::new();
+    if !pretrain.is_empty() {
+        let models: std::collections::BTreeSet<String> =
+            pretrain.iter().filter_map(|d| d.str(&["model"])).collect();
+        what.push(format!(
+            "{} pretraining run{} (`{}`)",
+            pretrain.len(),
+            if pretrain.len() == 1 { "" } else { "s" },
+            models.into_iter().collect::<Vec<_>>().join("`, `")
+        ));
+    }
+    let mut by_task: BTreeMap<String, usize> = BTreeMap::new();
+    for d in finetune {
+        *by_task
+            .entry(d.task().unwrap_or_else(|| "?".into()))
+            .or_default() += 1;
+    }
+    if !by_task.is_empty() {
+        what.push(format!(
+            "fine-tuning runs: {}",
+            by_task
+                .iter()
+                .map(|(t, n)| format!("{} {n}", t.to_uppercase()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let mut intro = if what.is_empty() {
+        "This report has no runs of the experiment yet: only the model-size tables, which need \
+         none."
+            .to_string()
+    } else {
+        format!("What ran: {}.", what.join("; "))
+    };
+    let hw: std::collections::BTreeSet<String> = pretrain
+        .iter()
+        .chain(finetune.iter())
+        .filter_map(|d| {
+            let dev = d.str(&["device"])?;
+            Some(match d.u64(&["threads"]) {
+                Some(t) => format!("{dev} ({t} threads)"),
+                None => dev,
+            })
+        })
+        .collect();
+    if !hw.is_empty() {
+        let _ = write!(
+            intro,
+            " Hardware: {}.",
+            hw.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    }
+    if let Some(span) = deps::date_span(all) {
+        let _ = write!(intro, " The runs finished {span}.");
+    }
+    if let Some(c) = &p.commit {
+        let _ = write!(intro, " Commit `{c}`.");
+    }
+    md.push_str(&intro);
+    md.push_str("\n\n");
+    if let Some(n) = p.notes.get("summary") {
+        let _ = write!(md, "> **Note.** {n}\n\n");
+    }
+    md.push_str(
+        "Written by the `report` stage (`pipeline run report`) from the experiment's artifacts: \
+         do not edit by hand, the next run rewrites it. Every table is also here as CSV and \
+         JSON; published figures are marked as such, with their sources below and in \
+         [published.json](published.json). Ours and the published fine-tuning numbers are not \
+         the same protocol: albert_zh trained on the full train sets, which the shared data \
+         does not have.\n\n",
+    );
+    let toc: Vec<String> = sections
+        .iter()
+        .map(|s| format!("[{}](#{})", s.title, anchor(&s.title)))
+        .chain(["[Sources](#sources)".to_string()])
+        .collect();
+    let _ = writeln!(md, "{}", toc.join(" · "));
+    for s in sections {
+        let _ = write!(md, "\n## {}\n\n{}", s.title, s.body);
+        if !md.ends_with('\n') {
+            md.push('\n');
+        }
+    }
+    md.push_str("\n## Sources\n\n");
+    for (key, s) in &published.sources {
+        let at = match (&s.repo, &s.path, &s.commit) {
+            (Some(r), Some(path), Some(c)) => format!(" ({r}, `{path}` at {c})"),
+            _ => String::new(),
+        };
+        let _ = writeln!(md, "- `{key}`: [{}]({}){at}", s.title, s.url);
+    }
+    if !notes.is_empty() {
+        md.push_str("\n## Notes on this report\n\n");
+        for n in notes {
+            let _ = writeln!(md, "- {n}");
+        }
+    }
+    md
+}

@@ -1,0 +1,500 @@
+//! Table 4: throughput. Data preparation instances/s, training tokens/s and inference
+//! sentences/s, from the benchmark outputs (`*.jsonl` under the bench folder: `pipeline bench
+//! train|infer --json`, `benches/hf_baseline.py train|infer`) and from our pipeline runs
+//! themselves; ours beside transformers' where both measured the same shape.
+//!
+//! Line formats (one JSON object a line; see docs/metrics.md):
+//! - `{"bench": "train", model, share_type, device, precision, batch, seq, threads,
+//!   tokens_per_s, mfu, model_tflops_per_s, …}` and `{"bench": "infer", model, device, batch,
+//!   seq, threads, sentences_per_s, …}`: ours (`pipeline bench`);
+//! - `{"bench": "hf_train", config, device, dtype, batch, seq, threads, tokens_per_s,
+//!   model_tflops_per_s, mfu?, …}` and `{"bench": "hf_infer", config, device, dtype, batch,
+//!   seq, threads, sentences_per_s, …}`: transformers (`benches/hf_baseline.py`);
+//!   `hf_maxbatch` lines are memory, not throughput, and are left out;
+//! - any line with `instances_per_s` is data preparation (`{"bench": "mask", instances_per_s,
+//!   threads, …}` ours; `"bench": "albert_zh_mask"` albert_zh's create_pretraining_data.py).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::deps::Dep;
+use crate::sizes::round;
+use crate::table::{Col, Fmt, Table};
+
+/// One benchmark line and where it came from.
+#[derive(Debug, Clone)]
+pub struct BenchLine {
+    /// `results/bench/train.jsonl:3`.
+    pub source: String,
+    pub value: Value,
+}
+
+/// Reads every `*.jsonl` file (sorted by path) and returns its object lines; what cannot be
+/// read is a note.
+pub fn read(files: &[PathBuf], root: &Path, notes: &mut Vec<String>) -> Vec<BenchLine> {
+    let mut files = files.to_vec();
+    files.sort();
+    files.dedup();
+    let mut out = Vec::new();
+    for f in files {
+        let name = f
+            .strip_prefix(root)
+            .unwrap_or(&f)
+            .to_string_lossy()
+            .replace('\\', "/");
+        let text = match std::fs::read_to_string(&f) {
+            Ok(t) => t,
+            Err(e) => {
+                notes.push(format!("{name}: cannot be read ({e}); left out"));
+                continue;
+            }
+        };
+        let mut bad = 0;
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<Value>(line) {
+                Ok(v) if v.is_object() => out.push(BenchLine {
+                    source: format!("{name}:{}", i + 1),
+                    value: v,
+                }),
+                _ => bad += 1,
+            }
+        }
+        if bad > 0 {
+            notes.push(format!(
+                "{name}: {bad} line(s) are not JSON objects (a human summary?); skipped"
+            ));
+        }
+    }
+    out
+}
+
+/// The `*.jsonl` files of a folder (not recursive), if it exists.
+pub fn list(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "jsonl"))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn s(v: &Value, k: &str) -> Option<String> {
+    match v.get(k)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn u(v: &Value, k: &str) -> Option<u64> {
+    v.get(k).and_then(Value::as_u64)
+}
+
+fn f(v: &Value, k: &str) -> Option<f64> {
+    v.get(k).and_then(Value::as_f64).filter(|x| x.is_finite())
+}
+
+fn device_class(device: &str) -> &'static str {
+    if device.contains("cuda") {
+        "cuda"
+    } else {
+        "cpu"
+    }
+}
+
+/// A row before it goes into the table.
+#[derive(Debug, Clone, Default)]
+struct Row {
+    what: &'static str,
+    implementation: String,
+    ours: bool,
+    model: Option<String>,
+    device: Option<String>,
+    precision: Option<String>,
+    threads: Option<u64>,
+    batch: Option<u64>,
+    seq: Option<u64>,
+    value: Option<f64>,
+    unit: &'static str,
+    tflops: Option<f64>,
+    mfu: Option<f64>,
+    source: String,
+}
+
+impl Row {
+    /// What must be equal for ours and transformers' to be compared.
+    fn key(&self) -> Option<String> {
+        let device = self.device.as_deref()?;
+        let class = device_class(device);
+        Some(format!(
+            "{}|{}|{}|{}|{}|{}|{}",
+            self.what,
+            self.model.as_deref()?,
+            class,
+            self.precision.as_deref().unwrap_or("fp32"),
+            self.batch?,
+            self.seq?,
+            // Threads matter on a CPU only.
+            if class == "cpu" {
+                self.threads.map(|t| t.to_string()).unwrap_or_default()
+            } else {
+                String::new()
+            }
+        ))
+    }
+}
+
+fn from_bench(line: &BenchLine) -> Option<Row> {
+    let v = &line.value;
+    let bench = s(v, "bench").unwrap_or_default();
+    let base = Row {
+        device: s(v, "device"),
+        threads: u(v, "threads"),
+        batch: u(v, "batch"),
+        seq: u(v, "seq"),
+        source: line.source.clone(),
+        ..Row::default()
+    };
+    if let Some(ips) = f(v, "instances_per_s") {
+        let albert_zh = bench.contains("albert_zh") || bench.contains("python");
+        return Some(Row {
+            what: "data preparation",
+            implementation: if albert_zh {
+                "albert_zh create_pretraining_data.py".into()
+            } else {
+                "ours (mask)".into()
+            },
+            ours: !albert_zh,
+            model: s(v, "corpus").or(s(v, "model")),
+            value: Some(ips),
+            unit: "instances/s",
+            ..base
+        });
+    }
+    match bench.as_str() {
+        "train" => Some(Row {
+            what: "training",
+            implementation: "ours (pipeline bench)".into(),
+            ours: true,
+            model: s(v, "model").map(|m| match s(v, "share_type") {
+                Some(share) if share != "all" => format!("{m} (share {share})"),
+                _ => m,
+            }),
+            precision: s(v, "precision"),
+            value: f(v, "tokens_per_s"),
+            unit: "tokens/s",
+            tflops: f(v, "model_tflops_per_s"),
+            mfu: f(v, "mfu"),
+            ..base
+        }),
+        "hf_train" => Some(Row {
+            what: "training",
+            implementation: "transformers".into(),
+            model: s(v, "config"),
+            precision: s(v, "dtype"),
+            value: f(v, "tokens_per_s"),
+            unit: "tokens/s",
+            tflops: f(v, "model_tflops_per_s"),
+            mfu: f(v, "mfu"),
+            ..base
+        }),
+        "infer" => Some(Row {
+            what: "inference",
+            implementation: "ours (pipeline bench)".into(),
+            ours: true,
+            model: s(v, "model"),
+            precision: s(v, "precision"),
+            value: f(v, "sentences_per_s"),
+            unit: "sentences/s",
+            ..base
+        }),
+        "hf_infer" => Some(Row {
+            what: "inference",
+            implementation: "transformers".into(),
+            model: s(v, "config"),
+            precision: s(v, "dtype"),
+            value: f(v, "sentences_per_s"),
+            unit: "sentences/s",
+            ..base
+        }),
+        _ => None,
+    }
+}
+
+fn hardware(d: &Dep) -> Option<String> {
+    d.str(&["device"])
+}
+
+pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> Table {
+    let cols = vec![
+        Col::text("what", "What", "data preparation, training or inference"),
+        Col::text(
+            "implementation",
+            "Implementation",
+            "ours, transformers, albert_zh",
+        ),
+        Col::text("model", "Model", "config (albert_zh name) or corpus"),
+        Col::text("device", "Device", "as the benchmark names it"),
+        Col::text("precision", "Precision", "fp32, bf16"),
+        Col::int("threads", "Threads", "CPU threads"),
+        Col::int("batch", "Batch", "rows per step"),
+        Col::int("seq", "Seq", "tokens per row"),
+        Col::float("value", "Throughput", 1, "see unit").fmt(Fmt::Rate),
+        Col::text(
+            "unit",
+            "Unit",
+            "instances/s, tokens/s, sentences/s, examples/s",
+        ),
+        Col::float(
+            "vs_transformers",
+            "× transformers",
+            2,
+            "ours ÷ transformers on the same model, device, precision, batch, length (and threads on a CPU)",
+        ),
+        Col::float(
+            "model_tflops_per_s",
+            "Model TFLOP/s",
+            3,
+            "model FLOPs per second (the formula of benches/hf_baseline.py)",
+        )
+        .data_only(),
+        Col::float("mfu", "MFU %", 1, "model FLOPs utilisation, GPU only"),
+        Col::text(
+            "source",
+            "Source",
+            "benchmark file:line, or the stage instance",
+        ),
+    ];
+    let mut t = Table::new("throughput", "Throughput", cols);
+    let mut rows: Vec<Row> = Vec::new();
+    let mut skipped = 0;
+    for l in lines {
+        match from_bench(l) {
+            Some(r) => rows.push(r),
+            None => skipped += 1,
+        }
+    }
+    for d in pretrain {
+        rows.push(Row {
+            what: "training",
+            implementation: "ours (pretrain stage)".into(),
+            ours: true,
+            model: d.str(&["model"]).map(|m| match d.str(&["share_type"]) {
+                Some(share) if share != "all" => format!("{m} (share {share})"),
+                _ => m,
+            }),
+            device: hardware(d),
+            precision: d.str(&["precision"]),
+            threads: d.u64(&["threads"]),
+            batch: d.u64(&["effective_batch_size"]),
+            seq: d.u64(&["max_seq_length"]),
+            value: d.num(&["tokens_per_s"]),
+            unit: "tokens/s",
+            tflops: d.num(&["model_tflops_per_s"]),
+            source: d.instance.clone(),
+            ..Row::default()
+        });
+    }
+    // Fine-tuning runs: one row per task and measure, the mean over its runs (they differ in
+    // weights, not in shape).
+    let mut by_task: std::collections::BTreeMap<String, Vec<&Dep>> = Default::default();
+    for d in finetune {
+        by_task
+            .entry(d.task().unwrap_or_else(|| d.stage.clone()))
+            .or_default()
+            .push(d);
+    }
+    for (task, runs) in &by_task {
+        let first = runs[0];
+        let mean = |path: &[&str]| -> Option<f64> {
+            let xs: Vec<f64> = runs.iter().filter_map(|d| d.num(path)).collect();
+            (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+        };
+        let source = if runs.len() == 1 {
+            first.instance.clone()
+        } else {
+            format!("{} ({} runs, mean)", first.stage, runs.len())
+        };
+        let base = Row {
+            ours: true,
+            implementation: "ours (finetune stage)".into(),
+            model: Some(task.clone()),
+            device: hardware(first),
+            threads: first.u64(&["threads"]),
+            seq: first.u64(&["max_seq_length"]),
+            source,
+            ..Row::default()
+        };
+        rows.push(Row {
+            what: "fine-tuning",
+            batch: first.u64(&["batch_size"]),
+            value: mean(&["train_examples_per_s"]),
+            unit: "examples/s",
+            ..base.clone()
+        });
+        rows.push(Row {
+            what: "inference",
+            value: mean(&["eval_sentences_per_s"]),
+            unit: "sentences/s",
+            ..base
+        });
+    }
+    // Ours ÷ transformers where the same shape was measured by both.
+    let ratio = |r: &Row| -> Option<f64> {
+        if !r.ours {
+            return None;
+        }
+        let key = r.key()?;
+        let theirs = rows
+            .iter()
+            .find(|o| o.implementation == "transformers" && o.key().as_deref() == Some(&key))?;
+        Some(round(r.value? / theirs.value?, 2))
+    };
+    let order = |w: &str| match w {
+        "data preparation" => 0,
+        "training" => 1,
+        "fine-tuning" => 2,
+        _ => 3,
+    };
+    let mut sorted: Vec<&Row> = rows.iter().collect();
+    // Benchmarks first (ours beside transformers'), then our stages' runs.
+    let stage_row = |r: &Row| r.implementation.contains("stage");
+    sorted.sort_by(|a, b| {
+        let key = |r: &Row| {
+            (
+                order(r.what),
+                stage_row(r),
+                r.model.clone(),
+                r.batch,
+                r.seq,
+                r.device.clone(),
+                r.implementation.clone(),
+                r.source.clone(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    for r in sorted {
+        t.push(vec![
+            ("what", r.what.into()),
+            ("implementation", r.implementation.as_str().into()),
+            ("model", r.model.clone().into()),
+            ("device", r.device.clone().into()),
+            ("precision", r.precision.clone().into()),
+            ("threads", r.threads.into()),
+            ("batch", r.batch.into()),
+            ("seq", r.seq.into()),
+            ("value", r.value.map(|x| round(x, 1)).into()),
+            ("unit", r.unit.into()),
+            ("vs_transformers", ratio(r).into()),
+            ("model_tflops_per_s", r.tflops.map(|x| round(x, 4)).into()),
+            ("mfu", r.mfu.map(|m| round(m * 100.0, 2)).into()),
+            ("source", r.source.as_str().into()),
+        ]);
+    }
+    if skipped > 0 {
+        t.notes.push(format!(
+            "{skipped} benchmark line(s) of other kinds (hf_maxbatch: memory, not throughput) \
+             are left out."
+        ));
+    }
+    if !pretrain.is_empty() || !finetune.is_empty() {
+        t.notes.push(
+            "Rows from our stages are the experiment's own runs (real data, padded batches \
+             of varying length, evaluation excluded), not fixed-shape benchmarks: compare \
+             them with each other, and the benchmark rows with transformers'."
+                .into(),
+        );
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn line(v: Value) -> BenchLine {
+        BenchLine {
+            source: "results/bench/x.jsonl:1".into(),
+            value: v,
+        }
+    }
+
+    #[test]
+    fn ours_is_compared_with_transformers_on_the_same_shape() {
+        let lines = vec![
+            line(
+                json!({"bench": "train", "model": "tiny", "share_type": "all",
+                "device": "flex", "precision": "fp32", "batch": 32, "seq": 128,
+                "threads": 2, "tokens_per_s": 3000.0, "mfu": null}),
+            ),
+            line(
+                json!({"bench": "hf_train", "config": "tiny", "device": "cpu",
+                "dtype": "fp32", "batch": 32, "seq": 128, "threads": 2,
+                "tokens_per_s": 2000.0}),
+            ),
+            line(
+                json!({"bench": "hf_train", "config": "tiny", "device": "cpu",
+                "dtype": "fp32", "batch": 64, "seq": 128, "threads": 2,
+                "tokens_per_s": 2100.0}),
+            ),
+            line(
+                json!({"bench": "infer", "model": "tiny", "device": "cuda:0", "batch": 64,
+                "seq": 64, "threads": 16, "sentences_per_s": 900.0}),
+            ),
+            line(
+                json!({"bench": "hf_infer", "config": "tiny", "device": "cuda",
+                "dtype": "fp32", "batch": 64, "seq": 64, "threads": 1,
+                "sentences_per_s": 600.0}),
+            ),
+            line(json!({"bench": "hf_maxbatch", "config": "base", "max_batch": 512})),
+            line(
+                json!({"bench": "mask", "instances_per_s": 64564.0, "threads": 2,
+                "corpus": "peoples_daily"}),
+            ),
+        ];
+        let t = throughput(&lines, &[], &[]);
+        assert_eq!(t.rows.len(), 6);
+        let j = t.json(serde_json::Map::new()).unwrap();
+        let rows = j["rows"].as_array().unwrap();
+        assert_eq!(rows[0]["what"], "data preparation");
+        let ours_train = rows
+            .iter()
+            .find(|r| r["implementation"] == "ours (pipeline bench)" && r["what"] == "training")
+            .unwrap();
+        assert_eq!(ours_train["vs_transformers"], json!(1.5));
+        let ours_infer = rows
+            .iter()
+            .find(|r| r["implementation"] == "ours (pipeline bench)" && r["what"] == "inference")
+            .unwrap();
+        // On a GPU the thread count does not matter.
+        assert_eq!(ours_infer["vs_transformers"], json!(1.5));
+        assert!(t.notes[0].contains("hf_maxbatch"));
+    }
+
+    #[test]
+    fn unreadable_lines_are_notes() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("a.jsonl"),
+            "{\"bench\": \"infer\"}\nnot json\n\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("b.txt"), "x").unwrap();
+        let files = list(dir.path());
+        assert_eq!(files.len(), 1);
+        let mut notes = Vec::new();
+        let lines = read(&files, dir.path(), &mut notes);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].source, "a.jsonl:1");
+        assert!(notes[0].contains("1 line(s)"), "{notes:?}");
+    }
+}

@@ -1,0 +1,171 @@
+//! What the report reads from its deps' artifacts: `metrics.json`, `metrics.jsonl` and the
+//! run record in `MANIFEST.json`, and what kind of stage each dep is. A dep that cannot be read
+//! is a note in the report, never an error: a report of half an experiment is still useful.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use pipeline_engine::DepArtifact;
+use serde_json::Value;
+
+/// What a dep artifact is, judged by its metrics (so that a user may name stages as they like).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DepKind {
+    Pretrain,
+    Finetune,
+    /// The `mask` stage (pretraining data).
+    Mask,
+    Other,
+}
+
+#[derive(Debug, Clone)]
+pub struct Dep {
+    pub instance: String,
+    pub stage: String,
+    pub coords: BTreeMap<String, Value>,
+    pub dir: PathBuf,
+    pub kind: DepKind,
+    /// `metrics.json`, or `Null` when it is missing or unreadable.
+    pub metrics: Value,
+    /// `metrics.jsonl`, the lines that parse.
+    pub lines: Vec<Value>,
+    /// `record.finished` from `MANIFEST.json` (RFC 3339), when there is one.
+    pub finished: Option<String>,
+}
+
+impl Dep {
+    pub fn num(&self, path: &[&str]) -> Option<f64> {
+        get(&self.metrics, path).and_then(Value::as_f64)
+    }
+
+    pub fn u64(&self, path: &[&str]) -> Option<u64> {
+        get(&self.metrics, path).and_then(|v| {
+            v.as_u64()
+                .or_else(|| v.as_f64().filter(|x| *x >= 0.0).map(|x| x.round() as u64))
+        })
+    }
+
+    pub fn str(&self, path: &[&str]) -> Option<String> {
+        get(&self.metrics, path).and_then(|v| match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+    }
+
+    /// The finetune task (`lcqmc`, `xnli`, …).
+    pub fn task(&self) -> Option<String> {
+        self.str(&["task"]).map(|t| t.to_lowercase())
+    }
+}
+
+/// `v[a][b]…`, `None` where a key is missing or the value is null.
+pub fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    let mut cur = v;
+    for key in path {
+        cur = cur.get(key)?;
+    }
+    (!cur.is_null()).then_some(cur)
+}
+
+fn classify(stage: &str, metrics: &Value) -> DepKind {
+    if metrics.get("task").is_some() && metrics.get("history").is_some() {
+        DepKind::Finetune
+    } else if metrics.get("tokens_seen").is_some() && metrics.get("parameters").is_some() {
+        DepKind::Pretrain
+    } else if metrics.get("masked_lm_prob").is_some() && metrics.get("train").is_some() {
+        DepKind::Mask
+    } else if stage.starts_with("pretrain") {
+        DepKind::Pretrain
+    } else if stage.starts_with("finetune") {
+        DepKind::Finetune
+    } else if stage.starts_with("mask") {
+        DepKind::Mask
+    } else {
+        DepKind::Other
+    }
+}
+
+fn read_json(path: &Path, notes: &mut Vec<String>, instance: &str) -> Value {
+    match std::fs::read(path) {
+        Err(_) => Value::Null,
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                notes.push(format!(
+                    "{instance}: {} is not valid JSON ({e}); left out",
+                    path.file_name().and_then(|n| n.to_str()).unwrap_or("?")
+                ));
+                Value::Null
+            }
+        },
+    }
+}
+
+/// Reads every dep, sorted by instance name (the engine's order is not part of the contract).
+pub fn load(deps: &[DepArtifact], notes: &mut Vec<String>) -> Vec<Dep> {
+    let mut sorted: Vec<&DepArtifact> = deps.iter().collect();
+    sorted.sort_by(|a, b| a.instance.cmp(&b.instance));
+    let mut out = Vec::new();
+    for d in sorted {
+        let metrics = read_json(&d.dir.join("metrics.json"), notes, &d.instance);
+        let kind = classify(&d.stage, &metrics);
+        if metrics.is_null() && matches!(kind, DepKind::Pretrain | DepKind::Finetune) {
+            notes.push(format!(
+                "{}: its artifact has no readable metrics.json; left out of the tables",
+                d.instance
+            ));
+        }
+        let mut lines = Vec::new();
+        if let Ok(text) = std::fs::read_to_string(d.dir.join("metrics.jsonl")) {
+            let mut bad = 0;
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                match serde_json::from_str::<Value>(line) {
+                    Ok(v) if v.is_object() => lines.push(v),
+                    _ => bad += 1,
+                }
+            }
+            if bad > 0 {
+                notes.push(format!(
+                    "{}: {bad} line(s) of metrics.jsonl are not JSON objects; skipped",
+                    d.instance
+                ));
+            }
+        }
+        let manifest = read_json(
+            &d.dir.join(pipeline_engine::manifest::MANIFEST),
+            notes,
+            &d.instance,
+        );
+        let finished = get(&manifest, &["record", "finished"])
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        out.push(Dep {
+            instance: d.instance.clone(),
+            stage: d.stage.clone(),
+            coords: d.coords.clone(),
+            dir: d.dir.clone(),
+            kind,
+            metrics,
+            lines,
+            finished,
+        });
+    }
+    out
+}
+
+/// The span of the deps' finish dates, `2026-11-20` or `2026-11-20 to 2026-11-22`.
+pub fn date_span(deps: &[Dep]) -> Option<String> {
+    let mut dates: Vec<&str> = deps
+        .iter()
+        .filter_map(|d| d.finished.as_deref())
+        .filter_map(|s| s.get(..10))
+        .collect();
+    dates.sort_unstable();
+    match (dates.first(), dates.last()) {
+        (Some(a), Some(b)) if a == b => Some(a.to_string()),
+        (Some(a), Some(b)) => Some(format!("{a} to {b}")),
+        _ => None,
+    }
+}

@@ -1,0 +1,252 @@
+//! The `report` stage's params, checked with errors that name the param.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+/// Every param the kind takes.
+pub const KNOWN_PARAMS: &[&str] = &[
+    "publish_dir",
+    "title",
+    "commit",
+    "notes",
+    "bench_dir",
+    "plots",
+];
+
+/// The tables a `notes` entry may be attached to (`summary`: the top of the README). Tables of
+/// other fine-tuning tasks are named after the task.
+pub const NOTE_KEYS: &[&str] = &[
+    "summary",
+    "model_size",
+    "model_size_grid",
+    "pretraining",
+    "lcqmc",
+    "xnli",
+    "afqmc",
+    "cmnli",
+    "ocnli",
+    "cnsd_snli",
+    "choice",
+    "throughput",
+];
+
+pub const DEFAULT_TITLE: &str = "ALBERT for Chinese: results";
+
+/// The params, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportParams {
+    /// Where the files are published, relative to the workspace root; `None` when
+    /// `publish_dir: ""` turns publishing off.
+    pub publish_dir: Option<PathBuf>,
+    pub title: String,
+    /// The commit the results come from, printed when given.
+    pub commit: Option<String>,
+    /// Free text per table.
+    pub notes: BTreeMap<String, String>,
+    /// Where the benchmark JSONL files are (`<publish_dir>/bench` by default).
+    pub bench_dir: Option<PathBuf>,
+    pub plots: bool,
+}
+
+fn string(p: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match p.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(format!("{key} must be a string, not {v}")),
+    }
+}
+
+/// A relative path that stays inside the workspace and is not the workspace itself or the
+/// store.
+fn workspace_dir(key: &str, s: &str) -> Result<PathBuf, String> {
+    let path = Path::new(s);
+    if path.is_absolute() {
+        return Err(format!(
+            "{key} {s:?} must be relative to the workspace root (the report links its files \
+             relatively)"
+        ));
+    }
+    let mut clean = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(part) => clean.push(part),
+            Component::CurDir => {}
+            _ => {
+                return Err(format!(
+                    "{key} {s:?} must stay inside the workspace (no `..`)"
+                ));
+            }
+        }
+    }
+    if clean.as_os_str().is_empty() {
+        return Err(format!(
+            "{key} {s:?} is the workspace root: the report would overwrite the project's \
+             README.md; use a folder such as `results` (or \"\" for no publishing)"
+        ));
+    }
+    if clean.starts_with(".pipeline") || clean.starts_with(".git") {
+        return Err(format!(
+            "{key} {s:?} is inside {}, which the report must not write into",
+            clean
+                .components()
+                .next()
+                .map_or("", |c| c.as_os_str().to_str().unwrap_or(""))
+        ));
+    }
+    Ok(clean)
+}
+
+/// ", did you mean X?" for the closest known name, if it is close.
+fn suggestion(word: &str, known: &[&str]) -> String {
+    known
+        .iter()
+        .map(|k| (similarity(word, k), k))
+        .filter(|(score, _)| *score >= 0.6)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| format!(" (did you mean {k:?}?)"))
+        .unwrap_or_default()
+}
+
+/// 1 − normalised Levenshtein distance (a dependency for one error message is not worth it).
+fn similarity(a: &str, b: &str) -> f64 {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    let longest = a.len().max(b.len()).max(1);
+    1.0 - prev[b.len()] as f64 / longest as f64
+}
+
+impl ReportParams {
+    pub fn parse(p: &Map<String, Value>) -> Result<ReportParams, String> {
+        let publish_dir = match string(p, "publish_dir")? {
+            None => Some(PathBuf::from("results")),
+            Some(s) if s.is_empty() => None,
+            Some(s) => Some(workspace_dir("publish_dir", &s)?),
+        };
+        let title = match string(p, "title")? {
+            None => DEFAULT_TITLE.to_string(),
+            Some(t) if t.trim().is_empty() => return Err("title must not be empty".into()),
+            Some(t) if t.contains('\n') => return Err("title must be one line".into()),
+            Some(t) => t,
+        };
+        let commit = match p.get("commit") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.trim().is_empty() => None,
+            Some(Value::String(s)) => {
+                let s = s.trim();
+                if s.contains(char::is_whitespace) {
+                    return Err(format!("commit {s:?} must be one word (a hash or a tag)"));
+                }
+                Some(s.to_string())
+            }
+            // YAML reads an all-digit hash as a number.
+            Some(Value::Number(n)) => Some(n.to_string()),
+            Some(v) => Err(format!(
+                "commit must be a string (a hash or a tag), not {v}"
+            ))?,
+        };
+        let mut notes = BTreeMap::new();
+        match p.get("notes") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => {
+                for (k, v) in m {
+                    if !NOTE_KEYS.contains(&k.as_str()) {
+                        return Err(format!(
+                            "notes.{k}: no such table{}; the tables are {}",
+                            suggestion(k, NOTE_KEYS),
+                            NOTE_KEYS.join(", ")
+                        ));
+                    }
+                    match v {
+                        Value::String(s) => {
+                            notes.insert(k.clone(), s.trim().to_string());
+                        }
+                        other => {
+                            return Err(format!("notes.{k} must be a string, not {other}"));
+                        }
+                    }
+                }
+            }
+            Some(v) => {
+                return Err(format!(
+                    "notes must be a map from a table name to a text ({{pretraining: \"…\"}}), \
+                     not {v}"
+                ));
+            }
+        }
+        let bench_dir = match string(p, "bench_dir")? {
+            Some(s) if s.is_empty() => None,
+            Some(s) => Some(workspace_dir("bench_dir", &s)?),
+            None => publish_dir.as_ref().map(|d| d.join("bench")),
+        };
+        let plots = match p.get("plots") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => return Err(format!("plots must be true or false, not {v}")),
+        };
+        Ok(ReportParams {
+            publish_dir,
+            title,
+            commit,
+            notes,
+            bench_dir,
+            plots,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<ReportParams, String> {
+        ReportParams::parse(v.as_object().unwrap())
+    }
+
+    #[test]
+    fn defaults() {
+        let p = parse(json!({})).unwrap();
+        assert_eq!(p.publish_dir, Some(PathBuf::from("results")));
+        assert_eq!(p.bench_dir, Some(PathBuf::from("results/bench")));
+        assert_eq!(p.title, DEFAULT_TITLE);
+        assert_eq!(p.commit, None);
+        assert!(p.plots);
+        let off = parse(json!({"publish_dir": ""})).unwrap();
+        assert_eq!(off.publish_dir, None);
+        assert_eq!(off.bench_dir, None);
+        let p = parse(json!({"publish_dir": "./out/report/", "commit": 1234567,
+            "notes": {"lcqmc": " hello "}}))
+        .unwrap();
+        assert_eq!(p.publish_dir, Some(PathBuf::from("out/report")));
+        assert_eq!(p.commit.as_deref(), Some("1234567"));
+        assert_eq!(p.notes["lcqmc"], "hello");
+    }
+
+    #[test]
+    fn bad_params_are_clear_errors() {
+        let err = |v: Value| parse(v).unwrap_err();
+        assert!(err(json!({"publish_dir": "/tmp/x"})).contains("relative"));
+        assert!(err(json!({"publish_dir": "../x"})).contains("inside the workspace"));
+        assert!(err(json!({"publish_dir": "."})).contains("workspace root"));
+        assert!(err(json!({"publish_dir": ".pipeline/x"})).contains(".pipeline"));
+        assert!(err(json!({"publish_dir": 3})).contains("must be a string"));
+        assert!(err(json!({"title": ""})).contains("empty"));
+        assert!(err(json!({"commit": "a b"})).contains("one word"));
+        assert!(err(json!({"notes": "x"})).contains("map"));
+        let e = err(json!({"notes": {"lcqcm": "x"}}));
+        assert!(e.contains("did you mean \"lcqmc\""), "{e}");
+        assert!(err(json!({"notes": {"xnli": 3}})).contains("must be a string"));
+        assert!(err(json!({"plots": "yes"})).contains("true or false"));
+        assert!(err(json!({"bench_dir": "../b"})).contains("bench_dir"));
+    }
+}

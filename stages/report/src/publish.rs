@@ -1,0 +1,195 @@
+//! Writing the report: into the artifact directory, and published into a folder of the
+//! workspace (`results/`) safely. Every file is written into a temporary folder beside the
+//! destination first, then renamed into place one by one (a rename within a file system is
+//! atomic, so a reader never sees half a file); files the report did not write (such as
+//! `results/bench/`) are never touched. The report keeps the list of what it published in
+//! `.report-files`, so that a file it wrote last time and no longer writes (the table of a
+//! task that was dropped) is removed, and nothing else is.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+/// The list of published files, one relative path a line.
+pub const LEDGER: &str = ".report-files";
+
+/// Relative file name → bytes.
+pub type Files = BTreeMap<String, Vec<u8>>;
+
+/// A safe relative path: normal components only.
+fn safe(rel: &str) -> Option<PathBuf> {
+    let p = Path::new(rel);
+    if rel.is_empty() || p.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::Normal(s) => out.push(s),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Writes `files` under `dir` (which exists).
+pub fn write_all(dir: &Path, files: &Files) -> anyhow::Result<()> {
+    for (rel, bytes) in files {
+        let path = dir.join(safe(rel).with_context(|| format!("bad report file name {rel:?}"))?);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Publishes `files` into `root/dir`. Returns the files removed because an earlier report
+/// wrote them and this one does not.
+pub fn publish(root: &Path, dir: &Path, files: &Files) -> anyhow::Result<Vec<String>> {
+    let dest = root.join(dir);
+    if dest.exists() && !dest.is_dir() {
+        bail!("publish_dir {} exists and is not a folder", dest.display());
+    }
+    std::fs::create_dir_all(&dest)
+        .with_context(|| format!("creating publish_dir {}", dest.display()))?;
+    let parent = dest.parent().unwrap_or(root);
+    let name = dest
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("results");
+    let tmp = parent.join(format!(".{name}.report-tmp-{}", std::process::id()));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp)
+            .with_context(|| format!("removing a stale {}", tmp.display()))?;
+    }
+    std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let result = (|| -> anyhow::Result<Vec<String>> {
+        let mut all = files.clone();
+        let listed: String = files.keys().map(|k| format!("{k}\n")).collect();
+        all.insert(LEDGER.to_string(), listed.into_bytes());
+        write_all(&tmp, &all)?;
+        let before: BTreeSet<String> = std::fs::read_to_string(dest.join(LEDGER))
+            .map(|t| t.lines().map(str::to_string).collect())
+            .unwrap_or_default();
+        // The ledger goes last: until it is in place, the old one still lists the old files.
+        let mut order: Vec<&String> = files.keys().collect();
+        let ledger = LEDGER.to_string();
+        order.push(&ledger);
+        for rel in order {
+            let rel_path = safe(rel).with_context(|| format!("bad report file name {rel:?}"))?;
+            let to = dest.join(&rel_path);
+            if let Some(p) = to.parent() {
+                std::fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
+            }
+            if to.is_dir() {
+                bail!(
+                    "cannot publish {}: a folder of that name is in the way",
+                    to.display()
+                );
+            }
+            std::fs::rename(tmp.join(&rel_path), &to)
+                .with_context(|| format!("moving {rel} into {}", dest.display()))?;
+        }
+        let mut removed = Vec::new();
+        for old in before.difference(&files.keys().cloned().collect()) {
+            if old == LEDGER {
+                continue;
+            }
+            let Some(rel) = safe(old) else { continue };
+            let path = dest.join(&rel);
+            if path.is_file() {
+                std::fs::remove_file(&path)
+                    .with_context(|| format!("removing the stale {}", path.display()))?;
+                removed.push(old.clone());
+                // An emptied subfolder of ours (plots/) goes too; a non-empty one stays.
+                if let Some(p) = path.parent()
+                    && p != dest
+                {
+                    let _ = std::fs::remove_dir(p);
+                }
+            }
+        }
+        Ok(removed)
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(list: &[(&str, &str)]) -> Files {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn publishing_replaces_ours_and_keeps_the_rest() {
+        let root = tempfile::tempdir().unwrap();
+        let bench = root.path().join("results/bench");
+        std::fs::create_dir_all(&bench).unwrap();
+        std::fs::write(bench.join("train.jsonl"), "{}\n").unwrap();
+        std::fs::write(root.path().join("results/notes.txt"), "mine").unwrap();
+
+        let first = files(&[
+            ("README.md", "one"),
+            ("xnli.csv", "x"),
+            ("plots/xnli_dev_accuracy.svg", "<svg/>"),
+        ]);
+        let removed = publish(root.path(), Path::new("results"), &first).unwrap();
+        assert!(removed.is_empty());
+        let r = root.path().join("results");
+        assert_eq!(std::fs::read_to_string(r.join("README.md")).unwrap(), "one");
+        assert_eq!(
+            std::fs::read_to_string(r.join(LEDGER)).unwrap(),
+            "README.md\nplots/xnli_dev_accuracy.svg\nxnli.csv\n"
+        );
+
+        // The next report no longer has XNLI: its files go, nothing else does.
+        let second = files(&[("README.md", "two")]);
+        let removed = publish(root.path(), Path::new("results"), &second).unwrap();
+        assert_eq!(removed, ["plots/xnli_dev_accuracy.svg", "xnli.csv"]);
+        assert_eq!(std::fs::read_to_string(r.join("README.md")).unwrap(), "two");
+        assert!(!r.join("xnli.csv").exists() && !r.join("plots").exists());
+        assert_eq!(
+            std::fs::read_to_string(r.join("notes.txt")).unwrap(),
+            "mine"
+        );
+        assert!(r.join("bench/train.jsonl").is_file());
+        // No temporary folder is left behind.
+        let leftovers: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        assert_eq!(leftovers, ["results"]);
+    }
+
+    #[test]
+    fn a_tampered_ledger_cannot_delete_outside() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("results")).unwrap();
+        std::fs::write(root.path().join("keep.txt"), "k").unwrap();
+        std::fs::write(
+            root.path().join("results").join(LEDGER),
+            "../keep.txt\n/etc/passwd\nbench\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.path().join("results/bench")).unwrap();
+        publish(root.path(), Path::new("results"), &files(&[("a.md", "a")])).unwrap();
+        assert!(root.path().join("keep.txt").exists());
+        assert!(root.path().join("results/bench").is_dir());
+    }
+
+    #[test]
+    fn bad_names_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(write_all(dir.path(), &files(&[("../x", "")])).is_err());
+        assert!(safe("a/b.svg").is_some());
+        assert!(safe("/a").is_none() && safe("").is_none() && safe("a/../b").is_none());
+    }
+}

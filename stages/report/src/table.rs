@@ -1,0 +1,446 @@
+//! A report table: typed columns built row by row, held as a polars `DataFrame`, and written
+//! three ways from that frame: CSV (polars' `CsvWriter`), JSON (rows of the frame, with the
+//! column descriptions and notes) and Markdown (rendered here: polars' own `Display` draws box
+//! tables for terminals, not GitHub Markdown).
+
+use polars::prelude::*;
+use serde_json::{Map, Value, json};
+
+/// One cell as the report builds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Null,
+    Str(String),
+    Int(i64),
+    Float(f64),
+}
+
+impl From<&str> for Cell {
+    fn from(s: &str) -> Cell {
+        Cell::Str(s.to_string())
+    }
+}
+
+impl From<String> for Cell {
+    fn from(s: String) -> Cell {
+        Cell::Str(s)
+    }
+}
+
+impl From<Option<String>> for Cell {
+    fn from(s: Option<String>) -> Cell {
+        s.map_or(Cell::Null, Cell::Str)
+    }
+}
+
+impl From<i64> for Cell {
+    fn from(n: i64) -> Cell {
+        Cell::Int(n)
+    }
+}
+
+impl From<u64> for Cell {
+    fn from(n: u64) -> Cell {
+        Cell::Int(n as i64)
+    }
+}
+
+impl From<Option<u64>> for Cell {
+    fn from(n: Option<u64>) -> Cell {
+        n.map_or(Cell::Null, |n| Cell::Int(n as i64))
+    }
+}
+
+impl From<Option<i64>> for Cell {
+    fn from(n: Option<i64>) -> Cell {
+        n.map_or(Cell::Null, Cell::Int)
+    }
+}
+
+impl From<f64> for Cell {
+    fn from(x: f64) -> Cell {
+        if x.is_finite() {
+            Cell::Float(x)
+        } else {
+            Cell::Null
+        }
+    }
+}
+
+impl From<Option<f64>> for Cell {
+    fn from(x: Option<f64>) -> Cell {
+        x.map_or(Cell::Null, Cell::from)
+    }
+}
+
+/// The type of a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Str,
+    Int,
+    Float,
+}
+
+/// How a column is shown in Markdown.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fmt {
+    Text,
+    /// An integer with thousands separators.
+    Int,
+    /// A number with this many decimals.
+    Fixed(usize),
+    /// A count in millions with this many decimals and an `M`.
+    Millions(usize),
+    /// Seconds as `2h 05m`, `12m 30s` or `8.1 s`.
+    Duration,
+    /// A rate: whole numbers with separators from 100 up, one decimal below.
+    Rate,
+}
+
+/// A column: its key (the CSV/JSON name), its Markdown header, type and format, a
+/// description for the JSON, and where it appears.
+#[derive(Debug, Clone)]
+pub struct Col {
+    pub key: &'static str,
+    pub header: String,
+    pub kind: Kind,
+    pub fmt: Fmt,
+    pub desc: String,
+    /// In the CSV and JSON.
+    pub data: bool,
+    /// In the Markdown table.
+    pub markdown: bool,
+}
+
+impl Col {
+    pub fn new(key: &'static str, header: &str, kind: Kind, fmt: Fmt, desc: &str) -> Col {
+        Col {
+            key,
+            header: header.to_string(),
+            kind,
+            fmt,
+            desc: desc.to_string(),
+            data: true,
+            markdown: true,
+        }
+    }
+
+    pub fn text(key: &'static str, header: &str, desc: &str) -> Col {
+        Col::new(key, header, Kind::Str, Fmt::Text, desc)
+    }
+
+    pub fn int(key: &'static str, header: &str, desc: &str) -> Col {
+        Col::new(key, header, Kind::Int, Fmt::Int, desc)
+    }
+
+    pub fn float(key: &'static str, header: &str, decimals: usize, desc: &str) -> Col {
+        Col::new(key, header, Kind::Float, Fmt::Fixed(decimals), desc)
+    }
+
+    pub fn fmt(mut self, fmt: Fmt) -> Col {
+        self.fmt = fmt;
+        self
+    }
+
+    /// Data only (CSV, JSON): not a Markdown column.
+    pub fn data_only(mut self) -> Col {
+        self.markdown = false;
+        self
+    }
+
+    /// Markdown only: a display column derived from data columns.
+    pub fn markdown_only(mut self) -> Col {
+        self.data = false;
+        self
+    }
+}
+
+/// A table of the report.
+#[derive(Debug, Clone)]
+pub struct Table {
+    /// The file stem (`model_size` → `model_size.csv`, `model_size.json`).
+    pub key: String,
+    pub title: String,
+    pub cols: Vec<Col>,
+    pub rows: Vec<Vec<Cell>>,
+    /// Sentences printed under the table (and kept in the JSON).
+    pub notes: Vec<String>,
+}
+
+impl Table {
+    pub fn new(key: &str, title: &str, cols: Vec<Col>) -> Table {
+        Table {
+            key: key.to_string(),
+            title: title.to_string(),
+            cols,
+            rows: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Adds a row given as `(key, cell)` pairs; columns not named are null. A key that is not
+    /// a column is a bug in the report, caught by the tests.
+    pub fn push(&mut self, cells: Vec<(&str, Cell)>) {
+        let mut row = vec![Cell::Null; self.cols.len()];
+        for (key, cell) in cells {
+            match self.cols.iter().position(|c| c.key == key) {
+                Some(i) => row[i] = cell,
+                None => panic!("table {}: no column {key}", self.key),
+            }
+        }
+        self.rows.push(row);
+    }
+
+    /// The frame of the data columns, or of the Markdown columns.
+    fn frame(&self, markdown: bool) -> anyhow::Result<DataFrame> {
+        let mut columns = Vec::new();
+        for (i, col) in self.cols.iter().enumerate() {
+            if (markdown && !col.markdown) || (!markdown && !col.data) {
+                continue;
+            }
+            let name = PlSmallStr::from_str(col.key);
+            let cells = self.rows.iter().map(|r| &r[i]);
+            let column = match col.kind {
+                Kind::Str => Column::new(
+                    name,
+                    cells
+                        .map(|c| match c {
+                            Cell::Str(s) => Some(s.clone()),
+                            Cell::Int(n) => Some(n.to_string()),
+                            Cell::Float(x) => Some(x.to_string()),
+                            Cell::Null => None,
+                        })
+                        .collect::<Vec<Option<String>>>(),
+                ),
+                Kind::Int => Column::new(
+                    name,
+                    cells
+                        .map(|c| match c {
+                            Cell::Int(n) => Some(*n),
+                            Cell::Float(x) => Some(x.round() as i64),
+                            _ => None,
+                        })
+                        .collect::<Vec<Option<i64>>>(),
+                ),
+                Kind::Float => Column::new(
+                    name,
+                    cells
+                        .map(|c| match c {
+                            Cell::Float(x) => Some(*x),
+                            Cell::Int(n) => Some(*n as f64),
+                            _ => None,
+                        })
+                        .collect::<Vec<Option<f64>>>(),
+                ),
+            };
+            columns.push(column);
+        }
+        DataFrame::new(self.rows.len(), columns)
+            .map_err(|e| anyhow::anyhow!("building the {} table: {e}", self.key))
+    }
+
+    /// The data columns as CSV (polars' writer: a header line, `\n` line ends, quoting where
+    /// needed, nulls empty).
+    pub fn csv(&self) -> anyhow::Result<Vec<u8>> {
+        let mut df = self.frame(false)?;
+        let mut out = Vec::new();
+        CsvWriter::new(&mut out)
+            .include_header(true)
+            .finish(&mut df)
+            .map_err(|e| anyhow::anyhow!("writing {}.csv: {e}", self.key))?;
+        Ok(out)
+    }
+
+    /// The data columns as JSON: `{table, title, columns: [{name, header, description}],
+    /// rows: [{name: value}], notes}`.
+    pub fn json(&self, extra: Map<String, Value>) -> anyhow::Result<Value> {
+        let df = self.frame(false)?;
+        let data_cols: Vec<&Col> = self.cols.iter().filter(|c| c.data).collect();
+        let mut rows = Vec::with_capacity(df.height());
+        for i in 0..df.height() {
+            let mut row = Map::new();
+            for (col, column) in data_cols.iter().zip(df.columns()) {
+                row.insert(col.key.to_string(), any_to_json(column.get(i)?));
+            }
+            rows.push(Value::Object(row));
+        }
+        let columns: Vec<Value> = data_cols
+            .iter()
+            .map(|c| json!({"name": c.key, "header": c.header, "description": c.desc}))
+            .collect();
+        let mut v = Map::new();
+        v.insert("table".into(), json!(self.key));
+        v.insert("title".into(), json!(self.title));
+        v.insert("columns".into(), Value::Array(columns));
+        v.insert("rows".into(), Value::Array(rows));
+        v.insert("notes".into(), json!(self.notes));
+        v.extend(extra);
+        Ok(Value::Object(v))
+    }
+
+    /// The Markdown columns as a GitHub table (numbers right-aligned, nulls as `–`).
+    pub fn markdown(&self) -> anyhow::Result<String> {
+        let df = self.frame(true)?;
+        let cols: Vec<&Col> = self.cols.iter().filter(|c| c.markdown).collect();
+        let mut out = String::new();
+        out.push('|');
+        for c in &cols {
+            out.push_str(&format!(" {} |", escape(&c.header)));
+        }
+        out.push_str("\n|");
+        for c in &cols {
+            out.push_str(if c.kind == Kind::Str { "---|" } else { "---:|" });
+        }
+        out.push('\n');
+        for i in 0..df.height() {
+            out.push('|');
+            for (c, column) in cols.iter().zip(df.columns()) {
+                let cell = format_cell(&column.get(i)?, c.fmt);
+                out.push_str(&format!(" {} |", escape(&cell)));
+            }
+            out.push('\n');
+        }
+        Ok(out)
+    }
+}
+
+fn any_to_json(v: AnyValue<'_>) -> Value {
+    match v {
+        AnyValue::Null => Value::Null,
+        AnyValue::Boolean(b) => json!(b),
+        AnyValue::String(s) => json!(s),
+        AnyValue::StringOwned(s) => json!(s.as_str()),
+        AnyValue::Int64(n) => json!(n),
+        AnyValue::Int32(n) => json!(n),
+        AnyValue::UInt64(n) => json!(n),
+        AnyValue::UInt32(n) => json!(n),
+        AnyValue::Float64(x) => json!(x),
+        AnyValue::Float32(x) => json!(x),
+        other => json!(other.to_string()),
+    }
+}
+
+fn format_cell(v: &AnyValue<'_>, fmt: Fmt) -> String {
+    let number = match v {
+        AnyValue::Null => return "–".to_string(),
+        AnyValue::String(s) => return s.to_string(),
+        AnyValue::StringOwned(s) => return s.to_string(),
+        AnyValue::Int64(n) => *n as f64,
+        AnyValue::Float64(x) => *x,
+        other => return other.to_string(),
+    };
+    match fmt {
+        Fmt::Text => number.to_string(),
+        Fmt::Int => thousands(number.round() as i64),
+        Fmt::Fixed(d) => format!("{number:.d$}"),
+        Fmt::Millions(d) => format!("{:.d$}M", number / 1e6),
+        Fmt::Duration => duration(number),
+        Fmt::Rate if number.abs() >= 100.0 => thousands(number.round() as i64),
+        Fmt::Rate => format!("{number:.1}"),
+    }
+}
+
+/// `12345678` → `12,345,678`.
+pub fn thousands(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
+
+/// Seconds as a readable duration.
+pub fn duration(seconds: f64) -> String {
+    if seconds < 60.0 {
+        format!("{seconds:.1} s")
+    } else if seconds < 3600.0 {
+        let s = seconds.round() as u64;
+        format!("{}m {:02}s", s / 60, s % 60)
+    } else {
+        let m = (seconds / 60.0).round() as u64;
+        format!("{}h {:02}m", m / 60, m % 60)
+    }
+}
+
+/// A Markdown table cell: `|` escaped, line breaks as spaces.
+fn escape(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Table {
+        let mut t = Table::new(
+            "t",
+            "A table",
+            vec![
+                Col::text("name", "Name", "the name"),
+                Col::int("n", "Count", "a count"),
+                Col::float("x", "Share %", 1, "a share"),
+                Col::text("shown", "Shown", "display").markdown_only(),
+                Col::float("hidden", "Hidden", 2, "data only").data_only(),
+            ],
+        );
+        t.push(vec![
+            ("name", "a|b".into()),
+            ("n", 1234567i64.into()),
+            ("x", 12.345.into()),
+            ("shown", "yes".into()),
+            ("hidden", 0.5.into()),
+        ]);
+        t.push(vec![("name", "c, \"d\"".into())]);
+        t
+    }
+
+    #[test]
+    fn csv_json_and_markdown_come_from_one_frame() {
+        let t = sample();
+        let csv = String::from_utf8(t.csv().unwrap()).unwrap();
+        assert_eq!(
+            csv,
+            "name,n,x,hidden\na|b,1234567,12.345,0.5\n\"c, \"\"d\"\"\",,,\n"
+        );
+        let j = t.json(Map::new()).unwrap();
+        assert_eq!(j["rows"][0]["n"], json!(1234567));
+        assert_eq!(j["rows"][1]["x"], Value::Null);
+        assert!(j["rows"][0].get("shown").is_none());
+        let md = t.markdown().unwrap();
+        assert_eq!(
+            md,
+            "| Name | Count | Share % | Shown |\n|---|---:|---:|---|\n\
+             | a\\|b | 1,234,567 | 12.3 | yes |\n| c, \"d\" | – | – | – |\n"
+        );
+    }
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(-11683584), "-11,683,584");
+        assert_eq!(duration(8.06), "8.1 s");
+        assert_eq!(duration(754.0), "12m 34s");
+        assert_eq!(duration(6.0 * 3600.0), "6h 00m");
+        assert_eq!(
+            format_cell(&AnyValue::Float64(11_683_584.0), Fmt::Millions(2)),
+            "11.68M"
+        );
+        assert_eq!(
+            format_cell(&AnyValue::Float64(64564.4), Fmt::Rate),
+            "64,564"
+        );
+        assert_eq!(format_cell(&AnyValue::Float64(3.46), Fmt::Rate), "3.5");
+    }
+
+    #[test]
+    #[should_panic(expected = "no column nope")]
+    fn unknown_columns_are_bugs() {
+        sample().push(vec![("nope", Cell::Null)]);
+    }
+}
