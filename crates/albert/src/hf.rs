@@ -107,7 +107,7 @@ enum Heads {
 
 /// Loads `module`'s tensors from `file`, and turns burn-store's report into an error a user can
 /// act on: missing tensors, shape mismatches (a checkpoint of another config), unexpected ones.
-fn load_into<M: Module + ModuleSnapshot>(
+fn load_into<M: Module + ModuleSnapshot + Clone>(
     module: &mut M,
     file: &Path,
     heads: Heads,
@@ -193,6 +193,8 @@ fn load_into<M: Module + ModuleSnapshot>(
                 .join(", ")
         );
     }
+    // Loaded tensors come back without gradient tracking; training them needs it.
+    *module = module.clone().set_require_grad(true);
     Ok(())
 }
 

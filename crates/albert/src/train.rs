@@ -274,6 +274,8 @@ impl Checkpoint {
                 result.errors.len()
             );
         }
+        // Loaded tensors come back without gradient tracking; training them needs it.
+        let model = model.set_require_grad(true);
         let optim = optim
             .load(self.dir.join("optimizer.bpk"))
             .map_err(|e| anyhow::anyhow!("cannot load the optimizer state: {e}"))?;

@@ -246,3 +246,28 @@ fn broken_checkpoints_are_clear_errors() {
         .to_string();
     assert!(e.contains("no config.json"), "{e}");
 }
+
+#[test]
+fn loaded_weights_train() {
+    use burn::optim::GradientsParams;
+    let device = Device::flex().autodiff();
+    let dir = fixtures().join("gelu");
+    let io = Io::load(&dir);
+    let (config, backbone) = hf::load_backbone(&dir, &device).unwrap();
+    let model = pipeline_albert::AlbertForSequenceClassification::from_backbone(
+        backbone, &config, 2, 0.0, &device,
+    );
+    let logits = model.forward(&io.input(&device));
+    let grads = logits.sum().backward();
+    let grads = GradientsParams::from_grads(grads, &model);
+    let word = &model.albert.embeddings.word_embeddings.weight;
+    assert!(
+        grads.get::<2>(word.id).is_some(),
+        "no gradient for the loaded word embeddings"
+    );
+    let q = &model.albert.encoder.attentions[0].query.weight;
+    assert!(
+        grads.get::<2>(q.id).is_some(),
+        "no gradient for a loaded attention weight"
+    );
+}

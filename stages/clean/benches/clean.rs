@@ -126,4 +126,9 @@ fn main() {
         times.len(),
         bytes as f64 / 1e6 / times[0]
     );
+    println!(
+        "{}",
+        serde_json::json!({"bench": "clean", "threads": rayon::current_num_threads(),
+            "bytes": bytes, "seconds": median, "mb_per_s": bytes as f64 / 1e6 / median})
+    );
 }

@@ -1,0 +1,431 @@
+//! The `finetune` stage and `pipeline predict` through the binary, on the bundled fixtures
+//! (LCQMC-, XNLI- and choice-shaped files the project wrote) with a very small pretrained model:
+//! metrics and predictions, the Hugging Face classifier export, initialisation from random
+//! weights and from a checkpoint directory, prediction of one pair and of a TSV, bad input.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+fn repo() -> &'static str {
+    env!("CARGO_MANIFEST_DIR")
+}
+
+/// The data stages and a 2-layer pretrain on the fixtures, then `finetune_stages`.
+fn yaml(finetune_stages: &str) -> String {
+    format!(
+        r#"
+vars:
+  data: {repo}/datasets/fixtures
+stages:
+  clean:
+    kind: clean
+    inputs: ["${{vars.data}}/corpus/*/*.txt"]
+    params:
+      format: lines
+      formats: {{"*/corpus/paragraphs/*": paragraphs, "*/corpus/wiki/*": wiki}}
+  vocab:
+    kind: vocab
+    deps: [clean]
+    inputs: ["${{vars.data}}/vocab/vocab.txt"]
+    params: {{source: file, file: "${{vars.data}}/vocab/vocab.txt"}}
+  mask:
+    kind: mask
+    deps: [clean, vocab]
+    params: {{max_seq_length: 64, max_predictions_per_seq: 10, dupe_factor: 1, eval_fraction: 0.1}}
+  pretrain:
+    kind: pretrain
+    deps: [mask, vocab]
+    params: {{model: tiny, hidden_size: 32, num_attention_heads: 2, intermediate_size: 64,
+             embedding_size: 16, num_hidden_layers: 2, batch_size: 8, steps: 10,
+             learning_rate: 0.005}}
+{finetune_stages}
+"#,
+        repo = repo()
+    )
+}
+
+const LCQMC: &str = r#"
+  finetune_lcqmc:
+    kind: finetune
+    deps: [pretrain]
+    inputs: ["${vars.data}/lcqmc/*.tsv"]
+    params:
+      task: lcqmc
+      train: ${vars.data}/lcqmc/dev.tsv
+      dev_fraction: 0.1
+      test: ${vars.data}/lcqmc/test.tsv
+      epochs: 3
+      batch_size: 16
+      learning_rate: 0.002
+      max_seq_length: 64
+"#;
+
+fn json_file(path: impl AsRef<Path>) -> Value {
+    let path = path.as_ref();
+    serde_json::from_str(&read(path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn finetune_lcqmc_trains_reports_and_exports_a_classifier_predict_uses() {
+    let ws = Ws::new(&yaml(LCQMC));
+    let v = ws.run_ok(&["finetune_lcqmc"]);
+    let dir = artifact(&v, "finetune_lcqmc");
+    let m = json_file(dir.join("metrics.json"));
+    assert_eq!(m["task"], "lcqmc");
+    assert_eq!(m["init"], "pretrained");
+    assert_eq!(m["pretrain_instance"], "pretrain");
+    assert_eq!(m["labels"], serde_json::json!(["0", "1"]));
+    let history = m["history"].as_array().unwrap();
+    assert_eq!(history.len(), 3);
+    let best = m["best_epoch"].as_u64().unwrap() as usize;
+    assert_eq!(
+        m["dev"]["accuracy"],
+        history[best - 1]["dev_accuracy"],
+        "the artifact is the best epoch's"
+    );
+    let test = &m["eval"]["test"];
+    assert_eq!(test["examples"], 80);
+    assert!(test["f1"].is_number(), "binary F1 for a 2-class task");
+    let counts = test["confusion"]["counts"].as_array().unwrap();
+    let total: u64 = counts
+        .iter()
+        .flat_map(|r| r.as_array().unwrap())
+        .map(|x| x.as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 80);
+    assert_eq!(m["protocol"]["dev_fraction"], 0.1);
+
+    // predictions.tsv: dev and test rows, probabilities that sum to one.
+    let tsv = read(dir.join("predictions.tsv"));
+    let mut lines = tsv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "set\tline\ttext_a\ttext_b\tgold\tpredicted\tp_0\tp_1"
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.iter().filter(|r| r[0] == "test").count(), 80);
+    assert_eq!(rows.iter().filter(|r| r[0] == "dev").count(), 10);
+    for r in &rows {
+        let s: f64 = r[6..].iter().map(|x| x.parse::<f64>().unwrap()).sum();
+        assert!((s - 1.0).abs() < 1e-4, "{r:?}");
+    }
+    let config = json_file(dir.join("config.json"));
+    assert_eq!(
+        config["architectures"][0],
+        "AlbertForSequenceClassification"
+    );
+    assert_eq!(config["id2label"]["1"], "1");
+
+    // One pair.
+    let out = ws.run(&[
+        "predict",
+        "--stage",
+        "finetune_lcqmc",
+        "--json",
+        "我喜欢妈妈做的汤",
+        "妈妈做的汤我很喜欢喝",
+    ]);
+    out.expect_code(0).assert_no_panic();
+    let p = out.json();
+    let probs = p["probabilities"].as_object().unwrap();
+    assert_eq!(probs.len(), 2);
+    assert!(["0", "1"].contains(&p["label"].as_str().unwrap()));
+    let human = ws.run(&["predict", "--stage", "finetune_lcqmc", "好", "不好"]);
+    human.expect_code(0);
+    assert!(
+        human.stdout.contains("probabilities: 0: "),
+        "{}",
+        human.stdout
+    );
+
+    // A TSV with gold labels: the same predictions as the stage's, and an accuracy.
+    let test_file = format!("{}/datasets/fixtures/lcqmc/test.tsv", repo());
+    let out = ws.run(&[
+        "predict",
+        "--stage",
+        "finetune_lcqmc",
+        "--input",
+        &test_file,
+        "--output",
+        "out.tsv",
+    ]);
+    out.expect_code(0).assert_no_panic();
+    assert!(out.stderr.contains("accuracy"), "{}", out.stderr);
+    let ours: Vec<String> = read(ws.path("out.tsv"))
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').nth(4).unwrap().to_string())
+        .collect();
+    let stage: Vec<String> = rows
+        .iter()
+        .filter(|r| r[0] == "test")
+        .map(|r| r[5].to_string())
+        .collect();
+    assert_eq!(
+        ours, stage,
+        "predict disagrees with the stage's own predictions"
+    );
+}
+
+/// A pair task a small model must learn quickly (the label is the first character of text_b):
+/// the model, the loss, the optimiser and the evaluation are wired together.
+#[test]
+fn finetuning_learns_a_learnable_task() {
+    let mut train = String::new();
+    let mut test = String::new();
+    let subjects = [
+        "今天",
+        "我们",
+        "妈妈",
+        "老师",
+        "小明",
+        "城市",
+        "图书馆",
+        "火车",
+    ];
+    let tails = [
+        "很好",
+        "去公园",
+        "做饭",
+        "上课",
+        "看书",
+        "下雨",
+        "开门",
+        "出发",
+    ];
+    for (i, s) in subjects.iter().enumerate() {
+        for (j, t) in tails.iter().enumerate() {
+            let label = (i + j) % 2;
+            let b = if label == 1 {
+                format!("是{t}")
+            } else {
+                format!("否{t}")
+            };
+            let line = format!("{s}{t}\t{b}\t{label}\n");
+            if (i * 8 + j) % 4 == 0 {
+                test.push_str(&line)
+            } else {
+                train.push_str(&line)
+            }
+        }
+    }
+    let stage = r#"
+  toy:
+    kind: finetune
+    deps: [pretrain]
+    inputs: [toy/train.tsv, toy/test.tsv]
+    params:
+      task: lcqmc
+      train: toy/train.tsv
+      dev_fraction: 0.2
+      test: toy/test.tsv
+      epochs: 15
+      batch_size: 8
+      learning_rate: 0.002
+      max_seq_length: 32
+"#;
+    let ws = Ws::new(&yaml(stage));
+    ws.write("toy/train.tsv", train);
+    ws.write("toy/test.tsv", test);
+    let v = ws.run_ok(&["toy"]);
+    let m = json_file(artifact(&v, "toy").join("metrics.json"));
+    let history = m["history"].as_array().unwrap();
+    assert!(
+        history.last().unwrap()["train_loss"].as_f64().unwrap()
+            < history[0]["train_loss"].as_f64().unwrap(),
+        "the training loss did not go down: {history:?}"
+    );
+    let acc = m["eval"]["test"]["accuracy"].as_f64().unwrap();
+    assert!(
+        acc >= 0.9,
+        "test accuracy {acc} on a task decided by one character: {history:?}"
+    );
+}
+
+#[test]
+fn random_init_and_checkpoint_init_and_xnli_and_choice() {
+    let stages = r#"
+  finetune_xnli:
+    kind: finetune
+    deps: [pretrain]
+    matrix: {init: [pretrained, random]}
+    params:
+      task: xnli
+      train:
+        - {path: "${vars.data}/nli_extra/cmnli/dev.tsv", format: cmnli}
+        - {path: "${vars.data}/nli_extra/ocnli/dev.tsv", format: ocnli}
+      dev_fraction: 0.1
+      eval: {xnli_dev: "${vars.data}/xnli_zh/dev.tsv", xnli_test: "${vars.data}/xnli_zh/test.tsv"}
+      epochs: 2
+      max_seq_length: 64
+  choice:
+    kind: finetune
+    deps: [pretrain]
+    params:
+      task: choice
+      train: ${vars.data}/choice/train.jsonl
+      dev_fraction: 0.2
+      test: ${vars.data}/choice/test.jsonl
+      epochs: 2
+      max_seq_length: 48
+"#;
+    let ws = Ws::new(&yaml(stages));
+    let v = ws.run_ok(&[]);
+    for init in ["pretrained", "random"] {
+        let inst = format!("finetune_xnli@init={init}");
+        let m = json_file(artifact(&v, &inst).join("metrics.json"));
+        assert_eq!(m["init"], init);
+        assert_eq!(m["labels"].as_array().unwrap().len(), 3);
+        assert_eq!(m["eval"]["xnli_dev"]["examples"], 60);
+        assert_eq!(m["eval"]["xnli_test"]["examples"], 60);
+        assert!(
+            m["eval"]["xnli_dev"]["f1"].is_null(),
+            "no binary F1 for 3 classes"
+        );
+    }
+    let c = json_file(artifact(&v, "choice").join("metrics.json"));
+    assert_eq!(c["kind"], "choice");
+    assert_eq!(c["eval"]["test"]["examples"], 24);
+    let config = json_file(artifact(&v, "choice").join("config.json"));
+    assert_eq!(config["architectures"][0], "AlbertForMultipleChoice");
+
+    // Starting from a checkpoint directory (here: the pretrain artifact, which holds a
+    // tokenizer too), without a pretrain dep.
+    let pretrained = artifact(&v, "pretrain");
+    let ws2 = Ws::new(&format!(
+        r#"
+vars:
+  data: {repo}/datasets/fixtures
+stages:
+  ft:
+    kind: finetune
+    params:
+      init_from: {dir}
+      task: lcqmc
+      train: ${{vars.data}}/lcqmc/dev.tsv
+      dev_fraction: 0.1
+      test: ${{vars.data}}/lcqmc/test.tsv
+      epochs: 1
+      max_seq_length: 64
+"#,
+        repo = repo(),
+        dir = pretrained.display()
+    ));
+    let v2 = ws2.run_ok(&[]);
+    let m = json_file(artifact(&v2, "ft").join("metrics.json"));
+    assert_eq!(m["init"], "checkpoint");
+}
+
+#[test]
+fn bad_finetune_and_predict_input_are_clear_errors() {
+    // init: random without anything to take the architecture from.
+    let ws = Ws::new(&format!(
+        "vars: {{data: {repo}/datasets/fixtures}}\nstages:\n  ft:\n    kind: finetune\n    params: {{init: random, task: lcqmc, train: \"${{vars.data}}/lcqmc/dev.tsv\", dev_fraction: 0.1}}\n",
+        repo = repo()
+    ));
+    let out = ws.run(&["run"]);
+    out.expect_code(1).assert_no_panic();
+    assert!(
+        out.stdout.contains("needs a `pretrain` dep"),
+        "{}",
+        out.describe()
+    );
+
+    // An empty test file, and a header where none is expected.
+    let ws = Ws::new(&yaml(
+        &LCQMC.replace("test: ${vars.data}/lcqmc/test.tsv", "test: empty.tsv"),
+    ));
+    ws.write("empty.tsv", "");
+    let out = ws.run(&["run", "finetune_lcqmc"]);
+    out.expect_code(1).assert_no_panic();
+    assert!(
+        out.stdout.contains("empty.tsv") && out.stdout.contains("no examples"),
+        "{}",
+        out.describe()
+    );
+    let ws = Ws::new(&yaml(
+        &LCQMC.replace("test: ${vars.data}/lcqmc/test.tsv", "test: header.tsv"),
+    ));
+    ws.write("header.tsv", "text_a\ttext_b\tlabel\n今天好\t今天不错\t1\n");
+    let out = ws.run(&["run", "finetune_lcqmc"]);
+    out.expect_code(1).assert_no_panic();
+    assert!(
+        out.stdout.contains("header.tsv:1") && out.stdout.contains("header"),
+        "{}",
+        out.describe()
+    );
+
+    // predict with a model that has no classifier head (a pretrain artifact).
+    let ws = Ws::new(&yaml(LCQMC.replace("epochs: 3", "epochs: 1").as_str()));
+    ws.run_ok(&["finetune_lcqmc"]);
+    let out = ws.run(&["predict", "--stage", "pretrain", "a", "b"]);
+    out.expect_code(1).assert_no_panic();
+    assert!(
+        out.stderr.contains("not a sentence-pair classifier"),
+        "{}",
+        out.describe()
+    );
+
+    // A label the model does not know, at its line; a header without --header.
+    ws.write("pairs.tsv", "好\t不好\t1\n好吃\t难吃\tmaybe\n");
+    let out = ws.run(&[
+        "predict",
+        "--stage",
+        "finetune_lcqmc",
+        "--input",
+        "pairs.tsv",
+    ]);
+    out.expect_code(1).assert_no_panic();
+    assert!(
+        out.stderr.contains("pairs.tsv:2") && out.stderr.contains("\"maybe\""),
+        "{}",
+        out.describe()
+    );
+    ws.write("headed.tsv", "text_a\ttext_b\tlabel\n好\t不好\t1\n");
+    let out = ws.run(&[
+        "predict",
+        "--stage",
+        "finetune_lcqmc",
+        "--input",
+        "headed.tsv",
+    ]);
+    out.expect_code(1);
+    assert!(out.stderr.contains("--header"), "{}", out.describe());
+    let out = ws.run(&[
+        "predict",
+        "--stage",
+        "finetune_lcqmc",
+        "--input",
+        "headed.tsv",
+        "--header",
+    ]);
+    out.expect_code(0);
+    ws.write("none.tsv", "\n\n");
+    let out = ws.run(&[
+        "predict",
+        "--stage",
+        "finetune_lcqmc",
+        "--input",
+        "none.tsv",
+    ]);
+    out.expect_code(1);
+    assert!(out.stderr.contains("no pairs"), "{}", out.describe());
+
+    // Bad training params, at their line.
+    let ws = Ws::new(&yaml(&LCQMC.replace("epochs: 3", "epochs: 0")));
+    let out = ws.run(&["run"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("epochs must be at least 1"),
+        "{}",
+        out.describe()
+    );
+    let ws = Ws::new(&yaml(&LCQMC.replace("task: lcqmc", "task: lcqnc")));
+    let out = ws.run(&["run"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("lcqmc"), "{}", out.describe());
+}
