@@ -761,11 +761,12 @@ fn the_real_corpora_mask_with_sane_statistics() {
     assert_eq!(mm["sentences"], cm["sentences_out"], "{mm:#}");
     assert_eq!(mm["dupe_factor"], 1);
     assert!(f64_of(&mm["unk_rate"]) < 0.05, "{mm:#}");
+    // pipeline.yaml holds out eval_fraction 0.05 of the documents.
     assert_within(
         "eval_documents share",
         u64_of(&mm["eval_documents"]) as f64 / docs as f64,
-        0.01,
-        0.03,
+        0.04,
+        0.06,
     );
     let train = &mm["train"];
     let instances = u64_of(&train["instances"]);

@@ -67,6 +67,9 @@ pub struct Instance {
     /// What a kind needs besides params: for `cmd`, the command and declared outputs.
     pub spec: Value,
     pub inputs: Vec<InputFile>,
+    /// A missing input or a glob that matches nothing. It only matters when the instance is
+    /// selected, so that `pipeline run mask` works on a data root without the fine-tuning sets.
+    pub input_error: Option<UserError>,
     pub deps: Vec<usize>,
     pub resources: Resources,
     pub mark: Mark,
@@ -299,11 +302,19 @@ impl Plan {
                 })?;
                 let mut inputs = Vec::new();
                 let mut excludes = Vec::new();
+                let mut input_error = None;
                 for pattern in &decl.inputs {
                     let p = subst_str(&file, pattern.mark, &pattern.value, &vars, None)?;
                     match p.strip_prefix('!') {
                         Some(negated) => excludes.push(exclusion(&file, &root, pattern, negated)?),
-                        None => inputs.extend(resolve_inputs(&file, &root, pattern, &p)?),
+                        None => match resolve_inputs(&file, &root, pattern, &p) {
+                            Ok(found) => inputs.extend(found),
+                            Err(e) if e.message.starts_with("input") && input_error.is_none() => {
+                                input_error = Some(e)
+                            }
+                            Err(e) if e.message.starts_with("input") => {}
+                            Err(e) => return Err(e),
+                        },
                     }
                 }
                 inputs.retain(|i| !excludes.iter().any(|x| x.matches_path(&i.path)));
@@ -318,6 +329,7 @@ impl Plan {
                     params: inst_params,
                     spec,
                     inputs,
+                    input_error,
                     deps,
                     resources: decl.resources,
                     mark: decl.name.mark,
@@ -340,10 +352,11 @@ impl Plan {
     /// The instances `targets` name (a stage name means all its instances) and everything they
     /// need, in topological order. No targets means every instance.
     pub fn select(&self, targets: &[String]) -> Result<Vec<usize>, UserError> {
-        if targets.is_empty() {
-            return Ok((0..self.instances.len()).collect());
-        }
-        let mut wanted = HashSet::new();
+        let mut wanted: HashSet<usize> = if targets.is_empty() {
+            (0..self.instances.len()).collect()
+        } else {
+            HashSet::new()
+        };
         for t in targets {
             let hits: Vec<usize> = (0..self.instances.len())
                 .filter(|&i| self.instances[i].name == *t || self.instances[i].stage == *t)
@@ -374,6 +387,12 @@ impl Plan {
         }
         let mut out: Vec<usize> = wanted.into_iter().collect();
         out.sort_unstable();
+        if let Some(e) = out
+            .iter()
+            .find_map(|&i| self.instances[i].input_error.as_ref())
+        {
+            return Err(e.clone());
+        }
         Ok(out)
     }
 
@@ -927,12 +946,18 @@ mod tests {
                 .message
                 .contains("undefined var `nope`")
         );
-        assert!(
-            plan("stages:\n  a:\n    cmd: x\n    inputs: ['*.zip']\n", &[])
-                .unwrap_err()
-                .message
-                .contains("matches no file")
-        );
+        // A missing input is an error only for a run that needs the stage.
+        let p = plan(
+            "stages:\n  a:\n    cmd: x\n    inputs: ['*.zip']\n  b:\n    cmd: y\n  c:\n    cmd: z\n    deps: [a]\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(p.select(&["b".into()]).unwrap(), [1]);
+        for targets in [vec![], vec!["a".to_string()], vec!["c".to_string()]] {
+            let e = p.select(&targets).unwrap_err();
+            assert!(e.message.contains("matches no file"), "{targets:?}: {e:?}");
+            assert_eq!(e.location.unwrap().1.line, 4);
+        }
     }
 
     #[test]
