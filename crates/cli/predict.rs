@@ -189,14 +189,14 @@ pub fn predict(cli: &Cli, args: &PredictArgs) -> Result<ExitCode> {
             }
             out.flush()?;
             if !cli.quiet {
-                let acc = (with_gold > 0)
-                    .then(|| {
-                        format!(
-                            ", accuracy {:.4} on {with_gold} gold labels",
-                            correct as f64 / with_gold as f64
-                        )
-                    })
-                    .unwrap_or_default();
+                let acc = if with_gold > 0 {
+                    format!(
+                        ", accuracy {:.4} on {with_gold} gold labels",
+                        correct as f64 / with_gold as f64
+                    )
+                } else {
+                    String::new()
+                };
                 eprintln!(
                     "{} pairs in {:.2} s ({:.0} pairs/s on {}){acc}",
                     rows.len(),

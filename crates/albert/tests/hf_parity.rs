@@ -2,6 +2,9 @@
 //! `tests/fixtures/hf_albert/` (made by `tests/fixtures/make_hf_albert.py`) must give the
 //! outputs transformers gave within 1e-4, and our export must load back in transformers with
 //! the same outputs (checked when a Python with torch and transformers is available).
+//!
+//! `ALBERT_TEST_DEVICE` picks the device as the `device` param does (default `flex`); CI runs
+//! these tests again with `ALBERT_TEST_DEVICE=tch-cpu` in a `tch` build.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,6 +13,17 @@ use burn::tensor::{Device, Tensor};
 use pipeline_albert::hf;
 use pipeline_albert::model::AlbertInput;
 use serde_json::Value;
+
+/// The device under test: `ALBERT_TEST_DEVICE` (`flex`, `tch-cpu`, `cuda:0`…), else flex.
+fn test_device() -> Device {
+    let name = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
+    let choice = pipeline_albert::device::DeviceChoice::parse(&name)
+        .unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE: {e}"));
+    let resolved = pipeline_albert::device::resolve(choice)
+        .unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE={name}: {e}"));
+    eprintln!("testing on {}", resolved.name);
+    resolved.device
+}
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/hf_albert")
@@ -73,7 +87,7 @@ fn max_diff<const D: usize>(actual: Tensor<D>, expected: &[f32]) -> f32 {
 }
 
 fn check_pretraining(variant: &str) -> (PathBuf, Io) {
-    let device = Device::flex();
+    let device = test_device();
     let dir = fixtures().join(variant);
     let io = Io::load(&dir);
     let (_, model) = hf::load_pretraining(&dir, &device).unwrap();
@@ -126,7 +140,7 @@ fn checkpoints_with_the_decoder_keys_load_too() {
 
 #[test]
 fn classifier_matches_transformers() {
-    let device = Device::flex();
+    let device = test_device();
     let dir = fixtures().join("classifier_gelu_new");
     let io = Io::load(&dir);
     let (_, model) = hf::load_classifier(&dir, &device).unwrap();
@@ -154,7 +168,7 @@ fn python_with_transformers() -> Option<PathBuf> {
 
 #[test]
 fn our_export_loads_back_in_rust_and_in_transformers() {
-    let device = Device::flex();
+    let device = test_device();
     for variant in ["gelu", "no_sharing"] {
         let dir = fixtures().join(variant);
         let io = Io::load(&dir);
@@ -192,7 +206,7 @@ fn our_export_loads_back_in_rust_and_in_transformers() {
 
 #[test]
 fn broken_checkpoints_are_clear_errors() {
-    let device = Device::flex();
+    let device = test_device();
     let src = fixtures().join("gelu");
     let tmp = tempfile::tempdir().unwrap();
     let copy = |name: &str| {
@@ -250,7 +264,7 @@ fn broken_checkpoints_are_clear_errors() {
 #[test]
 fn loaded_weights_train() {
     use burn::optim::GradientsParams;
-    let device = Device::flex().autodiff();
+    let device = test_device().autodiff();
     let dir = fixtures().join("gelu");
     let io = Io::load(&dir);
     let (config, backbone) = hf::load_backbone(&dir, &device).unwrap();
