@@ -371,4 +371,8 @@ fn bad_pretrain_inputs_are_clear_errors() {
     let bytes = std::fs::read(format!("{fixture}/model.safetensors")).unwrap();
     ws.write("ckpt/model.safetensors", &bytes[..bytes.len() / 3]);
     expect_failure(&ws, 1, &["truncated", "init_from"]);
+
+    // bf16 is refused, not trained in fp32 under a bf16 label.
+    let ws = Ws::new(&yaml("      steps: 5\n      precision: bf16"));
+    expect_failure(&ws, 1, &["precision bf16 is not implemented yet", "fp32"]);
 }

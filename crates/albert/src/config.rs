@@ -443,10 +443,10 @@ impl AlbertConfig {
                 return Err(ConfigError::new(format!("{name} = {p} must be in [0, 1)")));
             }
         }
-        if !(self.layer_norm_eps > 0.0) {
+        if self.layer_norm_eps.is_nan() || self.layer_norm_eps <= 0.0 {
             return Err(ConfigError::new("layer_norm_eps must be positive"));
         }
-        if !(self.initializer_range > 0.0) {
+        if self.initializer_range.is_nan() || self.initializer_range <= 0.0 {
             return Err(ConfigError::new("initializer_range must be positive"));
         }
         Ok(())

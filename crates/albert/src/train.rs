@@ -108,7 +108,8 @@ impl OptimConfig {
         if !(0.0..1.0).contains(&self.beta_1) || !(0.0..1.0).contains(&self.beta_2) {
             return Err("beta_1 and beta_2 must be in [0, 1)".into());
         }
-        if !(self.weight_decay >= 0.0) || !(self.max_grad_norm >= 0.0) {
+        let non_negative = |x: f64| !x.is_nan() && x >= 0.0;
+        if !non_negative(self.weight_decay) || !non_negative(self.max_grad_norm) {
             return Err("weight_decay and max_grad_norm must be ≥ 0".into());
         }
         if self.total_steps == 0 {

@@ -391,6 +391,15 @@ fn metrics_json(m: &Metrics) -> Value {
     })
 }
 
+/// The epoch with the best dev accuracy so far: its weights, dev metrics and dev probabilities.
+struct BestEpoch {
+    accuracy: f64,
+    epoch: usize,
+    model: TaskModel,
+    dev_metrics: Metrics,
+    dev_probs: Vec<Vec<f32>>,
+}
+
 fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Result<()> {
     let started = Instant::now();
     let ResolvedDevice {
@@ -538,7 +547,7 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
     ctx.progress.set_length(total_steps);
 
     let mut history: Vec<EpochRecord> = Vec::new();
-    let mut best: Option<(f64, usize, TaskModel, Metrics, Vec<Vec<f32>>)> = None;
+    let mut best: Option<BestEpoch> = None;
     let mut step = 0u64;
     let mut train_seconds = 0.0;
     let jsonl = ctx.out_dir.join("metrics.jsonl");
@@ -631,19 +640,28 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
             record.train_loss, record.dev_accuracy
         ));
         writeln!(jsonl_text, "{}", serde_json::to_string(&record)?)?;
-        let better = best.as_ref().is_none_or(|b| dev_metrics.accuracy > b.0);
+        let better = best
+            .as_ref()
+            .is_none_or(|b| dev_metrics.accuracy > b.accuracy);
         if better {
-            best = Some((
-                dev_metrics.accuracy,
+            best = Some(BestEpoch {
+                accuracy: dev_metrics.accuracy,
                 epoch,
-                eval_model,
+                model: eval_model,
                 dev_metrics,
                 dev_probs,
-            ));
+            });
         }
         history.push(record);
     }
-    let Some((_, best_epoch, best_model, dev_metrics, dev_probs)) = best else {
+    let Some(BestEpoch {
+        epoch: best_epoch,
+        model: best_model,
+        dev_metrics,
+        dev_probs,
+        ..
+    }) = best
+    else {
         bail!("no epoch was trained");
     };
     std::fs::write(&jsonl, jsonl_text)?;
