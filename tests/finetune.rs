@@ -17,26 +17,7 @@ fn repo() -> &'static str {
 /// The data stages and a 2-layer pretrain on the fixtures, then `finetune_stages`.
 fn yaml(finetune_stages: &str) -> String {
     format!(
-        r#"
-vars:
-  data: {repo}/datasets/fixtures
-stages:
-  clean:
-    kind: clean
-    inputs: ["${{vars.data}}/corpus/*/*.txt"]
-    params:
-      format: lines
-      formats: {{"*/corpus/paragraphs/*": paragraphs, "*/corpus/wiki/*": wiki}}
-  vocab:
-    kind: vocab
-    deps: [clean]
-    inputs: ["${{vars.data}}/vocab/vocab.txt"]
-    params: {{source: file, file: "${{vars.data}}/vocab/vocab.txt"}}
-  mask:
-    kind: mask
-    deps: [clean, vocab]
-    params: {{max_seq_length: 64, max_predictions_per_seq: 10, dupe_factor: 1, eval_fraction: 0.1}}
-  pretrain:
+        r#"{data}  pretrain:
     kind: pretrain
     deps: [mask, vocab]
     params: {{model: tiny, hidden_size: 32, num_attention_heads: 2, intermediate_size: 64,
@@ -44,7 +25,7 @@ stages:
              learning_rate: 0.005}}
 {finetune_stages}
 "#,
-        repo = repo()
+        data = fixture_data_stages_yaml()
     )
 }
 

@@ -18,26 +18,7 @@ fn repo() -> &'static str {
 /// clean → vocab → mask → pretrain on the fixtures, with a model small enough for seconds.
 fn yaml(pretrain_params: &str) -> String {
     format!(
-        r#"
-vars:
-  data: {repo}/datasets/fixtures
-stages:
-  clean:
-    kind: clean
-    inputs: ["${{vars.data}}/corpus/*/*.txt"]
-    params:
-      format: lines
-      formats: {{"*/corpus/paragraphs/*": paragraphs, "*/corpus/wiki/*": wiki}}
-  vocab:
-    kind: vocab
-    deps: [clean]
-    inputs: ["${{vars.data}}/vocab/vocab.txt"]
-    params: {{source: file, file: "${{vars.data}}/vocab/vocab.txt"}}
-  mask:
-    kind: mask
-    deps: [clean, vocab]
-    params: {{max_seq_length: 64, max_predictions_per_seq: 10, dupe_factor: 1, eval_fraction: 0.1}}
-  pretrain:
+        r#"{data}  pretrain:
     kind: pretrain
     deps: [mask, vocab]
     params:
@@ -52,7 +33,7 @@ stages:
       log_interval: 1
 {pretrain_params}
 "#,
-        repo = repo()
+        data = fixture_data_stages_yaml()
     )
 }
 

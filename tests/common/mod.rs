@@ -244,3 +244,31 @@ pub fn wait_for(path: &Path, timeout: Duration) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `vars.data` pointing at the bundled fixtures and the data stages (`clean` → `vocab` → `mask`)
+/// sized for seconds: the head of the pipeline files that the pretrain and finetune tests build.
+pub fn fixture_data_stages_yaml() -> String {
+    format!(
+        r#"
+vars:
+  data: {repo}/datasets/fixtures
+stages:
+  clean:
+    kind: clean
+    inputs: ["${{vars.data}}/corpus/*/*.txt"]
+    params:
+      format: lines
+      formats: {{"*/corpus/paragraphs/*": paragraphs, "*/corpus/wiki/*": wiki}}
+  vocab:
+    kind: vocab
+    deps: [clean]
+    inputs: ["${{vars.data}}/vocab/vocab.txt"]
+    params: {{source: file, file: "${{vars.data}}/vocab/vocab.txt"}}
+  mask:
+    kind: mask
+    deps: [clean, vocab]
+    params: {{max_seq_length: 64, max_predictions_per_seq: 10, dupe_factor: 1, eval_fraction: 0.1}}
+"#,
+        repo = env!("CARGO_MANIFEST_DIR")
+    )
+}

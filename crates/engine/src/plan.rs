@@ -307,14 +307,19 @@ impl Plan {
                     let p = subst_str(&file, pattern.mark, &pattern.value, &vars, None)?;
                     match p.strip_prefix('!') {
                         Some(negated) => excludes.push(exclusion(&file, &root, pattern, negated)?),
-                        None => match resolve_inputs(&file, &root, pattern, &p) {
-                            Ok(found) => inputs.extend(found),
-                            Err(e) if e.message.starts_with("input") && input_error.is_none() => {
-                                input_error = Some(e)
+                        None => {
+                            // A malformed pattern is a mistake in the file; a missing file is
+                            // only a problem for runs that need this stage.
+                            if is_glob(&p) {
+                                check_glob(&file, pattern, &p)?;
                             }
-                            Err(e) if e.message.starts_with("input") => {}
-                            Err(e) => return Err(e),
-                        },
+                            match resolve_inputs(&file, &root, pattern, &p) {
+                                Ok(found) => inputs.extend(found),
+                                Err(e) => {
+                                    input_error.get_or_insert(e);
+                                }
+                            }
+                        }
                     }
                 }
                 inputs.retain(|i| !excludes.iter().any(|x| x.matches_path(&i.path)));
@@ -738,10 +743,8 @@ fn resolve_inputs(
     } else {
         root.join(expanded)
     };
-    let is_glob = expanded.contains(['*', '?', '[']);
     let mut files = Vec::new();
-    if is_glob {
-        check_glob(file, pattern, expanded)?;
+    if is_glob(expanded) {
         let paths = glob::glob(&full.to_string_lossy()).map_err(|e| {
             file.error_at(
                 pattern.mark,
@@ -777,6 +780,10 @@ fn resolve_inputs(
             InputFile { key, path }
         })
         .collect())
+}
+
+fn is_glob(pattern: &str) -> bool {
+    pattern.contains(['*', '?', '['])
 }
 
 /// Errors point into the pattern as the user wrote it, not the absolute path built from it.

@@ -393,7 +393,6 @@ fn metrics_json(m: &Metrics) -> Value {
 
 /// The epoch with the best dev accuracy so far: its weights, dev metrics and dev probabilities.
 struct BestEpoch {
-    accuracy: f64,
     epoch: usize,
     model: TaskModel,
     dev_metrics: Metrics,
@@ -642,10 +641,9 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         writeln!(jsonl_text, "{}", serde_json::to_string(&record)?)?;
         let better = best
             .as_ref()
-            .is_none_or(|b| dev_metrics.accuracy > b.accuracy);
+            .is_none_or(|b| dev_metrics.accuracy > b.dev_metrics.accuracy);
         if better {
             best = Some(BestEpoch {
-                accuracy: dev_metrics.accuracy,
                 epoch,
                 model: eval_model,
                 dev_metrics,
@@ -659,7 +657,6 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         model: best_model,
         dev_metrics,
         dev_probs,
-        ..
     }) = best
     else {
         bail!("no epoch was trained");
