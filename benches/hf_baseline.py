@@ -302,6 +302,7 @@ def cmd_train(a):
         torch.cuda.reset_peak_memory_stats()
 
     per_step = []
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     for r in range(a.runs):
         sync(torch, a.device)
         t0 = time.perf_counter()
@@ -312,6 +313,7 @@ def cmd_train(a):
         per_step.append(dt)
         log(f"  run {r + 1}/{a.runs}: {dt:.4f} s/step, loss {loss.item():.3f}")
 
+    cpu_per_wall = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
     s = statistics.median(per_step)
     tokens = a.batch * a.seq
     model_f, exec_f, n_eff = train_flops(cfg, a.batch, a.seq, a.masked)
@@ -337,6 +339,7 @@ def cmd_train(a):
         "compile": a.compile,
         "optimizer": "AdamW",
         "s_per_step": s,
+        "cpu_seconds_per_wall_second": round(cpu_per_wall, 3),
         "s_per_step_runs": per_step,
         "tokens_per_s": tokens / s,
         "peak_rss_gb": round(rss_gb(), 3),
@@ -388,6 +391,7 @@ def cmd_infer(a):
         sync(torch, a.device)
         warm_s = time.perf_counter() - t0
         per_batch = []
+        cpu0, wall0 = time.process_time(), time.perf_counter()
         for r in range(a.runs):
             sync(torch, a.device)
             t0 = time.perf_counter()
@@ -398,6 +402,7 @@ def cmd_infer(a):
             dt = (time.perf_counter() - t0) / a.steps
             per_batch.append(dt)
             log(f"  run {r + 1}/{a.runs}: {dt:.4f} s/batch")
+    cpu_per_wall = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
     s = statistics.median(per_batch)
     res = {
         "bench": "hf_infer",
@@ -418,6 +423,7 @@ def cmd_infer(a):
         "attn": a.attn,
         "compile": a.compile,
         "s_per_batch": s,
+        "cpu_seconds_per_wall_second": round(cpu_per_wall, 3),
         "s_per_batch_runs": per_batch,
         "sentences_per_s": a.batch / s,
         "tokens_per_s": a.batch * a.seq / s,

@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use pipeline_albert::device::{DeviceChoice, resolve};
 use pipeline_albert::model::AlbertInput;
+use pipeline_albert::parallel::DataParallel;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining};
 use pipeline_shards::Batch;
@@ -106,6 +107,42 @@ fn synthetic_batch(
     }
 }
 
+/// CPU seconds (user + system, all threads) and minor page faults of this process so far.
+fn cpu_usage() -> (f64, u64) {
+    // SAFETY: getrusage writes into the struct it is given and nothing else.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return (f64::NAN, 0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    (secs(u.ru_utime) + secs(u.ru_stime), u.ru_minflt as u64)
+}
+
+/// How busy the cores were over a timed section: CPU seconds per wall second (2.0 = both
+/// cores of a 2-core machine all the time), and the page faults taken meanwhile.
+struct Busy {
+    start: (f64, u64),
+    wall: Instant,
+}
+
+impl Busy {
+    fn start() -> Busy {
+        Busy {
+            start: cpu_usage(),
+            wall: Instant::now(),
+        }
+    }
+
+    fn stop(self) -> (f64, u64) {
+        let (cpu, faults) = cpu_usage();
+        let wall = self.wall.elapsed().as_secs_f64().max(1e-9);
+        (
+            (cpu - self.start.0) / wall,
+            faults.saturating_sub(self.start.1),
+        )
+    }
+}
+
 /// The process's peak resident set size in bytes (Linux), or 0.
 pub fn peak_rss() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -174,6 +211,7 @@ pub fn train(args: &BenchArgs) -> Result<ExitCode> {
         step += 1;
     }
     let mut per_step = Vec::new();
+    let busy = Busy::start();
     for _ in 0..args.runs {
         let t0 = Instant::now();
         for _ in 0..args.steps {
@@ -184,6 +222,7 @@ pub fn train(args: &BenchArgs) -> Result<ExitCode> {
         }
         per_step.push(t0.elapsed().as_secs_f64() / args.steps as f64);
     }
+    let (cpu_per_wall, page_faults) = busy.stop();
     let s = median(per_step.clone());
     let tokens = (args.batch * args.seq) as f64;
     let flops = c.training_flops(args.batch, args.seq, args.masked);
@@ -197,9 +236,11 @@ pub fn train(args: &BenchArgs) -> Result<ExitCode> {
         "seconds_per_step": s, "runs_seconds_per_step": per_step,
         "tokens_per_s": tokens / s, "model_tflops_per_s": flops / s / 1e12,
         "mfu": mfu, "peak_rss_bytes": rss, "parameters": c.parameter_count().total,
+        "cpu_seconds_per_wall_second": cpu_per_wall, "page_faults": page_faults,
+        "data_parallel_workers": trainer.parallel.workers(),
     });
     let human = format!(
-        "train {} (share {}) on {}: batch {} × seq {} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.2} model TFLOP/s{}, peak RSS {:.2} GB",
+        "train {} (share {}) on {}: batch {} × seq {} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.3} model TFLOP/s{}, {:.2} CPU-s per wall-s, peak RSS {:.2} GB",
         args.model,
         c.share_type,
         dev.name,
@@ -213,6 +254,7 @@ pub fn train(args: &BenchArgs) -> Result<ExitCode> {
         flops / s / 1e12,
         mfu.map(|m| format!(" (MFU {:.1}%)", m * 100.0))
             .unwrap_or_default(),
+        cpu_per_wall,
         rss as f64 / 1e9
     );
     report(args, value, human)
@@ -250,18 +292,20 @@ pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
             }
         })
         .collect();
+    // One chunk per core, each on its own single-threaded worker (what `predict` does).
+    let workers = DataParallel::new(chunks);
     let run_once = || {
-        use rayon::prelude::*;
-        parts.par_iter().for_each(|x| {
-            let out = model.forward(x);
+        workers.map(parts.len(), |k| {
+            let out = model.forward(&parts[k]);
             // Reading a value forces the computation on lazy backends.
-            let _ = out.pooler_output.sum().into_scalar::<f32>();
+            out.pooler_output.sum().into_scalar::<f32>()
         });
     };
     for _ in 0..args.warmup {
         run_once();
     }
     let mut per_batch = Vec::new();
+    let busy = Busy::start();
     for _ in 0..args.runs {
         let t0 = Instant::now();
         for _ in 0..args.steps {
@@ -269,7 +313,9 @@ pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
         }
         per_batch.push(t0.elapsed().as_secs_f64() / args.steps as f64);
     }
+    let (cpu_per_wall, page_faults) = busy.stop();
     let s = median(per_batch.clone());
+    let flops = c.inference_flops(args.batch, args.seq);
     let rss = peak_rss();
     let value = json!({
         "bench": "infer", "model": args.model, "device": dev.name, "batch": args.batch,
@@ -277,9 +323,12 @@ pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
         "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "seconds_per_batch": s, "runs_seconds_per_batch": per_batch,
         "sentences_per_s": args.batch as f64 / s, "peak_rss_bytes": rss,
+        "model_tflops_per_s": flops / s / 1e12,
+        "cpu_seconds_per_wall_second": cpu_per_wall, "page_faults": page_faults,
+        "chunks": chunks,
     });
     let human = format!(
-        "infer {} (AlbertModel forward) on {}: batch {} × seq {}: {:.3} s/batch (median of {} runs × {}) = {:.0} sentences/s, peak RSS {:.2} GB",
+        "infer {} (AlbertModel forward) on {}: batch {} × seq {}: {:.3} s/batch (median of {} runs × {}) = {:.0} sentences/s, {:.3} model TFLOP/s, {:.2} CPU-s per wall-s, peak RSS {:.2} GB",
         args.model,
         dev.name,
         args.batch,
@@ -288,6 +337,8 @@ pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
         args.runs,
         args.steps,
         args.batch as f64 / s,
+        flops / s / 1e12,
+        cpu_per_wall,
         rss as f64 / 1e9
     );
     report(args, value, human)

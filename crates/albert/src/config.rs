@@ -578,6 +578,20 @@ impl AlbertConfig {
             + 6.0 * b * (h * h + 2.0 * h)
             + 12.0 * b * l * h * s * s
     }
+
+    /// Model FLOPs of one `AlbertModel` forward pass (embeddings to pooler, no heads) on `batch`
+    /// rows of `seq` tokens: a third of [`Self::training_flops`]'s backbone terms.
+    pub fn inference_flops(&self, batch: usize, seq: usize) -> f64 {
+        let (b, s) = (batch as f64, seq as f64);
+        let (e, h, i, l) = (
+            self.embedding_size as f64,
+            self.hidden_size as f64,
+            self.intermediate_size as f64,
+            self.num_hidden_layers as f64,
+        );
+        let per_token = e * h + l * (4.0 * h * h + 2.0 * h * i);
+        2.0 * b * s * per_token + 2.0 * b * h * h + 4.0 * b * l * h * s * s
+    }
 }
 
 /// What [`AlbertConfig::parameter_count`] counts.

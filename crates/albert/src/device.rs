@@ -58,6 +58,17 @@ pub struct ResolvedDevice {
     pub is_gpu: bool,
 }
 
+/// Whether `device` (with or without autodiff) computes on the CPU: flex, or libtorch's CPU.
+pub fn is_cpu(device: &Device) -> bool {
+    let plain = device.clone().without_autodiff();
+    #[cfg(feature = "tch")]
+    #[allow(deprecated)]
+    if plain == Device::libtorch() {
+        return true;
+    }
+    plain == Device::flex()
+}
+
 fn without_tch(what: &str) -> String {
     format!(
         "device {what} needs the libtorch backend, and this `pipeline` was built without it \
@@ -140,6 +151,10 @@ mod tests {
                 "{e}"
             );
             assert_eq!(resolve(DeviceChoice::Auto).unwrap().name, "flex");
+        }
+        for choice in [DeviceChoice::Cpu, DeviceChoice::Flex] {
+            let d = resolve(choice).unwrap().device;
+            assert!(is_cpu(&d) && is_cpu(&d.autodiff()), "{choice:?}");
         }
     }
 }

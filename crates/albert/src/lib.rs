@@ -6,12 +6,14 @@
 //!   none, post-LN or pre-LN), pooler, MLM/SOP/classification/multiple-choice heads;
 //! - [`hf`]: Hugging Face checkpoints in and out (`config.json` + `model.safetensors` or
 //!   `pytorch_model.bin`);
-//! - [`device`]: the `device` param (`auto`, `cpu`, `cuda:0`) and the backends this build has.
+//! - [`device`]: the `device` param (`auto`, `cpu`, `cuda:0`) and the backends this build has;
+//! - [`parallel`]: one micro-batch per CPU core, gradients summed.
 
 pub mod config;
 pub mod device;
 pub mod hf;
 pub mod model;
+pub mod parallel;
 pub mod train;
 
 pub use config::{Activation, AlbertConfig, ConfigError, LnType, ParameterCount, ShareType};

@@ -5,13 +5,18 @@
 //! sled lets one process open a database. The `run` that holds the workspace lock keeps it
 //! open; read-only commands copy what they need into memory and close it at once, and when a
 //! run has it they rebuild the same view from the manifests instead.
+//!
+//! A run starts from the snapshot of the read side ([`crate::index_snapshot`]) when sled has not
+//! changed since it was written, and opens sled only when it has something to write: a run in
+//! which nothing runs reads two small files and never pays sled's fsyncs.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
 
 use crate::hash::FileStamp;
+use crate::index_snapshot::{self, Snapshot};
 use crate::manifest::{Manifest, StageRecord};
 use crate::workspace::Workspace;
 
@@ -26,13 +31,40 @@ pub struct Index {
     hashes: HashMap<String, (FileStamp, String)>,
     /// Said when the view was rebuilt rather than read, for the CLI to show.
     pub note: Option<String>,
+    /// Whether this run changed the database: a run where nothing ran writes nothing and
+    /// skips the flush (sled's fsyncs were most of a no-op run's time).
+    dirty: bool,
+    /// A run's index read from the snapshot: the workspace whose sled to open on the first
+    /// write. `None` once sled is open, and for read-only views.
+    deferred: Option<Workspace>,
+    /// sled's directory, when this index is a run's (its snapshot is rewritten on close).
+    run_dir: Option<PathBuf>,
 }
 
 impl Index {
     /// Opens the index for writing; the caller holds the workspace lock. Rebuilds it from the
     /// manifests if it is missing or unreadable.
     pub fn open_for_run(ws: &Workspace) -> anyhow::Result<Index> {
+        if let Some(Snapshot { latest, hashes }) = index_snapshot::load(&ws.index_path()) {
+            return Ok(Index {
+                db: None,
+                latest,
+                records: Vec::new(),
+                hashes,
+                note: None,
+                dirty: false,
+                deferred: Some(ws.clone()),
+                run_dir: Some(ws.index_path()),
+            });
+        }
+        let mut index = Index::open_sled_for_run(ws)?;
+        index.run_dir = Some(ws.index_path());
+        Ok(index)
+    }
+
+    fn open_sled_for_run(ws: &Workspace) -> anyhow::Result<Index> {
         let path = ws.index_path();
+        index_snapshot::remove(&path);
         let existed = path.exists();
         let db = match open_with_retry(&path) {
             Ok(db) => db,
@@ -52,22 +84,21 @@ impl Index {
                         path.display(),
                         aside.display()
                     )),
-                ));
+                )
+                .dirty());
             }
         };
         let valid = db.get("meta")?.is_some();
         if !existed || !valid {
             let n = rebuild_into(ws, &db)?;
             db.insert("meta", &b"1"[..])?;
-            if n > 0 {
-                let what = if existed { "unreadable" } else { "missing" };
-                return Ok(Index::with_db(
-                    db,
-                    Some(format!(
-                        "the index was {what} and has been rebuilt from {n} run records in the artifact store"
-                    )),
-                ));
-            }
+            let what = if existed { "unreadable" } else { "missing" };
+            let note = (n > 0).then(|| {
+                format!(
+                    "the index was {what} and has been rebuilt from {n} run records in the artifact store"
+                )
+            });
+            return Ok(Index::with_db(db, note).dirty());
         }
         Ok(Index::with_db(db, None))
     }
@@ -79,7 +110,28 @@ impl Index {
             records: Vec::new(),
             hashes: HashMap::new(),
             note,
+            dirty: false,
+            deferred: None,
+            run_dir: None,
         }
+    }
+
+    /// Opens sled for a run that started from the snapshot, now that it has to write.
+    fn ensure_db(&mut self) -> anyhow::Result<()> {
+        if let Some(ws) = self.deferred.take() {
+            let opened = Index::open_sled_for_run(&ws)?;
+            self.dirty |= opened.dirty;
+            self.db = opened.db.clone();
+            self.latest.clear();
+            self.hashes.clear();
+        }
+        Ok(())
+    }
+
+    /// Marks unflushed writes (a rebuilt index).
+    fn dirty(mut self) -> Index {
+        self.dirty = true;
+        self
     }
 
     /// An in-memory view for read-only commands, from sled if it is free, else from the
@@ -96,6 +148,9 @@ impl Index {
                 records: Vec::new(),
                 hashes: HashMap::new(),
                 note: None,
+                dirty: false,
+                deferred: None,
+                run_dir: None,
             };
             if index.load_from(&db).is_ok() {
                 return index;
@@ -110,6 +165,9 @@ impl Index {
             records,
             hashes: HashMap::new(),
             note,
+            dirty: false,
+            deferred: None,
+            run_dir: None,
         }
     }
 
@@ -153,10 +211,19 @@ impl Index {
     }
 
     pub fn set_latest(&mut self, instance: &str, fingerprint: &str) -> anyhow::Result<()> {
+        if self.deferred.is_some() {
+            if self.latest.get(instance).map(String::as_str) == Some(fingerprint) {
+                return Ok(());
+            }
+            self.ensure_db()?;
+        }
         match &self.db {
             Some(db) => {
-                db.open_tree(LATEST)?
-                    .insert(instance, fingerprint.as_bytes())?;
+                let tree = db.open_tree(LATEST)?;
+                if tree.get(instance)?.as_deref() != Some(fingerprint.as_bytes()) {
+                    tree.insert(instance, fingerprint.as_bytes())?;
+                    self.dirty = true;
+                }
             }
             None => {
                 self.latest
@@ -167,6 +234,7 @@ impl Index {
     }
 
     pub fn add_record(&mut self, record: &StageRecord) -> anyhow::Result<()> {
+        self.ensure_db()?;
         match &self.db {
             Some(db) => {
                 let key = format!(
@@ -175,14 +243,19 @@ impl Index {
                 );
                 db.open_tree(RECORDS)?
                     .insert(key, serde_json::to_vec(record)?)?;
+                self.dirty = true;
             }
             None => self.records.push(record.clone()),
         }
         Ok(())
     }
 
-    /// Every stage run record, oldest first.
-    pub fn records(&self) -> Vec<StageRecord> {
+    /// Every stage run record, oldest first (a run's index started from the snapshot has
+    /// none in memory: read them from sled).
+    pub fn records(&mut self) -> Vec<StageRecord> {
+        if let Err(e) = self.ensure_db() {
+            warn!("could not open the index to read run records: {e:#}");
+        }
         let mut out: Vec<StageRecord> = match &self.db {
             Some(db) => db
                 .open_tree(RECORDS)
@@ -218,12 +291,24 @@ impl Index {
         if !stamp.is_settled() {
             return;
         }
+        if self.deferred.is_some() {
+            if self.hashes.get(path) == Some(&(stamp, digest.to_string())) {
+                return;
+            }
+            if let Err(e) = self.ensure_db() {
+                warn!("could not open the index to cache a file hash: {e:#}");
+                return;
+            }
+        }
         match &self.db {
             Some(db) => {
                 let mut v = stamp.to_bytes().to_vec();
                 v.extend_from_slice(digest.as_bytes());
-                if let Ok(t) = db.open_tree(HASHES) {
-                    let _ = t.insert(path, v);
+                if let Ok(t) = db.open_tree(HASHES)
+                    && t.get(path).ok().flatten().as_deref() != Some(&v[..])
+                    && t.insert(path, v).is_ok()
+                {
+                    self.dirty = true;
                 }
             }
             None => {
@@ -233,11 +318,58 @@ impl Index {
         }
     }
 
-    pub fn flush(&self) {
+    /// Makes this run's writes durable; a no-op when the run wrote nothing.
+    pub fn flush(&mut self) {
+        if !self.dirty {
+            return;
+        }
         if let Some(db) = &self.db
             && let Err(e) = db.flush()
         {
             warn!("could not flush the index: {e}");
+        }
+        self.dirty = false;
+    }
+}
+
+impl Drop for Index {
+    /// A run's index closes sled and then writes the snapshot the next run starts from.
+    fn drop(&mut self) {
+        let (Some(dir), Some(db)) = (self.run_dir.take(), self.db.take()) else {
+            return;
+        };
+        let read = || -> sled::Result<Snapshot> {
+            let mut latest = HashMap::new();
+            for kv in db.open_tree(LATEST)?.iter() {
+                let (k, v) = kv?;
+                latest.insert(
+                    String::from_utf8_lossy(&k).into_owned(),
+                    String::from_utf8_lossy(&v).into_owned(),
+                );
+            }
+            let mut hashes = HashMap::new();
+            for kv in db.open_tree(HASHES)?.iter() {
+                let (k, v) = kv?;
+                if let Some(stamp) = FileStamp::from_bytes(&v) {
+                    hashes.insert(
+                        String::from_utf8_lossy(&k).into_owned(),
+                        (stamp, String::from_utf8_lossy(&v[32..]).into_owned()),
+                    );
+                }
+            }
+            Ok(Snapshot { latest, hashes })
+        };
+        let snapshot = read();
+        if self.dirty
+            && let Err(e) = db.flush()
+        {
+            warn!("could not flush the index: {e}");
+        }
+        // sled writes its log when the last handle goes: the snapshot's stamp must come after.
+        drop(db);
+        match snapshot {
+            Ok(s) => index_snapshot::save(&dir, &s),
+            Err(e) => tracing::debug!("no index snapshot: {e}"),
         }
     }
 }

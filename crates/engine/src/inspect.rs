@@ -29,7 +29,7 @@ pub fn status(p: &Pipeline, targets: &[String]) -> anyhow::Result<StatusReport> 
     Ok(StatusReport {
         running: p.ws.holder(),
         stages,
-        note: index.note,
+        note: index.note.take(),
     })
 }
 

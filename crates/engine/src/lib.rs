@@ -9,6 +9,7 @@ pub mod exec;
 pub mod fingerprint;
 pub mod hash;
 pub mod index;
+mod index_snapshot;
 pub mod inspect;
 pub mod maintain;
 pub mod manifest;

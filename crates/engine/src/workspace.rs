@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::UserError;
 
+#[derive(Debug, Clone)]
 pub struct Workspace {
     pub root: PathBuf,
     pub state: PathBuf,

@@ -122,6 +122,32 @@ pub struct Batch {
     pub predictions: u64,
 }
 
+impl Batch {
+    /// Rows `rows` of this batch as a batch of their own (same `seq_len` and width), for
+    /// splitting a batch into per-core micro-batches.
+    pub fn rows(&self, rows: std::ops::Range<usize>) -> Batch {
+        let (s, m) = (self.seq_len, self.max_predictions);
+        let tokens = |r: &std::ops::Range<usize>| r.start * s..r.end * s;
+        let preds = |r: &std::ops::Range<usize>| r.start * m..r.end * m;
+        let attention_mask = self.attention_mask[tokens(&rows)].to_vec();
+        let masked_weights = self.masked_weights[preds(&rows)].to_vec();
+        Batch {
+            batch_size: rows.len(),
+            seq_len: s,
+            max_predictions: m,
+            input_ids: self.input_ids[tokens(&rows)].to_vec(),
+            token_type_ids: self.token_type_ids[tokens(&rows)].to_vec(),
+            masked_positions: self.masked_positions[preds(&rows)].to_vec(),
+            masked_ids: self.masked_ids[preds(&rows)].to_vec(),
+            sentence_order_labels: self.sentence_order_labels[rows.clone()].to_vec(),
+            tokens: attention_mask.iter().filter(|&&v| v != 0).count() as u64,
+            predictions: masked_weights.iter().filter(|&&w| w > 0.0).count() as u64,
+            attention_mask,
+            masked_weights,
+        }
+    }
+}
+
 /// Where a [`BatchReader`] stands between two batches: enough to continue exactly there with
 /// [`BatchReader::resume`]. Serialize it into a training checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -60,6 +60,9 @@ pub fn known_params() -> &'static [&'static str] {
 }
 
 /// Numeric precision of training.
+/// The share of a run's training time that `eval_batches: auto` spends on evaluation.
+pub const EVAL_BUDGET: f64 = 0.08;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
     Fp32,
@@ -83,7 +86,9 @@ pub struct PretrainParams {
     pub grad_accum_steps: usize,
     pub optim: OptimConfig,
     pub eval_interval: u64,
-    pub eval_batches: u64,
+    /// Batches per evaluation; `None` (the default, `auto`) sizes evaluations to the budget of
+    /// [`PretrainParams::eval_batches_for`]; `Some(0)` is the whole eval shard.
+    pub eval_batches: Option<u64>,
     pub checkpoint_interval: u64,
     pub log_interval: u64,
     pub seed: u64,
@@ -187,7 +192,15 @@ impl PretrainParams {
             grad_accum_steps,
             optim,
             eval_interval: get_u64(p, "eval_interval", (steps / 5).max(1))?,
-            eval_batches: get_u64(p, "eval_batches", 0)?,
+            eval_batches: match p.get("eval_batches") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) if s == "auto" => None,
+                Some(v) => Some(v.as_u64().ok_or_else(|| {
+                    format!(
+                        "eval_batches must be auto, 0 (the whole eval shard) or a number of                          batches, not {v}"
+                    )
+                })?),
+            },
             checkpoint_interval: get_u64(p, "checkpoint_interval", (steps / 10).clamp(1, 500))?,
             log_interval: get_u64(p, "log_interval", 10)?.max(1),
             seed: get_u64(p, "seed", 12345)?,
@@ -207,6 +220,20 @@ impl PretrainParams {
     /// The model config: the named size or the file, with the overrides applied, and the
     /// vocabulary size of the data (`vocab_size` from the `vocab` dep) unless a config file or
     /// an explicit `vocab_size` param says otherwise, which must then agree with the data.
+    /// Batches per evaluation. `auto` spends about [`EVAL_BUDGET`] of the training time on all
+    /// the run's evaluations together: an eval batch is a forward pass, about a third of a
+    /// training step's cost, so the run can afford `EVAL_BUDGET × 3 × steps × grad_accum`
+    /// batches, shared by its `steps / eval_interval` evaluations (at least one batch each).
+    pub fn eval_batches_for(&self) -> u64 {
+        if let Some(n) = self.eval_batches {
+            return n;
+        }
+        let steps = self.optim.total_steps as f64;
+        let evaluations = (self.optim.total_steps / self.eval_interval.max(1)).max(1) as f64;
+        let affordable = EVAL_BUDGET * 3.0 * steps * self.grad_accum_steps as f64;
+        ((affordable / evaluations).floor() as u64).max(1)
+    }
+
     pub fn model_config(&self, data_vocab: Option<usize>) -> Result<AlbertConfig, String> {
         let base = match &self.model_file {
             None => AlbertConfig::named(&self.model).map_err(|e| e.message)?,
@@ -268,6 +295,7 @@ mod tests {
             (json!({"num_attention_heads": 7}), "not divisible"),
             (json!({"model": "tinny"}), "did you mean \"tiny\""),
             (json!({"warmup_steps": 5000, "steps": 10}), "warmup_steps"),
+            (json!({"eval_batches": "all"}), "eval_batches must be auto"),
         ] {
             let e = match parse(v.clone()) {
                 Ok(p) => p.model_config(None).unwrap_err(),
@@ -275,6 +303,11 @@ mod tests {
             };
             assert!(e.contains(want), "{v}: {e}");
         }
+        let p = parse(json!({"steps": 1000})).unwrap();
+        // 5 evaluations share 0.08 × 3 × 1000 = 240 batches.
+        assert_eq!(p.eval_batches_for(), 48);
+        let p = parse(json!({"steps": 60, "eval_batches": 7})).unwrap();
+        assert_eq!(p.eval_batches_for(), 7);
         let p = parse(json!({"vocab_size": 100})).unwrap();
         assert!(
             p.model_config(Some(1291))

@@ -3,8 +3,9 @@
 
 use anyhow::bail;
 use burn::module::Module;
-use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsAccumulator, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use pipeline_albert::parallel::DataParallel;
 use pipeline_albert::train::{OptimConfig, clip_global_norm};
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining, AlbertInput, MlmTargets};
 use pipeline_shards::{Batch, BatchReader};
@@ -85,6 +86,8 @@ pub struct Trainer {
     pub optim_config: OptimConfig,
     /// The autodiff device the model lives on.
     pub device: Device,
+    /// One micro-batch per core on a CPU (see [`Trainer::new`]).
+    pub parallel: DataParallel,
 }
 
 impl Trainer {
@@ -96,6 +99,7 @@ impl Trainer {
     ) -> Trainer {
         Trainer {
             optim: optim_config.build(),
+            parallel: data_parallel_for(&config, &device),
             config,
             model,
             optim_config,
@@ -104,8 +108,11 @@ impl Trainer {
     }
 
     /// One optimiser step over `batches` (gradient accumulation: each batch's loss is scaled
-    /// by `1/len`, their gradients summed), with global-norm clipping. A non-finite loss or
-    /// gradient norm refuses the step and leaves the model as it was.
+    /// by `1/len`, their gradients summed), with global-norm clipping. Each batch is split into
+    /// one micro-batch per core ([`DataParallel`]); a micro-batch's MLM loss is weighted by its
+    /// share of the batch's masked positions and its SOP loss by its share of the rows, so the
+    /// gradient is the whole batch's, whatever the split. A non-finite loss or gradient norm
+    /// refuses the step and leaves the model as it was.
     pub fn step(&mut self, step: u64, batches: &[Batch]) -> Result<StepStats, NonFinite> {
         let lr = self.optim_config.lr_at(step);
         let scale = 1.0 / batches.len() as f64;
@@ -115,31 +122,37 @@ impl Trainer {
         };
         let mut accumulator = GradientsAccumulator::<AlbertForPreTraining>::new();
         for b in batches {
-            let (input, mlm, sop) = batch_tensors(b, &self.device);
-            let out = self.model.forward_pretrain(&input, &mlm, sop);
-            let grads = out.loss.clone().mul_scalar(scale).backward();
-            accumulator.accumulate(&self.model, GradientsParams::from_grads(grads, &self.model));
-            // One read-back of the five scalars.
-            let scalars = Tensor::cat(
-                vec![
-                    out.loss.detach(),
+            let parts: Vec<Batch> = self
+                .parallel
+                .split(b.batch_size)
+                .into_iter()
+                .map(|rows| b.rows(rows))
+                .collect();
+            let mlm_share = |p: &Batch| scale * p.predictions as f64 / b.predictions.max(1) as f64;
+            let sop_share = |p: &Batch| scale * p.batch_size as f64 / b.batch_size.max(1) as f64;
+            let device = &self.device;
+            let (grads, scalars) = self.parallel.backward(&self.model, parts.len(), |m, k| {
+                let part = &parts[k];
+                let (input, mlm, sop) = batch_tensors(part, device);
+                let out = m.forward_pretrain(&input, &mlm, sop);
+                let loss = out.mlm_loss.clone().mul_scalar(mlm_share(part))
+                    + out.sop_loss.clone().mul_scalar(sop_share(part));
+                let scalars = read_scalars(vec![
                     out.mlm_loss.detach(),
                     out.sop_loss.detach(),
                     out.mlm_correct,
                     out.sop_correct,
-                ],
-                0,
-            )
-            .into_data()
-            .convert::<f64>()
-            .try_into_vec::<f64>()
-            .unwrap_or_default();
-            if let [loss, mlm, sop, mc, sc] = scalars[..] {
-                stats.loss += loss * scale;
-                stats.mlm_loss += mlm * scale;
-                stats.sop_loss += sop * scale;
-                stats.mlm_correct += mc;
-                stats.sop_correct += sc;
+                ]);
+                (loss, scalars)
+            });
+            accumulator.accumulate(&self.model, grads);
+            for (part, v) in parts.iter().zip(scalars) {
+                if let [mlm, sop, mc, sc] = v[..] {
+                    stats.mlm_loss += mlm * mlm_share(part);
+                    stats.sop_loss += sop * sop_share(part);
+                    stats.mlm_correct += mc;
+                    stats.sop_correct += sc;
+                }
             }
             stats.predictions += b.predictions;
             stats.rows += b.batch_size as u64;
@@ -149,6 +162,7 @@ impl Trainer {
                 .config
                 .training_flops(b.batch_size, b.seq_len, b.max_predictions);
         }
+        stats.loss = stats.mlm_loss + stats.sop_loss;
         if !stats.loss.is_finite() {
             return Err(NonFinite {
                 what: "loss",
@@ -169,7 +183,7 @@ impl Trainer {
     }
 
     /// MLM and SOP loss and accuracy over `reader` (one pass), at most `max_batches` batches
-    /// (0: all). Runs without autodiff and without dropout.
+    /// (0: all). Runs without autodiff and without dropout, one micro-batch per core.
     pub fn evaluate(&self, mut reader: BatchReader, max_batches: u64) -> anyhow::Result<EvalStats> {
         let model = self.model.valid();
         let device = self.device.clone().without_autodiff();
@@ -177,21 +191,29 @@ impl Trainer {
         let (mut mlm_loss, mut sop_loss, mut mlm_correct, mut sop_correct) = (0.0, 0.0, 0.0, 0.0);
         let mut batches = 0u64;
         while let Some(b) = reader.next_batch()? {
-            let (input, mlm, sop) = batch_tensors(&b, &device);
-            let out = model.forward_pretrain(&input, &mlm, sop);
-            let v = Tensor::cat(
-                vec![out.mlm_loss, out.sop_loss, out.mlm_correct, out.sop_correct],
-                0,
-            )
-            .into_data()
-            .convert::<f64>()
-            .try_into_vec::<f64>()
-            .unwrap_or_default();
-            if let [ml, sl, mc, sc] = v[..] {
-                mlm_loss += ml * b.predictions as f64;
-                sop_loss += sl * b.batch_size as f64;
-                mlm_correct += mc;
-                sop_correct += sc;
+            let parts: Vec<Batch> = self
+                .parallel
+                .split(b.batch_size)
+                .into_iter()
+                .map(|rows| b.rows(rows))
+                .collect();
+            let values = self.parallel.map(parts.len(), |k| {
+                let (input, mlm, sop) = batch_tensors(&parts[k], &device);
+                let out = model.forward_pretrain(&input, &mlm, sop);
+                read_scalars(vec![
+                    out.mlm_loss,
+                    out.sop_loss,
+                    out.mlm_correct,
+                    out.sop_correct,
+                ])
+            });
+            for (part, v) in parts.iter().zip(values) {
+                if let [ml, sl, mc, sc] = v[..] {
+                    mlm_loss += ml * part.predictions as f64;
+                    sop_loss += sl * part.batch_size as f64;
+                    mlm_correct += mc;
+                    sop_correct += sc;
+                }
             }
             sums.predictions += b.predictions;
             sums.instances += b.batch_size as u64;
@@ -216,6 +238,27 @@ impl Trainer {
     pub fn inference_model(&self) -> AlbertForPreTraining {
         self.model.valid()
     }
+}
+
+/// One worker per core on a CPU device; one on a GPU (which parallelises each op itself) and
+/// when dropout is on: dropout masks come from the device's one random stream, which
+/// concurrent workers would draw from in an order that changes from run to run.
+pub fn data_parallel_for(config: &AlbertConfig, device: &Device) -> DataParallel {
+    let dropout = config.hidden_dropout_prob > 0.0 || config.attention_probs_dropout_prob > 0.0;
+    if dropout || !pipeline_albert::device::is_cpu(device) {
+        DataParallel::new(1)
+    } else {
+        DataParallel::per_core()
+    }
+}
+
+/// Reads small tensors back as one `f64` vector (one read-back per micro-batch).
+fn read_scalars(values: Vec<Tensor<1>>) -> Vec<f64> {
+    Tensor::cat(values, 0)
+        .into_data()
+        .convert::<f64>()
+        .try_into_vec::<f64>()
+        .unwrap_or_default()
 }
 
 /// The number of parameters burn counts in `model` (a check on [`AlbertConfig::parameter_count`]).

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Ours against Hugging Face transformers on this CPU, alternating run by run (issue 12).
+
+    .venv-torch/bin/python benches/cpu_compare.py                      # 3 rounds, all workloads
+    .venv-torch/bin/python benches/cpu_compare.py --rounds 5 --workloads tiny-train
+    .venv-torch/bin/python benches/cpu_compare.py --peer-bin /tmp/pipeline-old --workloads tiny-train
+        # two builds of ours against each other (a regression check), transformers left out
+
+The machine's speed drifts (2x within an hour on a shared host), so absolute figures from
+different moments do not compare. Each round runs every arm once per workload, one after the
+other (ours, transformers, ours, transformers, ...), and the figure that counts is the median
+over rounds of the per-round ratio ours / theirs. Each round also measures the machine's sgemm
+rate (torch.mm, 2048^3, 1 and 2 threads) so that model FLOP/s can be read as a fraction of what
+the cores can do at that moment.
+
+Workloads (the issue's shapes):
+  tiny-train  albert_zh tiny, AlbertForPreTraining step, batch 32 x seq 128, 20 masked
+  base-train  albert_zh base, the same at batch 8
+  tiny-infer  AlbertModel forward, tiny, batch 64 x seq 64 (ours: one chunk per core, as
+              `pipeline predict` runs)
+
+Ours: `pipeline bench train|infer --json`; transformers: benches/hf_baseline.py (2 threads,
+AdamW, sdpa attention, fp32). Both report CPU-seconds per wall-second over their timed runs.
+Every raw run and one summary line per workload and arm are appended to --out (JSON lines) with
+the date, the commit and the host.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+WORKLOADS = {
+    "tiny-train": {
+        "ours": ["bench", "train", "--model", "tiny", "--batch", "32", "--seq", "128",
+                 "--masked", "20", "--steps", "5", "--runs", "3", "--warmup", "2"],
+        "hf": ["train", "--config", "tiny", "--batch", "32", "--seq", "128", "--masked", "20",
+               "--steps", "5", "--runs", "3", "--warmup", "2"],
+        "rate": ("tokens_per_s", "tokens_per_s"),
+    },
+    "base-train": {
+        "ours": ["bench", "train", "--model", "base", "--batch", "8", "--seq", "128",
+                 "--masked", "20", "--steps", "2", "--runs", "3", "--warmup", "1"],
+        "hf": ["train", "--config", "base", "--batch", "8", "--seq", "128", "--masked", "20",
+               "--steps", "2", "--runs", "3", "--warmup", "1"],
+        "rate": ("tokens_per_s", "tokens_per_s"),
+    },
+    "tiny-infer": {
+        "ours": ["bench", "infer", "--model", "tiny", "--batch", "64", "--seq", "64",
+                 "--steps", "3", "--runs", "5", "--warmup", "2", "--split"],
+        "hf": ["infer", "--config", "tiny", "--batch", "64", "--seq", "64", "--steps", "3",
+               "--runs", "5", "--warmup", "2"],
+        "rate": ("sentences_per_s", "sentences_per_s"),
+    },
+}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def json_line(text):
+    for line in text.splitlines():
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError(f"no JSON line in:\n{text[-2000:]}")
+
+
+def run(cmd, env=None):
+    log("+ " + " ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    return json_line(p.stdout)
+
+
+def sgemm(python, threads):
+    """GFLOP/s of torch.mm on 2048^3 fp32 at `threads` threads (best of 5 after warm-up)."""
+    code = f"""
+import time, torch
+torch.set_num_threads({threads})
+a = torch.randn(2048, 2048); b = torch.randn(2048, 2048)
+for _ in range(3): a @ b
+best = 0.0
+for _ in range(5):
+    t = time.perf_counter(); a @ b; dt = time.perf_counter() - t
+    best = max(best, 2 * 2048**3 / dt / 1e9)
+print(best)
+"""
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip())
+
+
+def git_commit():
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=ROOT, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, cwd=ROOT).stdout.strip()
+        return out + ("-dirty" if dirty else "")
+    except Exception:
+        return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/pipeline"))
+    ap.add_argument("--device", default="cpu", help="ours: flex (cpu) or tch-cpu")
+    ap.add_argument("--peer-bin", help="compare against this build of ours instead of transformers")
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default=os.path.join(ROOT, "results/bench/cpu.jsonl"))
+    ap.add_argument("--note", default="")
+    a = ap.parse_args()
+    if a.rounds < 1:
+        sys.exit("--rounds must be at least 1")
+    workloads = [w for w in a.workloads.split(",") if w]
+    for w in workloads:
+        if w not in WORKLOADS:
+            sys.exit(f"unknown workload {w!r}: expected one of {', '.join(WORKLOADS)}")
+    for path in [a.bin] + ([a.peer_bin] if a.peer_bin else []):
+        if not os.access(path, os.X_OK):
+            sys.exit(f"{path} is not an executable: build it first (cargo build --release)")
+
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_commit(),
+        "host": platform.node(),
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "threads": a.threads,
+        "note": a.note,
+    }
+    peer = "peer" if a.peer_bin else "transformers"
+    env = dict(os.environ, RAYON_NUM_THREADS=str(a.threads))
+    results = {w: {"ours": [], peer: []} for w in workloads}
+    sgemms = []
+    out = open(a.out, "a")
+
+    def record(obj):
+        out.write(json.dumps(obj, sort_keys=True) + "\n")
+        out.flush()
+
+    for r in range(a.rounds):
+        s1, s2 = sgemm(a.python, 1), sgemm(a.python, a.threads)
+        sgemms.append((s1, s2))
+        log(f"round {r + 1}/{a.rounds}: sgemm {s1:.0f} GFLOP/s (1 thread), {s2:.0f} ({a.threads})")
+        record({"bench": "sgemm", "round": r + 1, "gflops_1": s1, f"gflops_{a.threads}": s2, **meta})
+        for w in workloads:
+            spec = WORKLOADS[w]
+            ours = run([a.bin] + spec["ours"] + ["--device", a.device, "--json", "-q"], env)
+            if a.peer_bin:
+                theirs = run([a.peer_bin] + spec["ours"] + ["--device", a.device, "--json", "-q"], env)
+            else:
+                theirs = run([a.python, os.path.join(HERE, "hf_baseline.py")] + spec["hf"]
+                             + ["--threads", str(a.threads), "--device", "cpu"], env)
+            for arm, res in (("ours", ours), (peer, theirs)):
+                results[w][arm].append(res)
+                record({"round": r + 1, "workload": w, "arm": arm, **res, **meta})
+            k_ours, k_theirs = spec["rate"]
+            log(f"  {w}: ours {ours[k_ours]:.0f}, {peer} {theirs[k_theirs]:.0f} "
+                f"→ {ours[k_ours] / theirs[k_theirs]:.2f}×")
+
+    sg1 = statistics.median(s for s, _ in sgemms)
+    sg2 = statistics.median(s for _, s in sgemms)
+    log(f"\nsgemm (torch.mm 2048³, median of rounds): {sg1:.0f} GFLOP/s on 1 thread, {sg2:.0f} on {a.threads}")
+    log(f"{'workload':<12} {'ours':>8} {peer:>13} {'ratio (median of rounds)':>26} {'ours CPU-s/s':>13} {peer + ' CPU-s/s':>16} {'ours % sgemm':>13}")
+    for w in workloads:
+        spec = WORKLOADS[w]
+        k_ours, k_theirs = spec["rate"]
+        o = [x[k_ours] for x in results[w]["ours"]]
+        t = [x[k_theirs] for x in results[w][peer]]
+        ratios = [x / y for x, y in zip(o, t)]
+        busy_o = statistics.median(x.get("cpu_seconds_per_wall_second", float("nan")) for x in results[w]["ours"])
+        busy_t = statistics.median(x.get("cpu_seconds_per_wall_second", float("nan")) for x in results[w][peer])
+        tflops = statistics.median(x.get("model_tflops_per_s", float("nan")) for x in results[w]["ours"])
+        frac = tflops * 1e3 / sg2
+        summary = {
+            "bench": "cpu_compare", "workload": w, "peer": peer, "rate": k_ours,
+            "ours": statistics.median(o), peer: statistics.median(t),
+            "ratio_median": statistics.median(ratios), "ratios": ratios, "rounds": a.rounds,
+            "ours_cpu_seconds_per_wall_second": busy_o,
+            f"{peer}_cpu_seconds_per_wall_second": busy_t,
+            "ours_model_gflops": tflops * 1e3, "sgemm_gflops": sg2, "sgemm_gflops_1_thread": sg1,
+            "ours_fraction_of_sgemm": frac, "device": a.device, **meta,
+        }
+        record(summary)
+        log(f"{w:<12} {statistics.median(o):>8.0f} {statistics.median(t):>13.0f} "
+            f"{statistics.median(ratios):>20.2f}× ({', '.join(f'{x:.2f}' for x in ratios)}) "
+            f"{busy_o:>8.2f} {busy_t:>16.2f} {100 * frac:>12.0f}%")
+    log(f"\n{meta['date']}, commit {meta['commit']}, {meta['host']}; appended to {a.out}")
+
+
+if __name__ == "__main__":
+    main()

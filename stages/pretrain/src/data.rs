@@ -1,0 +1,136 @@
+//! The stage's inputs: the `mask` dep's shards and the `vocab` dep's vocabulary, checked
+//! against each other and against the model, and the model to start from (a named size or
+//! config file, or `init_from`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use pipeline_albert::{AlbertConfig, AlbertForPreTraining, hf};
+use pipeline_engine::stage::StageContext;
+use pipeline_shards::{BatchReaderConfig, list_shards, shard_metadata};
+
+use crate::PretrainParams;
+
+/// The data the stage trains on, found in its deps.
+pub struct Data {
+    pub train: Vec<PathBuf>,
+    pub eval: Vec<PathBuf>,
+    pub max_seq_length: usize,
+    pub max_predictions: usize,
+    pub vocab_dir: PathBuf,
+    pub vocab_size: usize,
+}
+
+impl Data {
+    pub fn find(mask_dir: &Path, vocab_dir: &Path) -> anyhow::Result<Data> {
+        let train = list_shards(mask_dir, "shard")?;
+        if train.is_empty() {
+            bail!(
+                "{} has no training shards (shard-00000.arrow, …): is the dep a `mask` stage's \
+                 artifact?",
+                mask_dir.display()
+            );
+        }
+        let eval = list_shards(mask_dir, "eval")?;
+        let meta = shard_metadata(&train[0])?;
+        let number = |key: &str| -> anyhow::Result<usize> {
+            meta.get(key).and_then(|v| v.parse().ok()).with_context(|| {
+                format!("{}: the shard metadata has no `{key}`", train[0].display())
+            })
+        };
+        let vocab_file = vocab_dir.join("vocab.txt");
+        let vocab_size = std::fs::read_to_string(&vocab_file)
+            .with_context(|| format!("reading {} (the `vocab` dep)", vocab_file.display()))?
+            .lines()
+            .count();
+        if let Ok(shard_vocab) = number("vocab_size")
+            && shard_vocab != vocab_size
+        {
+            bail!(
+                "the shards were made with a vocabulary of {shard_vocab} tokens but {} has \
+                 {vocab_size}: the `mask` and `pretrain` stages must use the same `vocab` dep",
+                vocab_file.display()
+            );
+        }
+        let max_seq_length = number("max_seq_length")?;
+        let max_predictions = number("max_predictions_per_seq")?;
+        Ok(Data {
+            train,
+            eval,
+            max_seq_length,
+            max_predictions,
+            vocab_dir: vocab_dir.to_path_buf(),
+            vocab_size,
+        })
+    }
+
+    pub fn reader_config(&self, p: &PretrainParams) -> BatchReaderConfig {
+        BatchReaderConfig {
+            batch_size: p.batch_size,
+            max_seq_length: self.max_seq_length,
+            max_predictions_per_seq: self.max_predictions,
+            seed: p.seed,
+            shuffle: true,
+            drop_last: true,
+            pad_to_max: p.pad_to_max,
+            epochs: None,
+        }
+    }
+}
+
+/// The model config and initial weights the params ask for.
+pub fn initial_model(
+    p: &PretrainParams,
+    data_vocab: usize,
+    device: &burn::tensor::Device,
+) -> anyhow::Result<(AlbertConfig, AlbertForPreTraining)> {
+    match &p.init_from {
+        Some(dir) => {
+            let (config, model) = hf::load_pretraining(dir, device)
+                .with_context(|| format!("param `init_from`: {}", dir.display()))?;
+            if config.vocab_size != data_vocab {
+                bail!(
+                    "init_from {} has vocab_size {} but the vocabulary has {data_vocab} tokens",
+                    dir.display(),
+                    config.vocab_size
+                );
+            }
+            Ok((config, model))
+        }
+        None => {
+            let config = p
+                .model_config(Some(data_vocab))
+                .map_err(anyhow::Error::msg)?;
+            // The seed decides the initial weights.
+            device.seed(p.seed);
+            let model = AlbertForPreTraining::new(&config, device);
+            Ok((config, model))
+        }
+    }
+}
+
+impl Data {
+    /// The shards and vocabulary of the stage's `mask` and `vocab` deps.
+    pub fn from_deps(ctx: &StageContext) -> anyhow::Result<Data> {
+        let mask = ctx.dep("mask").context(
+            "the pretrain stage needs a `mask` dep (the shards) and a `vocab` dep: add `deps: [mask, vocab]`",
+        )?;
+        let vocab = ctx
+            .dep("vocab")
+            .context("the pretrain stage needs a `vocab` dep: add `deps: [mask, vocab]`")?;
+        Data::find(&mask.dir, &vocab.dir)
+    }
+
+    /// The shards' sequences must fit the model's positions.
+    pub fn check_fits(&self, config: &AlbertConfig) -> anyhow::Result<()> {
+        if self.max_seq_length > config.max_position_embeddings {
+            bail!(
+                "the shards hold sequences of up to {} tokens but the model has {} positions \
+                 (max_position_embeddings)",
+                self.max_seq_length,
+                config.max_position_embeddings
+            );
+        }
+        Ok(())
+    }
+}

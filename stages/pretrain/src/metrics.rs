@@ -1,0 +1,131 @@
+//! What the stage writes about itself: `metrics.jsonl` lines (training every `log_interval`
+//! steps, and each evaluation), kept consistent across a resume, and the final
+//! `metrics.json` (the model, the run, the last evaluation, throughput and where the wall time
+//! went). The schemas are in docs/metrics.md.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::trainer::{EvalStats, StepStats};
+
+/// Seconds spent in each part of the stage, kept across a resume.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Timings {
+    /// Optimiser steps only (what tokens/s is computed from).
+    pub train_seconds: f64,
+    pub eval_seconds: f64,
+    pub checkpoint_seconds: f64,
+}
+
+/// A `metrics.jsonl` line for a training step.
+pub fn step_line(step: u64, s: &StepStats, tokens_per_s: f64, elapsed: f64) -> Value {
+    let p = s.predictions.max(1) as f64;
+    json!({
+        "step": step,
+        "loss": round(s.loss),
+        "mlm_loss": round(s.mlm_loss),
+        "sop_loss": round(s.sop_loss),
+        "mlm_accuracy": round(s.mlm_correct / p),
+        "sop_accuracy": round(s.sop_correct / s.rows.max(1) as f64),
+        "lr": s.lr,
+        "grad_norm": round(s.grad_norm),
+        "tokens_per_s": tokens_per_s.round(),
+        "elapsed_s": round(elapsed),
+    })
+}
+
+/// A `metrics.jsonl` line for an evaluation.
+pub fn eval_line(step: u64, e: &EvalStats, seconds: f64) -> Value {
+    json!({
+        "step": step,
+        "eval_mlm_loss": round(e.mlm_loss),
+        "eval_mlm_accuracy": round(e.mlm_accuracy),
+        "eval_sop_loss": round(e.sop_loss),
+        "eval_sop_accuracy": round(e.sop_accuracy),
+        "eval_instances": e.instances,
+        "eval_seconds": round(seconds),
+    })
+}
+
+/// Six decimals are plenty for losses and accuracies and keep the files readable.
+pub fn round(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+/// Keeps the lines of `path` up to step `step` (a resumed run redoes the steps after its
+/// checkpoint and would otherwise log them twice).
+pub fn truncate_metrics(path: &Path, step: u64) -> anyhow::Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(());
+    };
+    let kept: String = text
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .and_then(|v| v["step"].as_u64())
+                .is_some_and(|s| s <= step)
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(path, kept)?;
+    Ok(())
+}
+
+pub fn append_line(path: &Path, v: &Value) -> anyhow::Result<()> {
+    let mut f = OpenOptions::new().create(true).append(true).open(path)?;
+    writeln!(f, "{v}")?;
+    Ok(())
+}
+
+/// Where a run's wall time went, as `metrics.json` reports it.
+pub fn time_split(t: &Timings, wall: f64) -> Value {
+    let share = |x: f64| round(x / wall.max(1e-9));
+    json!({
+        "train_seconds": round(t.train_seconds),
+        "eval_seconds": round(t.eval_seconds),
+        "checkpoint_seconds": round(t.checkpoint_seconds),
+        "wall_seconds": round(wall),
+        "train_share": share(t.train_seconds),
+        "eval_share": share(t.eval_seconds),
+        "checkpoint_share": share(t.checkpoint_seconds),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_keeps_the_lines_up_to_the_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.jsonl");
+        for step in [1, 10, 20, 30] {
+            append_line(&path, &json!({"step": step})).unwrap();
+        }
+        truncate_metrics(&path, 20).unwrap();
+        let steps: Vec<u64> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["step"].as_u64().unwrap())
+            .collect();
+        assert_eq!(steps, vec![1, 10, 20]);
+    }
+
+    #[test]
+    fn shares_add_up_to_the_parts() {
+        let t = Timings {
+            train_seconds: 90.0,
+            eval_seconds: 8.0,
+            checkpoint_seconds: 1.0,
+        };
+        let v = time_split(&t, 100.0);
+        assert_eq!(v["eval_share"], json!(0.08));
+        assert_eq!(v["train_share"], json!(0.9));
+    }
+}

@@ -1,0 +1,394 @@
+//! One pretraining run, from its start (or its last checkpoint) to the exported model: the step
+//! loop with its progress line and `metrics.jsonl`, the evaluations and checkpoints it
+//! schedules, each timed, and the artifact it leaves.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use pipeline_albert::device::ResolvedDevice;
+use pipeline_albert::train::{Checkpoint, remove_checkpoint};
+use pipeline_albert::{AlbertConfig, AlbertForPreTraining, hf};
+use pipeline_engine::stage::StageContext;
+use pipeline_shards::{BatchReader, BatchReaderConfig, ReaderPosition};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::data::Data;
+use crate::metrics::{Timings, append_line, eval_line, round, step_line, time_split, truncate_metrics};
+use crate::params::{Precision, PretrainParams};
+use crate::trainer::{EvalStats, NonFinite, StepStats, Trainer};
+
+/// What a checkpoint holds besides the weights and the optimiser.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct TrainState {
+    /// Optimiser steps done.
+    step: u64,
+    /// `None` until the first checkpoint.
+    position: Option<ReaderPosition>,
+    tokens_seen: u64,
+    padded_tokens_seen: u64,
+    #[serde(flatten)]
+    timings: Timings,
+    last_eval: Option<EvalStats>,
+    /// The config the run trains (a resumed run must build the same model).
+    config: AlbertConfig,
+}
+
+/// The run in progress.
+pub struct TrainingRun<'a> {
+    ctx: &'a StageContext<'a>,
+    p: &'a PretrainParams,
+    data: &'a Data,
+    trainer: Trainer,
+    reader: BatchReader,
+    state: TrainState,
+    checkpoint: Checkpoint,
+    metrics_path: PathBuf,
+    device_name: String,
+    resumed_from: Option<u64>,
+    started: Instant,
+    /// Tokens and start of the current `log_interval` window, for the tokens/s of the log.
+    window: (Instant, u64),
+}
+
+impl<'a> TrainingRun<'a> {
+    /// The trainer on `device`, continued from the work area's checkpoint when a previous
+    /// attempt left one; logs what is about to be trained.
+    pub fn start(
+        ctx: &'a StageContext<'a>,
+        p: &'a PretrainParams,
+        data: &'a Data,
+        (config, model): (AlbertConfig, AlbertForPreTraining),
+        device: ResolvedDevice,
+    ) -> anyhow::Result<TrainingRun<'a>> {
+        let ad = device.device.clone().autodiff();
+        let trainer = Trainer::new(config.clone(), model, p.optim.clone(), ad);
+        let checkpoint = Checkpoint::new(ctx.work_dir.join("checkpoint"));
+        let metrics_path = ctx.work_dir.join("metrics.jsonl");
+        let reader_config = data.reader_config(p);
+        let mut run = TrainingRun {
+            ctx,
+            p,
+            data,
+            trainer,
+            reader: BatchReader::open(&data.train, reader_config.clone())?,
+            state: TrainState {
+                step: 0,
+                position: None,
+                tokens_seen: 0,
+                padded_tokens_seen: 0,
+                timings: Timings::default(),
+                last_eval: None,
+                config,
+            },
+            checkpoint,
+            metrics_path,
+            device_name: device.name,
+            resumed_from: None,
+            started: Instant::now(),
+            window: (Instant::now(), 0),
+        };
+        if run.checkpoint.exists() || ctx.work_dir.join("checkpoint.old").exists() {
+            run.resume(reader_config)?;
+        } else {
+            let _ = std::fs::remove_file(&run.metrics_path);
+        }
+        run.announce();
+        Ok(run)
+    }
+
+    fn resume(&mut self, reader_config: BatchReaderConfig) -> anyhow::Result<()> {
+        let (model, optim, saved): (_, _, TrainState) = self
+            .checkpoint
+            .load(self.trainer.model.clone(), self.trainer.optim.clone())?;
+        if saved.config != self.state.config {
+            anyhow::bail!(
+                "the checkpoint in {} was made for another model config; remove it to start over",
+                self.checkpoint.dir.display()
+            );
+        }
+        self.trainer.model = model;
+        self.trainer.optim = optim;
+        let position = saved
+            .position
+            .clone()
+            .context("the checkpoint has no data position")?;
+        self.reader = BatchReader::resume(&self.data.train, reader_config, &position)?;
+        truncate_metrics(&self.metrics_path, saved.step)?;
+        self.log(&format!(
+            "resumed from the checkpoint at step {} of {}",
+            saved.step, self.p.optim.total_steps
+        ));
+        self.resumed_from = Some(saved.step);
+        self.state = saved;
+        Ok(())
+    }
+
+    fn announce(&self) {
+        let (p, c) = (self.p, &self.state.config);
+        self.log(&format!(
+            "{}: {} parameters ({} share_type {}, {}), {} training instances per epoch, device {}, \
+             {} data-parallel worker(s), {} batches per evaluation",
+            self.ctx.instance,
+            c.parameter_count().total,
+            p.model,
+            c.share_type,
+            c.ln_type.name(),
+            self.reader.instances_per_epoch(),
+            self.device_name,
+            self.trainer.parallel.workers(),
+            p.eval_batches_for(),
+        ));
+        if self.data.eval.is_empty() {
+            self.log("no eval shard in the mask artifact (eval_fraction 0?): no evaluation");
+        }
+        let progress = self.ctx.progress;
+        progress.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner:.cyan} {prefix:.bold} {elapsed:>4} [{bar:25.cyan/blue}] {pos}/{len} {msg} ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        progress.set_length(p.optim.total_steps);
+        progress.set_position(self.state.step);
+    }
+
+    /// A line in the stage's log (and the tracing log).
+    fn log(&self, line: &str) {
+        tracing::info!(target: "pretrain", "{}: {line}", self.ctx.instance);
+        let _ = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.ctx.log_dir.join("train.log"))
+            .and_then(|mut f| writeln!(f, "{line}"));
+    }
+
+    /// Steps until `steps`, with the logging, evaluations and checkpoints they are due.
+    pub fn train(&mut self) -> anyhow::Result<()> {
+        self.window = (Instant::now(), 0);
+        while self.state.step < self.p.optim.total_steps {
+            let stats = self.step()?;
+            self.log_step(&stats)?;
+            self.evaluate_if_due()?;
+            self.checkpoint_if_due()?;
+        }
+        Ok(())
+    }
+
+    /// One optimiser step; a non-finite loss stops the run, keeping the last checkpoint.
+    fn step(&mut self) -> anyhow::Result<StepStats> {
+        let p = self.p;
+        // Seeding per step makes dropout reproducible across a resume.
+        self.trainer
+            .device
+            .seed(p.seed ^ (self.state.step.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+        let mut batches = Vec::with_capacity(p.grad_accum_steps);
+        for _ in 0..p.grad_accum_steps {
+            batches.push(
+                self.reader
+                    .next_batch()?
+                    .context("the training reader ended")?,
+            );
+        }
+        let t0 = Instant::now();
+        let result = if fault_injected(self.state.step + 1) {
+            Err(NonFinite {
+                what: "loss",
+                value: f64::NAN,
+            })
+        } else {
+            self.trainer.step(self.state.step, &batches)
+        };
+        let stats = result.map_err(|e| {
+            anyhow::anyhow!(
+                "step {}: {e} (learning rate {:.3e}); training stopped. The last good checkpoint \
+                 ({}) stays in {}: lower learning_rate or raise warmup_steps, then run again",
+                self.state.step + 1,
+                p.optim.lr_at(self.state.step),
+                resumed_or_saved(&self.checkpoint),
+                self.checkpoint.dir.display()
+            )
+        })?;
+        self.state.timings.train_seconds += t0.elapsed().as_secs_f64();
+        self.state.step += 1;
+        self.state.tokens_seen += stats.tokens;
+        self.state.padded_tokens_seen += stats.padded_tokens;
+        self.window.1 += stats.tokens;
+        self.ctx.progress.set_position(self.state.step);
+        Ok(stats)
+    }
+
+    fn log_step(&mut self, stats: &StepStats) -> anyhow::Result<()> {
+        let step = self.state.step;
+        if !(step.is_multiple_of(self.p.log_interval)
+            || step == self.p.optim.total_steps
+            || step == 1)
+        {
+            return Ok(());
+        }
+        let rate = self.window.1 as f64 / self.window.0.elapsed().as_secs_f64().max(1e-9);
+        self.window = (Instant::now(), 0);
+        let line = step_line(step, stats, rate, self.started.elapsed().as_secs_f64());
+        append_line(&self.metrics_path, &line)?;
+        self.ctx.progress.set_message(format!(
+            "loss {:.3} · mlm acc {:.1}% · {:.0} tok/s",
+            stats.loss,
+            100.0 * stats.mlm_correct / stats.predictions.max(1) as f64,
+            rate
+        ));
+        self.log(&line.to_string());
+        Ok(())
+    }
+
+    fn evaluate_if_due(&mut self) -> anyhow::Result<()> {
+        let (step, total) = (self.state.step, self.p.optim.total_steps);
+        let due = (self.p.eval_interval > 0 && step.is_multiple_of(self.p.eval_interval))
+            || step == total;
+        if !due || self.data.eval.is_empty() {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let config = BatchReaderConfig {
+            drop_last: false,
+            ..self.data.reader_config(self.p)
+        };
+        let reader = BatchReader::eval(&self.data.eval, config)?;
+        let e = self.trainer.evaluate(reader, self.p.eval_batches_for())?;
+        let seconds = t0.elapsed().as_secs_f64();
+        self.state.timings.eval_seconds += seconds;
+        let line = eval_line(step, &e, seconds);
+        append_line(&self.metrics_path, &line)?;
+        self.log(&line.to_string());
+        self.state.last_eval = Some(e);
+        // Evaluation time is not training time: keep it out of the next tokens/s.
+        self.window.0 += t0.elapsed();
+        Ok(())
+    }
+
+    fn checkpoint_if_due(&mut self) -> anyhow::Result<()> {
+        let step = self.state.step;
+        if !step.is_multiple_of(self.p.checkpoint_interval) || step >= self.p.optim.total_steps {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        self.state.position = Some(self.reader.position());
+        // The time of this save is counted before it is written, so the state on disk
+        // includes it.
+        let mut saved = self.state.clone();
+        saved.timings.checkpoint_seconds += t0.elapsed().as_secs_f64();
+        self.checkpoint
+            .save(&self.trainer.model, &self.trainer.optim, &saved)?;
+        self.state.timings.checkpoint_seconds += t0.elapsed().as_secs_f64();
+        self.log(&format!("checkpoint at step {step}"));
+        self.window.0 += t0.elapsed();
+        Ok(())
+    }
+
+    /// The artifact: the Hugging Face export, the vocabulary, `metrics.jsonl` and
+    /// `metrics.json`; then the checkpoint is no longer needed.
+    pub fn export(self) -> anyhow::Result<()> {
+        let out = self.ctx.out_dir;
+        let config = &self.state.config;
+        hf::save_pretraining(out, config, &self.trainer.inference_model())?;
+        for f in ["vocab.txt", "tokenizer.json"] {
+            let src = self.data.vocab_dir.join(f);
+            if src.is_file() {
+                std::fs::copy(&src, out.join(f))
+                    .with_context(|| format!("copying {}", src.display()))?;
+            }
+        }
+        std::fs::copy(&self.metrics_path, out.join("metrics.jsonl"))?;
+        let metrics = self.summary();
+        std::fs::write(
+            out.join("metrics.json"),
+            serde_json::to_string_pretty(&metrics)? + "\n",
+        )?;
+        remove_checkpoint(&self.checkpoint.dir)?;
+        self.log(&format!(
+            "done: {} steps, {:.0} tokens/s, {}, eval {}",
+            self.state.step,
+            self.state.tokens_seen as f64 / self.state.timings.train_seconds.max(1e-9),
+            time_split(&self.state.timings, self.started.elapsed().as_secs_f64()),
+            self.state
+                .last_eval
+                .as_ref()
+                .map(|e| format!(
+                    "MLM acc {:.3}, SOP acc {:.3}",
+                    e.mlm_accuracy, e.sop_accuracy
+                ))
+                .unwrap_or_else(|| "none".into())
+        ));
+        Ok(())
+    }
+
+    /// `metrics.json` (docs/metrics.md).
+    fn summary(&self) -> Value {
+        let (p, s, c) = (self.p, &self.state, &self.state.config);
+        let train_s = s.timings.train_seconds.max(1e-9);
+        let rows_per_step = (p.batch_size * p.grad_accum_steps) as u64;
+        let micro_batches = s.step * p.grad_accum_steps as u64;
+        // Model FLOPs over the run, from the mean padded sequence length.
+        let mean_seq = s.padded_tokens_seen as f64 / (s.step * rows_per_step).max(1) as f64;
+        let flops = c.training_flops(
+            p.batch_size,
+            mean_seq.round() as usize,
+            self.data.max_predictions,
+        ) * micro_batches as f64;
+        let wall = self.started.elapsed().as_secs_f64();
+        json!({
+            "model": p.model,
+            "config": c,
+            "parameters": c.parameter_count(),
+            "share_type": c.share_type.name(),
+            "ln_type": c.ln_type.name(),
+            "hf_compatible": c.hf_compatible().is_ok(),
+            "steps": s.step,
+            "batch_size": p.batch_size,
+            "grad_accum_steps": p.grad_accum_steps,
+            "effective_batch_size": rows_per_step,
+            "max_seq_length": self.data.max_seq_length,
+            "optimizer": p.optim,
+            "tokens_seen": s.tokens_seen,
+            "padded_tokens_seen": s.padded_tokens_seen,
+            "train_seconds": round(s.timings.train_seconds),
+            "eval_seconds": round(s.timings.eval_seconds),
+            "checkpoint_seconds": round(s.timings.checkpoint_seconds),
+            "wall_seconds": round(wall),
+            "time_split": time_split(&s.timings, wall),
+            "tokens_per_s": (s.tokens_seen as f64 / train_s).round(),
+            "padded_tokens_per_s": (s.padded_tokens_seen as f64 / train_s).round(),
+            "model_tflops_per_s": round(flops / train_s / 1e12),
+            "device": self.device_name,
+            "precision": match p.precision { Precision::Fp32 => "fp32", Precision::Bf16 => "bf16" },
+            "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            "data_parallel_workers": self.trainer.parallel.workers(),
+            "eval_batches": p.eval_batches_for(),
+            "resumed_from_step": self.resumed_from,
+            "train_instances_per_epoch": self.reader.instances_per_epoch(),
+            "epochs": round(s.step as f64 * rows_per_step as f64
+                / self.reader.instances_per_epoch().max(1) as f64),
+            "eval": s.last_eval,
+        })
+    }
+}
+
+/// A test hook: `PIPELINE_FAULT_NAN_AT_STEP=N` makes step N's loss NaN, so that the NaN
+/// handling can be tested end to end without a diverging model.
+fn fault_injected(step: u64) -> bool {
+    std::env::var("PIPELINE_FAULT_NAN_AT_STEP")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n == step)
+}
+
+fn resumed_or_saved(c: &Checkpoint) -> String {
+    std::fs::read_to_string(c.dir.join("state.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| v["step"].as_u64())
+        .map(|s| format!("step {s}"))
+        .unwrap_or_else(|| "none yet".into())
+}
