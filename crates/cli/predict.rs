@@ -11,9 +11,10 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use pipeline_albert::device::{DeviceChoice, resolve};
+use pipeline_albert::parallel::DataParallel;
 use serde_json::json;
 use stage_finetune::encode::Encoded;
-use stage_finetune::predict::{PairClassifier, argmax, chunks_for, pair_probabilities};
+use stage_finetune::predict::{PairClassifier, argmax, pair_probabilities};
 
 use crate::args::{Cli, PredictArgs};
 use crate::model::model_dir;
@@ -84,11 +85,11 @@ pub fn predict(cli: &Cli, args: &PredictArgs) -> Result<ExitCode> {
     let device = resolve(DeviceChoice::parse(&args.device).map_err(anyhow::Error::msg)?)
         .map_err(anyhow::Error::msg)?;
     let clf = PairClassifier::load(&dir, args.max_seq_length, &device.device)?;
-    let chunks = chunks_for(&device.name);
+    let workers = DataParallel::for_device(&device.device);
     match (&args.texts[..], &args.input) {
         ([a, b], None) => {
             let enc = clf.encoder.encode(a, b);
-            let p = pair_probabilities(&clf.model, &[enc], 1, 1, &device.device, &|_| {})
+            let p = pair_probabilities(&clf.model, &[enc], 1, &workers, &device.device, &|_| {})
                 .pop()
                 .unwrap_or_default();
             let k = argmax(&p);
@@ -137,7 +138,7 @@ pub fn predict(cli: &Cli, args: &PredictArgs) -> Result<ExitCode> {
                 &clf.model,
                 &encoded,
                 args.batch_size,
-                chunks,
+                &workers,
                 &device.device,
                 &|n| bar.inc(n as u64),
             );

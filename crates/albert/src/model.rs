@@ -514,6 +514,24 @@ impl AlbertForSequenceClassification {
         self.classifier.forward(self.dropout.forward(pooled))
     }
 
+    /// Logits with the classifier's dropout given as a mask on the pooled output (`[batch, H]`,
+    /// already scaled by `1/(1-p)`; `None`: no dropout). Data-parallel training draws the masks
+    /// on one thread in a fixed order: workers drawing from the device's one random stream
+    /// concurrently would make runs irreproducible.
+    pub fn forward_with_dropout_mask(
+        &self,
+        input: &AlbertInput,
+        mask: Option<Tensor<2>>,
+    ) -> Tensor<2> {
+        let pooled = self.albert.forward(input).pooler_output;
+        self.classifier.forward(apply_mask(pooled, mask))
+    }
+
+    /// The dropout probability before the classifier.
+    pub fn dropout_prob(&self) -> f64 {
+        self.dropout.prob
+    }
+
     pub fn num_labels(&self) -> usize {
         self.classifier.weight.dims()[1]
     }
@@ -549,5 +567,32 @@ impl AlbertForMultipleChoice {
         self.classifier
             .forward(self.dropout.forward(pooled))
             .reshape([rows / choices, choices])
+    }
+
+    /// [`Self::forward`] with the dropout given as a mask (see
+    /// [`AlbertForSequenceClassification::forward_with_dropout_mask`]).
+    pub fn forward_with_dropout_mask(
+        &self,
+        input: &AlbertInput,
+        choices: usize,
+        mask: Option<Tensor<2>>,
+    ) -> Tensor<2> {
+        let pooled = self.albert.forward(input).pooler_output;
+        let [rows, _] = pooled.dims();
+        self.classifier
+            .forward(apply_mask(pooled, mask))
+            .reshape([rows / choices, choices])
+    }
+
+    /// The dropout probability before the classifier.
+    pub fn dropout_prob(&self) -> f64 {
+        self.dropout.prob
+    }
+}
+
+fn apply_mask(x: Tensor<2>, mask: Option<Tensor<2>>) -> Tensor<2> {
+    match mask {
+        Some(m) => x * m,
+        None => x,
     }
 }

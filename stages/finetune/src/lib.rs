@@ -22,207 +22,49 @@
 //! | `dropout` | 0.1 | dropout before the classifier |
 //! | `hidden_dropout` | 0.0 | dropout inside the encoder (albert_zh: none) |
 //! | `seed` | 42 | classifier initialisation, example order, dropout |
+//! | `group_by_length` | true | batch examples of similar length together (less padding; each batch is still a random draw) |
 //!
 //! Output: `config.json` + `model.safetensors` (`AlbertForSequenceClassification` or
 //! `AlbertForMultipleChoice` layout, with `id2label`), `vocab.txt`, `tokenizer.json`,
 //! `predictions.tsv` (every dev and evaluation example: texts, gold, predicted, probabilities),
 //! `metrics.json` (protocol, per-epoch history, dev and evaluation metrics; see
 //! docs/metrics.md) and `metrics.jsonl` (one line per epoch).
+//!
+//! On a CPU each batch is split into one micro-batch per core, the classifier's dropout masks
+//! drawn on one thread in a fixed order, so that runs are reproducible (`train`).
 
+pub mod data;
 pub mod encode;
+pub mod fit;
+pub mod outputs;
+pub mod params;
 pub mod predict;
+pub mod task_model;
+pub mod train;
 
-use std::fmt::Write as _;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, bail};
-use burn::module::Module;
-use burn::optim::GradientsParams;
-use burn::tensor::{Device, Int, Tensor, TensorData};
-use pipeline_albert::device::{self, DeviceChoice, ResolvedDevice};
-use pipeline_albert::model::weighted_cross_entropy;
-use pipeline_albert::train::{OptimConfig, OptimizerKind, clip_global_norm};
-use pipeline_albert::{
-    Albert, AlbertConfig, AlbertForMultipleChoice, AlbertForSequenceClassification, hf,
-};
+use anyhow::bail;
+use pipeline_albert::device::{self, ResolvedDevice};
+use pipeline_albert::parallel::DataParallel;
 use pipeline_engine::stage::{Stage, StageContext};
-use pipeline_tasks::{Examples, Metrics, Protocol, ProtocolSpec, evaluate};
-use serde::Serialize;
+use pipeline_tasks::{Protocol, ProtocolSpec, evaluate};
 use serde_json::{Map, Value, json};
 
-use encode::{Encoded, PairEncoder, batch_input};
-use predict::{argmax, choice_probabilities, chunks_for, pair_probabilities};
+use data::EncodedSplit;
+use encode::PairEncoder;
+use fit::{Fit, fit, probabilities};
+use outputs::{Predictions, metrics_json};
+pub use params::{Init, TrainParams};
+use params::{TRAIN_PARAMS, known};
+use predict::argmax;
+use task_model::{Source, TaskModel, check_vocab};
+use train::FineTuner;
 
 pub struct FinetuneStage;
-
-const TRAIN_PARAMS: &[&str] = &[
-    "init",
-    "init_from",
-    "device",
-    "epochs",
-    "batch_size",
-    "eval_batch_size",
-    "learning_rate",
-    "optimizer",
-    "weight_decay",
-    "warmup_fraction",
-    "max_grad_norm",
-    "max_seq_length",
-    "dropout",
-    "hidden_dropout",
-    "seed",
-];
-
-fn known() -> &'static [&'static str] {
-    static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-    ALL.get_or_init(|| {
-        TRAIN_PARAMS
-            .iter()
-            .chain(pipeline_tasks::known_params())
-            .copied()
-            .collect()
-    })
-}
-
-/// Where the initial weights come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Init {
-    Pretrained,
-    Random,
-    Checkpoint(PathBuf),
-}
-
-impl Init {
-    fn name(&self) -> &'static str {
-        match self {
-            Init::Pretrained => "pretrained",
-            Init::Random => "random",
-            Init::Checkpoint(_) => "checkpoint",
-        }
-    }
-}
-
-/// The training params, checked.
-#[derive(Debug, Clone)]
-pub struct TrainParams {
-    pub init: Init,
-    pub device: DeviceChoice,
-    pub epochs: usize,
-    pub batch_size: usize,
-    pub eval_batch_size: usize,
-    pub learning_rate: f64,
-    pub optimizer: OptimizerKind,
-    pub weight_decay: f64,
-    pub warmup_fraction: f64,
-    pub max_grad_norm: f64,
-    pub max_seq_length: usize,
-    pub dropout: f64,
-    pub hidden_dropout: f64,
-    pub seed: u64,
-}
-
-fn num(p: &Map<String, Value>, key: &str, default: f64) -> Result<f64, String> {
-    match p.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v
-            .as_f64()
-            .ok_or_else(|| format!("{key} must be a number, not {v}")),
-    }
-}
-
-fn count(p: &Map<String, Value>, key: &str, default: u64, min: u64) -> Result<u64, String> {
-    let v = match p.get(key) {
-        None | Some(Value::Null) => default,
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| format!("{key} must be a non-negative integer, not {v}"))?,
-    };
-    if v < min {
-        return Err(format!("{key} must be at least {min} (got {v})"));
-    }
-    Ok(v)
-}
-
-impl TrainParams {
-    pub fn parse(p: &Map<String, Value>, root: &Path) -> Result<TrainParams, String> {
-        let init_from = match p.get("init_from") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(root.join(s)),
-            Some(v) => return Err(format!("init_from must be a path, not {v}")),
-        };
-        let init = match (p.get("init").and_then(Value::as_str), init_from) {
-            (Some("checkpoint") | None, Some(dir)) => Init::Checkpoint(dir),
-            (Some("checkpoint"), None) => {
-                return Err(
-                    "init: checkpoint needs init_from: DIR (a Hugging Face ALBERT directory)"
-                        .into(),
-                );
-            }
-            (Some("pretrained") | None, None) => Init::Pretrained,
-            (Some("random"), None) => Init::Random,
-            (Some(other @ ("pretrained" | "random")), Some(_)) => {
-                return Err(format!("init: {other} and init_from exclude each other"));
-            }
-            (Some(other), _) => {
-                return Err(format!(
-                    "unknown init {other:?}: expected pretrained, random or checkpoint"
-                ));
-            }
-        };
-        if let Some(v) = p.get("init")
-            && !v.is_string()
-        {
-            return Err(format!("init must be a string, not {v}"));
-        }
-        let dropout = num(p, "dropout", 0.1)?;
-        let hidden_dropout = num(p, "hidden_dropout", 0.0)?;
-        for (k, d) in [("dropout", dropout), ("hidden_dropout", hidden_dropout)] {
-            if !(0.0..1.0).contains(&d) {
-                return Err(format!("{k} = {d} must be in [0, 1)"));
-            }
-        }
-        let warmup_fraction = num(p, "warmup_fraction", 0.1)?;
-        if !(0.0..=1.0).contains(&warmup_fraction) {
-            return Err(format!(
-                "warmup_fraction = {warmup_fraction} must be in [0, 1]"
-            ));
-        }
-        let learning_rate = num(p, "learning_rate", 1e-4)?;
-        if !(learning_rate > 0.0 && learning_rate.is_finite()) {
-            return Err(format!(
-                "learning_rate = {learning_rate} must be a positive number"
-            ));
-        }
-        let device_name = match p.get("device") {
-            None | Some(Value::Null) => "auto",
-            Some(Value::String(s)) => s.as_str(),
-            Some(v) => return Err(format!("device must be a string, not {v}")),
-        };
-        Ok(TrainParams {
-            init,
-            device: DeviceChoice::parse(device_name)?,
-            epochs: count(p, "epochs", 3, 1)? as usize,
-            batch_size: count(p, "batch_size", 32, 1)? as usize,
-            eval_batch_size: count(p, "eval_batch_size", 64, 1)? as usize,
-            learning_rate,
-            optimizer: OptimizerKind::parse(
-                p.get("optimizer")
-                    .and_then(Value::as_str)
-                    .unwrap_or("adamw"),
-            )?,
-            weight_decay: num(p, "weight_decay", 0.01)?,
-            warmup_fraction,
-            max_grad_norm: num(p, "max_grad_norm", 1.0)?,
-            max_seq_length: count(p, "max_seq_length", 128, 5)? as usize,
-            dropout,
-            hidden_dropout,
-            seed: count(p, "seed", 42, 0)?,
-        })
-    }
-}
 
 impl Stage for FinetuneStage {
     fn kind(&self) -> &'static str {
@@ -277,265 +119,150 @@ impl Stage for FinetuneStage {
     }
 }
 
-/// The model being fine-tuned.
-#[derive(Clone)]
-enum TaskModel {
-    Pair(AlbertForSequenceClassification),
-    Choice(AlbertForMultipleChoice),
-}
-
-impl TaskModel {
-    fn valid(&self) -> TaskModel {
-        match self {
-            TaskModel::Pair(m) => TaskModel::Pair(m.valid()),
-            TaskModel::Choice(m) => TaskModel::Choice(m.valid()),
-        }
-    }
-
-    fn num_params(&self) -> usize {
-        match self {
-            TaskModel::Pair(m) => m.num_params(),
-            TaskModel::Choice(m) => m.num_params(),
-        }
-    }
-}
-
-/// Encoded examples of one split: rows per example (1 for pairs, N for choice) and labels.
-struct EncodedSplit {
-    name: String,
-    rows: Vec<Vec<Encoded>>,
-    labels: Vec<usize>,
-}
-
-fn encode_split(name: &str, ex: &Examples, enc: &PairEncoder) -> EncodedSplit {
-    match ex {
-        Examples::Pair(v) => EncodedSplit {
-            name: name.into(),
-            rows: v
-                .iter()
-                .map(|e| vec![enc.encode(&e.text_a, &e.text_b)])
-                .collect(),
-            labels: v.iter().map(|e| e.label).collect(),
-        },
-        Examples::Choice(v) => EncodedSplit {
-            name: name.into(),
-            rows: v
-                .iter()
-                .map(|e| e.choices.iter().map(|c| enc.encode(&e.prompt, c)).collect())
-                .collect(),
-            labels: v.iter().map(|e| e.answer).collect(),
-        },
-    }
-}
-
-/// A deterministic shuffle (SplitMix64 Fisher–Yates): the order depends only on the seed.
-fn shuffled(n: usize, seed: u64) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut state = seed;
-    let mut next = || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    for i in (1..n).rev() {
-        let j = (next() % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
-    order
-}
-
-fn probabilities(
-    model: &TaskModel,
-    split: &EncodedSplit,
-    p: &TrainParams,
-    device: &Device,
-    chunks: usize,
-) -> Vec<Vec<f32>> {
-    let noop = |_: usize| {};
-    match model {
-        TaskModel::Pair(m) => {
-            let rows: Vec<Encoded> = split.rows.iter().map(|r| r[0].clone()).collect();
-            pair_probabilities(m, &rows, p.eval_batch_size, chunks, device, &noop)
-        }
-        TaskModel::Choice(m) => choice_probabilities(
-            m,
-            &split.rows,
-            (p.eval_batch_size / 4).max(1),
-            chunks,
-            device,
-            &noop,
-        ),
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-struct EpochRecord {
-    epoch: usize,
-    train_loss: f64,
-    train_accuracy: f64,
-    dev_accuracy: f64,
-    dev_f1: Option<f64>,
-    dev_macro_f1: f64,
-    seconds: f64,
-}
-
-fn metrics_json(m: &Metrics) -> Value {
-    json!({
-        "examples": m.examples,
-        "accuracy": m.accuracy,
-        "f1": m.f1,
-        "macro_f1": m.macro_f1,
-        "confusion": {"labels": m.confusion.labels, "counts": m.confusion.counts},
-    })
-}
-
-/// The epoch with the best dev accuracy so far: its weights, dev metrics and dev probabilities.
-struct BestEpoch {
-    epoch: usize,
-    model: TaskModel,
-    dev_metrics: Metrics,
-    dev_probs: Vec<Vec<f32>>,
-}
-
+/// The stage: read the protocol, build the model from its source, fine-tune it epoch by epoch
+/// keeping the best on dev, evaluate that on every evaluation set, and write the artifact.
 fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Result<()> {
     let started = Instant::now();
-    let ResolvedDevice {
-        device,
-        name: device_name,
-        ..
-    } = device::resolve(p.device).map_err(anyhow::Error::msg)?;
-    let log_path = ctx.log_dir.join("finetune.log");
-    let log = |line: &str| {
-        tracing::info!(target: "finetune", "{}: {line}", ctx.instance);
-        let _ = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .and_then(|mut f| writeln!(f, "{line}"));
-    };
+    let log = |line: &str| stage_log(ctx, line);
+    let device = device::resolve(p.device).map_err(anyhow::Error::msg)?;
+    let protocol = load_protocol(ctx, spec, &log)?;
+    let source = Source::of(ctx, p)?;
+    let ad = device.device.clone().autodiff();
+    ad.seed(p.seed);
+    let choices = protocol.num_choices.is_some();
+    let (config, model) = TaskModel::build(&source, p, protocol.labels.len(), choices, &ad)?;
+    let encoder = PairEncoder::load(
+        &source.dir,
+        p.max_seq_length.min(config.max_position_embeddings),
+    )?;
+    check_vocab(&source.dir, encoder.vocab.len(), &config)?;
+    let sets = Sets::encode(&protocol, &encoder);
+    let total_steps = (sets.train.rows.len().div_ceil(p.batch_size) * p.epochs) as u64;
+    let mut tuner = FineTuner::new(
+        model,
+        p.optim_config(total_steps),
+        ad,
+        config.hidden_size,
+        p.hidden_dropout > 0.0,
+    );
+    announce(
+        ctx,
+        p,
+        &protocol,
+        &sets,
+        &source,
+        &device,
+        &tuner,
+        total_steps,
+        &log,
+    );
+    let fitted = fit(
+        &mut tuner,
+        p,
+        &sets.train,
+        &sets.dev,
+        &protocol.labels,
+        &log,
+        &|step| ctx.progress.set_position(step),
+    )?;
+    let (eval_json, predictions, eval_rate) =
+        evaluate_sets(&fitted, &protocol, &sets, p, &tuner.parallel, &device, &log)?;
+    std::fs::write(ctx.out_dir.join("predictions.tsv"), predictions)?;
+    write_model(ctx, &fitted, &config, &protocol.labels, &source)?;
+    let metrics = summary(
+        p, &protocol, &config, &source, &device, &tuner, &fitted, eval_json, eval_rate, started,
+    );
+    std::fs::write(
+        ctx.out_dir.join("metrics.json"),
+        serde_json::to_string_pretty(&metrics)? + "\n",
+    )?;
+    Ok(())
+}
 
-    // The data.
+/// A line in the stage's log (and the tracing log).
+fn stage_log(ctx: &StageContext, line: &str) {
+    tracing::info!(target: "finetune", "{}: {line}", ctx.instance);
+    let _ = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(ctx.log_dir.join("finetune.log"))
+        .and_then(|mut f| writeln!(f, "{line}"));
+}
+
+/// The protocol's examples, with the bad rows of each file logged.
+fn load_protocol(
+    ctx: &StageContext,
+    spec: &ProtocolSpec,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<Protocol> {
     let protocol: Protocol = spec.load(ctx.root).map_err(|e| anyhow::anyhow!("{e}"))?;
-    for f in &protocol.files {
-        if f.bad.total > 0 {
-            log(&format!(
-                "{}: {} bad rows skipped ({:?}), e.g. {}",
-                f.path,
-                f.bad.total,
-                f.bad.by_reason,
-                f.bad
-                    .samples
-                    .iter()
-                    .take(3)
-                    .map(|b| format!("line {}: {:?}", b.line, b.reason))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ));
-        }
+    for f in protocol.files.iter().filter(|f| f.bad.total > 0) {
+        log(&format!(
+            "{}: {} bad rows skipped ({:?}), e.g. {}",
+            f.path,
+            f.bad.total,
+            f.bad.by_reason,
+            f.bad
+                .samples
+                .iter()
+                .take(3)
+                .map(|b| format!("line {}: {:?}", b.line, b.reason))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
     }
     if protocol.train.examples.is_empty() {
         bail!("the protocol has no training examples");
     }
-    let labels = protocol.labels.clone();
-    let is_choice = protocol.num_choices.is_some();
+    Ok(protocol)
+}
 
-    // The starting point: the model directory with weights, config and tokenizer.
-    let pretrain = ctx.dep("pretrain");
-    let (source_dir, pretrain_instance) = match &p.init {
-        Init::Checkpoint(dir) => (dir.clone(), None),
-        Init::Pretrained | Init::Random => {
-            let dep = pretrain.with_context(|| {
-                format!(
-                    "init: {} needs a `pretrain` dep (deps: [pretrain]) for its weights, \
-                     architecture and vocabulary; or set init_from: DIR",
-                    p.init.name()
-                )
-            })?;
-            (dep.dir.clone(), Some(dep.instance.clone()))
+/// The protocol's splits, encoded.
+struct Sets {
+    train: EncodedSplit,
+    dev: EncodedSplit,
+    eval: Vec<EncodedSplit>,
+}
+
+impl Sets {
+    fn encode(protocol: &Protocol, encoder: &PairEncoder) -> Sets {
+        Sets {
+            train: EncodedSplit::encode("train", &protocol.train.examples, encoder),
+            dev: EncodedSplit::encode("dev", &protocol.dev.examples, encoder),
+            eval: protocol
+                .eval
+                .iter()
+                .map(|s| EncodedSplit::encode(&s.name, &s.examples, encoder))
+                .collect(),
         }
-    };
-    let ad = device.clone().autodiff();
-    ad.seed(p.seed);
-    let (mut config, backbone): (AlbertConfig, Albert) = match &p.init {
-        Init::Random => {
-            let c = hf::read_config(&source_dir)?;
-            (
-                c.clone(),
-                Albert::new(&with_dropout(&c, p.hidden_dropout), &ad),
-            )
-        }
-        _ => {
-            let (c, b) = hf::load_backbone(&source_dir, &ad)
-                .with_context(|| format!("loading the backbone of {}", source_dir.display()))?;
-            (c, b)
-        }
-    };
-    config = with_dropout(&config, p.hidden_dropout);
-    let backbone = set_hidden_dropout(backbone, p.hidden_dropout);
-    let encoder = PairEncoder::load(
-        &source_dir,
-        p.max_seq_length.min(config.max_position_embeddings),
-    )?;
-    if encoder.vocab.len() != config.vocab_size {
-        bail!(
-            "{}: vocab.txt has {} tokens but the model's vocab_size is {}",
-            source_dir.display(),
-            encoder.vocab.len(),
-            config.vocab_size
-        );
     }
-    let mut model = if is_choice {
-        TaskModel::Choice(AlbertForMultipleChoice::from_backbone(
-            backbone, &config, p.dropout, &ad,
-        ))
-    } else {
-        TaskModel::Pair(AlbertForSequenceClassification::from_backbone(
-            backbone,
-            &config,
-            labels.len(),
-            p.dropout,
-            &ad,
-        ))
-    };
+}
 
-    let train_set = encode_split("train", &protocol.train.examples, &encoder);
-    let dev_set = encode_split("dev", &protocol.dev.examples, &encoder);
-    let eval_sets: Vec<EncodedSplit> = protocol
-        .eval
-        .iter()
-        .map(|s| encode_split(&s.name, &s.examples, &encoder))
-        .collect();
-    let steps_per_epoch = train_set.rows.len().div_ceil(p.batch_size);
-    let total_steps = (steps_per_epoch * p.epochs) as u64;
-    let optim_config = OptimConfig {
-        optimizer: p.optimizer,
-        learning_rate: p.learning_rate,
-        weight_decay: p.weight_decay,
-        beta_1: 0.9,
-        beta_2: 0.999,
-        epsilon: if p.optimizer == OptimizerKind::Lamb {
-            1e-6
-        } else {
-            1e-8
-        },
-        warmup_steps: (total_steps as f64 * p.warmup_fraction).round() as u64,
-        total_steps,
-        max_grad_norm: p.max_grad_norm,
-    };
-    let mut optim = optim_config.build();
-    let chunks = chunks_for(&device_name);
+#[allow(clippy::too_many_arguments)]
+fn announce(
+    ctx: &StageContext,
+    p: &TrainParams,
+    protocol: &Protocol,
+    sets: &Sets,
+    source: &Source,
+    device: &ResolvedDevice,
+    tuner: &FineTuner,
+    total_steps: u64,
+    log: &dyn Fn(&str),
+) {
     log(&format!(
-        "{} ({}): {} train / {} dev examples, {} evaluation sets; init {} from {}; {} steps on {device_name}",
+        "{} ({}): {} train / {} dev examples, {} evaluation sets; init {} from {}; {} steps on {} \
+         with {} data-parallel worker(s)",
         ctx.instance,
-        spec_task_name(&protocol),
-        train_set.rows.len(),
-        dev_set.rows.len(),
-        eval_sets.len(),
+        protocol.spec.task.name(),
+        sets.train.rows.len(),
+        sets.dev.rows.len(),
+        sets.eval.len(),
         p.init.name(),
-        source_dir.display(),
-        total_steps
+        source.dir.display(),
+        total_steps,
+        device.name,
+        tuner.parallel.workers(),
     ));
     ctx.progress.set_style(
         indicatif::ProgressStyle::with_template(
@@ -544,172 +271,29 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     ctx.progress.set_length(total_steps);
+}
 
-    let mut history: Vec<EpochRecord> = Vec::new();
-    let mut best: Option<BestEpoch> = None;
-    let mut step = 0u64;
-    let mut train_seconds = 0.0;
-    let jsonl = ctx.out_dir.join("metrics.jsonl");
-    let mut jsonl_text = String::new();
-    for epoch in 1..=p.epochs {
-        let t0 = Instant::now();
-        let order = shuffled(
-            train_set.rows.len(),
-            p.seed ^ (epoch as u64).wrapping_mul(0x2545_F491_4F6C_DD1D),
-        );
-        let (mut loss_sum, mut correct, mut seen) = (0.0, 0.0, 0usize);
-        for batch in order.chunks(p.batch_size) {
-            ad.seed(p.seed.wrapping_add(step));
-            let labels_t = Tensor::<1, Int>::from_data(
-                TensorData::new(
-                    batch
-                        .iter()
-                        .map(|&i| train_set.labels[i] as i64)
-                        .collect::<Vec<_>>(),
-                    [batch.len()],
-                ),
-                &ad,
-            );
-            let lr = optim_config.lr_at(step);
-            let (next, loss_v, ok) = match model {
-                TaskModel::Pair(m) => {
-                    let rows: Vec<&Encoded> =
-                        batch.iter().map(|&i| &train_set.rows[i][0]).collect();
-                    let input = batch_input(&rows, &ad);
-                    let (m, l, c) = train_step(
-                        m,
-                        |m| m.forward(&input),
-                        labels_t,
-                        &mut optim,
-                        lr,
-                        p.max_grad_norm,
-                    );
-                    (TaskModel::Pair(m), l, c)
-                }
-                TaskModel::Choice(m) => {
-                    let n = train_set.rows[batch[0]].len();
-                    let rows: Vec<&Encoded> = batch
-                        .iter()
-                        .flat_map(|&i| train_set.rows[i].iter())
-                        .collect();
-                    let input = batch_input(&rows, &ad);
-                    let (m, l, c) = train_step(
-                        m,
-                        |m| m.forward(&input, n),
-                        labels_t,
-                        &mut optim,
-                        lr,
-                        p.max_grad_norm,
-                    );
-                    (TaskModel::Choice(m), l, c)
-                }
-            };
-            if !loss_v.is_finite() {
-                bail!(
-                    "epoch {epoch}, step {}: the loss is {loss_v} (learning rate {lr:.3e}); training stopped: lower learning_rate",
-                    step + 1,
-                );
-            }
-            model = next;
-            loss_sum += loss_v * batch.len() as f64;
-            correct += ok;
-            seen += batch.len();
-            step += 1;
-            ctx.progress.set_position(step);
-        }
-        let seconds = t0.elapsed().as_secs_f64();
-        train_seconds += seconds;
-        let eval_model = model.valid();
-        let dev_probs = probabilities(&eval_model, &dev_set, p, &device, chunks);
-        let dev_pred: Vec<usize> = dev_probs.iter().map(|q| argmax(q)).collect();
-        let dev_metrics = evaluate(&dev_set.labels, &dev_pred, &labels)
-            .map_err(|e| anyhow::anyhow!("dev metrics: {e}"))?;
-        let record = EpochRecord {
-            epoch,
-            train_loss: loss_sum / seen.max(1) as f64,
-            train_accuracy: correct / seen.max(1) as f64,
-            dev_accuracy: dev_metrics.accuracy,
-            dev_f1: dev_metrics.f1,
-            dev_macro_f1: dev_metrics.macro_f1,
-            seconds,
-        };
-        log(&serde_json::to_string(&record)?);
-        ctx.progress.set_message(format!(
-            "epoch {epoch}: loss {:.3}, dev acc {:.3}",
-            record.train_loss, record.dev_accuracy
-        ));
-        writeln!(jsonl_text, "{}", serde_json::to_string(&record)?)?;
-        let better = best
-            .as_ref()
-            .is_none_or(|b| dev_metrics.accuracy > b.dev_metrics.accuracy);
-        if better {
-            best = Some(BestEpoch {
-                epoch,
-                model: eval_model,
-                dev_metrics,
-                dev_probs,
-            });
-        }
-        history.push(record);
-    }
-    let Some(BestEpoch {
-        epoch: best_epoch,
-        model: best_model,
-        dev_metrics,
-        dev_probs,
-    }) = best
-    else {
-        bail!("no epoch was trained");
-    };
-    std::fs::write(&jsonl, jsonl_text)?;
-
-    // Evaluation sets with the best epoch's weights, and predictions.tsv.
-    let t_eval = Instant::now();
+/// The best epoch's model on every evaluation set: metrics per set, `predictions.tsv` (dev
+/// rows included), and the evaluation's sentences/s.
+fn evaluate_sets(
+    fitted: &Fit,
+    protocol: &Protocol,
+    sets: &Sets,
+    p: &TrainParams,
+    workers: &DataParallel,
+    device: &ResolvedDevice,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<(Map<String, Value>, String, f64)> {
+    let t0 = Instant::now();
     let mut eval_json = Map::new();
-    let mut predictions = String::from("set\tline\ttext_a\ttext_b\tgold\tpredicted");
-    for l in &labels {
-        write!(predictions, "\tp_{l}")?;
-    }
-    predictions.push('\n');
-    let mut eval_rows = 0usize;
-    let mut write_rows =
-        |name: &str, examples: &Examples, probs: &[Vec<f32>]| -> anyhow::Result<()> {
-            for (i, q) in probs.iter().enumerate() {
-                let (line, a, b, gold) = match examples {
-                    Examples::Pair(v) => (
-                        v[i].line,
-                        v[i].text_a.clone(),
-                        v[i].text_b.clone(),
-                        v[i].label,
-                    ),
-                    Examples::Choice(v) => (
-                        v[i].line,
-                        v[i].prompt.clone(),
-                        v[i].choices.join(" | "),
-                        v[i].answer,
-                    ),
-                };
-                write!(
-                    predictions,
-                    "{name}\t{line}\t{}\t{}\t{}\t{}",
-                    clean_tsv(&a),
-                    clean_tsv(&b),
-                    labels[gold],
-                    labels[argmax(q)]
-                )?;
-                for x in q {
-                    write!(predictions, "\t{x:.6}")?;
-                }
-                predictions.push('\n');
-            }
-            Ok(())
-        };
-    write_rows("dev", &protocol.dev.examples, &dev_probs)?;
-    for (set, split) in eval_sets.iter().zip(&protocol.eval) {
-        let probs = probabilities(&best_model, set, p, &device, chunks);
-        eval_rows += set.rows.iter().map(Vec::len).sum::<usize>();
+    let mut predictions = Predictions::new(&protocol.labels);
+    predictions.add("dev", &protocol.dev.examples, &fitted.best.dev_probs);
+    let mut rows = 0usize;
+    for (set, split) in sets.eval.iter().zip(&protocol.eval) {
+        let probs = probabilities(&fitted.best.model, set, p, workers, &device.device);
+        rows += set.rows.iter().map(Vec::len).sum::<usize>();
         let pred: Vec<usize> = probs.iter().map(|q| argmax(q)).collect();
-        let m = evaluate(&set.labels, &pred, &labels)
+        let m = evaluate(&set.labels, &pred, &protocol.labels)
             .map_err(|e| anyhow::anyhow!("{} metrics: {e}", set.name))?;
         log(&format!(
             "{}: accuracy {:.4}{} on {} examples",
@@ -719,113 +303,88 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
             m.examples
         ));
         eval_json.insert(set.name.clone(), metrics_json(&m));
-        write_rows(&set.name, &split.examples, &probs)?;
+        predictions.add(&set.name, &split.examples, &probs);
     }
-    let eval_seconds = t_eval.elapsed().as_secs_f64();
-    std::fs::write(ctx.out_dir.join("predictions.tsv"), predictions)?;
+    let rate = rows as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+    Ok((eval_json, predictions.into_string(), rate))
+}
 
-    // The model in the Hugging Face layout, with its tokenizer.
-    match &best_model {
-        TaskModel::Pair(m) => hf::save_classifier(ctx.out_dir, &config, m, &labels)?,
-        TaskModel::Choice(m) => hf::save_multiple_choice(ctx.out_dir, &config, m)?,
-    }
+/// The best model in the Hugging Face layout, with the tokenizer it was trained with.
+fn write_model(
+    ctx: &StageContext,
+    fitted: &Fit,
+    config: &pipeline_albert::AlbertConfig,
+    labels: &[String],
+    source: &Source,
+) -> anyhow::Result<()> {
+    fitted.best.model.save(ctx.out_dir, config, labels)?;
     for f in ["vocab.txt", "tokenizer.json"] {
-        let src = source_dir.join(f);
+        let src = source.dir.join(f);
         if src.is_file() {
             std::fs::copy(&src, ctx.out_dir.join(f))?;
         }
     }
-    let examples_trained = (train_set.rows.len() * p.epochs) as f64;
-    let metrics = json!({
-        "task": spec_task_name(&protocol),
-        "kind": if is_choice { "choice" } else { "pair" },
-        "labels": labels,
-        "init": p.init.name(),
-        "init_from": match &p.init { Init::Checkpoint(d) => Some(d.display().to_string()), _ => None },
-        "pretrain_instance": pretrain_instance,
-        "share_type": config.share_type.name(),
-        "ln_type": config.ln_type.name(),
-        "config": config,
-        "parameters": best_model.num_params(),
-        "protocol": protocol.to_json(),
-        "epochs": p.epochs,
-        "steps": step,
-        "batch_size": p.batch_size,
-        "learning_rate": p.learning_rate,
-        "optimizer": optim_config,
-        "max_seq_length": encoder.max_seq_length,
-        "warmup_steps": optim_config.warmup_steps,
-        "dropout": p.dropout,
-        "hidden_dropout": p.hidden_dropout,
-        "seed": p.seed,
-        "history": history,
-        "best_epoch": best_epoch,
-        "dev": metrics_json(&dev_metrics),
-        "eval": eval_json,
-        "train_seconds": train_seconds,
-        "train_examples_per_s": examples_trained / train_seconds.max(1e-9),
-        "eval_sentences_per_s": eval_rows as f64 / eval_seconds.max(1e-9),
-        "wall_seconds": started.elapsed().as_secs_f64(),
-        "device": device_name,
-        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-    });
-    std::fs::write(
-        ctx.out_dir.join("metrics.json"),
-        serde_json::to_string_pretty(&metrics)? + "\n",
-    )?;
+    let jsonl: String = fitted
+        .history
+        .iter()
+        .filter_map(|r| serde_json::to_string(r).ok())
+        .map(|l| l + "\n")
+        .collect();
+    std::fs::write(ctx.out_dir.join("metrics.jsonl"), jsonl)?;
     Ok(())
 }
 
-/// The task's name as metrics.json reports it.
-fn spec_task_name(p: &Protocol) -> String {
-    p.spec.task.name().to_string()
-}
-
-/// Tabs and newlines inside a text would break predictions.tsv's columns.
-fn clean_tsv(s: &str) -> String {
-    s.replace(['\t', '\n', '\r'], " ")
-}
-
-fn with_dropout(c: &AlbertConfig, hidden: f64) -> AlbertConfig {
-    let mut c = c.clone();
-    c.hidden_dropout_prob = hidden;
-    c
-}
-
-/// A loaded backbone keeps the dropout of its config file; fine-tuning sets its own.
-fn set_hidden_dropout(mut albert: Albert, p: f64) -> Albert {
-    use burn::nn::DropoutConfig;
-    albert.embeddings.dropout = DropoutConfig::new(p).init();
-    for a in &mut albert.encoder.attentions {
-        a.output_dropout = DropoutConfig::new(p).init();
-    }
-    for f in &mut albert.encoder.ffns {
-        f.dropout = DropoutConfig::new(p).init();
-    }
-    albert
-}
-
-/// One optimiser step of `m` on a batch: cross-entropy of `forward(m)` against `labels`,
-/// global-norm clipping, the optimiser. Returns the new module, the loss and the number of
-/// correct predictions; a non-finite loss returns the module unchanged.
-fn train_step<M: Module + Clone>(
-    m: M,
-    forward: impl Fn(&M) -> Tensor<2>,
-    labels: Tensor<1, Int>,
-    optim: &mut burn::optim::ModuleOptimizer,
-    lr: f64,
-    max_grad_norm: f64,
-) -> (M, f64, f64) {
-    let logits = forward(&m);
-    let [n, _] = logits.dims();
-    let weights = Tensor::ones([n], &logits.device());
-    let (loss, correct) = weighted_cross_entropy(logits, labels, weights);
-    let loss_v: f64 = loss.clone().detach().into_scalar::<f64>();
-    let correct: f64 = correct.into_scalar::<f64>();
-    if !loss_v.is_finite() {
-        return (m, loss_v, correct);
-    }
-    let grads = GradientsParams::from_grads(loss.backward(), &m);
-    let (grads, _) = clip_global_norm(&m, grads, max_grad_norm);
-    (optim.step(lr, m, grads), loss_v, correct)
+/// `metrics.json` (docs/metrics.md).
+#[allow(clippy::too_many_arguments)]
+fn summary(
+    p: &TrainParams,
+    protocol: &Protocol,
+    config: &pipeline_albert::AlbertConfig,
+    source: &Source,
+    device: &ResolvedDevice,
+    tuner: &FineTuner,
+    fitted: &Fit,
+    eval: Map<String, Value>,
+    eval_rate: f64,
+    started: Instant,
+) -> Value {
+    let examples_trained = (protocol.train.examples.len() * p.epochs) as f64;
+    let train_s = fitted.train_seconds.max(1e-9);
+    json!({
+        "task": protocol.spec.task.name(),
+        "kind": if protocol.num_choices.is_some() { "choice" } else { "pair" },
+        "labels": protocol.labels,
+        "init": p.init.name(),
+        "init_from": match &p.init { Init::Checkpoint(d) => Some(d.display().to_string()), _ => None },
+        "pretrain_instance": source.pretrain_instance,
+        "share_type": config.share_type.name(),
+        "ln_type": config.ln_type.name(),
+        "config": config,
+        "parameters": burn::module::Module::num_params(&fitted.best.model),
+        "protocol": protocol.to_json(),
+        "epochs": p.epochs,
+        "steps": fitted.steps,
+        "batch_size": p.batch_size,
+        "learning_rate": p.learning_rate,
+        "optimizer": tuner.optim_config,
+        "max_seq_length": p.max_seq_length.min(config.max_position_embeddings),
+        "warmup_steps": tuner.optim_config.warmup_steps,
+        "dropout": p.dropout,
+        "hidden_dropout": p.hidden_dropout,
+        "group_by_length": p.group_by_length,
+        "seed": p.seed,
+        "history": fitted.history,
+        "best_epoch": fitted.best.epoch,
+        "dev": metrics_json(&fitted.best.dev_metrics),
+        "eval": eval,
+        "train_seconds": fitted.train_seconds,
+        "train_examples_per_s": examples_trained / train_s,
+        "train_tokens_per_s": fitted.tokens as f64 / train_s,
+        "padding_share": 1.0 - fitted.tokens as f64 / fitted.padded_tokens.max(1) as f64,
+        "eval_sentences_per_s": eval_rate,
+        "wall_seconds": started.elapsed().as_secs_f64(),
+        "device": device.name,
+        "data_parallel_workers": tuner.parallel.workers(),
+        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+    })
 }

@@ -2,29 +2,19 @@
 //! probabilities for multiple-choice questions. Used by the finetune stage's evaluation and by
 //! `pipeline predict`.
 //!
-//! On the flex backend a batch is cut into one chunk per core and the chunks run in parallel:
-//! flex's element-wise kernels are single-threaded, so one forward pass leaves a core idle for
-//! half its time (1.4× the sentences/s on 2 cores). libtorch threads its own kernels, so there
-//! a batch runs whole.
+//! Examples are batched in order of length (so that a batch pads to little more than its own
+//! rows; the results come back in the input's order), and on a CPU each batch is cut into one
+//! chunk per core, each run by its own single-threaded worker (`pipeline_albert::parallel`).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use burn::tensor::activation::softmax;
 use burn::tensor::{Device, Tensor};
+use pipeline_albert::parallel::DataParallel;
 use pipeline_albert::{AlbertConfig, AlbertForMultipleChoice, AlbertForSequenceClassification, hf};
-use rayon::prelude::*;
 
 use crate::encode::{Encoded, PairEncoder, batch_input};
-
-/// How many parallel chunks a batch is cut into on `device_name`.
-pub fn chunks_for(device_name: &str) -> usize {
-    if device_name == "flex" {
-        rayon::current_num_threads().max(1)
-    } else {
-        1
-    }
-}
 
 fn probs_of(logits: Tensor<2>) -> Vec<Vec<f32>> {
     let [n, k] = logits.dims();
@@ -36,29 +26,53 @@ fn probs_of(logits: Tensor<2>) -> Vec<Vec<f32>> {
     (0..n).map(|i| flat[i * k..(i + 1) * k].to_vec()).collect()
 }
 
+/// Probabilities of `items` in their order: batches of `batch_size` items taken in order of
+/// `length`, each split over `workers`, `probs(part)` computing one part's probabilities.
+fn batched<T: Sync>(
+    items: &[T],
+    length: impl Fn(&T) -> usize,
+    batch_size: usize,
+    workers: &DataParallel,
+    progress: &(dyn Fn(usize) + Sync),
+    probs: impl Fn(&[&T]) -> Vec<Vec<f32>> + Sync,
+) -> Vec<Vec<f32>> {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| length(&items[i]));
+    let mut out = vec![Vec::new(); items.len()];
+    for batch in order.chunks(batch_size.max(1)) {
+        let ranges = workers.split(batch.len());
+        let parts = workers.map(ranges.len(), |k| {
+            let part: Vec<&T> = batch[ranges[k].clone()]
+                .iter()
+                .map(|&i| &items[i])
+                .collect();
+            probs(&part)
+        });
+        for (&i, p) in batch.iter().zip(parts.into_iter().flatten()) {
+            out[i] = p;
+        }
+        progress(batch.len());
+    }
+    out
+}
+
 /// Class probabilities of `rows` (in order), `batch_size` rows per forward pass.
 pub fn pair_probabilities(
     model: &AlbertForSequenceClassification,
     rows: &[Encoded],
     batch_size: usize,
-    chunks: usize,
+    workers: &DataParallel,
     device: &Device,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Vec<Vec<f32>> {
-    let mut out = Vec::with_capacity(rows.len());
-    for batch in rows.chunks(batch_size.max(1)) {
-        let parts = split(batch, chunks);
-        let probs: Vec<Vec<Vec<f32>>> = parts
-            .par_iter()
-            .map(|part| {
-                let refs: Vec<&Encoded> = part.iter().collect();
-                probs_of(model.forward(&batch_input(&refs, device)))
-            })
-            .collect();
-        out.extend(probs.into_iter().flatten());
-        progress(batch.len());
-    }
-    out
+    batched(
+        rows,
+        |r| r.ids.len(),
+        batch_size,
+        workers,
+        progress,
+        |part| probs_of(model.forward(&batch_input(part, device))),
+    )
 }
 
 /// Choice probabilities of each question (its rows are its choices, in order).
@@ -66,34 +80,16 @@ pub fn choice_probabilities(
     model: &AlbertForMultipleChoice,
     questions: &[Vec<Encoded>],
     batch_size: usize,
-    chunks: usize,
+    workers: &DataParallel,
     device: &Device,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Vec<Vec<f32>> {
-    let mut out = Vec::with_capacity(questions.len());
-    for batch in questions.chunks(batch_size.max(1)) {
-        let parts = split(batch, chunks);
-        let probs: Vec<Vec<Vec<f32>>> = parts
-            .par_iter()
-            .map(|part| {
-                let n = part.first().map(Vec::len).unwrap_or(1);
-                let refs: Vec<&Encoded> = part.iter().flatten().collect();
-                probs_of(model.forward(&batch_input(&refs, device), n))
-            })
-            .collect();
-        out.extend(probs.into_iter().flatten());
-        progress(batch.len());
-    }
-    out
-}
-
-/// `items` in `n` nearly equal consecutive parts (fewer when there are fewer items).
-fn split<T>(items: &[T], n: usize) -> Vec<&[T]> {
-    let n = n.clamp(1, items.len().max(1));
-    (0..n)
-        .map(|k| &items[k * items.len() / n..(k + 1) * items.len() / n])
-        .filter(|p| !p.is_empty())
-        .collect()
+    let longest = |q: &Vec<Encoded>| q.iter().map(|r| r.ids.len()).max().unwrap_or(0);
+    batched(questions, longest, batch_size, workers, progress, |part| {
+        let n = part.first().map_or(1, |q| q.len());
+        let rows: Vec<&Encoded> = part.iter().flat_map(|q| q.iter()).collect();
+        probs_of(model.forward(&batch_input(&rows, device), n))
+    })
 }
 
 /// The index of the largest probability.
@@ -178,14 +174,23 @@ impl PairClassifier {
 mod tests {
     use super::*;
 
+    /// Batching by length must not change which result belongs to which input.
     #[test]
-    fn split_covers_everything_in_order() {
-        let v: Vec<u32> = (0..10).collect();
-        let parts = split(&v, 3);
-        assert_eq!(parts.len(), 3);
-        assert_eq!(parts.concat(), v);
-        assert_eq!(split(&v[..1], 4).len(), 1);
-        assert!(split::<u32>(&[], 2).is_empty());
+    fn results_come_back_in_input_order() {
+        let items: Vec<usize> = vec![7, 3, 9, 1, 3, 8, 2, 5, 5, 0, 4];
+        for workers in [1, 2, 3] {
+            let dp = DataParallel::new(workers);
+            let probs = batched(
+                &items,
+                |&x| x,
+                4,
+                &dp,
+                &|_| {},
+                |part| part.iter().map(|&&x| vec![x as f32]).collect(),
+            );
+            let back: Vec<usize> = probs.iter().map(|p| p[0] as usize).collect();
+            assert_eq!(back, items, "{workers} workers");
+        }
         assert_eq!(argmax(&[0.1, 0.7, 0.2]), 1);
     }
 }

@@ -112,7 +112,11 @@ mod tests {
         let steps: Vec<u64> = std::fs::read_to_string(&path)
             .unwrap()
             .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["step"].as_u64().unwrap())
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["step"]
+                    .as_u64()
+                    .unwrap()
+            })
             .collect();
         assert_eq!(steps, vec![1, 10, 20]);
     }

@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::data::Data;
-use crate::metrics::{Timings, append_line, eval_line, round, step_line, time_split, truncate_metrics};
+use crate::metrics::{
+    Timings, append_line, eval_line, round, step_line, time_split, truncate_metrics,
+};
 use crate::params::{Precision, PretrainParams};
 use crate::trainer::{EvalStats, NonFinite, StepStats, Trainer};
 

@@ -245,10 +245,10 @@ impl Trainer {
 /// concurrent workers would draw from in an order that changes from run to run.
 pub fn data_parallel_for(config: &AlbertConfig, device: &Device) -> DataParallel {
     let dropout = config.hidden_dropout_prob > 0.0 || config.attention_probs_dropout_prob > 0.0;
-    if dropout || !pipeline_albert::device::is_cpu(device) {
+    if dropout {
         DataParallel::new(1)
     } else {
-        DataParallel::per_core()
+        DataParallel::for_device(device)
     }
 }
 

@@ -1,0 +1,169 @@
+//! The model being fine-tuned: a pair classifier or a multiple-choice head on an ALBERT
+//! backbone taken from the `pretrain` dep (its weights, or its architecture with fresh weights)
+//! or from a checkpoint directory, with the dropout the params ask for.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use burn::module::Module;
+use burn::nn::DropoutConfig;
+use burn::tensor::{Device, Distribution, Tensor};
+use pipeline_albert::{
+    Albert, AlbertConfig, AlbertForMultipleChoice, AlbertForSequenceClassification, AlbertInput, hf,
+};
+use pipeline_engine::stage::StageContext;
+
+use crate::params::{Init, TrainParams};
+
+/// A pair classifier or a multiple-choice model.
+#[derive(Module, Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum TaskModel {
+    Pair(AlbertForSequenceClassification),
+    Choice(AlbertForMultipleChoice),
+}
+
+/// Where the backbone came from.
+pub struct Source {
+    /// The model directory (weights, config, vocabulary and tokenizer).
+    pub dir: PathBuf,
+    /// The `pretrain` instance, for `init: pretrained` or `random`.
+    pub pretrain_instance: Option<String>,
+}
+
+impl Source {
+    /// The directory the params point at: the model dep's artifact (the dep named `pretrain`,
+    /// or the stage's only dep whatever its name), or `init_from`.
+    pub fn of(ctx: &StageContext, p: &TrainParams) -> anyhow::Result<Source> {
+        match &p.init {
+            Init::Checkpoint(dir) => Ok(Source {
+                dir: dir.clone(),
+                pretrain_instance: None,
+            }),
+            Init::Pretrained | Init::Random => {
+                let only = (ctx.deps.len() == 1).then(|| &ctx.deps[0]);
+                let dep = ctx.dep("pretrain").or(only).with_context(|| {
+                    format!(
+                        "init: {} needs a `pretrain` dep (deps: [pretrain], or one dep of kind \
+                         pretrain) for its weights, architecture and vocabulary; or set \
+                         init_from: DIR (this stage has {} deps)",
+                        p.init.name(),
+                        ctx.deps.len()
+                    )
+                })?;
+                Ok(Source {
+                    dir: dep.dir.clone(),
+                    pretrain_instance: Some(dep.instance.clone()),
+                })
+            }
+        }
+    }
+}
+
+impl TaskModel {
+    /// The backbone of `source` (its weights, or fresh ones for `init: random`) with a new
+    /// head: `labels` classes, or a choice head when `choices` is set. Returns the config the
+    /// model was built from (its dropout set from the params).
+    pub fn build(
+        source: &Source,
+        p: &TrainParams,
+        labels: usize,
+        choices: bool,
+        device: &Device,
+    ) -> anyhow::Result<(AlbertConfig, TaskModel)> {
+        let (config, backbone) = match &p.init {
+            Init::Random => {
+                let c = with_dropout(&hf::read_config(&source.dir)?, p.hidden_dropout);
+                let b = Albert::new(&c, device);
+                (c, b)
+            }
+            _ => {
+                let (c, b) = hf::load_backbone(&source.dir, device)
+                    .with_context(|| format!("loading the backbone of {}", source.dir.display()))?;
+                (c, b)
+            }
+        };
+        let config = with_dropout(&config, p.hidden_dropout);
+        let backbone = set_hidden_dropout(backbone, p.hidden_dropout);
+        let model = if choices {
+            TaskModel::Choice(AlbertForMultipleChoice::from_backbone(
+                backbone, &config, p.dropout, device,
+            ))
+        } else {
+            TaskModel::Pair(AlbertForSequenceClassification::from_backbone(
+                backbone, &config, labels, p.dropout, device,
+            ))
+        };
+        Ok((config, model))
+    }
+
+    /// Rows per example: 1 for a pair, the number of choices for a question.
+    pub fn is_choice(&self) -> bool {
+        matches!(self, TaskModel::Choice(_))
+    }
+
+    /// Logits `[examples, classes or choices]` of `input` (`choices` rows per example for a
+    /// choice model), the classifier's dropout given as a mask.
+    pub fn logits(
+        &self,
+        input: &AlbertInput,
+        choices: usize,
+        mask: Option<Tensor<2>>,
+    ) -> Tensor<2> {
+        match self {
+            TaskModel::Pair(m) => m.forward_with_dropout_mask(input, mask),
+            TaskModel::Choice(m) => m.forward_with_dropout_mask(input, choices, mask),
+        }
+    }
+
+    /// A dropout mask for `rows` pooled vectors of width `hidden`, scaled by `1/(1-p)`; `None`
+    /// without dropout. Drawn from `device`'s random stream (call it in a fixed order).
+    pub fn dropout_mask(&self, rows: usize, hidden: usize, device: &Device) -> Option<Tensor<2>> {
+        let p = match self {
+            TaskModel::Pair(m) => m.dropout_prob(),
+            TaskModel::Choice(m) => m.dropout_prob(),
+        };
+        (p > 0.0).then(|| {
+            Tensor::<2>::random([rows, hidden], Distribution::Bernoulli(1.0 - p), device)
+                .div_scalar(1.0 - p)
+        })
+    }
+
+    /// The model directory in the Hugging Face layout.
+    pub fn save(&self, dir: &Path, config: &AlbertConfig, labels: &[String]) -> anyhow::Result<()> {
+        match self {
+            TaskModel::Pair(m) => hf::save_classifier(dir, config, m, labels),
+            TaskModel::Choice(m) => hf::save_multiple_choice(dir, config, m),
+        }
+    }
+}
+
+/// The classes a pair classifier predicts must be as many as the labels.
+pub fn check_vocab(dir: &Path, vocab: usize, config: &AlbertConfig) -> anyhow::Result<()> {
+    if vocab != config.vocab_size {
+        bail!(
+            "{}: vocab.txt has {vocab} tokens but the model's vocab_size is {}",
+            dir.display(),
+            config.vocab_size
+        );
+    }
+    Ok(())
+}
+
+fn with_dropout(c: &AlbertConfig, hidden: f64) -> AlbertConfig {
+    let mut c = c.clone();
+    c.hidden_dropout_prob = hidden;
+    c
+}
+
+/// A loaded backbone keeps the dropout of its config file; fine-tuning sets its own.
+fn set_hidden_dropout(mut albert: Albert, p: f64) -> Albert {
+    albert.embeddings.dropout = DropoutConfig::new(p).init();
+    for a in &mut albert.encoder.attentions {
+        a.output_dropout = DropoutConfig::new(p).init();
+    }
+    for f in &mut albert.encoder.ffns {
+        f.dropout = DropoutConfig::new(p).init();
+    }
+    albert
+}

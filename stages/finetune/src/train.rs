@@ -1,0 +1,114 @@
+//! Fine-tuning steps: cross-entropy of the task model's logits, global-norm clipping, the
+//! optimiser; each batch split into one micro-batch per core on a CPU, as pretraining does
+//! (`pipeline_albert::parallel`), with the classifier's dropout masks drawn on the calling
+//! thread in a fixed order so that a run is reproducible whatever the thread timing.
+
+use burn::optim::ModuleOptimizer;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use pipeline_albert::AlbertInput;
+use pipeline_albert::model::weighted_cross_entropy;
+use pipeline_albert::parallel::DataParallel;
+use pipeline_albert::train::{OptimConfig, clip_global_norm};
+
+use crate::encode::{Encoded, batch_input};
+use crate::task_model::TaskModel;
+
+/// What one step did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StepResult {
+    /// Mean cross-entropy over the batch's examples.
+    pub loss: f64,
+    /// Correct argmax predictions in the batch.
+    pub correct: f64,
+}
+
+/// The model, its optimiser and the workers.
+pub struct FineTuner {
+    pub model: TaskModel,
+    pub optim: ModuleOptimizer,
+    pub optim_config: OptimConfig,
+    /// The autodiff device.
+    pub device: Device,
+    pub parallel: DataParallel,
+    hidden: usize,
+}
+
+impl FineTuner {
+    /// `hidden_dropout`: dropout inside the encoder, which draws from the device's random
+    /// stream inside the forward pass; with it the workers would race for that stream, so the
+    /// batch runs whole.
+    pub fn new(
+        model: TaskModel,
+        optim_config: OptimConfig,
+        device: Device,
+        hidden: usize,
+        hidden_dropout: bool,
+    ) -> FineTuner {
+        FineTuner {
+            optim: optim_config.build(),
+            parallel: if hidden_dropout {
+                DataParallel::new(1)
+            } else {
+                DataParallel::for_device(&device)
+            },
+            model,
+            optim_config,
+            device,
+            hidden,
+        }
+    }
+
+    /// One optimiser step on the examples `batch` (each a slice of rows: one for a pair, one
+    /// per choice) with gold `labels`. A micro-batch's loss is weighted by its share of the
+    /// examples, so the gradient is the whole batch's mean. A non-finite loss leaves the model
+    /// unchanged and is returned for the caller to report.
+    pub fn step(&mut self, step: u64, batch: &[&[Encoded]], labels: &[usize]) -> StepResult {
+        let lr = self.optim_config.lr_at(step);
+        let choices = batch.first().map_or(1, |r| r.len().max(1));
+        let parts = self.parallel.split(batch.len());
+        let total = batch.len() as f64;
+        // Inputs and masks are made here, in order: the masks come from the device's one
+        // random stream.
+        let work: Vec<(AlbertInput, Tensor<1, Int>, Option<Tensor<2>>, f64)> = parts
+            .iter()
+            .map(|r| {
+                let rows: Vec<&Encoded> = batch[r.clone()].iter().flat_map(|x| x.iter()).collect();
+                let gold: Vec<i64> = labels[r.clone()].iter().map(|&l| l as i64).collect();
+                (
+                    batch_input(&rows, &self.device),
+                    Tensor::from_data(TensorData::new(gold, [r.len()]), &self.device),
+                    self.model
+                        .dropout_mask(rows.len(), self.hidden, &self.device),
+                    r.len() as f64 / total,
+                )
+            })
+            .collect();
+        let (grads, results) = self.parallel.backward(&self.model, work.len(), |m, k| {
+            let (input, gold, mask, share) = &work[k];
+            let logits = m.logits(input, choices, mask.clone());
+            let [n, _] = logits.dims();
+            let weights = Tensor::ones([n], &logits.device());
+            let (loss, correct) = weighted_cross_entropy(logits, gold.clone(), weights);
+            let loss_v = loss.clone().detach().into_scalar::<f64>();
+            let correct = correct.into_scalar::<f64>();
+            (
+                loss.mul_scalar(*share),
+                StepResult {
+                    loss: loss_v * share,
+                    correct,
+                },
+            )
+        });
+        let result = results
+            .iter()
+            .fold(StepResult::default(), |a, r| StepResult {
+                loss: a.loss + r.loss,
+                correct: a.correct + r.correct,
+            });
+        if result.loss.is_finite() {
+            let (grads, _) = clip_global_norm(&self.model, grads, self.optim_config.max_grad_norm);
+            self.model = self.optim.step(lr, self.model.clone(), grads);
+        }
+        result
+    }
+}
