@@ -1,0 +1,213 @@
+//! TensorFlow 1 checkpoints — "tensor bundles" — read and written without TensorFlow.
+//!
+//! A checkpoint is `<prefix>.index` (an SSTable, see [`table`]) plus `<prefix>.data-NNNNN-of-NNNNN`
+//! shards holding the raw little-endian tensors, and usually a `checkpoint` text file naming the
+//! prefix. The index maps the empty key to a `BundleHeaderProto` and every tensor name to a
+//! `BundleEntryProto` (dtype, shape, shard, offset, size, masked CRC-32C; see [`proto`]).
+//! References: tensorflow/core/util/tensor_bundle/tensor_bundle.{cc,proto} and
+//! tensorflow/core/lib/io/format.cc.
+//!
+//! [`Checkpoint`] checks what TensorFlow checks (footer magic, block checksums, the header, the
+//! version, endianness, `size == numel × width`, every tensor's checksum) and names the file and
+//! tensor in every error. [`Writer`] writes bundles that `tf.train.load_checkpoint` reads.
+//! [`skip_reason`] is the rule that sets optimizer slots and bookkeeping apart from weights.
+
+pub mod proto;
+mod reader;
+pub mod table;
+mod writer;
+
+use std::fmt;
+use std::path::PathBuf;
+
+pub use reader::{Checkpoint, Tensor, is_checkpoint};
+pub use writer::{Writer, write_checkpoint_file};
+
+/// A checkpoint problem, with the file (and tensor) it is about.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct Error {
+    pub file: PathBuf,
+    pub tensor: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(t) = &self.tensor {
+            write!(f, ": tensor {t}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl Error {
+    pub fn new(file: impl Into<PathBuf>, message: impl Into<String>) -> Error {
+        Error {
+            file: file.into(),
+            tensor: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn tensor(file: impl Into<PathBuf>, tensor: &str, message: impl Into<String>) -> Error {
+        Error {
+            file: file.into(),
+            tensor: Some(tensor.to_string()),
+            message: message.into(),
+        }
+    }
+}
+
+/// The tensor types this reader handles (TensorFlow's `DataType` codes in [`DType::tf_code`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F64,
+    F16,
+    BF16,
+    I32,
+    I64,
+    Bool,
+}
+
+impl DType {
+    pub const ALL: [DType; 7] = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+    ];
+
+    pub fn tf_code(self) -> i32 {
+        match self {
+            DType::F32 => 1,
+            DType::F64 => 2,
+            DType::I32 => 3,
+            DType::I64 => 9,
+            DType::Bool => 10,
+            DType::BF16 => 14,
+            DType::F16 => 19,
+        }
+    }
+
+    /// The dtype of a TensorFlow code, or why it cannot be read.
+    pub fn from_tf(code: i32) -> Result<DType, String> {
+        if let Some(d) = DType::ALL.into_iter().find(|d| d.tf_code() == code) {
+            return Ok(d);
+        }
+        let name = match code {
+            7 => "string",
+            20 => "resource",
+            21 => "variant",
+            4 => "uint8",
+            5 => "int16",
+            6 => "int8",
+            8 => "complex64",
+            18 => "complex128",
+            c if c > 100 => "a reference type",
+            _ => "an unsupported type",
+        };
+        Err(format!(
+            "dtype {name} (TensorFlow DataType {code}) is not supported: only float32, \
+             float16, bfloat16, float64, int32, int64 and bool tensors can be read"
+        ))
+    }
+
+    /// Bytes per element.
+    pub fn width(self) -> usize {
+        match self {
+            DType::Bool => 1,
+            DType::F16 | DType::BF16 => 2,
+            DType::F32 | DType::I32 => 4,
+            DType::F64 | DType::I64 => 8,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::Bool => "bool",
+        }
+    }
+}
+
+/// Why a tensor of this name is not a model weight, or `None` when it is one: optimizer slots
+/// (Adam/LAMB moments of albert_zh's and google-research/albert's optimizers, `Adam`/`Adam_1`
+/// of tf.train.AdamOptimizer, momentum), `global_step`, the optimizers' own variables and
+/// mixed-precision loss scaling. The rule is by name because the index says nothing else about
+/// what a variable is for.
+pub fn skip_reason(name: &str) -> Option<&'static str> {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    if matches!(last, "adam_m" | "adam_v" | "lamb_m" | "lamb_v")
+        || matches!(
+            last,
+            "Adam" | "Adam_1" | "Momentum" | "RMSProp" | "RMSProp_1"
+        )
+        || matches!(last, "Adagrad" | "LAMB" | "LAMB_1")
+    {
+        return Some("optimizer slot");
+    }
+    if name == "global_step" || name.ends_with("/global_step") {
+        return Some("global_step");
+    }
+    if name.contains("AdamWeightDecayOptimizer")
+        || name.contains("LAMBOptimizer")
+        || name.contains("LambOptimizer")
+        || matches!(last, "beta1_power" | "beta2_power")
+    {
+        return Some("optimizer state");
+    }
+    if matches!(last, "loss_scale" | "good_steps") || name.starts_with("_CHECKPOINTABLE") {
+        return Some("bookkeeping");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skips_slots_and_bookkeeping_but_not_weights() {
+        for name in [
+            "bert/encoder/layer_shared/attention/self/query/kernel/adam_m",
+            "bert/embeddings/word_embeddings/adam_v",
+            "cls/predictions/output_bias/lamb_m",
+            "bert/pooler/dense/bias/lamb_v",
+            "global_step",
+            "bert/embeddings/LayerNorm/beta/Adam_1",
+            "AdamWeightDecayOptimizer/beta1",
+            "beta1_power",
+        ] {
+            assert!(skip_reason(name).is_some(), "{name}");
+        }
+        for name in [
+            "bert/embeddings/word_embeddings",
+            "bert/embeddings/word_embeddings_2",
+            "bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel",
+            "cls/seq_relationship/output_weights",
+            "cls/predictions/output_bias",
+        ] {
+            assert_eq!(skip_reason(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn dtypes_round_trip_and_strings_are_refused() {
+        for d in DType::ALL {
+            assert_eq!(DType::from_tf(d.tf_code()), Ok(d));
+        }
+        assert!(DType::from_tf(7).unwrap_err().contains("string"));
+        assert!(DType::from_tf(21).unwrap_err().contains("variant"));
+        assert!(DType::from_tf(101).unwrap_err().contains("reference"));
+    }
+}
