@@ -140,6 +140,29 @@ impl DType {
     }
 }
 
+/// `values` (`rows × cols`, row-major) transposed to `cols × rows`: TF stores dense kernels
+/// `[in, out]`, PyTorch `[out, in]`. In 32×32 tiles, so that reads and writes both stay in
+/// cache (a naive loop over a 4096×16384 kernel runs at a tenth of the speed).
+pub fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    const T: usize = 32;
+    assert_eq!(
+        values.len(),
+        rows * cols,
+        "transpose: {rows}×{cols} values expected"
+    );
+    let mut out = vec![0f32; values.len()];
+    for r0 in (0..rows).step_by(T) {
+        for c0 in (0..cols).step_by(T) {
+            for r in r0..(r0 + T).min(rows) {
+                for c in c0..(c0 + T).min(cols) {
+                    out[c * rows + r] = values[r * cols + c];
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Why a tensor of this name is not a model weight, or `None` when it is one: optimizer slots
 /// (Adam/LAMB moments of albert_zh's and google-research/albert's optimizers, `Adam`/`Adam_1`
 /// of tf.train.AdamOptimizer, momentum), `global_step`, the optimizers' own variables and
@@ -198,6 +221,20 @@ mod tests {
             "cls/predictions/output_bias",
         ] {
             assert_eq!(skip_reason(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn transposes_any_shape() {
+        for (r, c) in [(1, 1), (2, 3), (33, 70), (64, 32)] {
+            let v: Vec<f32> = (0..r * c).map(|i| i as f32).collect();
+            let t = transpose(&v, r, c);
+            for i in 0..r {
+                for j in 0..c {
+                    assert_eq!(t[j * r + i], v[i * c + j]);
+                }
+            }
+            assert_eq!(transpose(&t, c, r), v);
         }
     }
 

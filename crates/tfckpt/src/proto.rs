@@ -51,7 +51,8 @@ struct Fields<'a> {
 enum Value<'a> {
     Varint(u64),
     Fixed32(u32),
-    Fixed64(u64),
+    /// Read to skip it; no field we use is fixed64.
+    Fixed64(#[allow(dead_code)] u64),
     Bytes(&'a [u8]),
 }
 

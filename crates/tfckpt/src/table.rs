@@ -30,6 +30,9 @@ pub fn unmask(masked: u32) -> u32 {
 /// A structural problem in the table; the caller names the file.
 pub type TableError = String;
 
+/// Keys and values, in order.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 #[derive(Debug, Clone, Copy)]
 struct Handle {
     offset: u64,
@@ -82,7 +85,7 @@ fn block<'a>(file: &'a [u8], h: Handle, what: &str) -> Result<&'a [u8], TableErr
 }
 
 /// The entries of one block, keys fully expanded.
-fn entries(b: &[u8], what: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, TableError> {
+fn entries(b: &[u8], what: &str) -> Result<Entries, TableError> {
     if b.len() < 4 {
         return Err(format!("the {what} block is too short ({} bytes)", b.len()));
     }
@@ -118,7 +121,7 @@ fn entries(b: &[u8], what: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, TableError> 
 }
 
 /// Every key and value of the table, in order, with keys checked to be strictly increasing.
-pub fn read_table(file: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, TableError> {
+pub fn read_table(file: &[u8]) -> Result<Entries, TableError> {
     if file.len() < FOOTER_LEN {
         return Err(format!(
             "{} bytes is too short for a checkpoint index (the footer alone is {FOOTER_LEN})",
@@ -140,7 +143,7 @@ pub fn read_table(file: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, TableError> {
     // TensorFlow never reads the (empty) metaindex block; checking it costs nothing and
     // catches corruption there too.
     block(file, metaindex, "metaindex")?;
-    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut out: Entries = Vec::new();
     for (_, handle) in entries(block(file, index, "index")?, "index")? {
         let mut p = 0;
         let h = read_handle(&handle, &mut p)?;
