@@ -120,6 +120,41 @@ impl LnType {
     }
 }
 
+/// Which embedding block and MLM head the model has (the encoder is the same in both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// google-research/albert's and transformers' `AlbertForPreTraining`: embeddings and their
+    /// LayerNorm at width E, then a biased E→H projection; the MLM head maps H→E and decodes
+    /// with the word embeddings.
+    #[default]
+    Google,
+    /// brightmart/albert_zh's own: the word embeddings projected to H by a bias-free
+    /// `word_embeddings_2` before position and token-type embeddings and LayerNorm, all at
+    /// width H; the MLM head stays at H and decodes through `word_embeddings_2ᵀ` then the word
+    /// embeddings (see [`crate::albert_zh_layout`]).
+    AlbertZh,
+}
+
+impl Layout {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Google => "google",
+            Layout::AlbertZh => "albert_zh",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Layout, ConfigError> {
+        match s {
+            "google" => Ok(Layout::Google),
+            "albert_zh" => Ok(Layout::AlbertZh),
+            other => Err(ConfigError::new(format!(
+                "unknown layout {other:?}: expected google or albert_zh"
+            ))),
+        }
+    }
+}
+
 /// An invalid or unsupported model configuration, with what to do about it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
@@ -159,6 +194,9 @@ pub struct AlbertConfig {
     pub attention_probs_dropout_prob: f64,
     pub share_type: ShareType,
     pub ln_type: LnType,
+    /// Google's (= transformers') embeddings and MLM head, or albert_zh's.
+    #[serde(default)]
+    pub layout: Layout,
 }
 
 /// The sizes of albert_zh's published configs, for `model: tiny` and friends in pipeline.yaml
@@ -200,6 +238,7 @@ impl AlbertConfig {
             attention_probs_dropout_prob: 0.0,
             share_type: ShareType::All,
             ln_type: ln,
+            layout: Layout::Google,
         })
     }
 
@@ -293,6 +332,7 @@ impl AlbertConfig {
                 .unwrap_or(0.0),
             share_type: share,
             ln_type: ln,
+            layout: layout_of(obj)?,
         };
         config.validate()?;
         Ok(config)
@@ -351,6 +391,7 @@ impl AlbertConfig {
                 .unwrap_or(0.0),
             share_type: share,
             ln_type: ln,
+            layout: layout_of(obj)?,
         };
         config.validate()?;
         Ok(config)
@@ -389,6 +430,7 @@ impl AlbertConfig {
                 "attention_probs_dropout_prob" => self.attention_probs_dropout_prob = f64_of(v)?,
                 "share_type" => self.share_type = ShareType::parse(&str_of(v)?)?,
                 "ln_type" => self.ln_type = LnType::parse(&str_of(v)?)?,
+                "layout" => self.layout = Layout::parse(&str_of(v)?)?,
                 "hidden_act" => {
                     self.hidden_act = match str_of(v)?.as_str() {
                         "gelu" => Activation::Gelu,
@@ -467,6 +509,14 @@ impl AlbertConfig {
                     .to_string(),
             );
         }
+        if self.layout == Layout::AlbertZh {
+            problems.push(
+                "layout albert_zh: brightmart/albert_zh's embeddings (word_embeddings_2, \
+                 position and token-type embeddings at width H) and MLM head (decoding through \
+                 word_embeddings_2ᵀ) are not AlbertForPreTraining's"
+                    .to_string(),
+            );
+        }
         if matches!(self.share_type, ShareType::Attention | ShareType::Ffn) {
             problems.push(format!(
                 "share_type {}: transformers shares whole layers (num_hidden_groups), not the \
@@ -508,6 +558,11 @@ impl AlbertConfig {
             "share_type": self.share_type.name(),
             "ln_type": self.ln_type.name(),
         });
+        if self.layout != Layout::Google
+            && let Some(obj) = v.as_object_mut()
+        {
+            obj.insert("layout".into(), json!(self.layout.name()));
+        }
         if let Err(why) = self.hf_compatible()
             && let Some(obj) = v.as_object_mut()
         {
@@ -543,6 +598,23 @@ impl AlbertConfig {
         let pooler = h * h + h;
         let mlm_head = h * e + e + 2 * e + v;
         let sop_head = 2 * h + 2;
+        if self.layout == Layout::AlbertZh {
+            // word_embeddings_2 (E×H, no bias) replaces the biased projection; position and
+            // token-type embeddings and both LayerNorms are H wide; the MLM dense is H→H.
+            let embeddings = word_embeddings + e * h + p * h + t * h + 2 * h;
+            let encoder = n_attn as u64 * attention_block + n_ffn as u64 * ffn_block;
+            let mlm_head = h * h + h + 2 * h + v;
+            return ParameterCount {
+                word_embeddings,
+                embeddings,
+                encoder,
+                pooler,
+                mlm_head,
+                sop_head,
+                backbone: embeddings + encoder + pooler,
+                total: embeddings + encoder + pooler + mlm_head + sop_head,
+            };
+        }
         ParameterCount {
             word_embeddings,
             embeddings,
@@ -660,6 +732,7 @@ const ALBERT_ZH_KEYS: &[&str] = &[
     "inner_group_num",
     "share_type",
     "ln_type",
+    "layout",
     // BERT-era and google-research/albert fields with no effect on ALBERT (checked or ignored).
     "directionality",
     "pooler_fc_size",
@@ -693,7 +766,10 @@ const HF_KEYS: &[&str] = &[
     "position_embedding_type",
     "share_type",
     "ln_type",
+    "layout",
     "pipeline_note",
+    // Where `pipeline model import` read the model from (a TF checkpoint).
+    "pipeline_source",
     // transformers' PretrainedConfig fields that say nothing about the architecture.
     "architectures",
     "model_type",
@@ -747,7 +823,19 @@ const OVERRIDE_KEYS: &[&str] = &[
     "share_type",
     "ln_type",
     "hidden_act",
+    "layout",
 ];
+
+/// Our own `layout` field (absent: Google's, which is what both file formats describe).
+fn layout_of(obj: &Map<String, Value>) -> Result<Layout, ConfigError> {
+    match obj.get("layout") {
+        None | Some(Value::Null) => Ok(Layout::Google),
+        Some(Value::String(s)) => Layout::parse(s),
+        Some(v) => Err(ConfigError::new(format!(
+            "layout must be a string, not {v}"
+        ))),
+    }
+}
 
 fn check_keys(obj: &Map<String, Value>, known: &[&str], what: &str) -> Result<(), ConfigError> {
     for key in obj.keys() {

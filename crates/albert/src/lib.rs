@@ -6,17 +6,23 @@
 //!   none, post-LN or pre-LN), pooler, MLM/SOP/classification/multiple-choice heads;
 //! - [`hf`]: Hugging Face checkpoints in and out (`config.json` + `model.safetensors` or
 //!   `pytorch_model.bin`);
+//! - [`tf`]: TensorFlow 1 checkpoints of google-research/albert and brightmart/albert_zh in and
+//!   out (read with `pipeline-tfckpt`), [`albert_zh_layout`] for albert_zh's own architecture;
 //! - [`device`]: the `device` param (`auto`, `cpu`, `cuda:0`) and the backends this build has;
 //! - [`parallel`]: one micro-batch per CPU core, gradients summed.
 
+pub mod albert_zh_layout;
 pub mod config;
 pub mod device;
 pub mod hf;
 pub mod model;
 pub mod parallel;
+pub mod tf;
 pub mod train;
 
-pub use config::{Activation, AlbertConfig, ConfigError, LnType, ParameterCount, ShareType};
+pub use config::{
+    Activation, AlbertConfig, ConfigError, Layout, LnType, ParameterCount, ShareType,
+};
 pub use model::{
     Albert, AlbertForMultipleChoice, AlbertForPreTraining, AlbertForSequenceClassification,
     AlbertInput, MlmTargets, PretrainOutput,

@@ -16,7 +16,7 @@ use burn::nn::{
 use burn::tensor::activation::{gelu, log_softmax, relu, sigmoid, softmax};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use crate::config::{Activation, AlbertConfig, LnType};
+use crate::config::{Activation, AlbertConfig, Layout, LnType};
 
 fn linear(d_in: usize, d_out: usize, c: &AlbertConfig, device: &Device) -> Linear {
     // transformers initialises weights N(0, initializer_range) and biases with zeros.
@@ -115,10 +115,13 @@ impl AlbertInput {
     }
 }
 
-/// Word, position and token-type embeddings of width E, summed and normalised.
+/// Word, position and token-type embeddings of width E, summed and normalised (albert_zh's
+/// layout: the words projected to H by `word_embeddings_2` first, the rest at width H).
 #[derive(Module, Debug)]
 pub struct AlbertEmbeddings {
     pub word_embeddings: Embedding,
+    /// `[E, H]`, albert_zh's layout only (see [`crate::albert_zh_layout`]).
+    pub word_embeddings_2: Option<Param<Tensor<2>>>,
     pub position_embeddings: Embedding,
     pub token_type_embeddings: Embedding,
     pub layer_norm: LayerNorm,
@@ -127,11 +130,14 @@ pub struct AlbertEmbeddings {
 
 impl AlbertEmbeddings {
     pub fn new(c: &AlbertConfig, device: &Device) -> Self {
+        // albert_zh's layout sums and normalises at width H.
+        let width = crate::albert_zh_layout::embedding_width(c);
         AlbertEmbeddings {
             word_embeddings: embedding(c.vocab_size, c.embedding_size, c, device),
-            position_embeddings: embedding(c.max_position_embeddings, c.embedding_size, c, device),
-            token_type_embeddings: embedding(c.type_vocab_size, c.embedding_size, c, device),
-            layer_norm: layer_norm(c.embedding_size, c, device),
+            word_embeddings_2: crate::albert_zh_layout::new_projection(c, device),
+            position_embeddings: embedding(c.max_position_embeddings, width, c, device),
+            token_type_embeddings: embedding(c.type_vocab_size, width, c, device),
+            layer_norm: layer_norm(width, c, device),
             dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
         }
     }
@@ -141,7 +147,11 @@ impl AlbertEmbeddings {
         let [_, seq] = input_ids.dims();
         let device = input_ids.device();
         let positions = Tensor::<1, Int>::arange(0..seq as i64, &device).reshape([1, seq]);
-        let x = self.word_embeddings.forward(input_ids)
+        let words = crate::albert_zh_layout::project_words(
+            self.word_embeddings.forward(input_ids),
+            self.word_embeddings_2.as_ref(),
+        );
+        let x = words
             + self.position_embeddings.forward(positions)
             + self.token_type_embeddings.forward(token_type_ids);
         self.dropout.forward(self.layer_norm.forward(x))
@@ -256,7 +266,8 @@ impl AlbertLayerOps<'_> {
 /// one per layer when not; layer `i` uses block `i % len`.
 #[derive(Module, Debug)]
 pub struct AlbertEncoder {
-    pub embedding_hidden_mapping_in: Linear,
+    /// E→H; `None` in albert_zh's layout, whose embeddings are H wide already.
+    pub embedding_hidden_mapping_in: Option<Linear>,
     pub attentions: Vec<AlbertAttention>,
     pub ffns: Vec<AlbertFfn>,
     #[module(skip)]
@@ -269,7 +280,8 @@ impl AlbertEncoder {
     pub fn new(c: &AlbertConfig, device: &Device) -> Self {
         let (n_attn, n_ffn) = c.share_type.blocks(c.num_hidden_layers);
         AlbertEncoder {
-            embedding_hidden_mapping_in: linear(c.embedding_size, c.hidden_size, c, device),
+            embedding_hidden_mapping_in: (c.layout == Layout::Google)
+                .then(|| linear(c.embedding_size, c.hidden_size, c, device)),
             attentions: (0..n_attn)
                 .map(|_| AlbertAttention::new(c, device))
                 .collect(),
@@ -281,7 +293,10 @@ impl AlbertEncoder {
 
     /// `[batch, seq, E]` → `[batch, seq, H]`.
     pub fn forward(&self, embedded: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
-        let mut x = dense(&self.embedding_hidden_mapping_in, embedded);
+        let mut x = match &self.embedding_hidden_mapping_in {
+            Some(l) => dense(l, embedded),
+            None => embedded,
+        };
         for i in 0..self.num_layers {
             let layer = AlbertLayerOps {
                 attention: &self.attentions[i % self.attentions.len()],
@@ -352,18 +367,30 @@ pub struct MlmHead {
 
 impl MlmHead {
     pub fn new(c: &AlbertConfig, device: &Device) -> Self {
+        // albert_zh's transform stays at width H (it projects back through word_embeddings_2ᵀ).
+        let width = crate::albert_zh_layout::embedding_width(c);
         MlmHead {
-            dense: linear(c.hidden_size, c.embedding_size, c, device),
-            layer_norm: layer_norm(c.embedding_size, c, device),
+            dense: linear(c.hidden_size, width, c, device),
+            layer_norm: layer_norm(width, c, device),
             bias: Param::from_tensor(Tensor::zeros([c.vocab_size], device)),
             activation: c.hidden_act,
         }
     }
 
-    /// `[n, H]` hidden states → `[n, V]` logits.
-    pub fn forward(&self, hidden: Tensor<2>, word_embeddings: Tensor<2>) -> Tensor<2> {
+    /// `[n, H]` hidden states → `[n, V]` logits; `projection` is albert_zh's `word_embeddings_2`
+    /// (`[E, H]`), applied transposed before the decoder as its run_pretraining.py does.
+    pub fn forward(
+        &self,
+        hidden: Tensor<2>,
+        word_embeddings: Tensor<2>,
+        projection: Option<Tensor<2>>,
+    ) -> Tensor<2> {
         let x = activate(self.dense.forward(hidden), self.activation);
         let x = self.layer_norm.forward(x);
+        let x = match projection {
+            Some(p) => x.matmul(p.transpose()),
+            None => x,
+        };
         let [v] = self.bias.dims();
         x.matmul(word_embeddings.transpose()) + self.bias.val().reshape([1, v])
     }
@@ -425,9 +452,11 @@ impl AlbertForPreTraining {
         let offsets = Tensor::<1, Int>::arange_step(0..(b * s) as i64, s, &device).reshape([b, 1]);
         let flat = (mlm.positions.clone() + offsets).reshape([b * m]);
         let gathered = out.last_hidden_state.reshape([b * s, h]).select(0, flat);
-        let logits = self
-            .predictions
-            .forward(gathered, self.albert.word_embeddings());
+        let logits = self.predictions.forward(
+            gathered,
+            self.albert.word_embeddings(),
+            self.albert.mlm_projection(),
+        );
         let weights = mlm.weights.clone().reshape([b * m]);
         let labels = mlm.ids.clone().reshape([b * m]);
         let (mlm_loss, mlm_correct) = weighted_cross_entropy(logits, labels, weights);
@@ -452,6 +481,7 @@ impl AlbertForPreTraining {
         let logits = self.predictions.forward(
             out.last_hidden_state.clone().reshape([b * s, h]),
             self.albert.word_embeddings(),
+            self.albert.mlm_projection(),
         );
         let [_, v] = logits.dims();
         let sop = self.sop_classifier.forward(out.pooler_output.clone());

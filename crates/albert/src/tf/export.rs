@@ -1,0 +1,210 @@
+//! Our model directory → a TF checkpoint in the layout the model has (Google's names, or
+//! albert_zh's), with `albert_config.json`, `vocab.txt` and the `checkpoint` file beside it, so
+//! that TensorFlow code (albert_zh's `run_classifier.py` with `init_checkpoint`, or
+//! `tf.train.load_checkpoint`) takes it as it takes a published release.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use pipeline_tfckpt::{DType, Writer, write_checkpoint_file};
+use safetensors::{Dtype, SafeTensors};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::import::parts_present;
+use super::mapping;
+use crate::config::{Activation, AlbertConfig, ShareType};
+
+/// What [`export`] wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExportReport {
+    pub prefix: PathBuf,
+    pub layout: &'static str,
+    pub tensors_written: usize,
+    pub bytes_written: u64,
+    /// transformers-named tensors of the model with no TF counterpart (none expected).
+    pub left_out: Vec<String>,
+}
+
+/// albert_zh's / google-research/albert's `albert_config.json` for `c`.
+pub fn albert_config_json(c: &AlbertConfig) -> Value {
+    let (groups, _) = c.share_type.blocks(c.num_hidden_layers);
+    json!({
+        "attention_probs_dropout_prob": c.attention_probs_dropout_prob,
+        "hidden_act": match c.hidden_act {
+            // The TF code's `gelu` is the tanh form.
+            Activation::GeluNew => "gelu",
+            Activation::Gelu => "gelu_exact",
+            Activation::Relu => "relu",
+        },
+        "hidden_dropout_prob": c.hidden_dropout_prob,
+        "embedding_size": c.embedding_size,
+        "hidden_size": c.hidden_size,
+        "initializer_range": c.initializer_range,
+        "intermediate_size": c.intermediate_size,
+        "max_position_embeddings": c.max_position_embeddings,
+        "num_attention_heads": c.num_attention_heads,
+        "num_hidden_layers": c.num_hidden_layers,
+        "num_hidden_groups": if c.share_type == ShareType::None { c.num_hidden_layers } else { groups },
+        "inner_group_num": 1,
+        "type_vocab_size": c.type_vocab_size,
+        "vocab_size": c.vocab_size,
+        "layer_norm_eps": c.layer_norm_eps,
+        "ln_type": c.ln_type.name(),
+    })
+}
+
+/// Writes `model_dir`'s model (config.json + model.safetensors) as `out/model.ckpt`.
+pub fn export(model_dir: &Path, out: &Path) -> Result<ExportReport> {
+    if out.exists()
+        && std::fs::read_dir(out)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        bail!(
+            "{} already exists and is not empty: give a new directory for the TF checkpoint",
+            out.display()
+        );
+    }
+    let config = crate::hf::read_config(model_dir)?;
+    if matches!(config.share_type, ShareType::Attention | ShareType::Ffn) {
+        bail!(
+            "{}: share_type {} has no TensorFlow layout (google-research/albert and albert_zh \
+             share whole layers, or none)",
+            model_dir.display(),
+            config.share_type
+        );
+    }
+    let file = model_dir.join("model.safetensors");
+    let bytes = std::fs::read(&file).with_context(|| {
+        format!(
+            "cannot read {} (export needs model.safetensors, as the pipeline writes it)",
+            file.display()
+        )
+    })?;
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: not a valid safetensors file: {e}", file.display()))?;
+    let names: Vec<String> = st.names().into_iter().map(|s| s.to_string()).collect();
+    let parts = parts_present(&names);
+    let map: Vec<_> = mapping(&config)
+        .into_iter()
+        .filter(|m| parts.contains(&m.part))
+        .collect();
+
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".export-")
+        .tempdir_in(parent)
+        .with_context(|| {
+            format!(
+                "cannot create a temporary directory in {}",
+                parent.display()
+            )
+        })?;
+    let mut w = Writer::create(&tmp.path().join("model.ckpt"), 1)?;
+    let mut used = std::collections::HashSet::new();
+    let mut bytes_written = 0u64;
+    let mut add =
+        |w: &mut Writer, tf: &str, hf: &str, transpose: bool, expect: &[usize]| -> Result<()> {
+            let view = st.tensor(hf).map_err(|_| {
+                anyhow::anyhow!(
+                    "{}: tensor {hf} is missing (a model of this config.json has it)",
+                    file.display()
+                )
+            })?;
+            if view.dtype() != Dtype::F32 {
+                bail!(
+                    "{}: tensor {hf} is {:?}, not F32",
+                    file.display(),
+                    view.dtype()
+                );
+            }
+            let values: Vec<f32> = view
+                .data()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            let shape = view.shape().to_vec();
+            let (shape, values) = if transpose && shape.len() == 2 {
+                (
+                    vec![shape[1], shape[0]],
+                    pipeline_tfckpt::transpose(&values, shape[0], shape[1]),
+                )
+            } else {
+                (shape, values)
+            };
+            if shape != expect {
+                bail!(
+                    "{}: tensor {hf} has shape {shape:?} (as {tf}) but config.json says {expect:?}",
+                    file.display()
+                );
+            }
+            bytes_written += values.len() as u64 * 4;
+            used.insert(hf.to_string());
+            w.add(0, tf, DType::F32, &shape, bytemuck::cast_slice(&values))?;
+            Ok(())
+        };
+    for m in &map {
+        add(&mut w, &m.tf, &m.hf, m.transpose, &m.shape)?;
+    }
+    // A fine-tuned classifier: albert_zh's run_classifier.py names it output_weights
+    // [labels, H] (used transposed, like the SOP head) and output_bias.
+    if let (Ok(cw), Ok(_)) = (st.tensor("classifier.weight"), st.tensor("classifier.bias")) {
+        let labels = cw.shape().first().copied().unwrap_or(0);
+        add(
+            &mut w,
+            "output_weights",
+            "classifier.weight",
+            false,
+            &[labels, config.hidden_size],
+        )?;
+        add(&mut w, "output_bias", "classifier.bias", false, &[labels])?;
+    }
+    let tensors_written = used.len();
+    w.finish()?;
+    write_checkpoint_file(tmp.path(), "model.ckpt")?;
+    std::fs::write(
+        tmp.path().join("albert_config.json"),
+        serde_json::to_string_pretty(&albert_config_json(&config))? + "\n",
+    )?;
+    let vocab = model_dir.join("vocab.txt");
+    if vocab.is_file() {
+        std::fs::copy(&vocab, tmp.path().join("vocab.txt"))
+            .with_context(|| format!("cannot copy {}", vocab.display()))?;
+    }
+    let left_out: Vec<String> = names
+        .iter()
+        .filter(|n| !used.contains(*n) && !n.starts_with("predictions.decoder."))
+        .filter(|n| *n != "albert.embeddings.position_ids")
+        .cloned()
+        .collect();
+    if !left_out.is_empty() {
+        bail!(
+            "{}: {} tensor(s) have no TensorFlow name in the {} layout, e.g. {}",
+            file.display(),
+            left_out.len(),
+            config.layout.name(),
+            left_out[0]
+        );
+    }
+    if out.exists() {
+        std::fs::remove_dir(out).with_context(|| format!("cannot replace {}", out.display()))?;
+    }
+    let kept = tmp.keep();
+    std::fs::rename(&kept, out).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&kept);
+        anyhow::anyhow!("cannot move the checkpoint into {}: {e}", out.display())
+    })?;
+    Ok(ExportReport {
+        prefix: out.join("model.ckpt"),
+        layout: config.layout.name(),
+        tensors_written,
+        bytes_written,
+        left_out,
+    })
+}

@@ -1,0 +1,371 @@
+//! A TF checkpoint (with albert_zh's `albert_config*.json` and `vocab.txt` beside it) → our
+//! model directory: `config.json`, `model.safetensors`, `vocab.txt`, `tokenizer.json`.
+//!
+//! Everything is checked before anything is written (every tensor's presence and shape against
+//! the config, the vocabulary's size), then written into a temporary directory beside `out`
+//! and renamed into place: an error leaves `out` untouched.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use pipeline_tfckpt::{Checkpoint, skip_reason};
+use safetensors::Dtype;
+use safetensors::tensor::TensorView;
+use serde::Serialize;
+use serde_json::json;
+
+use super::{Detected, Part, detect, mapping};
+use crate::config::AlbertConfig;
+
+/// What [`import`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportReport {
+    pub checkpoint: PathBuf,
+    pub config_file: PathBuf,
+    pub vocab_file: PathBuf,
+    pub layout: &'static str,
+    pub share_type: &'static str,
+    pub tensors_read: usize,
+    pub bytes_read: u64,
+    /// Optimizer slots and bookkeeping, with the rule that skipped each.
+    pub skipped: Vec<(String, &'static str)>,
+    /// Weights that are not part of the pretraining model (a fine-tuned classifier's
+    /// `output_weights`, …): left out, listed.
+    pub ignored: Vec<String>,
+    pub seconds: f64,
+}
+
+/// The config file beside a checkpoint: `albert_config.json`, else the one
+/// `albert_config*.json` (albert_zh names them `albert_config_tiny.json`, …), else
+/// `bert_config.json`.
+pub fn find_config(dir: &Path) -> Result<PathBuf> {
+    let exact = dir.join("albert_config.json");
+    if exact.is_file() {
+        return Ok(exact);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("albert_config") && n.ends_with(".json"))
+        })
+        .collect();
+    found.sort();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 if dir.join("bert_config.json").is_file() => Ok(dir.join("bert_config.json")),
+        0 => bail!(
+            "{}: no albert_config.json beside the checkpoint: put the model's config there (as \
+             albert_zh and google-research/albert ship it) or give it with --config",
+            dir.display()
+        ),
+        n => bail!(
+            "{}: {n} albert_config*.json files beside the checkpoint: give the right one with \
+             --config",
+            dir.display()
+        ),
+    }
+}
+
+/// What `pipeline model info` shows about a TF checkpoint; needs only the index.
+#[derive(Debug, Clone)]
+pub struct TfInfo {
+    pub checkpoint: Checkpoint,
+    pub detected: Detected,
+    /// The config beside it with the detected layout and sharing, when there is one.
+    pub config: Option<AlbertConfig>,
+    pub config_file: Option<PathBuf>,
+    pub skipped: Vec<(String, &'static str)>,
+    pub missing_shards: Vec<PathBuf>,
+}
+
+/// Reads the index and the config beside it (or `config`) and detects the architecture.
+pub fn inspect(path: &Path, config: Option<&Path>) -> Result<TfInfo> {
+    let checkpoint = Checkpoint::open_index(path)?;
+    let detected = detect(&checkpoint)?;
+    let dir = checkpoint
+        .prefix
+        .parent()
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let config_file = match config {
+        Some(c) => Some(c.to_path_buf()),
+        None => find_config(&dir).ok(),
+    };
+    let config = match &config_file {
+        Some(f) => Some(checked_config(f, &checkpoint, &detected)?),
+        None => None,
+    };
+    let skipped = checkpoint
+        .names()
+        .filter_map(|n| skip_reason(n).map(|r| (n.to_string(), r)))
+        .collect();
+    let missing_shards = checkpoint
+        .shards()
+        .iter()
+        .filter(|p| !p.is_file())
+        .cloned()
+        .collect();
+    Ok(TfInfo {
+        checkpoint,
+        detected,
+        config,
+        config_file,
+        skipped,
+        missing_shards,
+    })
+}
+
+/// The config file's model with the detected layout, every tensor's shape checked against it.
+fn checked_config(file: &Path, ckpt: &Checkpoint, d: &Detected) -> Result<AlbertConfig> {
+    let mut config = AlbertConfig::from_file(file)?;
+    if config.share_type != d.share_type {
+        bail!(
+            "{}: the config says share_type {} (num_hidden_groups) but {} holds {} encoder \
+             block(s) ({}): the config is not this checkpoint's",
+            file.display(),
+            config.share_type,
+            ckpt.index_path.display(),
+            d.blocks,
+            d.share_type
+        );
+    }
+    if d.share_type != crate::ShareType::All && d.blocks != config.num_hidden_layers {
+        bail!(
+            "{}: num_hidden_layers is {} but {} holds {} unshared layers",
+            file.display(),
+            config.num_hidden_layers,
+            ckpt.index_path.display(),
+            d.blocks
+        );
+    }
+    config.layout = d.layout;
+    for t in mapping(&config) {
+        let (_, shape) = ckpt.spec(&t.tf).map_err(|e| {
+            if ckpt.raw_entry(&t.tf).is_none() {
+                anyhow::anyhow!(
+                    "{}: tensor {} is missing (a {} checkpoint of this config has it)",
+                    ckpt.index_path.display(),
+                    t.tf,
+                    d.layout.name()
+                )
+            } else {
+                anyhow::Error::new(e)
+            }
+        })?;
+        if shape != t.shape {
+            bail!(
+                "{}: tensor {} has shape {shape:?} but {} says {:?} (vocab_size {}, \
+                 embedding_size {}, hidden_size {}, intermediate_size {}, \
+                 max_position_embeddings {}): the config is not this checkpoint's",
+                ckpt.index_path.display(),
+                t.tf,
+                file.display(),
+                t.shape,
+                config.vocab_size,
+                config.embedding_size,
+                config.hidden_size,
+                config.intermediate_size,
+                config.max_position_embeddings
+            );
+        }
+    }
+    Ok(config)
+}
+
+/// Reads the TF checkpoint at `from` and writes our model directory `out` (which must not
+/// exist, or be empty). `config` and `vocab` default to the files beside the checkpoint.
+pub fn import(
+    from: &Path,
+    config: Option<&Path>,
+    vocab: Option<&Path>,
+    out: &Path,
+) -> Result<ImportReport> {
+    let start = Instant::now();
+    if out.exists()
+        && std::fs::read_dir(out)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        bail!(
+            "{} already exists and is not empty: give a new directory for the imported model",
+            out.display()
+        );
+    }
+    let ckpt = Checkpoint::open(from)?;
+    let detected = detect(&ckpt)?;
+    let dir = ckpt.prefix.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let config_file = match config {
+        Some(c) => c.to_path_buf(),
+        None => find_config(&dir)?,
+    };
+    let config = checked_config(&config_file, &ckpt, &detected)?;
+    let vocab_file = vocab
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| dir.join("vocab.txt"));
+    let tokens = pipeline_text::vocab::Vocab::load(&vocab_file).map_err(|e| {
+        anyhow::anyhow!(
+            "{e} (the vocabulary beside the checkpoint, as albert_zh ships it; or give --vocab)"
+        )
+    })?;
+    if tokens.len() != config.vocab_size {
+        bail!(
+            "{}: {} tokens but {} says vocab_size {} (and the word embeddings have {} rows): \
+             this vocab.txt is not the model's",
+            vocab_file.display(),
+            tokens.len(),
+            config_file.display(),
+            config.vocab_size,
+            detected.vocab_size
+        );
+    }
+    let map = mapping(&config);
+    let mapped: std::collections::HashSet<&str> = map.iter().map(|t| t.tf.as_str()).collect();
+    let mut skipped = Vec::new();
+    let mut ignored = Vec::new();
+    for n in ckpt.names() {
+        if let Some(r) = skip_reason(n) {
+            skipped.push((n.to_string(), r));
+        } else if !mapped.contains(n) {
+            ignored.push(n.to_string());
+        }
+    }
+
+    // Read (checksums verified), transpose kernels, keep as little-endian f32 bytes.
+    let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::with_capacity(map.len());
+    let mut bytes_read = 0u64;
+    for t in &map {
+        let (shape, values) = ckpt.read_f32(&t.tf)?;
+        bytes_read += ckpt.raw_entry(&t.tf).map_or(0, |e| e.size as u64);
+        let (shape, values) = if t.transpose {
+            let (rows, cols) = (shape[0], shape[1]);
+            (
+                vec![cols, rows],
+                pipeline_tfckpt::transpose(&values, rows, cols),
+            )
+        } else {
+            (shape, values)
+        };
+        tensors.push((t.hf.clone(), shape, values));
+    }
+
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".import-")
+        .tempdir_in(parent)
+        .with_context(|| {
+            format!(
+                "cannot create a temporary directory in {}",
+                parent.display()
+            )
+        })?;
+    let views = tensors
+        .iter()
+        .map(|(name, shape, values)| {
+            let view = TensorView::new(Dtype::F32, shape.clone(), bytemuck::cast_slice(values))
+                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+            Ok((name.clone(), view))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // transformers refuses safetensors files whose metadata lacks format = pt.
+    let meta = HashMap::from([("format".to_string(), "pt".to_string())]);
+    let weights = tmp.path().join("model.safetensors");
+    safetensors::tensor::serialize_to_file(views, Some(meta), &weights)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", weights.display()))?;
+    let mut json = config.to_hf_json("AlbertForPreTraining");
+    if let Some(obj) = json.as_object_mut() {
+        obj.insert(
+            "pipeline_source".into(),
+            json!({
+                "format": "tensorflow",
+                "layout": detected.layout.name(),
+                "checkpoint": ckpt.prefix,
+            }),
+        );
+    }
+    std::fs::write(
+        tmp.path().join("config.json"),
+        serde_json::to_string_pretty(&json)? + "\n",
+    )?;
+    std::fs::copy(&vocab_file, tmp.path().join("vocab.txt"))
+        .with_context(|| format!("cannot copy {}", vocab_file.display()))?;
+    // albert_zh's and Google's Chinese models lower-case (do_lower_case=True).
+    let tok = pipeline_text::hf::wordpiece_tokenizer(&tokens, true)?;
+    pipeline_text::hf::write_tokenizer_json(&tok, &tmp.path().join("tokenizer.json"))?;
+    if out.exists() {
+        std::fs::remove_dir(out).with_context(|| format!("cannot replace {}", out.display()))?;
+    }
+    let kept = tmp.keep();
+    std::fs::rename(&kept, out).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&kept);
+        anyhow::anyhow!("cannot move the imported model into {}: {e}", out.display())
+    })?;
+    Ok(ImportReport {
+        checkpoint: ckpt.prefix.clone(),
+        config_file,
+        vocab_file,
+        layout: detected.layout.name(),
+        share_type: detected.share_type.name(),
+        tensors_read: map.len(),
+        bytes_read,
+        skipped,
+        ignored,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// A model directory to load: the path itself for a Hugging Face directory, or a TF
+/// checkpoint imported into a temporary directory (removed when this is dropped).
+pub struct ModelDir {
+    path: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    pub imported: Option<ImportReport>,
+}
+
+impl ModelDir {
+    pub fn open(path: &Path) -> Result<ModelDir> {
+        if !pipeline_tfckpt::is_checkpoint(path) {
+            return Ok(ModelDir {
+                path: path.to_path_buf(),
+                _tmp: None,
+                imported: None,
+            });
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix("pipeline-tf-import-")
+            .tempdir()
+            .context("cannot create a temporary directory for the imported checkpoint")?;
+        let dir = tmp.path().join("model");
+        let report = import(path, None, None, &dir)?;
+        Ok(ModelDir {
+            path: dir,
+            _tmp: Some(tmp),
+            imported: Some(report),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Which parts a transformers-named tensor set holds (for export).
+pub(super) fn parts_present(names: &[String]) -> Vec<Part> {
+    let mut parts = vec![Part::Backbone];
+    if names.iter().any(|n| n == "predictions.bias") {
+        parts.push(Part::MlmHead);
+    }
+    if names.iter().any(|n| n.starts_with("sop_classifier.")) {
+        parts.push(Part::SopHead);
+    }
+    parts
+}
