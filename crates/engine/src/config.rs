@@ -4,9 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{UserError, suggestion};
+use crate::executor::config::{self as executor_config, ExecutorDecl};
 use crate::yaml::{self, Mark, Node, NodeValue};
 
-const TOP_KEYS: &[&str] = &["vars", "stages"];
+const TOP_KEYS: &[&str] = &["vars", "stages", "executor"];
 const STAGE_KEYS: &[&str] = &[
     "kind",
     "cmd",
@@ -18,8 +19,9 @@ const STAGE_KEYS: &[&str] = &[
     "resources",
     "aggregate",
     "desc",
+    "executor",
 ];
-const RESOURCE_KEYS: &[&str] = &["gpu", "cpu"];
+const RESOURCE_KEYS: &[&str] = &["gpu", "cpu", "mem", "time"];
 
 /// A string from the file and where it was written.
 #[derive(Debug, Clone)]
@@ -34,6 +36,8 @@ pub struct PipelineFile {
     pub source: String,
     pub vars: Vec<(Located<String>, Node)>,
     pub stages: Vec<StageDecl>,
+    /// Where stages run (`executor:`); see [`crate::executor`].
+    pub executor: ExecutorDecl,
 }
 
 #[derive(Debug, Clone)]
@@ -49,6 +53,8 @@ pub struct StageDecl {
     pub resources: Resources,
     pub aggregate: Option<bool>,
     pub desc: Option<String>,
+    /// The stage's `executor:` overrides of the top-level block.
+    pub executor: ExecutorDecl,
 }
 
 /// What a stage instance holds while it runs. `cpu` counts `--jobs` slots, `gpu` counts GPU
@@ -57,11 +63,20 @@ pub struct StageDecl {
 pub struct Resources {
     pub cpu: u32,
     pub gpu: u32,
+    /// Megabytes (`mem: 32G`); only a cluster executor uses it.
+    pub mem: Option<u64>,
+    /// Seconds (`time: "48:00:00"`); only a cluster executor uses it.
+    pub time: Option<u64>,
 }
 
 impl Default for Resources {
     fn default() -> Self {
-        Resources { cpu: 1, gpu: 0 }
+        Resources {
+            cpu: 1,
+            gpu: 0,
+            mem: None,
+            time: None,
+        }
     }
 }
 
@@ -118,6 +133,7 @@ impl PipelineFile {
         let entries = cx.map(&root, "the pipeline file")?;
         let mut vars = Vec::new();
         let mut stages = Vec::new();
+        let mut executor = ExecutorDecl::default();
         let mut saw_stages = false;
         for (key, value) in entries {
             match key.value.as_str() {
@@ -129,6 +145,9 @@ impl PipelineFile {
                             .map(|(k, v)| (k, v.clone()))
                             .collect();
                     }
+                }
+                "executor" => {
+                    executor = executor_config::parse_block(path, &source, value, "`executor`")?;
                 }
                 "stages" => {
                     saw_stages = true;
@@ -158,6 +177,7 @@ impl PipelineFile {
             source,
             vars,
             stages,
+            executor,
         })
     }
 
@@ -279,6 +299,7 @@ impl Cx<'_> {
             resources: Resources::default(),
             aggregate: None,
             desc: None,
+            executor: ExecutorDecl::default(),
         };
         for (key, value) in entries {
             let field = format!("`{}` of {what}", key.value);
@@ -325,8 +346,31 @@ impl Cx<'_> {
                         stage.matrix.push((axis, items.clone()));
                     }
                 }
+                "executor" => {
+                    stage.executor = executor_config::parse_block(
+                        self.path,
+                        self.source,
+                        value,
+                        &format!("`executor` of {what}"),
+                    )?;
+                }
                 "resources" => {
                     for (res, amount) in self.map(value, &field)? {
+                        let rfield = format!("resource `{}` of {what}", res.value);
+                        if res.value == "mem" {
+                            let mb = amount.scalar_text().and_then(executor_config::parse_mem);
+                            stage.resources.mem = Some(mb.ok_or_else(|| {
+                                executor_config::mem_error(self.path, self.source, amount, &rfield)
+                            })?);
+                            continue;
+                        }
+                        if res.value == "time" {
+                            let secs = amount.scalar_text().and_then(executor_config::parse_time);
+                            stage.resources.time = Some(secs.ok_or_else(|| {
+                                executor_config::time_error(self.path, self.source, amount, &rfield)
+                            })?);
+                            continue;
+                        }
                         let Some(n) = amount.to_json().as_u64().filter(|n| *n <= 1024) else {
                             return Err(self.err(
                                 amount.mark,
@@ -430,7 +474,14 @@ mod tests {
         assert_eq!(a.deps[0].value, "b");
         assert_eq!(a.inputs[0].value, "x.txt");
         assert_eq!(a.matrix[0].1.len(), 2);
-        assert_eq!(a.resources, Resources { cpu: 1, gpu: 1 });
+        assert_eq!(
+            a.resources,
+            Resources {
+                cpu: 1,
+                gpu: 1,
+                ..Resources::default()
+            }
+        );
     }
 
     #[test]

@@ -34,6 +34,11 @@ pub struct RunOptions {
     pub force: HashSet<usize>,
     pub fail_fast: bool,
     pub targets: Vec<String>,
+    /// `--executor`: overrides `executor.kind` of pipeline.yaml (`local` forces every stage
+    /// local).
+    pub executor: Option<crate::executor::config::ExecutorKind>,
+    /// `--jobs` as given: caps the cluster jobs in flight (none: no cap).
+    pub max_in_flight: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -200,11 +205,13 @@ enum State {
     Skipped,
 }
 
-struct JobResult {
-    index: usize,
-    started: String,
-    elapsed_ms: u64,
-    result: Result<(Manifest, PathBuf), (String, PathBuf, StageRecord)>,
+/// A finished instance, from a local thread or a cluster executor.
+#[allow(clippy::type_complexity)]
+pub(crate) struct JobResult {
+    pub(crate) index: usize,
+    pub(crate) started: String,
+    pub(crate) elapsed_ms: u64,
+    pub(crate) result: Result<(Manifest, PathBuf), (String, PathBuf, StageRecord)>,
 }
 
 /// Runs the selected instances. The caller holds the workspace lock.
@@ -215,9 +222,11 @@ pub fn run(
     opts: &RunOptions,
     reporter: &dyn Reporter,
 ) -> anyhow::Result<RunResult> {
+    // Instances that run as cluster jobs (checked up front: tools on PATH, partitions).
+    let remote = crate::executor::prepare(p, selected, opts.executor)?;
     for &i in selected {
         let inst = &p.plan.instances[i];
-        if inst.resources.gpu > opts.gpus {
+        if inst.resources.gpu > opts.gpus && !remote.contains_key(&i) {
             return Err(UserError::new(format!(
                 "stage `{}` needs {} GPU(s) but this run has {} (--gpus)",
                 inst.name, inst.resources.gpu, opts.gpus
@@ -236,6 +245,7 @@ pub fn run(
         targets: opts.targets.clone(),
         counts: BTreeMap::new(),
         stages: Vec::new(),
+        jobs: Vec::new(),
     };
     write_summary(&p.ws.runs(), &summary);
 
@@ -245,10 +255,16 @@ pub fn run(
     let mut cpu_used = 0usize;
     let mut gpu_used = 0u32;
     let mut running = 0usize;
+    let mut remote_running = 0usize;
     let mut stop = false;
     let (tx, rx) = mpsc::channel::<JobResult>();
+    let mut cluster_jobs = Vec::new();
 
     std::thread::scope(|scope| -> anyhow::Result<()> {
+        let cluster = (!remote.is_empty()).then(|| {
+            crate::executor::slurm::Cluster::start(scope, p, remote, summary.clone(), tx.clone())
+        });
+        let is_remote = |i: usize| cluster.as_ref().is_some_and(|c| c.runs(i));
         loop {
             let mut progressed = true;
             while progressed {
@@ -265,6 +281,14 @@ pub fn run(
                     if let Some(&d) = blocked {
                         let reason = format!("dep {} failed", p.plan.instances[d].name);
                         let o = skipped(inst, reason);
+                        reporter.finished(&o);
+                        outcomes.insert(i, o);
+                        state.insert(i, State::Skipped);
+                        progressed = true;
+                        continue;
+                    }
+                    if crate::executor::interrupted() {
+                        let o = skipped(inst, "not started: the run was interrupted".into());
                         reporter.finished(&o);
                         outcomes.insert(i, o);
                         state.insert(i, State::Skipped);
@@ -344,15 +368,26 @@ pub fn run(
                         Freshness::Fresh { .. } => vec!["forced".to_string()],
                         Freshness::Stale { reasons } => reasons,
                     };
-                    // Resources: a stage may always start when nothing else runs, so one
-                    // asking for more CPU slots than --jobs still runs (alone).
-                    let fits =
-                        running == 0 || (cpu_used + cpu <= jobs && gpu_used + gpu <= opts.gpus);
-                    if !fits || gpu_used + gpu > opts.gpus {
-                        continue;
+                    if is_remote(i) {
+                        // The cluster schedules resources; `--jobs` caps the jobs in flight.
+                        if opts
+                            .max_in_flight
+                            .is_some_and(|cap| remote_running >= cap.max(1))
+                        {
+                            continue;
+                        }
+                        remote_running += 1;
+                    } else {
+                        // Resources: a stage may always start when nothing else runs, so one
+                        // asking for more CPU slots than --jobs still runs (alone).
+                        let fits = running == remote_running
+                            || (cpu_used + cpu <= jobs && gpu_used + gpu <= opts.gpus);
+                        if !fits || gpu_used + gpu > opts.gpus {
+                            continue;
+                        }
+                        cpu_used += cpu;
+                        gpu_used += gpu;
                     }
-                    cpu_used += cpu;
-                    gpu_used += gpu;
                     running += 1;
                     state.insert(i, State::Running);
                     info!(stage = %inst.name, fingerprint = %fp, reasons = ?reasons, "stage started");
@@ -371,6 +406,18 @@ pub fn run(
                             error: None,
                         },
                     );
+                    if let Some(c) = cluster.as_ref().filter(|c| c.runs(i)) {
+                        c.submit(crate::executor::slurm::Submission {
+                            index: i,
+                            fingerprint: fp,
+                            comps,
+                            deps,
+                            reasons,
+                            started: now_string(),
+                            bar,
+                        });
+                        continue;
+                    }
                     let tx = tx.clone();
                     let run_id = run_id.clone();
                     scope.spawn(move || {
@@ -394,8 +441,12 @@ pub fn run(
             let Ok(done) = rx.recv() else { break };
             running -= 1;
             let inst = &p.plan.instances[done.index];
-            cpu_used -= (inst.resources.cpu as usize).min(jobs);
-            gpu_used -= inst.resources.gpu;
+            if is_remote(done.index) {
+                remote_running -= 1;
+            } else {
+                cpu_used -= (inst.resources.cpu as usize).min(jobs);
+                gpu_used -= inst.resources.gpu;
+            }
             let outcome = outcomes.get_mut(&done.index).expect("inserted at start");
             outcome.duration_ms = Some(done.elapsed_ms);
             match done.result {
@@ -426,6 +477,9 @@ pub fn run(
             }
             reporter.finished(outcome);
         }
+        if let Some(c) = cluster {
+            cluster_jobs = c.finish();
+        }
         Ok(())
     })?;
     index.flush();
@@ -443,6 +497,7 @@ pub fn run(
         "failed".into()
     };
     summary.counts = result.counts();
+    summary.jobs = cluster_jobs;
     summary.stages = result
         .outcomes
         .iter()
@@ -525,6 +580,7 @@ fn execute_one(
         reasons,
         error: None,
         dir: PathBuf::new(),
+        job: None,
     };
     let attempt = (|| -> anyhow::Result<(Manifest, PathBuf)> {
         let _ = std::fs::remove_dir_all(&tmp);
@@ -546,24 +602,8 @@ fn execute_one(
             deps: &deps,
             progress: bar,
         };
-        // A panic in a stage fails that stage, not the whole run.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kind.run(&ctx))).unwrap_or_else(
-            |panic| {
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown panic".into());
-                Err(anyhow::anyhow!("the stage panicked: {msg}"))
-            },
-        )?;
-        for reserved in [MANIFEST, LOG_DIR] {
-            if out_dir.join(reserved).exists() {
-                anyhow::bail!(
-                    "the stage wrote `{reserved}` into its output; that name is reserved for the pipeline"
-                );
-            }
-        }
+        // A panic in a stage fails that stage, not the whole run (as in a cluster job).
+        crate::executor::instance::run_stage(kind.as_ref(), &ctx)?;
         let files = hash_tree(&out_dir)?;
         let output_digest =
             digest_of_set(files.iter().map(|f| (f.path.as_str(), f.blake3.as_str())));
@@ -620,7 +660,7 @@ fn execute_one(
 
 /// Moves a finished output into place. An artifact already there (a `--force` re-run) is moved
 /// aside first; a crash in between leaves no artifact, and the next run makes it again.
-fn commit(out_dir: &Path, dest: &Path, tmp: &Path) -> anyhow::Result<()> {
+pub(crate) fn commit(out_dir: &Path, dest: &Path, tmp: &Path) -> anyhow::Result<()> {
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
@@ -680,7 +720,7 @@ fn clear_tmp(tmp: &Path) {
     }
 }
 
-fn write_summary(dir: &Path, summary: &RunSummary) {
+pub(crate) fn write_summary(dir: &Path, summary: &RunSummary) {
     let path = dir.join(format!("{}.json", summary.run_id.replace(':', "-")));
     let tmp = path.with_extension("json.tmp");
     let written = serde_json::to_vec_pretty(summary)

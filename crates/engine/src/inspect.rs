@@ -11,12 +11,14 @@ use crate::Pipeline;
 use crate::error::UserError;
 use crate::exec::{Outcome, Status, predict};
 use crate::index::{Index, list_artifacts};
-use crate::manifest::{FileEntry, LOG_DIR, Manifest, RunSummary};
+use crate::manifest::{FileEntry, JobEntry, JobInfo, LOG_DIR, Manifest, RunSummary};
 use crate::workspace::LockInfo;
 
 #[derive(Debug, Serialize)]
 pub struct StatusReport {
     pub running: Option<LockInfo>,
+    /// Cluster jobs of the run in progress that are not done yet.
+    pub jobs: Vec<JobEntry>,
     pub stages: Vec<Outcome>,
     #[serde(skip)]
     pub note: Option<String>,
@@ -26,8 +28,13 @@ pub fn status(p: &Pipeline, targets: &[String]) -> anyhow::Result<StatusReport> 
     let selected = p.plan.select(targets)?;
     let mut index = Index::open_read_only(&p.ws);
     let stages = predict(p, &mut index, &selected, &HashSet::new())?;
+    let running = p.ws.holder();
     Ok(StatusReport {
-        running: p.ws.holder(),
+        jobs: running
+            .as_ref()
+            .map(|h| jobs_in_flight(p, h.pid))
+            .unwrap_or_default(),
+        running,
         stages,
         note: index.note.take(),
     })
@@ -55,6 +62,9 @@ pub struct ShowReport {
     pub timings: Option<Timings>,
     pub log: Option<PathBuf>,
     pub deps: Vec<String>,
+    /// The cluster job that made the artifact (job id, node, queue wait, run time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobInfo>,
 }
 
 /// The current state of one instance and what its latest successful run left.
@@ -96,6 +106,7 @@ pub fn show(p: &Pipeline, name: &str) -> anyhow::Result<ShowReport> {
     });
     let manifest = dir.as_deref().and_then(Manifest::read);
     let dir = manifest.as_ref().and(dir);
+    let job = manifest.as_ref().and_then(|m| m.record.job.clone());
     let (inputs, outputs, timings, metrics) = match (&manifest, &dir) {
         (Some(m), Some(d)) => (
             m.components.inputs.clone(),
@@ -127,7 +138,17 @@ pub fn show(p: &Pipeline, name: &str) -> anyhow::Result<ShowReport> {
             .iter()
             .map(|d| p.plan.instances[*d].name.clone())
             .collect(),
+        job,
     })
+}
+
+/// The cluster jobs the run of process `pid` has in flight, from its run record.
+pub fn jobs_in_flight(p: &Pipeline, pid: u32) -> Vec<JobEntry> {
+    runs(p, usize::MAX)
+        .into_iter()
+        .filter(|r| r.pid == pid && r.status == "running")
+        .flat_map(|r| r.jobs.into_iter().filter(|j| !j.done))
+        .collect()
 }
 
 /// Past `pipeline run` invocations, newest first.

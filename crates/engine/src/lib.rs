@@ -6,6 +6,7 @@
 pub mod config;
 pub mod error;
 pub mod exec;
+pub mod executor;
 pub mod fingerprint;
 pub mod hash;
 pub mod index;

@@ -60,6 +60,29 @@ pub struct StageRecord {
     pub error: Option<String>,
     /// The artifact directory (ok) or the kept log directory (failed).
     pub dir: PathBuf,
+    /// The cluster job that ran it (absent for local runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobInfo>,
+}
+
+/// How a cluster job of an instance went: `pipeline show` prints it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct JobInfo {
+    pub executor: String,
+    pub job_id: String,
+    /// The scheduler's final state, with the reason (`COMPLETED`, `FAILED exit 3`, `TIMEOUT`).
+    pub state: String,
+    #[serde(default)]
+    pub node: Option<String>,
+    /// Submission to start, when the job started.
+    #[serde(default)]
+    pub queue_wait_ms: Option<u64>,
+    /// Start to end, when the job started.
+    #[serde(default)]
+    pub run_ms: Option<u64>,
+    /// Jobs submitted for this instance (more than one after a retry).
+    #[serde(default)]
+    pub attempts: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,6 +130,25 @@ pub struct RunSummary {
     pub targets: Vec<String>,
     pub counts: BTreeMap<String, usize>,
     pub stages: Vec<RunStage>,
+    /// Cluster jobs of the run (job ids, so that the next run can find them after a crash).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<JobEntry>,
+}
+
+/// One cluster job of a run, as the run record keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct JobEntry {
+    pub instance: String,
+    pub fingerprint: String,
+    pub job_id: String,
+    /// The scheduler's state as last seen (`PENDING (Resources)`, `RUNNING`, ...), or how the
+    /// job ended.
+    pub state: String,
+    /// Whether the controller is done with it.
+    #[serde(default)]
+    pub done: bool,
+    /// The job's temporary directory (on the store's filesystem).
+    pub attempt: PathBuf,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
