@@ -8,7 +8,7 @@
 //! | param | default | what |
 //! |---|---|---|
 //! | `init` | `pretrained` | `pretrained` (the `pretrain` dep's weights), `random` (its architecture and vocabulary, fresh weights), or `checkpoint` (with `init_from`) |
-//! | `init_from` | none | a Hugging Face ALBERT directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt, tokenizer.json) |
+//! | `init_from` | none | a Hugging Face ALBERT directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt, tokenizer.json), or a TensorFlow checkpoint of albert_zh or google-research/albert (directory, prefix or .index; albert_config.json and vocab.txt beside it) |
 //! | `device` | `auto` | `auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N` |
 //! | `epochs` | 3 | passes over the training set; the best on dev is kept |
 //! | `batch_size` | 32 | |

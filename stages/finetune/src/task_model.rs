@@ -29,6 +29,8 @@ pub struct Source {
     pub dir: PathBuf,
     /// The `pretrain` instance, for `init: pretrained` or `random`.
     pub pretrain_instance: Option<String>,
+    /// A TensorFlow `init_from` imported into a temporary `dir` (kept while this lives).
+    pub imported: Option<pipeline_albert::tf::ModelDir>,
 }
 
 impl Source {
@@ -36,10 +38,16 @@ impl Source {
     /// or the stage's only dep whatever its name), or `init_from`.
     pub fn of(ctx: &StageContext, p: &TrainParams) -> anyhow::Result<Source> {
         match &p.init {
-            Init::Checkpoint(dir) => Ok(Source {
-                dir: dir.clone(),
-                pretrain_instance: None,
-            }),
+            Init::Checkpoint(dir) => {
+                // A TensorFlow checkpoint (with albert_config.json and vocab.txt beside it).
+                let imported = pipeline_albert::tf::ModelDir::open(dir)
+                    .with_context(|| format!("param `init_from`: {}", dir.display()))?;
+                Ok(Source {
+                    dir: imported.path().to_path_buf(),
+                    pretrain_instance: None,
+                    imported: imported.imported.is_some().then_some(imported),
+                })
+            }
             Init::Pretrained | Init::Random => {
                 let only = (ctx.deps.len() == 1).then(|| &ctx.deps[0]);
                 let dep = ctx.dep("pretrain").or(only).with_context(|| {
@@ -54,6 +62,7 @@ impl Source {
                 Ok(Source {
                     dir: dep.dir.clone(),
                     pretrain_instance: Some(dep.instance.clone()),
+                    imported: None,
                 })
             }
         }

@@ -86,7 +86,10 @@ pub fn initial_model(
 ) -> anyhow::Result<(AlbertConfig, AlbertForPreTraining)> {
     match &p.init_from {
         Some(dir) => {
-            let (config, model) = hf::load_pretraining(dir, device)
+            // A TensorFlow checkpoint (albert_zh's or Google's) is imported first.
+            let model_dir = pipeline_albert::tf::ModelDir::open(dir)
+                .with_context(|| format!("param `init_from`: {}", dir.display()))?;
+            let (config, model) = hf::load_pretraining(model_dir.path(), device)
                 .with_context(|| format!("param `init_from`: {}", dir.display()))?;
             if config.vocab_size != data_vocab {
                 bail!(

@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | `model` | `tiny` | albert_zh size (`tiny`, `small`, `base`, `large`, `xlarge`, `xxlarge`) or a config JSON (albert_zh or Hugging Face) relative to the workspace |
 //! | `share_type`, `ln_type`, `embedding_size`, `hidden_size`, `num_hidden_layers`, `num_attention_heads`, `intermediate_size`, `hidden_act`, … | from `model` | override one field of the model config (`vocab_size` comes from the vocabulary) |
-//! | `init_from` | none | a Hugging Face ALBERT checkpoint directory to continue pretraining from |
+//! | `init_from` | none | a Hugging Face ALBERT checkpoint directory to continue pretraining from, or a TensorFlow checkpoint (albert_zh's or google-research/albert's: directory, prefix or .index, with albert_config.json and vocab.txt beside it) |
 //! | `device` | `auto` | `auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N` (`tch` builds only) |
 //! | `precision` | `fp32` | `fp32`; `bf16` is reserved for CUDA mixed precision and refused until it exists |
 //! | `steps` | 1000 | optimiser steps |
