@@ -1,5 +1,6 @@
-//! What pretraining and fine-tuning share: the optimiser (LAMB or AdamW, with weight decay kept
-//! off LayerNorm and bias parameters), the learning-rate schedule (linear warmup then linear
+//! What pretraining and fine-tuning share: the optimiser (LAMB as google-research/albert
+//! computes it, or AdamW as torch does, with weight decay kept off LayerNorm and bias
+//! parameters), the learning-rate schedule (linear warmup then linear
 //! decay), gradient clipping by the global norm (burn's own clipping works per tensor), and
 //! checkpoints that a killed run resumes from.
 
@@ -7,9 +8,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use burn::module::{Module, Param, ParamGroup, ParamId};
-use burn::optim::{AdamWConfig, GradientsParams, LambConfig, ModuleOptimizer};
+use burn::optim::{
+    AdamWConfig, GradientsParams, LambState, LearningRate, ModuleOptimizer, Optimizer,
+};
 use burn::store::{BurnpackStore, ModuleSnapshot};
-use burn::tensor::Tensor;
+use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 /// Which optimiser.
@@ -66,13 +69,21 @@ impl OptimConfig {
         );
         match self.optimizer {
             OptimizerKind::Lamb => {
-                let with = LambConfig::new()
-                    .with_beta_1(b1)
-                    .with_beta_2(b2)
-                    .with_epsilon(eps)
-                    .with_weight_decay(wd);
-                let without = with.clone().with_weight_decay(0.0);
-                with.init().with_group(no_decay, without.build(), None)
+                let with = AlbertLamb {
+                    beta_1: b1,
+                    beta_2: b2,
+                    epsilon: eps,
+                    weight_decay: wd,
+                    layer_adaptation: true,
+                };
+                // google's exclude_from_layer_adaptation defaults to the weight-decay
+                // exclusions: no decay and no trust ratio for LayerNorm and biases.
+                let without = AlbertLamb {
+                    weight_decay: 0.0,
+                    layer_adaptation: false,
+                    ..with.clone()
+                };
+                ModuleOptimizer::from(with).with_group(no_decay, without, None)
             }
             OptimizerKind::Adamw => {
                 let with = AdamWConfig::new()
@@ -116,6 +127,80 @@ impl OptimConfig {
             return Err("the number of training steps must be at least 1".into());
         }
         Ok(())
+    }
+}
+
+/// LAMB as google-research/albert's `lamb_optimizer.py` (and albert_zh's copy) computes it,
+/// which is what ALBERT was pretrained with. It differs from burn's `Lamb` in two ways that
+/// matter:
+///
+/// - no bias correction of the moments: the update is `m / (sqrt(v) + epsilon)` with the raw
+///   moments (burn divides them by `1 - beta^t`);
+/// - `layer_adaptation` (the trust ratio `|w| / |update|`, 1 when either norm is 0) can be
+///   switched off, as google's `exclude_from_layer_adaptation` does for the parameters excluded
+///   from weight decay (LayerNorm and biases). burn applies the ratio to every tensor: a bias
+///   or LayerNorm shift that starts at zero moves by `lr·|update|` at the first step and then
+///   by at most `lr·|w|` per step, so it stays near zero for the whole run.
+///
+/// The state is burn's [`LambState`], so checkpoints keep their layout.
+#[derive(Debug, Clone)]
+pub struct AlbertLamb {
+    pub beta_1: f32,
+    pub beta_2: f32,
+    pub epsilon: f32,
+    /// Added to the update as `weight_decay · w`, before the trust ratio.
+    pub weight_decay: f32,
+    pub layer_adaptation: bool,
+}
+
+impl Optimizer for AlbertLamb {
+    type State<const D: usize> = LambState<D>;
+
+    fn step<const D: usize>(
+        &self,
+        lr: LearningRate,
+        tensor: Tensor<D>,
+        grad: Tensor<D>,
+        state: Option<LambState<D>>,
+    ) -> (Tensor<D>, Option<LambState<D>>) {
+        let (b1, b2) = (self.beta_1, self.beta_2);
+        let state = match state {
+            Some(s) => LambState {
+                time: s.time + 1,
+                moment_1: s.moment_1.mul_scalar(b1) + grad.clone().mul_scalar(1.0 - b1),
+                moment_2: s.moment_2.mul_scalar(b2) + grad.square().mul_scalar(1.0 - b2),
+            },
+            None => LambState {
+                time: 1,
+                moment_1: grad.clone().mul_scalar(1.0 - b1),
+                moment_2: grad.square().mul_scalar(1.0 - b2),
+            },
+        };
+        let mut update = state
+            .moment_1
+            .clone()
+            .div(state.moment_2.clone().sqrt().add_scalar(self.epsilon));
+        if self.weight_decay != 0.0 {
+            update = update + tensor.clone().mul_scalar(self.weight_decay);
+        }
+        if self.layer_adaptation {
+            let w_norm = tensor.clone().square().sum().sqrt();
+            let u_norm = update.clone().square().sum().sqrt();
+            let valid = w_norm
+                .clone()
+                .greater_scalar(0.0)
+                .bool_and(u_norm.clone().greater_scalar(0.0));
+            let ratio = w_norm.div(u_norm.clamp_min(f32::MIN_POSITIVE));
+            let ratio = ratio.ones_like().mask_where(valid, ratio);
+            update = update.mul(ratio.unsqueeze());
+        }
+        (tensor - update.mul_scalar(lr), Some(state))
+    }
+
+    fn to_device<const D: usize>(mut state: LambState<D>, device: &Device) -> LambState<D> {
+        state.moment_1 = state.moment_1.to_device(device);
+        state.moment_2 = state.moment_2.to_device(device);
+        state
     }
 }
 
@@ -373,6 +458,51 @@ mod tests {
             let w0 = before.albert.pooler.weight.val().reshape([256]);
             assert!(diff(w, w0) > 0.0, "{kind:?}: weights did not decay");
         }
+    }
+
+    /// google's LAMB without layer adaptation (LayerNorm and biases): Adam moments without
+    /// bias correction, so a constant gradient of 1 moves a parameter by
+    /// `lr·(1-β₁ᵗ)/(√(1-β₂ᵗ)+ε)` at step t. burn's LAMB applied the trust ratio here too, which
+    /// froze a zero-initialised bias after its first step.
+    #[test]
+    fn lamb_moves_excluded_parameters_as_google_does() {
+        let opt = AlbertLamb {
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: 1e-6,
+            weight_decay: 0.0,
+            layer_adaptation: false,
+        };
+        let device = Device::flex();
+        let (mut b, mut state) = (Tensor::<1>::zeros([4], &device), None);
+        for _ in 0..10 {
+            (b, state) = opt.step(1e-2, b, Tensor::ones([4], &device), state);
+        }
+        let expected: f64 = (1..=10)
+            .map(|t| 1e-2 * (1.0 - 0.9f64.powi(t)) / ((1.0 - 0.999f64.powi(t)).sqrt() + 1e-6))
+            .sum();
+        let got = b.into_data().to_vec::<f32>().unwrap();
+        for x in got {
+            assert!((f64::from(x) + expected).abs() < 1e-5, "{x} vs -{expected}");
+        }
+    }
+
+    /// With layer adaptation the step of a tensor is `lr·|w|` whatever its gradient's size.
+    #[test]
+    fn lamb_trust_ratio_scales_the_step_to_the_weight_norm() {
+        let opt = AlbertLamb {
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: 1e-6,
+            weight_decay: 0.0,
+            layer_adaptation: true,
+        };
+        let device = Device::flex();
+        let w = Tensor::<1>::from_floats([3.0, -4.0], &device);
+        let g = Tensor::<1>::from_floats([1e-3, 7.0], &device);
+        let (w2, _) = opt.step(0.1, w.clone(), g, None);
+        let step = (w2 - w).square().sum().sqrt().into_scalar::<f32>();
+        assert!((step - 0.5).abs() < 1e-5, "step {step}, expected 0.1·5");
     }
 
     #[test]
