@@ -14,6 +14,7 @@
 pub mod albert_zh_layout;
 pub mod config;
 pub mod device;
+mod fused;
 pub mod hf;
 pub mod model;
 pub mod parallel;

@@ -69,6 +69,11 @@ fn activate<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<D> {
 /// of a CPU training step in scalar `powf` and `tanhf`, while `sigmoid` is one fused op (and
 /// one fused op backward).
 pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    crate::fused::gelu_tanh(x).unwrap_or_else(gelu_tanh_composed)
+}
+
+/// [`gelu_tanh`] from burn's ops (what autodiff records).
+pub fn gelu_tanh_composed<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     const C1: f64 = 1.595_769_121_605_730_7; // 2·√(2/π)
     const C3: f64 = C1 * 0.044715;
     let inner = (x.clone() * x.clone()).mul_scalar(C3).add_scalar(C1) * x.clone();
@@ -197,11 +202,11 @@ impl AlbertAttention {
         let q = split(dense(&self.query, x.clone()));
         let k = split(dense(&self.key, x.clone()));
         let v = split(dense(&self.value, x));
-        let scores = q
-            .matmul(k.swap_dims(2, 3))
-            .mul_scalar(1.0 / (d as f64).sqrt())
-            + bias;
-        let probs = self.attention_dropout.forward(softmax(scores, 3));
+        let scale = 1.0 / (d as f64).sqrt();
+        let scores = q.matmul(k.swap_dims(2, 3));
+        let probs = crate::fused::attention_probs(scores, scale as f32, &bias)
+            .unwrap_or_else(|scores| softmax(scores.mul_scalar(scale) + bias, 3));
+        let probs = self.attention_dropout.forward(probs);
         let context = probs.matmul(v).swap_dims(1, 2).reshape([b, s, h]);
         self.output_dropout.forward(dense(&self.dense, context))
     }
