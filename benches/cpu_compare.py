@@ -45,6 +45,7 @@ WORKLOADS = {
         "hf": ["train", "--config", "tiny", "--batch", "32", "--seq", "128", "--masked", "20",
                "--steps", "5", "--runs", "3", "--warmup", "2"],
         "rate": ("tokens_per_s", "tokens_per_s"),
+        "shape": {"what": "training", "model": "tiny", "batch": 32, "seq": 128},
     },
     "base-train": {
         "ours": ["bench", "train", "--model", "base", "--batch", "8", "--seq", "128",
@@ -52,6 +53,7 @@ WORKLOADS = {
         "hf": ["train", "--config", "base", "--batch", "8", "--seq", "128", "--masked", "20",
                "--steps", "2", "--runs", "3", "--warmup", "1"],
         "rate": ("tokens_per_s", "tokens_per_s"),
+        "shape": {"what": "training", "model": "base", "batch": 8, "seq": 128},
     },
     "tiny-infer": {
         "ours": ["bench", "infer", "--model", "tiny", "--batch", "64", "--seq", "64",
@@ -59,6 +61,7 @@ WORKLOADS = {
         "hf": ["infer", "--config", "tiny", "--batch", "64", "--seq", "64", "--steps", "3",
                "--runs", "5", "--warmup", "2"],
         "rate": ("sentences_per_s", "sentences_per_s"),
+        "shape": {"what": "inference", "model": "tiny", "batch": 64, "seq": 64},
     },
 }
 
@@ -192,7 +195,7 @@ def main():
         tflops = statistics.median(x.get("model_tflops_per_s", float("nan")) for x in results[w]["ours"])
         frac = tflops * 1e3 / sg2
         summary = {
-            "bench": "cpu_compare", "workload": w, "peer": peer, "rate": k_ours,
+            "bench": "cpu_compare", "workload": w, **spec["shape"], "peer": peer, "rate": k_ours,
             "ours": statistics.median(o), peer: statistics.median(t),
             "ratio_median": statistics.median(ratios), "ratios": ratios, "rounds": a.rounds,
             "ours_cpu_seconds_per_wall_second": busy_o,

@@ -12,7 +12,12 @@
 //!   seq, threads, sentences_per_s, …}`: transformers (`benches/hf_baseline.py`);
 //!   `hf_maxbatch` lines are memory, not throughput, and are left out;
 //! - any line with `instances_per_s` is data preparation (`{"bench": "mask", instances_per_s,
-//!   threads, …}` ours; `"bench": "albert_zh_mask"` albert_zh's create_pretraining_data.py).
+//!   threads, …}` ours; `"bench": "albert_zh_mask"` albert_zh's create_pretraining_data.py);
+//! - `{"bench": "cpu_compare", what, model, batch, seq, threads, ours, transformers,
+//!   ratio_median, rounds, …}`: ours and transformers run alternately by
+//!   `benches/cpu_compare.py`, whose per-round lines (they carry `round` and `arm`) are left
+//!   out; the ratio shown is the median of the per-round ratios, the only ratio that holds
+//!   on a machine whose speed drifts.
 
 use std::path::{Path, PathBuf};
 
@@ -125,6 +130,8 @@ struct Row {
     unit: &'static str,
     tflops: Option<f64>,
     mfu: Option<f64>,
+    /// Ours ÷ transformers measured in the same run (cpu_compare's median of rounds).
+    same_run_ratio: Option<f64>,
     source: String,
 }
 
@@ -151,9 +158,57 @@ impl Row {
     }
 }
 
+/// Ours and transformers from one `cpu_compare` summary line.
+fn from_compare(line: &BenchLine) -> Vec<Row> {
+    let v = &line.value;
+    let (what, unit) = match s(v, "what").as_deref() {
+        Some("training") => ("training", "tokens/s"),
+        Some("inference") => ("inference", "sentences/s"),
+        _ => return Vec::new(),
+    };
+    let peer = s(v, "peer").unwrap_or_default();
+    if peer != "transformers" {
+        return Vec::new();
+    }
+    let base = Row {
+        what,
+        unit,
+        model: s(v, "model"),
+        device: Some("cpu".into()),
+        precision: Some("fp32".into()),
+        threads: u(v, "threads"),
+        batch: u(v, "batch"),
+        seq: u(v, "seq"),
+        source: format!(
+            "{} (median of {} alternating rounds)",
+            line.source,
+            u(v, "rounds").unwrap_or(0)
+        ),
+        ..Row::default()
+    };
+    vec![
+        Row {
+            implementation: "ours (pipeline bench)".into(),
+            ours: true,
+            value: f(v, "ours"),
+            tflops: f(v, "ours_model_gflops").map(|g| g / 1e3),
+            same_run_ratio: f(v, "ratio_median"),
+            ..base.clone()
+        },
+        Row {
+            implementation: "transformers".into(),
+            value: f(v, "transformers"),
+            ..base
+        },
+    ]
+}
+
 fn from_bench(line: &BenchLine) -> Option<Row> {
     let v = &line.value;
     let bench = s(v, "bench").unwrap_or_default();
+    if v.get("round").is_some() && v.get("arm").is_some() {
+        return None;
+    }
     let base = Row {
         device: s(v, "device"),
         threads: u(v, "threads"),
@@ -276,6 +331,10 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
     let mut rows: Vec<Row> = Vec::new();
     let mut skipped = 0;
     for l in lines {
+        if s(&l.value, "bench").as_deref() == Some("cpu_compare") {
+            rows.extend(from_compare(l));
+            continue;
+        }
         match from_bench(l) {
             Some(r) => rows.push(r),
             None => skipped += 1,
@@ -350,6 +409,9 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
     let ratio = |r: &Row| -> Option<f64> {
         if !r.ours {
             return None;
+        }
+        if let Some(same_run) = r.same_run_ratio {
+            return Some(round(same_run, 2));
         }
         let key = r.key()?;
         let theirs = rows
@@ -426,6 +488,30 @@ mod tests {
             source: "results/bench/x.jsonl:1".into(),
             value: v,
         }
+    }
+
+    #[test]
+    fn alternating_runs_are_quoted_by_their_median_ratio_and_rounds_left_out() {
+        let lines = vec![
+            line(json!({"bench": "train", "round": 1, "arm": "ours", "model": "tiny",
+                "device": "flex", "batch": 32, "seq": 128, "threads": 2, "tokens_per_s": 9.0})),
+            line(json!({"bench": "hf_train", "round": 1, "arm": "transformers",
+                "config": "tiny", "device": "cpu", "dtype": "fp32", "batch": 32, "seq": 128,
+                "threads": 2, "tokens_per_s": 1.0})),
+            line(json!({"bench": "cpu_compare", "peer": "transformers", "what": "training",
+                "model": "tiny", "batch": 32, "seq": 128, "threads": 2, "ours": 6674.0,
+                "transformers": 2558.0, "ratio_median": 2.614, "rounds": 3,
+                "ours_model_gflops": 217.0})),
+        ];
+        let t = throughput(&lines, &[], &[]);
+        let json = t.json(serde_json::Map::new()).unwrap();
+        let rows = json["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        let ours = rows.iter().find(|r| r["implementation"] != "transformers").unwrap();
+        assert_eq!(ours["value"], 6674.0);
+        // The median of the per-round ratios, not 6674 / 2558 = 2.61 recomputed from medians.
+        assert_eq!(ours["vs_transformers"], 2.61);
+        assert!(ours["source"].as_str().unwrap().contains("median of 3 alternating rounds"));
     }
 
     #[test]
