@@ -123,6 +123,13 @@ pub enum Command {
     /// (compare with `benches/hf_baseline.py`).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Run one stage instance from the spec `pipeline run` wrote (what a cluster job runs);
+    /// exit 0 when it succeeded. Not meant to be typed.
+    #[command(name = "run-instance", hide = true)]
+    RunInstance {
+        #[arg(value_name = "SPEC.json")]
+        spec: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -267,9 +274,20 @@ pub struct RunArgs {
     /// Stop starting stages after the first failure (running ones finish).
     #[arg(long)]
     pub fail_fast: bool,
+    /// Where stages run: `slurm` submits each instance as a Slurm job, `local` runs the whole
+    /// file on this machine. Default: `executor.kind` of pipeline.yaml, else local. With slurm,
+    /// --jobs caps the jobs in flight (no cap by default).
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub executor: Option<ExecutorArg>,
     /// Print one JSON object with every stage's outcome on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExecutorArg {
+    Local,
+    Slurm,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

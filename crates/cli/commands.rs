@@ -10,8 +10,9 @@ use pipeline_engine::index::Index;
 use pipeline_engine::{Pipeline, Registry, inspect, maintain};
 use serde_json::json;
 
-use crate::args::{BenchCommand, Cli, Command, DagFormat, ModelCommand, RunArgs};
+use crate::args::{BenchCommand, Cli, Command, DagFormat, ExecutorArg, ModelCommand, RunArgs};
 use crate::report::{TermReporter, outcome_line};
+use pipeline_engine::executor::config::ExecutorKind;
 
 /// Every stage kind this binary knows.
 fn registry() -> Registry {
@@ -60,6 +61,18 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
         Command::Predict(args) => crate::predict::predict(cli, args),
         Command::Bench(BenchCommand::Train(args)) => crate::bench::train(args),
         Command::Bench(BenchCommand::Infer(args)) => crate::bench::infer(args),
+        Command::RunInstance { spec } => Ok(
+            match pipeline_engine::executor::instance::run_spec(&registry(), spec) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.downcast_ref::<pipeline_engine::UserError>().is_some() => {
+                    return Err(e);
+                }
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::from(1)
+                }
+            },
+        ),
     }
 }
 
@@ -111,6 +124,11 @@ fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         force,
         fail_fast: args.fail_fast,
         targets: args.targets.clone(),
+        executor: args.executor.map(|e| match e {
+            ExecutorArg::Local => ExecutorKind::Local,
+            ExecutorArg::Slurm => ExecutorKind::Slurm,
+        }),
+        max_in_flight: args.jobs,
     };
     let reporter = TermReporter::new(!args.json && !cli.quiet);
     let result = exec::run(&p, &mut index, &selected, &opts, &reporter)?;
@@ -153,12 +171,18 @@ fn status(cli: &Cli, targets: &[String], json: bool) -> Result<ExitCode> {
                 })
             })
             .collect();
-        print_json(&json!({ "running": report.running, "stages": stages }))?;
+        print_json(&json!({ "running": report.running, "jobs": report.jobs, "stages": stages }))?;
     } else {
         if let Some(r) = &report.running {
             println!(
                 "a run is in progress (pid {}, started {})",
                 r.pid, r.started
+            );
+        }
+        for j in &report.jobs {
+            println!(
+                "  Slurm job {:>8}  {:<24}  {}",
+                j.job_id, j.state, j.instance
             );
         }
         for o in &report.stages {
@@ -258,6 +282,25 @@ fn show(cli: &Cli, stage: &str, json: bool) -> Result<ExitCode> {
                     t.duration_ms as f64 / 1000.0
                 );
             }
+            if let Some(j) = &r.job {
+                let secs = |ms: Option<u64>| {
+                    ms.map_or("?".to_string(), |ms| format!("{:.1}s", ms as f64 / 1000.0))
+                };
+                println!(
+                    "{} job:   {} on {} ({}), queued {}, ran {}{}",
+                    j.executor,
+                    j.job_id,
+                    j.node.as_deref().unwrap_or("?"),
+                    j.state,
+                    secs(j.queue_wait_ms),
+                    secs(j.run_ms),
+                    if j.attempts > 1 {
+                        format!(", {} attempts", j.attempts)
+                    } else {
+                        String::new()
+                    }
+                );
+            }
             if let Some(log) = &r.log {
                 println!("log:         {}", log.display());
             }
@@ -308,6 +351,17 @@ fn runs(cli: &Cli, limit: usize, json: bool) -> Result<ExitCode> {
             r.status,
             counts.join(", ")
         );
+        if r.status == "running" {
+            for j in r.jobs.iter().filter(|j| !j.done) {
+                println!(
+                    "    Slurm job {:>8}  {:<24}  {}",
+                    j.job_id, j.state, j.instance
+                );
+            }
+        } else if !r.jobs.is_empty() {
+            let ids: Vec<&str> = r.jobs.iter().map(|j| j.job_id.as_str()).collect();
+            println!("    Slurm jobs: {}", ids.join(" "));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
