@@ -22,6 +22,7 @@ fn registry() -> Registry {
     r.register(std::sync::Arc::new(stage_mask::MaskStage));
     r.register(std::sync::Arc::new(stage_pretrain::PretrainStage));
     r.register(std::sync::Arc::new(stage_finetune::FinetuneStage));
+    r.register(std::sync::Arc::new(stage_baseline::BaselineStage));
     r.register(std::sync::Arc::new(stage_report::ReportStage));
     r
 }

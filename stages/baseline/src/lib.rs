@@ -1,0 +1,355 @@
+//! The `baseline` stage kind: the trivial and linear baselines that a fine-tuned model must
+//! beat, on exactly the data a `finetune` stage uses. It reads the same protocol params
+//! (`task`, `train`, `dev` / `dev_fraction`, `test` / `eval`, caps, `drop_eval_overlap`; see
+//! `pipeline_tasks`) through the same loader, so its train, dev and evaluation splits are the
+//! finetune stage's example for example; pipeline.yaml passes both stages the same vars.
+//!
+//! The methods (`methods`, default: all that suit the task):
+//!
+//! | method | what | fitted on train |
+//! |---|---|---|
+//! | `majority` | always the most frequent training class | the class counts |
+//! | `overlap` | Jaccard similarity of the two texts' character sets, cut by thresholds into one interval per class | the thresholds that maximise training accuracy |
+//! | `length` | the same rule on the pair's length in characters: the shortcut LCQMC's dev set (our training data) offers | idem |
+//! | `ngram_lr` | logistic regression on character n-grams of `text_a`, of `text_b`, and those in both | weights (linfa-logistic, L-BFGS), `alpha` chosen on dev |
+//! | `hypothesis_lr` | the same on `text_b` alone (NLI only: what the hypothesis gives away) | idem |
+//!
+//! | param | default | what |
+//! |---|---|---|
+//! | `methods` | all that suit the task | a list of the names above (`hypothesis_lr` by default only for tasks with an `entailment` label) |
+//! | `ngram_max` | 2 | character n-grams from 1 to this (1–4) |
+//! | `max_features` | 8192 | the n-gram features with the highest training document frequency kept (linfa needs a dense matrix: rows × features × 4 bytes) |
+//! | `min_df` | 2 | features in fewer training pairs are dropped |
+//! | `alpha` | `[10, 1]` | L2 penalties tried (a number or a list); the best on dev is kept, the first on a tie |
+//! | `max_iterations` | 100 | L-BFGS iterations |
+//!
+//! Output: `metrics.json` (docs/metrics.md): `task`, `labels`, `protocol` (as the finetune
+//! stage writes it), `baselines` (per method: `train`, `dev` and `eval` blocks shaped like the
+//! finetune stage's: `{examples, accuracy, f1, macro_f1, confusion}`, and what was fitted) and
+//! `length` (mean pair length per class in every split: the LCQMC length shortcut, measured).
+
+pub mod features;
+pub mod logistic;
+pub mod params;
+pub mod rules;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use pipeline_engine::stage::{Stage, StageContext};
+use pipeline_tasks::{Metrics, PairExample, Protocol, ProtocolSpec, evaluate};
+use serde_json::{Map, Value, json};
+
+use features::{View, Vocabulary, char_jaccard, pair_features, pair_length};
+pub use params::{BaselineParams, Method};
+use params::{OWN_PARAMS, known};
+use rules::{IntervalRule, majority};
+
+pub struct BaselineStage;
+
+impl Stage for BaselineStage {
+    fn kind(&self) -> &'static str {
+        "baseline"
+    }
+
+    fn code_version(&self) -> &'static str {
+        env!("STAGE_CODE_VERSION")
+    }
+
+    fn known_params(&self) -> &'static [&'static str] {
+        known()
+    }
+
+    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
+        BaselineParams::parse(params)?;
+        protocol_spec(params).map(|_| ())
+    }
+
+    fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
+        let p = BaselineParams::parse(ctx.params).map_err(anyhow::Error::msg)?;
+        let spec = protocol_spec(ctx.params).map_err(anyhow::Error::msg)?;
+        let declared: Vec<PathBuf> = ctx
+            .inputs
+            .iter()
+            .map(|f| std::fs::canonicalize(f).unwrap_or(f.clone()))
+            .collect();
+        for path in spec.paths() {
+            let full = ctx.root.join(path);
+            let full = std::fs::canonicalize(&full).unwrap_or(full);
+            if full.exists() && !declared.contains(&full) {
+                tracing::warn!(
+                    "{}: {path} is not among the stage's `inputs:`, so a change to it will not re-run the stage",
+                    ctx.instance
+                );
+            }
+        }
+        let protocol = spec.load(ctx.root).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let metrics = run(&protocol, &p, &|line| {
+            tracing::info!(target: "baseline", "{}: {line}", ctx.instance);
+        })?;
+        std::fs::write(
+            ctx.out_dir.join("metrics.json"),
+            serde_json::to_string_pretty(&metrics)? + "\n",
+        )?;
+        Ok(())
+    }
+}
+
+/// The protocol part of the params (everything but the kind's own).
+fn protocol_spec(params: &Map<String, Value>) -> Result<ProtocolSpec, String> {
+    let protocol: Map<String, Value> = params
+        .iter()
+        .filter(|(k, _)| !OWN_PARAMS.contains(&k.as_str()))
+        .filter(|(k, _)| pipeline_tasks::known_params().contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    ProtocolSpec::from_params(&protocol).map_err(|e| e.to_string())
+}
+
+/// The splits as pair examples: train, dev, then the evaluation sets by name.
+struct Splits<'a> {
+    train: &'a [PairExample],
+    dev: &'a [PairExample],
+    eval: Vec<(&'a str, &'a [PairExample])>,
+}
+
+/// The pair examples of a split; a multiple-choice task has none.
+fn pairs<'a>(
+    protocol: &Protocol,
+    s: &'a pipeline_tasks::Split,
+) -> anyhow::Result<&'a [PairExample]> {
+    s.examples.as_pairs().with_context(|| {
+        format!(
+            "task {} is a multiple-choice task: the baselines take sentence-pair tasks \
+             (lcqmc, afqmc, xnli, …) only; leave the baseline stage out for it",
+            protocol.spec.task.name()
+        )
+    })
+}
+
+fn splits(protocol: &Protocol) -> anyhow::Result<Splits<'_>> {
+    let pairs = |s| pairs(protocol, s);
+    Ok(Splits {
+        train: pairs(&protocol.train)?,
+        dev: pairs(&protocol.dev)?,
+        eval: protocol
+            .eval
+            .iter()
+            .map(|s| Ok((s.name.as_str(), pairs(s)?)))
+            .collect::<anyhow::Result<_>>()?,
+    })
+}
+
+/// One metrics block, the shape the finetune stage writes.
+fn metrics_json(m: &Metrics) -> Value {
+    json!({
+        "examples": m.examples,
+        "accuracy": m.accuracy,
+        "f1": m.f1,
+        "macro_f1": m.macro_f1,
+        "confusion": {"labels": m.confusion.labels, "counts": m.confusion.counts},
+    })
+}
+
+fn labels_of(ex: &[PairExample]) -> Vec<usize> {
+    ex.iter().map(|e| e.label).collect()
+}
+
+/// Scores a predictor on train, dev and every evaluation set.
+fn score(
+    s: &Splits,
+    labels: &[String],
+    predict: &dyn Fn(&[PairExample]) -> Vec<usize>,
+) -> anyhow::Result<Map<String, Value>> {
+    let block = |name: &str, ex: &[PairExample]| -> anyhow::Result<Value> {
+        let m = evaluate(&labels_of(ex), &predict(ex), labels)
+            .map_err(|e| anyhow::anyhow!("{name} metrics: {e}"))?;
+        Ok(metrics_json(&m))
+    };
+    let mut out = Map::new();
+    out.insert("train".into(), block("train", s.train)?);
+    if !s.dev.is_empty() {
+        out.insert("dev".into(), block("dev", s.dev)?);
+    }
+    let mut eval = Map::new();
+    for (name, ex) in &s.eval {
+        eval.insert(name.to_string(), block(name, ex)?);
+    }
+    out.insert("eval".into(), Value::Object(eval));
+    Ok(out)
+}
+
+/// A threshold rule on one number per pair.
+fn interval_baseline(
+    s: &Splits,
+    labels: &[String],
+    value: fn(&PairExample) -> f64,
+) -> anyhow::Result<(IntervalRule, Map<String, Value>)> {
+    let values: Vec<f64> = s.train.iter().map(value).collect();
+    let rule = IntervalRule::fit(&values, &labels_of(s.train), labels.len(), labels.len());
+    let scored = score(s, labels, &|ex| {
+        ex.iter().map(|e| rule.predict(value(e))).collect()
+    })?;
+    Ok((rule, scored))
+}
+
+fn jaccard(e: &PairExample) -> f64 {
+    char_jaccard(&e.text_a, &e.text_b)
+}
+
+fn length(e: &PairExample) -> f64 {
+    pair_length(&e.text_a, &e.text_b)
+}
+
+/// The logistic regression on one view of the pairs.
+fn ngram_baseline(
+    s: &Splits,
+    labels: &[String],
+    p: &BaselineParams,
+    view: View,
+) -> anyhow::Result<(Value, Map<String, Value>)> {
+    let docs = |ex: &[PairExample]| -> Vec<Vec<String>> {
+        ex.iter()
+            .map(|e| pair_features(&e.text_a, &e.text_b, p.ngram_max, view))
+            .collect()
+    };
+    let train_docs = docs(s.train);
+    let vocab = Vocabulary::fit(&train_docs, p.max_features, p.min_df);
+    if vocab.is_empty() {
+        bail!(
+            "no character n-gram is in {} or more training pairs: lower min_df",
+            p.min_df
+        );
+    }
+    let x = vocab.matrix(&train_docs);
+    drop(train_docs);
+    let dev_x = vocab.matrix(&docs(s.dev));
+    let fitted = logistic::fit(
+        &x,
+        &labels_of(s.train),
+        &dev_x,
+        &labels_of(s.dev),
+        &p.alphas,
+        p.max_iterations,
+    )?;
+    drop((x, dev_x));
+    let scored = score(s, labels, &|ex| fitted.predict(&vocab.matrix(&docs(ex))))?;
+    let fit = json!({
+        "features": vocab.len(),
+        "ngram_max": p.ngram_max,
+        "min_df": p.min_df,
+        "alpha": fitted.alpha,
+        "dev_accuracy_by_alpha": fitted.tried.iter().map(|(a, acc)| json!({"alpha": a, "accuracy": acc})).collect::<Vec<_>>(),
+        "max_iterations": p.max_iterations,
+    });
+    Ok((fit, scored))
+}
+
+/// Mean pair length (characters) per class of one split.
+fn length_by_class(ex: &[PairExample], labels: &[String]) -> Value {
+    let mut sum = vec![0.0; labels.len()];
+    let mut n = vec![0usize; labels.len()];
+    for e in ex {
+        if e.label < labels.len() {
+            sum[e.label] += length(e);
+            n[e.label] += 1;
+        }
+    }
+    let mean: Map<String, Value> = labels
+        .iter()
+        .enumerate()
+        .map(|(c, l)| {
+            let m = (n[c] > 0).then(|| sum[c] / n[c] as f64);
+            (l.clone(), json!(m))
+        })
+        .collect();
+    json!({"examples": ex.len(), "mean_chars": mean})
+}
+
+/// Every baseline on a loaded protocol: the metrics.json of the stage.
+pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyhow::Result<Value> {
+    let started = Instant::now();
+    let s = splits(protocol)?;
+    if s.train.is_empty() {
+        bail!("the protocol has no training examples");
+    }
+    let labels = &protocol.labels;
+    let mut baselines = Vec::new();
+    for method in p.methods_for(labels) {
+        let t0 = Instant::now();
+        let (description, fit, scored) = match method {
+            Method::Majority => {
+                let c = majority(&labels_of(s.train), labels.len());
+                let scored = score(&s, labels, &|ex| vec![c; ex.len()])?;
+                ("majority class", json!({"class": labels[c]}), scored)
+            }
+            Method::Overlap | Method::Length => {
+                let (what, f): (&str, fn(&PairExample) -> f64) = if method == Method::Overlap {
+                    ("character-overlap (Jaccard) threshold", jaccard)
+                } else {
+                    ("pair-length threshold", length)
+                };
+                let (rule, scored) = interval_baseline(&s, labels, f)?;
+                let classes: Vec<&str> = rule.classes.iter().map(|&c| labels[c].as_str()).collect();
+                let fit = json!({"thresholds": rule.thresholds, "classes": classes,
+                                 "train_accuracy": rule.train_accuracy});
+                (what, fit, scored)
+            }
+            Method::NgramLr | Method::HypothesisLr => {
+                let view = if method == Method::NgramLr {
+                    View::Pair
+                } else {
+                    View::Hypothesis
+                };
+                let (fit, scored) = ngram_baseline(&s, labels, p, view)?;
+                let what = if method == Method::NgramLr {
+                    "character n-gram logistic regression (pair)"
+                } else {
+                    "character n-gram logistic regression (hypothesis only)"
+                };
+                (what, fit, scored)
+            }
+        };
+        let seconds = t0.elapsed().as_secs_f64();
+        let acc = |k: &str| {
+            scored
+                .get(k)
+                .and_then(|b| b.get("accuracy"))
+                .and_then(Value::as_f64)
+                .map_or("–".into(), |a| format!("{:.4}", a))
+        };
+        log(&format!(
+            "{}: train {} dev {} ({seconds:.1} s)",
+            method.name(),
+            acc("train"),
+            acc("dev")
+        ));
+        let mut entry = Map::new();
+        entry.insert("name".into(), json!(method.name()));
+        entry.insert("description".into(), json!(description));
+        entry.insert("fit".into(), fit);
+        entry.extend(scored);
+        entry.insert("seconds".into(), json!(seconds));
+        baselines.push(Value::Object(entry));
+    }
+    let mut length = Map::new();
+    length.insert("train".into(), length_by_class(s.train, labels));
+    length.insert("dev".into(), length_by_class(s.dev, labels));
+    for (name, ex) in &s.eval {
+        length.insert(name.to_string(), length_by_class(ex, labels));
+    }
+    Ok(json!({
+        "task": protocol.spec.task.name(),
+        "kind": "baseline",
+        "labels": labels,
+        "protocol": protocol.to_json(),
+        "baselines": baselines,
+        "length": length,
+        "seconds": started.elapsed().as_secs_f64(),
+        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+    }))
+}
+
+#[cfg(test)]
+mod tests;

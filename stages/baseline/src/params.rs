@@ -1,0 +1,202 @@
+//! The `baseline` stage's own params (the data protocol's are `pipeline_tasks`'s), checked
+//! with errors that name the param.
+
+use serde_json::{Map, Value};
+
+/// The params the kind reads besides the protocol's.
+pub(crate) const OWN_PARAMS: &[&str] = &[
+    "methods",
+    "ngram_max",
+    "max_features",
+    "min_df",
+    "alpha",
+    "max_iterations",
+];
+
+/// Every param the kind takes.
+pub fn known() -> &'static [&'static str] {
+    static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        OWN_PARAMS
+            .iter()
+            .chain(pipeline_tasks::known_params())
+            .copied()
+            .collect()
+    })
+}
+
+/// A baseline method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Majority,
+    Overlap,
+    Length,
+    NgramLr,
+    HypothesisLr,
+}
+
+pub const METHODS: &[(&str, Method)] = &[
+    ("majority", Method::Majority),
+    ("overlap", Method::Overlap),
+    ("length", Method::Length),
+    ("ngram_lr", Method::NgramLr),
+    ("hypothesis_lr", Method::HypothesisLr),
+];
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        METHODS
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("?", |(n, _)| n)
+    }
+}
+
+/// The params, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BaselineParams {
+    /// `None`: every method that suits the task (`hypothesis_lr` for NLI tasks only).
+    pub methods: Option<Vec<Method>>,
+    pub ngram_max: usize,
+    pub max_features: usize,
+    pub min_df: usize,
+    /// L2 penalties tried, the strongest first; the best on dev is kept.
+    pub alphas: Vec<f64>,
+    pub max_iterations: u64,
+}
+
+fn count(
+    p: &Map<String, Value>,
+    key: &str,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, String> {
+    let v = match p.get(key) {
+        None | Some(Value::Null) => default,
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| format!("{key} must be a whole number, not {v}"))?,
+    };
+    if !(min..=max).contains(&v) {
+        return Err(format!("{key} = {v} must be between {min} and {max}"));
+    }
+    Ok(v)
+}
+
+impl BaselineParams {
+    pub fn parse(p: &Map<String, Value>) -> Result<BaselineParams, String> {
+        let methods = match p.get("methods") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) if !items.is_empty() => {
+                let mut out = Vec::new();
+                for item in items {
+                    let name = item.as_str().unwrap_or_default();
+                    let Some((_, m)) = METHODS.iter().find(|(n, _)| *n == name) else {
+                        return Err(format!(
+                            "methods: unknown method {item}; the methods are {}",
+                            METHODS
+                                .iter()
+                                .map(|(n, _)| *n)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ));
+                    };
+                    if !out.contains(m) {
+                        out.push(*m);
+                    }
+                }
+                Some(out)
+            }
+            Some(v) => {
+                return Err(format!(
+                    "methods must be a non-empty list such as [majority, overlap, ngram_lr], \
+                     not {v}"
+                ));
+            }
+        };
+        let alphas =
+            match p.get("alpha") {
+                None | Some(Value::Null) => vec![10.0, 1.0],
+                Some(Value::Array(items)) if !items.is_empty() => items
+                    .iter()
+                    .map(|v| {
+                        v.as_f64()
+                            .ok_or_else(|| format!("alpha: {v} is not a number"))
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(v) => vec![v.as_f64().ok_or_else(|| {
+                    format!("alpha must be a number or a list of numbers, not {v}")
+                })?],
+            };
+        if let Some(a) = alphas.iter().find(|a| !(a.is_finite() && **a >= 0.0)) {
+            return Err(format!("alpha {a} must be a non-negative number"));
+        }
+        Ok(BaselineParams {
+            methods,
+            ngram_max: count(p, "ngram_max", 2, 1, 4)? as usize,
+            max_features: count(p, "max_features", 8192, 1, 1 << 16)? as usize,
+            min_df: count(p, "min_df", 2, 1, 1_000_000)? as usize,
+            alphas,
+            max_iterations: count(p, "max_iterations", 100, 1, 100_000)?,
+        })
+    }
+
+    /// The methods to run for a task with these labels.
+    pub fn methods_for(&self, labels: &[String]) -> Vec<Method> {
+        match &self.methods {
+            Some(m) => m.clone(),
+            None => {
+                let nli = labels.iter().any(|l| l == "entailment");
+                METHODS
+                    .iter()
+                    .map(|(_, m)| *m)
+                    .filter(|m| nli || *m != Method::HypothesisLr)
+                    .collect()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<BaselineParams, String> {
+        BaselineParams::parse(v.as_object().unwrap())
+    }
+
+    #[test]
+    fn defaults_and_methods_by_task() {
+        let p = parse(json!({})).unwrap();
+        assert_eq!((p.ngram_max, p.max_features, p.min_df), (2, 8192, 2));
+        assert_eq!(p.alphas, vec![10.0, 1.0]);
+        let nli: Vec<String> = ["contradiction", "entailment", "neutral"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(p.methods_for(&nli).contains(&Method::HypothesisLr));
+        let binary = vec!["0".to_string(), "1".to_string()];
+        assert!(!p.methods_for(&binary).contains(&Method::HypothesisLr));
+        let p =
+            parse(json!({"methods": ["majority", "ngram_lr", "majority"], "alpha": 0.5})).unwrap();
+        assert_eq!(p.methods, Some(vec![Method::Majority, Method::NgramLr]));
+        assert_eq!(p.alphas, vec![0.5]);
+    }
+
+    #[test]
+    fn bad_params_are_clear_errors() {
+        let err = |v: Value| parse(v).unwrap_err();
+        let e = err(json!({"methods": ["majority", "bow"]}));
+        assert!(
+            e.contains("unknown method \"bow\"") && e.contains("ngram_lr"),
+            "{e}"
+        );
+        assert!(err(json!({"methods": []})).contains("non-empty list"));
+        assert!(err(json!({"ngram_max": 9})).contains("between 1 and 4"));
+        assert!(err(json!({"max_features": "many"})).contains("whole number"));
+        assert!(err(json!({"alpha": [1, "x"]})).contains("not a number"));
+        assert!(err(json!({"alpha": -1})).contains("non-negative"));
+    }
+}
