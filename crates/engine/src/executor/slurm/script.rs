@@ -90,6 +90,9 @@ pub fn job_script(a: &Attempt, spec: &InstanceSpec, exe: &Path) -> String {
     format!(
         r#"#!/bin/sh
 # `pipeline run` submitted this for {instance} (fingerprint {fp}).
+# Slurm signals a job it ends (TIMEOUT, scancel, a node going down): then no marker, so that
+# the controller judges the job by Slurm's state, not by the stage's interrupted exit code.
+trap 'echo "pipeline: the job was signalled; no exit marker" >&2; exit 143' TERM INT HUP USR1 USR2
 rm -f {marker}
 echo "${{SLURM_JOB_ID:-?}} $(hostname) $(date +%s)" >> {starts}
 {exe} run-instance {spec}

@@ -210,6 +210,7 @@ impl Tracker<'_, '_> {
         let state = s.state.as_str();
         let slurm_requeues = job.s.requeue && matches!(state, "NODE_FAIL" | "PREEMPTED");
         if state == "PENDING" {
+            job.ended_since = None;
             let hopeless = HOPELESS.iter().any(|h| s.reason.starts_with(h));
             if !hopeless {
                 job.hopeless_since = None;
@@ -232,7 +233,13 @@ impl Tracker<'_, '_> {
             job.ended_since = None;
         } else if matches!(state, "COMPLETED" | "FAILED") {
             // The script ended; its marker may still be on its way through the filesystem.
-            if job.ended_since.get_or_insert_with(Instant::now).elapsed() > job.s.fs_wait {
+            // A job Slurm requeues (`requeue: true`) shows FAILED until its epilog is done.
+            let grace = if job.s.requeue {
+                job.s.fs_wait.max(std::time::Duration::from_secs(60))
+            } else {
+                job.s.fs_wait
+            };
+            if job.ended_since.get_or_insert_with(Instant::now).elapsed() > grace {
                 let error = format!(
                     "Slurm says job {id} is {state}{} but its exit marker {} did not appear within {:?} (is .pipeline on a filesystem the compute nodes share?)",
                     s.exit
