@@ -481,7 +481,7 @@ mod tests {
         let expected: f64 = (1..=10)
             .map(|t| 1e-2 * (1.0 - 0.9f64.powi(t)) / ((1.0 - 0.999f64.powi(t)).sqrt() + 1e-6))
             .sum();
-        let got = b.into_data().to_vec::<f32>().unwrap();
+        let got = b.into_data().try_to_vec::<f32>().unwrap();
         for x in got {
             assert!((f64::from(x) + expected).abs() < 1e-5, "{x} vs -{expected}");
         }

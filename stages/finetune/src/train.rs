@@ -20,6 +20,8 @@ pub struct StepResult {
     pub loss: f64,
     /// Correct argmax predictions in the batch.
     pub correct: f64,
+    /// The global gradient norm before clipping (0 when the step was refused).
+    pub grad_norm: f64,
 }
 
 /// The model, its optimiser and the workers.
@@ -96,17 +98,21 @@ impl FineTuner {
                 StepResult {
                     loss: loss_v * share,
                     correct,
+                    grad_norm: 0.0,
                 },
             )
         });
-        let result = results
+        let mut result = results
             .iter()
             .fold(StepResult::default(), |a, r| StepResult {
                 loss: a.loss + r.loss,
                 correct: a.correct + r.correct,
+                grad_norm: 0.0,
             });
         if result.loss.is_finite() {
-            let (grads, _) = clip_global_norm(&self.model, grads, self.optim_config.max_grad_norm);
+            let (grads, norm) =
+                clip_global_norm(&self.model, grads, self.optim_config.max_grad_norm);
+            result.grad_norm = norm;
             self.model = self.optim.step(lr, self.model.clone(), grads);
         }
         result
