@@ -167,7 +167,9 @@ pub struct PredictArgs {
 /// Where a model comes from: a directory, or the latest artifact of a stage.
 #[derive(Debug, Args)]
 pub struct ModelSource {
-    /// A model directory: config.json + model.safetensors (or pytorch_model.bin).
+    /// A model directory: config.json + model.safetensors (or pytorch_model.bin); or a
+    /// TensorFlow checkpoint (its directory, prefix or .index) with albert_config.json and
+    /// vocab.txt beside it.
     #[arg(long, value_name = "DIR", conflicts_with = "stage")]
     pub model: Option<PathBuf>,
     /// The latest artifact of this stage instance of pipeline.yaml (`pretrain@share_type=all`).
@@ -196,6 +198,45 @@ pub enum ModelCommand {
     Info {
         #[command(flatten)]
         source: ModelSource,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import a TensorFlow 1 checkpoint (google-research/albert's or brightmart/albert_zh's,
+    /// with albert_config*.json and vocab.txt beside it, as they ship) into a model directory:
+    /// config.json, model.safetensors, vocab.txt, tokenizer.json. No TensorFlow needed.
+    #[command(after_help = "Examples:
+  pipeline model import --from albert_tiny_zh/ --out models/albert_tiny_zh
+  pipeline model import --from ckpt/model.ckpt-125000 --config albert_config.json --out models/mine")]
+    Import {
+        /// The checkpoint: a directory with a `checkpoint` file, a prefix
+        /// (…/model.ckpt-125000) or its .index file.
+        #[arg(long, value_name = "CKPT")]
+        from: PathBuf,
+        /// The new model directory (must not exist, or be empty).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// The model config (default: albert_config*.json beside the checkpoint).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The vocabulary (default: vocab.txt beside the checkpoint).
+        #[arg(long, value_name = "FILE")]
+        vocab: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a model directory as a TensorFlow 1 checkpoint in the layout it came from
+    /// (google-research/albert's names, or albert_zh's), with albert_config.json and vocab.txt.
+    #[command(after_help = "Example:
+  pipeline model export --to tf --model models/albert_tiny_zh --out albert_tiny_zh_tf")]
+    Export {
+        /// The format to write: tf (a TensorFlow 1 checkpoint).
+        #[arg(long, value_parser = ["tf"])]
+        to: String,
+        #[command(flatten)]
+        source: ModelSource,
+        /// The new checkpoint directory (must not exist, or be empty).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
         #[arg(long)]
         json: bool,
     },

@@ -59,6 +59,19 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
         Command::Model(ModelCommand::Info { source, json }) => {
             crate::model::info(cli, source, *json)
         }
+        Command::Model(ModelCommand::Import {
+            from,
+            out,
+            config,
+            vocab,
+            json,
+        }) => crate::tf::import(cli, from, out, config.as_deref(), vocab.as_deref(), *json),
+        Command::Model(ModelCommand::Export {
+            to: _,
+            source,
+            out,
+            json,
+        }) => crate::tf::export(cli, source, out, *json),
         Command::Predict(args) => crate::predict::predict(cli, args),
         Command::Bench(BenchCommand::Train(args)) => crate::bench::train(args),
         Command::Bench(BenchCommand::Infer(args)) => crate::bench::infer(args),

@@ -7,6 +7,7 @@ mod commands;
 mod model;
 mod predict;
 mod report;
+mod tf;
 
 use std::process::ExitCode;
 

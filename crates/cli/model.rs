@@ -134,7 +134,9 @@ pub fn forward(
         ),
         None => vec![1; b * s],
     };
-    let (config, model) = hf::load_pretraining(&dir, &device.device)?;
+    // A TF checkpoint is imported into a temporary directory first.
+    let dir = crate::tf::open_model_dir(&dir)?;
+    let (config, model) = hf::load_pretraining(dir.path(), &device.device)?;
     if let Some(bad) = ids
         .iter()
         .find(|&&i| i < 0 || i as usize >= config.vocab_size)
@@ -176,7 +178,7 @@ pub fn forward(
         eprintln!(
             "wrote {} ({b}×{s} tokens through {}, device {})",
             output.display(),
-            dir.display(),
+            dir.path().display(),
             device.name
         );
     }
@@ -185,6 +187,9 @@ pub fn forward(
 
 pub fn info(cli: &Cli, src: &ModelSource, json_out: bool) -> Result<ExitCode> {
     let dir = model_dir(cli, src)?;
+    if pipeline_tfckpt::is_checkpoint(&dir) {
+        return crate::tf::info(&dir, json_out);
+    }
     let config = hf::read_config(&dir)?;
     let weights = hf::weights_file(&dir)?;
     let bytes = std::fs::metadata(&weights)?.len();
