@@ -162,7 +162,7 @@ pub fn prepare(
         match slurm::commands::partitions() {
             Ok(known) => {
                 for part in used {
-                    if !known.iter().any(|k| *k == part.value) {
+                    if !known.contains(&part.value) {
                         let names: Vec<&str> = known.iter().map(String::as_str).collect();
                         return Err(p
                             .plan

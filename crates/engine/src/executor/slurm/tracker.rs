@@ -20,7 +20,9 @@ use crate::executor::{JobSettings, interrupted};
 use crate::manifest::{JobEntry, JobInfo, RunSummary, StageRecord};
 
 const POLL_MIN: Duration = Duration::from_millis(250);
-const TICK: Duration = Duration::from_millis(100);
+/// How often the tracker wakes: to take submissions and look for exit markers (a `stat` per
+/// job in flight); a finished job waits half of it on average before it is committed.
+const TICK: Duration = Duration::from_millis(40);
 
 mod judge;
 mod submit;
@@ -301,9 +303,10 @@ impl<'scope, 'env> Tracker<'scope, 'env> {
         if !ids.is_empty() {
             match commands::scancel(&ids) {
                 Ok(()) => eprintln!(
-                    "interrupted: cancelled {} Slurm job(s) with one scancel: {}",
+                    "interrupted: cancelled {} Slurm job(s) with one scancel: {}{}",
                     ids.len(),
-                    ids.join(" ")
+                    ids[..ids.len().min(20)].join(" "),
+                    if ids.len() > 20 { " ..." } else { "" }
                 ),
                 Err(e) => eprintln!("interrupted: could not cancel the Slurm jobs: {e}"),
             }
