@@ -117,7 +117,7 @@ impl BaselineParams {
         };
         let alphas =
             match p.get("alpha") {
-                None | Some(Value::Null) => vec![10.0, 1.0],
+                None | Some(Value::Null) => vec![10.0],
                 Some(Value::Array(items)) if !items.is_empty() => items
                     .iter()
                     .map(|v| {
@@ -135,7 +135,7 @@ impl BaselineParams {
         Ok(BaselineParams {
             methods,
             ngram_max: count(p, "ngram_max", 2, 1, 4)? as usize,
-            max_features: count(p, "max_features", 8192, 1, 1 << 16)? as usize,
+            max_features: count(p, "max_features", 4096, 1, 1 << 16)? as usize,
             min_df: count(p, "min_df", 2, 1, 1_000_000)? as usize,
             alphas,
             max_iterations: count(p, "max_iterations", 100, 1, 100_000)?,
@@ -170,8 +170,8 @@ mod tests {
     #[test]
     fn defaults_and_methods_by_task() {
         let p = parse(json!({})).unwrap();
-        assert_eq!((p.ngram_max, p.max_features, p.min_df), (2, 8192, 2));
-        assert_eq!(p.alphas, vec![10.0, 1.0]);
+        assert_eq!((p.ngram_max, p.max_features, p.min_df), (2, 4096, 2));
+        assert_eq!(p.alphas, vec![10.0]);
         let nli: Vec<String> = ["contradiction", "entailment", "neutral"]
             .iter()
             .map(|s| s.to_string())

@@ -13,6 +13,8 @@ use serde_json::Value;
 pub enum DepKind {
     Pretrain,
     Finetune,
+    /// The `baseline` stage (majority, threshold rules, n-gram logistic regressions).
+    Baseline,
     /// The `mask` stage (pretraining data).
     Mask,
     Other,
@@ -69,7 +71,9 @@ pub fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
 }
 
 fn classify(stage: &str, metrics: &Value) -> DepKind {
-    if metrics.get("task").is_some() && metrics.get("history").is_some() {
+    if metrics.get("task").is_some() && metrics.get("baselines").is_some() {
+        DepKind::Baseline
+    } else if metrics.get("task").is_some() && metrics.get("history").is_some() {
         DepKind::Finetune
     } else if metrics.get("tokens_seen").is_some() && metrics.get("parameters").is_some() {
         DepKind::Pretrain
@@ -79,6 +83,8 @@ fn classify(stage: &str, metrics: &Value) -> DepKind {
         DepKind::Pretrain
     } else if stage.starts_with("finetune") {
         DepKind::Finetune
+    } else if stage.starts_with("baseline") {
+        DepKind::Baseline
     } else if stage.starts_with("mask") {
         DepKind::Mask
     } else {
@@ -110,7 +116,12 @@ pub fn load(deps: &[DepArtifact], notes: &mut Vec<String>) -> Vec<Dep> {
     for d in sorted {
         let metrics = read_json(&d.dir.join("metrics.json"), notes, &d.instance);
         let kind = classify(&d.stage, &metrics);
-        if metrics.is_null() && matches!(kind, DepKind::Pretrain | DepKind::Finetune) {
+        if metrics.is_null()
+            && matches!(
+                kind,
+                DepKind::Pretrain | DepKind::Finetune | DepKind::Baseline
+            )
+        {
             notes.push(format!(
                 "{}: its artifact has no readable metrics.json; left out of the tables",
                 d.instance

@@ -3,10 +3,16 @@
 //! `results/`.
 //!
 //! It aggregates (one instance that sees every instance of its deps): typically
-//! `deps: [pretrain, finetune_lcqmc, finetune_xnli]`. It reads each dep's `metrics.json` and
-//! `metrics.jsonl` (docs/metrics.md) and the finish time in its `MANIFEST.json`, and tells the
-//! deps apart by their metrics (a fine-tuning run has a `task`), so stages may be named freely.
+//! `deps: [pretrain, finetune_lcqmc, finetune_xnli, baseline_lcqmc, baseline_xnli]`. It reads
+//! each dep's `metrics.json` and `metrics.jsonl` (docs/metrics.md) and the finish time in its
+//! `MANIFEST.json`, and tells the deps apart by their metrics (a fine-tuning run has a `task`
+//! and a `history`, a baseline stage a `task` and `baselines`), so stages may be named freely.
 //! A missing upstream (no XNLI runs) leaves its table out with a note, never an error.
+//!
+//! Fine-tuning runs that differ only in their `seed` coordinate are one row, mean ± sample sd
+//! (`seeds`); runs of different stages of one task (two LCQMC protocols) are rows of the same
+//! table, told apart by their `Train data`, each protocol spelt out above the table. Absolute
+//! data paths in the deps' metrics are written relative to the workspace root (`portable`).
 //!
 //! # What it writes
 //!
@@ -47,13 +53,17 @@
 //! measurement re-runs the report. The report is cached like any stage: to publish again after
 //! deleting `results/`, use `pipeline run report --force`.
 
+mod baselines;
 mod bench;
 mod deps;
+mod finetune_runs;
 mod params;
 pub mod plots;
+mod portable;
 mod publish;
 pub mod published;
 mod runs;
+mod seeds;
 pub mod sizes;
 pub mod table;
 
@@ -103,7 +113,10 @@ impl Stage for ReportStage {
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
         let p = ReportParams::parse(ctx.params).map_err(anyhow::Error::msg)?;
         let mut notes = Vec::new();
-        let deps = deps::load(ctx.deps, &mut notes);
+        let mut deps = deps::load(ctx.deps, &mut notes);
+        for d in &mut deps {
+            portable::relativize(&mut d.metrics, ctx.root);
+        }
         let mut bench_files: Vec<PathBuf> = ctx
             .inputs
             .iter()
@@ -177,6 +190,10 @@ pub fn build(
     let finetune: Vec<&Dep> = all_deps
         .iter()
         .filter(|d| d.kind == DepKind::Finetune && !d.metrics.is_null())
+        .collect();
+    let baseline: Vec<&Dep> = all_deps
+        .iter()
+        .filter(|d| d.kind == DepKind::Baseline && !d.metrics.is_null())
         .collect();
     let masks: Vec<&Dep> = all_deps
         .iter()
@@ -279,7 +296,7 @@ pub fn build(
 
     // 3. Fine-tuning: LCQMC and XNLI always get a section; other tasks when they ran.
     let mut tasks: Vec<String> = vec!["lcqmc".into(), "xnli".into()];
-    for d in &finetune {
+    for d in finetune.iter().chain(&baseline) {
         if let Some(task) = d.task()
             && !tasks.contains(&task)
         {
@@ -292,9 +309,14 @@ pub fn build(
             .filter(|d| d.task().as_deref() == Some(task.as_str()))
             .copied()
             .collect();
-        let title = runs::task_title(task);
+        let baselines_of: Vec<&Dep> = baseline
+            .iter()
+            .filter(|d| d.task().as_deref() == Some(task.as_str()))
+            .copied()
+            .collect();
+        let title = finetune_runs::task_title(task);
         let pubd = published.task(task);
-        if runs_of.is_empty() {
+        if runs_of.is_empty() && baselines_of.is_empty() {
             left_out.push(task.clone());
             sections.push(Section {
                 title,
@@ -312,9 +334,10 @@ pub fn build(
             });
             continue;
         }
-        let t = runs::finetune(task, &runs_of, pubd);
+        let t = finetune_runs::finetune(task, &runs_of, &baselines_of, pubd);
         let mut body = String::new();
-        for s in runs::protocol_sentence(&runs_of) {
+        let (sentences, protocols) = protocol_sentences(&runs_of, &baselines_of);
+        for s in sentences {
             let _ = write!(body, "{s}\n\n");
         }
         if let Some(pb) = pubd {
@@ -329,12 +352,19 @@ pub fn build(
         extra.insert(
             "protocol".into(),
             runs_of
-                .first()
-                .and_then(|d| deps::get(&d.metrics, &["protocol"]))
+                .iter()
+                .chain(&baselines_of)
+                .find_map(|d| deps::get(&d.metrics, &["protocol"]))
                 .cloned()
                 .unwrap_or(Value::Null),
         );
+        extra.insert("protocols".into(), Value::Object(protocols));
         body.push_str(&add_table(&t, extra, &mut files, &mut tables)?);
+        for d in &baselines_of {
+            if let Some(s) = baselines::length_analysis(d) {
+                let _ = write!(body, "\n{s}\n");
+            }
+        }
         let fig = plots::finetune(task, &title, &runs_of);
         body.push_str(&figure_md(&[fig], &mut figures));
         sections.push(Section { title, body });
@@ -403,6 +433,67 @@ pub fn build(
         "files": files.keys().collect::<Vec<_>>(),
     });
     Ok(Report { files, metrics })
+}
+
+/// The sentences that say what data each fine-tuning stage and baseline stage of a task used
+/// (one protocol per stage), and the protocols by stage for the table's JSON. A baseline stage
+/// on the same data as a fine-tuning stage says so instead of repeating the protocol.
+fn protocol_sentences(runs: &[&Dep], baselines: &[&Dep]) -> (Vec<String>, Map<String, Value>) {
+    let mut stages: Vec<&str> = runs.iter().map(|d| d.stage.as_str()).collect();
+    stages.dedup();
+    let mut out: Vec<String> = Vec::new();
+    let mut protocols = Map::new();
+    let push = |s: String, out: &mut Vec<String>| {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    };
+    for stage in &stages {
+        let of: Vec<&Dep> = runs.iter().filter(|d| d.stage == *stage).copied().collect();
+        let opening = if stages.len() == 1 {
+            "Ours: fine-tuned".to_string()
+        } else {
+            format!("Ours (`{stage}`): fine-tuned")
+        };
+        for s in finetune_runs::protocol_sentence_as(&of, &opening) {
+            push(s, &mut out);
+        }
+        if let Some(p) = of
+            .first()
+            .and_then(|d| deps::get(&d.metrics, &["protocol"]))
+        {
+            protocols.insert(stage.to_string(), p.clone());
+        }
+    }
+    for b in baselines {
+        let p = deps::get(&b.metrics, &["protocol"]);
+        let same = stages
+            .iter()
+            .find(|s| p.is_some() && protocols.get(**s).is_some_and(|q| Some(q) == p));
+        match same {
+            Some(stage) => push(
+                format!(
+                    "Baselines (`{}`): fitted on the same training examples as `{stage}`, the \
+                     n-gram models' L2 penalty chosen on its dev split, and reported on the same \
+                     evaluation sets.",
+                    b.stage
+                ),
+                &mut out,
+            ),
+            None => {
+                for s in finetune_runs::protocol_sentence_as(
+                    &[b],
+                    &format!("Baselines (`{}`): fitted", b.stage),
+                ) {
+                    push(s, &mut out);
+                }
+            }
+        }
+        if let Some(p) = p {
+            protocols.insert(b.stage.clone(), p.clone());
+        }
+    }
+    (out, protocols)
 }
 
 /// The pretraining data, from a `mask` dep.
@@ -489,6 +580,11 @@ fn readme(
             .entry(d.task().unwrap_or_else(|| "?".into()))
             .or_default() += 1;
     }
+    let baseline_stages: Vec<&str> = all
+        .iter()
+        .filter(|d| d.kind == DepKind::Baseline && !d.metrics.is_null())
+        .map(|d| d.instance.as_str())
+        .collect();
     if !by_task.is_empty() {
         what.push(format!(
             "fine-tuning runs: {}",
@@ -498,6 +594,9 @@ fn readme(
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
+    }
+    if !baseline_stages.is_empty() {
+        what.push(format!("baselines: `{}`", baseline_stages.join("`, `")));
     }
     let mut intro = if what.is_empty() {
         "This report has no runs of the experiment yet: only the model-size tables, which need \

@@ -348,11 +348,11 @@ fn the_full_report_from_fixture_artifacts() {
         "{readme}"
     );
     assert!(
-        readme.contains("| ours | ALBERT (E 64, H 128, L 4), share all | pretrained (pretrain@share_type=all) | 1,300,000 | 73.12 | 71.12 |"),
+        readme.contains("| ours | ALBERT (E 64, H 128, L 4), share all | pretrained (pretrain@share_type=all) | lcqmc/dev.tsv | 1,300,000 | 1 | 73.12 | 71.12 |"),
         "{readme}"
     );
     assert!(readme.contains("| none (random init) |"), "{readme}");
-    assert!(readme.contains("| published | ERNIE | – | – | 89.8 (89.6) | 87.2 (87.0) |"));
+    assert!(readme.contains("| published | ERNIE | – | – | – | – | 89.8 (89.6) | 87.2 (87.0) |"));
     // XNLI: dev and test are the named evaluation sets; the dropped overlap is said.
     assert!(readme.contains("after dropping 2,490 whose texts are in an evaluation set"));
     assert!(readme.contains("capped to 20,000"), "{readme}");
@@ -520,4 +520,52 @@ fn bad_params_fail_validation() {
     assert!(stage.aggregates());
     assert_eq!(stage.kind(), "report");
     assert!(stage.known_params().contains(&"publish_dir"));
+}
+
+/// A fine-tuning run with a `seed` coordinate (its own artifact directory).
+fn seeded(root: &Path, seed: u64, acc: f64) -> DepArtifact {
+    let mut d = finetune(root, "lcqmc", "all", "pretrained", acc);
+    let dir = d.dir.with_file_name(format!("seed{seed}"));
+    std::fs::rename(&d.dir, &dir).unwrap();
+    d.dir = dir;
+    d.instance = format!("{},seed={seed}", d.instance);
+    d.coords.insert("seed".into(), json!(seed));
+    d
+}
+
+#[test]
+fn runs_differing_only_in_seed_are_one_row_of_mean_and_sd() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let deps = vec![
+        seeded(root, 3, 0.74),
+        seeded(root, 1, 0.70),
+        seeded(root, 2, 0.72),
+        pretrain(root, "all", 0.1834),
+    ];
+    let out = run(root, &deps, json!({"publish_dir": ""}), &[], "art");
+    let t: Value = serde_json::from_str(&text(&out, "lcqmc.json")).unwrap();
+    let ours: Vec<&Value> = t["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["source"] == "ours")
+        .collect();
+    assert_eq!(ours.len(), 1, "{t:#}");
+    let row = ours[0];
+    assert_eq!(row["seeds"], 3);
+    // Test accuracies 68, 70, 72 %: mean 70, sample sd 2.
+    assert_eq!(row["test"], json!(70.0));
+    assert_eq!(row["test_sd"], json!(2.0));
+    assert!(
+        row["init"].as_str().unwrap().starts_with("pretrained"),
+        "{row:#}"
+    );
+    assert_eq!(row["run"], "finetune_lcqmc@init=pretrained,share_type=all");
+    let readme = text(&out, "README.md");
+    assert!(readme.contains("| 70.00 ± 2.00 |"), "{readme}");
+    assert!(
+        readme.contains("| 3 / 3 |") || readme.contains("3, 3, 3 / 3"),
+        "{readme}"
+    );
 }

@@ -1,0 +1,540 @@
+//! Table 3: our fine-tuning runs of one task (LCQMC, XNLI, any other) beside the published
+//! ones, seeds folded into mean ± sd, and the sentence that says what data they used.
+
+use serde_json::Value;
+
+use crate::deps::{Dep, get};
+use crate::published::TaskPublished;
+use crate::runs::{dims, hardware, percent};
+use crate::seeds;
+use crate::sizes::round;
+use crate::table::{Col, Table, thousands};
+
+/// The evaluation set reported as "dev" or "test": `test`, `xnli_test`, ….
+fn eval_set<'a>(m: &'a Value, suffix: &str) -> Option<(String, &'a Value)> {
+    let eval = get(m, &["eval"])?.as_object()?;
+    eval.iter()
+        .find(|(k, _)| k.as_str() == suffix)
+        .or_else(|| {
+            eval.iter()
+                .find(|(k, _)| k.ends_with(&format!("_{suffix}")))
+        })
+        .map(|(k, v)| (k.clone(), v))
+}
+
+fn accuracy(v: &Value) -> Option<f64> {
+    percent(v.get("accuracy").and_then(Value::as_f64))
+}
+
+/// Which numbers of a fine-tuning run go in the Dev and Test columns, and what they are.
+pub struct Resolved {
+    pub dev: Option<f64>,
+    /// `xnli_dev`, or `held-out` when Dev is the model-selection split.
+    pub dev_set: Option<String>,
+    pub test: Option<f64>,
+    pub test_set: Option<String>,
+    pub selection: Option<f64>,
+}
+
+pub fn resolve(d: &Dep) -> Resolved {
+    resolve_metrics(&d.metrics)
+}
+
+/// [`resolve`] on a metrics object with `dev` and `eval` blocks (a fine-tuning run's, or one
+/// entry of a baseline stage's `baselines`).
+pub fn resolve_metrics(m: &Value) -> Resolved {
+    let selection = get(m, &["dev"]).and_then(accuracy);
+    let (dev, dev_set) = match eval_set(m, "dev") {
+        Some((name, v)) => (accuracy(v), Some(name)),
+        None => (selection, selection.map(|_| "held-out".to_string())),
+    };
+    let (test, test_set) = match eval_set(m, "test") {
+        Some((name, v)) => (accuracy(v), Some(name)),
+        None => (None, None),
+    };
+    Resolved {
+        dev,
+        dev_set,
+        test,
+        test_set,
+        selection,
+    }
+}
+
+fn init_label(init: Option<&str>) -> String {
+    match init {
+        Some("pretrained") => "pretrained".into(),
+        Some("random") => "none (random init)".into(),
+        Some("checkpoint") => "checkpoint".into(),
+        Some(other) => other.into(),
+        None => "?".into(),
+    }
+}
+
+fn with_mean(best: Option<f64>, mean: Option<f64>, decimals: usize) -> Option<String> {
+    match (best, mean) {
+        (None, _) => None,
+        (Some(b), None) => Some(format!("{b:.decimals$}")),
+        (Some(b), Some(m)) => Some(format!("{b:.decimals$} ({m:.decimals$})")),
+    }
+}
+
+pub fn task_title(task: &str) -> String {
+    match task {
+        "lcqmc" => "LCQMC (question matching)".into(),
+        "xnli" => "XNLI (natural language inference, Chinese)".into(),
+        "afqmc" => "AFQMC (question matching)".into(),
+        "cmnli" => "CMNLI".into(),
+        "ocnli" => "OCNLI".into(),
+        "cnsd_snli" => "CNSD-SNLI".into(),
+        other => other.to_uppercase(),
+    }
+}
+
+/// Our runs of one task (sorted: pretrained before random init, then by instance; runs that
+/// differ only in `seed` folded into one row of mean ± sd), and the published rows.
+pub fn finetune(
+    task: &str,
+    deps: &[&Dep],
+    baselines: &[&Dep],
+    published: Option<&TaskPublished>,
+) -> Table {
+    let mut t = Table::new(task, &task_title(task), columns());
+    let mut ours: Vec<&Dep> = deps.to_vec();
+    ours.sort_by_key(|d| {
+        let rank = match d.str(&["init"]).as_deref() {
+            Some("pretrained") => 0,
+            Some("checkpoint") => 1,
+            _ => 2,
+        };
+        (d.stage.clone(), rank, d.instance.clone())
+    });
+    for g in seeds::group(&ours) {
+        t.push(our_row(&g));
+    }
+    for row in crate::baselines::rows(baselines) {
+        t.push(row);
+    }
+    if let Some(p) = published {
+        for r in &p.rows {
+            t.push(vec![
+                ("source", "published".into()),
+                ("model", r.model.as_str().into()),
+                ("dev", r.dev.into()),
+                ("dev_mean", r.dev_mean.into()),
+                ("dev_md", with_mean(r.dev, r.dev_mean, 1).into()),
+                ("test", r.test.into()),
+                ("test_mean", r.test_mean.into()),
+                ("test_md", with_mean(r.test, r.test_mean, 1).into()),
+                ("note", r.note.clone().into()),
+            ]);
+        }
+    }
+    t
+}
+
+fn columns() -> Vec<Col> {
+    vec![
+        Col::text(
+            "source",
+            "Source",
+            "ours, baseline, or published (full train set)",
+        ),
+        Col::text(
+            "model",
+            "Model",
+            "our model and its sharing, the baseline method, or the published model",
+        ),
+        Col::text(
+            "init",
+            "Pretraining",
+            "pretrained (from our pretrain run), none (random init), checkpoint",
+        ),
+        Col::text(
+            "train_data",
+            "Train data",
+            "the training files (paths relative to the data root) of the protocol; the \
+             sentences above the table give each protocol whole",
+        ),
+        Col::int(
+            "parameters",
+            "Parameters",
+            "the classifier's parameters (ours)",
+        ),
+        Col::int(
+            "seeds",
+            "Seeds",
+            "ours: fine-tuning runs (seeds) averaged in the row",
+        ),
+        Col::float(
+            "dev",
+            "Dev",
+            2,
+            "dev accuracy %, the mean over seeds: see dev_set",
+        )
+        .data_only(),
+        Col::float("dev_sd", "Dev sd", 2, "ours: sample sd of dev over seeds").data_only(),
+        Col::float(
+            "dev_mean",
+            "Dev mean",
+            1,
+            "published: the average over runs (the Dev column is the best)",
+        )
+        .data_only(),
+        Col::text(
+            "dev_md",
+            "Dev",
+            "dev accuracy: ours mean ± sd, published best (average)",
+        )
+        .markdown_only(),
+        Col::float(
+            "test",
+            "Test",
+            2,
+            "test accuracy %, the mean over seeds: see test_set",
+        )
+        .data_only(),
+        Col::float(
+            "test_sd",
+            "Test sd",
+            2,
+            "ours: sample sd of test over seeds",
+        )
+        .data_only(),
+        Col::float(
+            "test_mean",
+            "Test mean",
+            1,
+            "published: the average over runs",
+        )
+        .data_only(),
+        Col::text(
+            "test_md",
+            "Test",
+            "test accuracy: ours mean ± sd, published best (average)",
+        )
+        .markdown_only(),
+        Col::float(
+            "selection_accuracy",
+            "Selection acc",
+            2,
+            "ours: accuracy on the model-selection split (the best epoch's, mean over seeds)",
+        ),
+        Col::text(
+            "dev_set",
+            "Dev set",
+            "ours: the evaluation set in Dev (`held-out`: the model-selection split)",
+        )
+        .data_only(),
+        Col::text("test_set", "Test set", "ours: the evaluation set in Test").data_only(),
+        Col::text(
+            "epochs",
+            "Best epoch",
+            "the epoch kept (per seed) / epochs trained",
+        ),
+        Col::int(
+            "train_examples",
+            "Train examples",
+            "ours: training examples",
+        ),
+        Col::text("run", "Run", "our stage instance (without its seed)").data_only(),
+        Col::text("note", "Note", "").data_only(),
+    ]
+}
+
+fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> {
+    let d = g.first();
+    let resolved: Vec<Resolved> = g.runs.iter().map(|d| resolve(d)).collect();
+    let dev = seeds::mean_sd(resolved.iter().map(|r| r.dev));
+    let test = seeds::mean_sd(resolved.iter().map(|r| r.test));
+    let selection = seeds::mean_sd(resolved.iter().map(|r| r.selection));
+    let share = d.str(&["share_type"]).unwrap_or_else(|| "?".into());
+    let model = match get(&d.metrics, &["config"]).and_then(dims) {
+        Some(dims) => format!("ALBERT ({dims}), share {share}"),
+        None => format!("ALBERT, share {share}"),
+    };
+    let best: Vec<String> = g
+        .runs
+        .iter()
+        .map(|d| d.u64(&["best_epoch"]).map_or("–".into(), |b| b.to_string()))
+        .collect();
+    let epochs = d
+        .u64(&["epochs"])
+        .map(|e| format!("{} / {e}", best.join(", ")));
+    let init = d.str(&["init"]);
+    let init_cell = match (init.as_deref(), d.str(&["pretrain_instance"])) {
+        (Some("pretrained"), Some(p)) => format!("pretrained ({p})"),
+        (i, _) => init_label(i),
+    };
+    let first = &resolved[0];
+    vec![
+        ("source", "ours".into()),
+        ("model", model.into()),
+        ("init", init_cell.into()),
+        (
+            "train_data",
+            get(&d.metrics, &["protocol"]).and_then(train_data).into(),
+        ),
+        ("parameters", d.u64(&["parameters"]).into()),
+        ("seeds", Some(g.runs.len() as u64).into()),
+        ("dev", dev.map(|m| round(m.mean, 2)).into()),
+        ("dev_sd", dev.and_then(|m| m.sd).map(|s| round(s, 2)).into()),
+        ("dev_md", seeds::cell(dev, 2).into()),
+        ("test", test.map(|m| round(m.mean, 2)).into()),
+        (
+            "test_sd",
+            test.and_then(|m| m.sd).map(|s| round(s, 2)).into(),
+        ),
+        ("test_md", seeds::cell(test, 2).into()),
+        (
+            "selection_accuracy",
+            selection.map(|m| round(m.mean, 2)).into(),
+        ),
+        ("dev_set", first.dev_set.clone().into()),
+        ("test_set", first.test_set.clone().into()),
+        ("epochs", epochs.into()),
+        (
+            "train_examples",
+            d.u64(&["protocol", "train", "examples"]).into(),
+        ),
+        ("run", g.name().into()),
+    ]
+}
+
+/// `lcqmc/dev.tsv` or `afqmc/train.tsv + lcqmc/dev.tsv` (each file's folder and name: the
+/// data root differs between machines), with the cap when there is one.
+pub fn train_data(protocol: &Value) -> Option<String> {
+    let files: Vec<String> = protocol
+        .get("train")?
+        .get("files")?
+        .as_array()?
+        .iter()
+        .filter_map(|f| f.get("path").and_then(Value::as_str))
+        .map(|p| {
+            let parts: Vec<&str> = p.split('/').filter(|c| !c.is_empty()).collect();
+            parts[parts.len().saturating_sub(2)..].join("/")
+        })
+        .collect();
+    if files.is_empty() {
+        return None;
+    }
+    let mut s = files.join(" + ");
+    if let Some(cap) = protocol.get("max_train_examples").and_then(Value::as_u64) {
+        s.push_str(&format!(" (≤ {})", thousands(cap as i64)));
+    }
+    Some(s)
+}
+
+/// The files of a split, as given in the params.
+fn files(split: &Value) -> String {
+    let list: Vec<String> = split
+        .get("files")
+        .and_then(Value::as_array)
+        .map(|fs| {
+            fs.iter()
+                .filter_map(|f| f.get("path").and_then(Value::as_str))
+                .map(|p| format!("`{p}`"))
+                .collect()
+        })
+        .unwrap_or_default();
+    list.join(", ")
+}
+
+fn count(split: &Value) -> String {
+    split
+        .get("examples")
+        .and_then(Value::as_u64)
+        .map(|n| thousands(n as i64))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// Our protocol for one task, from the first run's `protocol` (and a note when the runs used
+/// different ones).
+/// The opening words say whose protocol it is (`Ours: fine-tuned`, `Ours
+/// (finetune_lcqmc_afqmc): fine-tuned`, `Baselines (baseline_xnli): fitted`).
+pub fn protocol_sentence_as(deps: &[&Dep], opening: &str) -> Vec<String> {
+    let Some(first) = deps.first() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let Some(p) = get(&first.metrics, &["protocol"]) else {
+        out.push("The runs' metrics.json has no `protocol`: their data is unknown.".into());
+        return out;
+    };
+    let mut s = String::new();
+    if let Some(train) = p.get("train") {
+        s.push_str(&format!(
+            "{opening} on {} examples of {}",
+            count(train),
+            files(train)
+        ));
+        let dropped: u64 = train
+            .get("files")
+            .and_then(Value::as_array)
+            .map(|fs| {
+                fs.iter()
+                    .filter_map(|f| f.get("dropped_eval_overlap").and_then(Value::as_u64))
+                    .sum()
+            })
+            .unwrap_or(0);
+        if dropped > 0 {
+            s.push_str(&format!(
+                " (after dropping {} whose texts are in an evaluation set)",
+                thousands(dropped as i64)
+            ));
+        }
+        if let Some(cap) = p.get("max_train_examples").and_then(Value::as_u64) {
+            s.push_str(&format!(", capped to {}", thousands(cap as i64)));
+        }
+    }
+    if let Some(dev) = p.get("dev") {
+        let held = dev
+            .get("held_out_from_train")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if held {
+            let frac = p
+                .get("dev_fraction")
+                .and_then(Value::as_f64)
+                .map(|f| format!("{} %", round(f * 100.0, 2)))
+                .unwrap_or_else(|| "a share".into());
+            let seed = p
+                .get("split_seed")
+                .and_then(Value::as_u64)
+                .map(|s| format!(", split seed {s}"))
+                .unwrap_or_default();
+            s.push_str(&format!(
+                "; the best epoch chosen on {} examples held out from them ({frac}, stratified{seed})",
+                count(dev)
+            ));
+        } else {
+            s.push_str(&format!(
+                "; the best epoch chosen on {} examples of {}",
+                count(dev),
+                files(dev)
+            ));
+        }
+    }
+    if let Some(evals) = p.get("eval").and_then(Value::as_array)
+        && !evals.is_empty()
+    {
+        let list: Vec<String> = evals
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} ({} examples of {})",
+                    e.get("name").and_then(Value::as_str).unwrap_or("?"),
+                    count(e),
+                    files(e)
+                )
+            })
+            .collect();
+        s.push_str(&format!("; reported on {}", list.join(", ")));
+    }
+    let hyper: Vec<String> = [
+        first.u64(&["epochs"]).map(|e| format!("{e} epochs")),
+        first.u64(&["batch_size"]).map(|b| format!("batch {b}")),
+        first
+            .num(&["learning_rate"])
+            .map(|lr| format!("learning rate {lr}")),
+        first
+            .u64(&["max_seq_length"])
+            .map(|l| format!("max length {l}")),
+        hardware(first),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !hyper.is_empty() {
+        s.push_str(&format!(" ({})", hyper.join(", ")));
+    }
+    s.push('.');
+    out.push(s);
+    let dev_from_selection = deps
+        .iter()
+        .any(|d| resolve(d).dev_set.as_deref() == Some("held-out"));
+    if dev_from_selection {
+        out.push(
+            "Dev for our rows is the held-out model-selection split (there is no official \
+             dev set among the evaluation sets), so it is optimistic: the best epoch was \
+             chosen on it."
+                .into(),
+        );
+    }
+    if let Some(cap) = p.get("max_eval_examples").and_then(Value::as_u64) {
+        out.push(format!(
+            "The evaluation sets were capped to {} examples (a smoke run): these numbers are \
+             not comparable with the published ones.",
+            thousands(cap as i64)
+        ));
+    }
+    let differ = deps
+        .iter()
+        .any(|d| get(&d.metrics, &["protocol"]) != Some(p));
+    if differ {
+        out.push(
+            "The runs did not all use the same data protocol (see each run's metrics.json); \
+             the sentence above is the first run's."
+                .into(),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::published::Published;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    fn dep(instance: &str, metrics: Value) -> Dep {
+        Dep {
+            instance: instance.into(),
+            stage: instance.split('@').next().unwrap().into(),
+            coords: BTreeMap::new(),
+            dir: std::path::PathBuf::new(),
+            kind: crate::deps::DepKind::Finetune,
+            metrics,
+            lines: vec![],
+            finished: None,
+        }
+    }
+
+    #[test]
+    fn dev_and_test_are_found_by_name() {
+        let d = dep(
+            "finetune_xnli@init=pretrained",
+            json!({"dev": {"accuracy": 0.5}, "eval": {"xnli_dev": {"accuracy": 0.61},
+                   "xnli_test": {"accuracy": 0.6}}}),
+        );
+        let r = resolve(&d);
+        assert_eq!(r.dev, Some(61.0));
+        assert_eq!(r.dev_set.as_deref(), Some("xnli_dev"));
+        assert_eq!(r.test, Some(60.0));
+        assert_eq!(r.selection, Some(50.0));
+        let d = dep(
+            "finetune_lcqmc@init=random",
+            json!({"dev": {"accuracy": 0.7}, "eval": {"test": {"accuracy": 0.65}}}),
+        );
+        let r = resolve(&d);
+        assert_eq!(r.dev, Some(70.0));
+        assert_eq!(r.dev_set.as_deref(), Some("held-out"));
+        assert_eq!(r.test_set.as_deref(), Some("test"));
+    }
+
+    #[test]
+    fn published_rows_show_best_and_mean() {
+        let p = Published::load().unwrap();
+        let t = finetune("lcqmc", &[], &[], Some(&p.lcqmc));
+        let md = t.markdown().unwrap();
+        assert!(
+            md.contains("| published | BERT | – | – | – | – | 89.4 (88.4) | 86.9 (86.4) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| published | ALBERT-zh-tiny | – | – | – | – | – | 85.4 |"),
+            "{md}"
+        );
+    }
+}
