@@ -93,10 +93,9 @@ impl IntervalRule {
         // The majority class of bins i..j and how many it gets right.
         let best_of = |i: usize, j: usize| -> (usize, usize) {
             let mut best = (0, 0);
-            for c in 0..k {
-                let n = prefix[j][c] - prefix[i][c];
-                if n > best.1 {
-                    best = (c, n);
+            for (c, (hi, lo)) in prefix[j].iter().zip(&prefix[i]).enumerate() {
+                if hi - lo > best.1 {
+                    best = (c, hi - lo);
                 }
             }
             best
@@ -106,8 +105,8 @@ impl IntervalRule {
         let m_max = intervals.max(1).min(bins);
         let mut score = vec![vec![0usize; bins + 1]; m_max];
         let mut from = vec![vec![0usize; bins + 1]; m_max];
-        for j in 1..=bins {
-            score[0][j] = best_of(0, j).1;
+        for (j, s) in score[0].iter_mut().enumerate().skip(1) {
+            *s = best_of(0, j).1;
         }
         for m in 1..m_max {
             for j in 1..=bins {

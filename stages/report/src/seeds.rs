@@ -33,7 +33,7 @@ impl SeedGroup<'_> {
             .filter(|(k, _)| k.as_str() != SEED)
             .map(|(k, v)| format!("{k}={}", value_text(v)))
             .collect();
-        if self.runs.len() == 1 || d.coords.get(SEED).is_none() {
+        if self.runs.len() == 1 || !d.coords.contains_key(SEED) {
             d.instance.clone()
         } else if rest.is_empty() {
             d.stage.clone()
