@@ -493,25 +493,39 @@ mod tests {
     #[test]
     fn alternating_runs_are_quoted_by_their_median_ratio_and_rounds_left_out() {
         let lines = vec![
-            line(json!({"bench": "train", "round": 1, "arm": "ours", "model": "tiny",
-                "device": "flex", "batch": 32, "seq": 128, "threads": 2, "tokens_per_s": 9.0})),
-            line(json!({"bench": "hf_train", "round": 1, "arm": "transformers",
+            line(
+                json!({"bench": "train", "round": 1, "arm": "ours", "model": "tiny",
+                "device": "flex", "batch": 32, "seq": 128, "threads": 2, "tokens_per_s": 9.0}),
+            ),
+            line(
+                json!({"bench": "hf_train", "round": 1, "arm": "transformers",
                 "config": "tiny", "device": "cpu", "dtype": "fp32", "batch": 32, "seq": 128,
-                "threads": 2, "tokens_per_s": 1.0})),
-            line(json!({"bench": "cpu_compare", "peer": "transformers", "what": "training",
+                "threads": 2, "tokens_per_s": 1.0}),
+            ),
+            line(
+                json!({"bench": "cpu_compare", "peer": "transformers", "what": "training",
                 "model": "tiny", "batch": 32, "seq": 128, "threads": 2, "ours": 6674.0,
                 "transformers": 2558.0, "ratio_median": 2.614, "rounds": 3,
-                "ours_model_gflops": 217.0})),
+                "ours_model_gflops": 217.0}),
+            ),
         ];
         let t = throughput(&lines, &[], &[]);
         let json = t.json(serde_json::Map::new()).unwrap();
         let rows = json["rows"].as_array().unwrap();
         assert_eq!(rows.len(), 2, "{rows:?}");
-        let ours = rows.iter().find(|r| r["implementation"] != "transformers").unwrap();
+        let ours = rows
+            .iter()
+            .find(|r| r["implementation"] != "transformers")
+            .unwrap();
         assert_eq!(ours["value"], 6674.0);
         // The median of the per-round ratios, not 6674 / 2558 = 2.61 recomputed from medians.
         assert_eq!(ours["vs_transformers"], 2.61);
-        assert!(ours["source"].as_str().unwrap().contains("median of 3 alternating rounds"));
+        assert!(
+            ours["source"]
+                .as_str()
+                .unwrap()
+                .contains("median of 3 alternating rounds")
+        );
     }
 
     #[test]
