@@ -573,9 +573,9 @@ fn a_job_gone_from_squeue_is_judged_by_its_marker() {
 #[test]
 fn a_job_whose_state_stays_unknown_fails_after_the_timeout() {
     let Some(_node) = slurm() else { return };
-    let ws = Ws::new(&format!(
-        "executor:\n  kind: slurm\n  poll_max: 1s\n  unknown_timeout: 3s\nstages:\n  lost:\n    cmd: \"sleep 60\"\n"
-    ));
+    let ws = Ws::new(
+        "executor:\n  kind: slurm\n  poll_max: 1s\n  unknown_timeout: 3s\nstages:\n  lost:\n    cmd: \"sleep 60\"\n",
+    );
     let out = ws
         .command(&["run", "--json"])
         .env("PATH", blind_path(&ws))

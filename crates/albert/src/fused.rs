@@ -15,14 +15,15 @@
 
 use burn::tensor::{Device, Tensor, TensorData};
 
+/// What the fused functions return: the result, or the input handed back (boxed: a tensor
+/// is large, and this path is the rare one) for the caller to compute with burn's ops.
+pub type Fused<const D: usize> = Result<Tensor<D>, Box<Tensor<D>>>;
+
 /// `x` with its values changed in place by `f(values, last_dim)` when `x` is an untracked
 /// f32 tensor on flex; `Err(x)` otherwise (the caller then uses burn's ops).
-fn map_in_place<const D: usize>(
-    x: Tensor<D>,
-    f: impl FnOnce(&mut [f32], usize),
-) -> Result<Tensor<D>, Tensor<D>> {
+fn map_in_place<const D: usize>(x: Tensor<D>, f: impl FnOnce(&mut [f32], usize)) -> Fused<D> {
     if D == 0 || x.is_tracked() || x.device().without_autodiff() != Device::flex() {
-        return Err(x);
+        return Err(Box::new(x));
     }
     let last = x.dims()[D - 1];
     let device = x.device();
@@ -32,30 +33,26 @@ fn map_in_place<const D: usize>(
         f(values, last);
         Ok(Tensor::from_data(data, &device))
     } else {
-        Err(Tensor::from_data(data, &device))
+        Err(Box::new(Tensor::from_data(data, &device)))
     }
 }
 
 /// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` (Hugging Face's `gelu_new`, albert_zh's
 /// `gelu`), or `Err(x)` when burn's ops must compute it (see the module docs).
-pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Result<Tensor<D>, Tensor<D>> {
+pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Fused<D> {
     map_in_place(x, |v, _| dispatch_gelu(v))
 }
 
 /// `softmax(scores·scale + bias)` over the last dimension of `[batch, heads, q, k]` attention
 /// scores, with `bias` `[batch, 1, 1, k]` (the padding mask), or `Err(scores)` when burn's ops
 /// must compute it. Folding the scale and the bias in saves two passes over the scores.
-pub fn attention_probs(
-    scores: Tensor<4>,
-    scale: f32,
-    bias: &Tensor<4>,
-) -> Result<Tensor<4>, Tensor<4>> {
+pub fn attention_probs(scores: Tensor<4>, scale: f32, bias: &Tensor<4>) -> Fused<4> {
     let [b, _, _, k] = scores.dims();
     if bias.dims() != [b, 1, 1, k] || bias.is_tracked() {
-        return Err(scores);
+        return Err(Box::new(scores));
     }
     let Ok(bias) = bias.clone().into_data().try_into_vec::<f32>() else {
-        return Err(scores);
+        return Err(Box::new(scores));
     };
     let rows_per_batch = scores.dims()[1] * scores.dims()[2];
     map_in_place(scores, |v, row| {
@@ -83,14 +80,14 @@ fn exp(x: f32) -> f32 {
     p = p * r + 8.333_452e-3;
     p = p * r + 4.166_579_6e-2;
     p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1;
+    p = p * r + 0.5; // Cephes' 5.0000001201e-1, as an f32
     let y = p * r * r + r + 1.0;
     y * f32::from_bits(((n as i32 + 127) << 23) as u32)
 }
 
 #[inline(always)]
 fn gelu_slice(v: &mut [f32]) {
-    const C1: f32 = 1.595_769_1; // 2·√(2/π)
+    const C1: f32 = 1.595_769_2; // 2·√(2/π)
     const C3: f32 = C1 * 0.044715;
     for e in v.iter_mut() {
         let x = *e;

@@ -69,7 +69,7 @@ fn activate<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<D> {
 /// of a CPU training step in scalar `powf` and `tanhf`, while `sigmoid` is one fused op (and
 /// one fused op backward).
 pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    crate::fused::gelu_tanh(x).unwrap_or_else(gelu_tanh_composed)
+    crate::fused::gelu_tanh(x).unwrap_or_else(|x| gelu_tanh_composed(*x))
 }
 
 /// [`gelu_tanh`] from burn's ops (what autodiff records).
@@ -205,7 +205,7 @@ impl AlbertAttention {
         let scale = 1.0 / (d as f64).sqrt();
         let scores = q.matmul(k.swap_dims(2, 3));
         let probs = crate::fused::attention_probs(scores, scale as f32, &bias)
-            .unwrap_or_else(|scores| softmax(scores.mul_scalar(scale) + bias, 3));
+            .unwrap_or_else(|scores| softmax((*scores).mul_scalar(scale) + bias, 3));
         let probs = self.attention_dropout.forward(probs);
         let context = probs.matmul(v).swap_dims(1, 2).reshape([b, s, h]);
         self.output_dropout.forward(dense(&self.dense, context))
