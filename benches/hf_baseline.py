@@ -122,11 +122,17 @@ def config_dirs():
     return dirs
 
 
+def portable(path):
+    """`path` relative to the repository root: benchmark lines are committed to results/, which
+    must not carry the measuring machine's absolute paths."""
+    return os.path.relpath(os.path.abspath(path), ROOT)
+
+
 def load_albert_zh(spec):
     """Returns (name, source, dict of albert_zh keys)."""
     if os.path.isfile(spec):
         with open(spec) as f:
-            return os.path.splitext(os.path.basename(spec))[0], os.path.abspath(spec), json.load(f)
+            return os.path.splitext(os.path.basename(spec))[0], portable(spec), json.load(f)
     if os.sep in spec or spec.endswith(".json"):
         sys.exit(f"hf_baseline: config file {spec!r} not found")
     name = ALIASES.get(spec, spec)
@@ -134,7 +140,7 @@ def load_albert_zh(spec):
         p = os.path.join(d, f"albert_config_{name}.json")
         if os.path.isfile(p):
             with open(p) as f:
-                return spec, os.path.abspath(p), json.load(f)
+                return spec, portable(p), json.load(f)
     if spec in BUILTIN:
         return spec, "builtin", {**BUILTIN_COMMON, **BUILTIN[spec]}
     sys.exit(
