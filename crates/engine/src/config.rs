@@ -319,33 +319,7 @@ impl Cx<'_> {
                             .collect();
                     }
                 }
-                "matrix" => {
-                    for (axis, values) in self.map(value, &field)? {
-                        let NodeValue::Seq(items) = &values.value else {
-                            return Err(self.err(
-                                values.mark,
-                                format!("matrix axis `{}` of {what} must be a list of values, found {}", axis.value, values.type_name()),
-                            )
-                            .with_help(format!("write `{}: [a, b]`", axis.value)));
-                        };
-                        if items.is_empty() {
-                            return Err(self.err(
-                                values.mark,
-                                format!("matrix axis `{}` of {what} is empty", axis.value),
-                            ));
-                        }
-                        if let Some(bad) = items
-                            .iter()
-                            .find(|i| !matches!(i.value, NodeValue::Scalar { .. }))
-                        {
-                            return Err(self.err(
-                                bad.mark,
-                                format!("matrix values must be scalars, found {}", bad.type_name()),
-                            ));
-                        }
-                        stage.matrix.push((axis, items.clone()));
-                    }
-                }
+                "matrix" => stage.matrix = self.matrix(value, &field, &what)?,
                 "executor" => {
                     stage.executor = executor_config::parse_block(
                         self.path,
@@ -354,48 +328,7 @@ impl Cx<'_> {
                         &format!("`executor` of {what}"),
                     )?;
                 }
-                "resources" => {
-                    for (res, amount) in self.map(value, &field)? {
-                        let rfield = format!("resource `{}` of {what}", res.value);
-                        if res.value == "mem" {
-                            let mb = amount.scalar_text().and_then(executor_config::parse_mem);
-                            stage.resources.mem = Some(mb.ok_or_else(|| {
-                                executor_config::mem_error(self.path, self.source, amount, &rfield)
-                            })?);
-                            continue;
-                        }
-                        if res.value == "time" {
-                            let secs = amount.scalar_text().and_then(executor_config::parse_time);
-                            stage.resources.time = Some(secs.ok_or_else(|| {
-                                executor_config::time_error(self.path, self.source, amount, &rfield)
-                            })?);
-                            continue;
-                        }
-                        let Some(n) = amount.to_json().as_u64().filter(|n| *n <= 1024) else {
-                            return Err(self.err(
-                                amount.mark,
-                                format!(
-                                    "resource `{}` must be a whole number from 0 to 1024, found {}",
-                                    res.value,
-                                    amount
-                                        .scalar_text()
-                                        .map_or(amount.type_name().to_string(), |t| format!(
-                                            "`{t}`"
-                                        ))
-                                ),
-                            ));
-                        };
-                        match res.value.as_str() {
-                            "gpu" => stage.resources.gpu = n as u32,
-                            "cpu" => stage.resources.cpu = (n as u32).max(1),
-                            other => {
-                                return Err(self
-                                    .err(res.mark, format!("unknown resource `{other}` in {what}"))
-                                    .with_help(suggestion(other, RESOURCE_KEYS)));
-                            }
-                        }
-                    }
-                }
+                "resources" => self.resources(value, &field, &what, &mut stage.resources)?,
                 "aggregate" => match value.to_json() {
                     serde_json::Value::Bool(b) => stage.aggregate = Some(b),
                     _ => {
@@ -416,42 +349,146 @@ impl Cx<'_> {
                 }
             }
         }
-        stage.kind = match (kind, &stage.cmd) {
+        stage.kind = self.stage_kind(kind, &stage, name.mark, &what)?;
+        Ok(stage)
+    }
+
+    /// A stage's `matrix:`: axes of non-empty lists of scalars.
+    fn matrix(
+        &self,
+        value: &Node,
+        field: &str,
+        what: &str,
+    ) -> Result<Vec<(Located<String>, Vec<Node>)>, UserError> {
+        let mut matrix = Vec::new();
+        for (axis, values) in self.map(value, &field)? {
+            let NodeValue::Seq(items) = &values.value else {
+                return Err(self
+                    .err(
+                        values.mark,
+                        format!(
+                            "matrix axis `{}` of {what} must be a list of values, found {}",
+                            axis.value,
+                            values.type_name()
+                        ),
+                    )
+                    .with_help(format!("write `{}: [a, b]`", axis.value)));
+            };
+            if items.is_empty() {
+                return Err(self.err(
+                    values.mark,
+                    format!("matrix axis `{}` of {what} is empty", axis.value),
+                ));
+            }
+            if let Some(bad) = items
+                .iter()
+                .find(|i| !matches!(i.value, NodeValue::Scalar { .. }))
+            {
+                return Err(self.err(
+                    bad.mark,
+                    format!("matrix values must be scalars, found {}", bad.type_name()),
+                ));
+            }
+            matrix.push((axis, items.clone()));
+        }
+        Ok(matrix)
+    }
+
+    /// A stage's `resources:` (`gpu`, `cpu` counts; `mem`, `time` for cluster jobs) into
+    /// `resources`.
+    fn resources(
+        &self,
+        value: &Node,
+        field: &str,
+        what: &str,
+        resources: &mut Resources,
+    ) -> Result<(), UserError> {
+        for (res, amount) in self.map(value, &field)? {
+            let rfield = format!("resource `{}` of {what}", res.value);
+            if res.value == "mem" {
+                let mb = amount.scalar_text().and_then(executor_config::parse_mem);
+                resources.mem = Some(mb.ok_or_else(|| {
+                    executor_config::mem_error(self.path, self.source, amount, &rfield)
+                })?);
+                continue;
+            }
+            if res.value == "time" {
+                let secs = amount.scalar_text().and_then(executor_config::parse_time);
+                resources.time = Some(secs.ok_or_else(|| {
+                    executor_config::time_error(self.path, self.source, amount, &rfield)
+                })?);
+                continue;
+            }
+            let Some(n) = amount.to_json().as_u64().filter(|n| *n <= 1024) else {
+                return Err(self.err(
+                    amount.mark,
+                    format!(
+                        "resource `{}` must be a whole number from 0 to 1024, found {}",
+                        res.value,
+                        amount
+                            .scalar_text()
+                            .map_or(amount.type_name().to_string(), |t| format!("`{t}`"))
+                    ),
+                ));
+            };
+            match res.value.as_str() {
+                "gpu" => resources.gpu = n as u32,
+                "cpu" => resources.cpu = (n as u32).max(1),
+                other => {
+                    return Err(self
+                        .err(res.mark, format!("unknown resource `{other}` in {what}"))
+                        .with_help(suggestion(other, RESOURCE_KEYS)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The stage's kind: `kind:`, or `cmd` when only `cmd:` is given; `cmd:` and `outs:`
+    /// belong to `cmd` stages only.
+    fn stage_kind(
+        &self,
+        kind: Option<Located<String>>,
+        stage: &StageDecl,
+        name_mark: Mark,
+        what: &str,
+    ) -> Result<Located<String>, UserError> {
+        let kind = match (kind, &stage.cmd) {
             (Some(k), _) => k,
             (None, Some(cmd)) => Located {
                 value: "cmd".into(),
                 mark: cmd.mark,
             },
             (None, None) => {
-                return Err(self.err(name.mark, format!("{what} has neither `kind` nor `cmd`"))
+                return Err(self.err(name_mark, format!("{what} has neither `kind` nor `cmd`"))
                     .with_help("add `cmd: \"...\"` to run a shell command, or `kind: NAME` for a built-in stage"));
             }
         };
-        if stage.kind.value == "cmd" && stage.cmd.is_none() {
+        if kind.value == "cmd" && stage.cmd.is_none() {
             return Err(self.err(
-                stage.kind.mark,
+                kind.mark,
                 format!("{what} is of kind `cmd` but has no `cmd:`"),
             ));
         }
-        if stage.kind.value != "cmd" && stage.cmd.is_some() {
+        if kind.value != "cmd" && stage.cmd.is_some() {
             return Err(self.err(
-                stage.cmd.as_ref().map_or(name.mark, |c| c.mark),
+                stage.cmd.as_ref().map_or(name_mark, |c| c.mark),
                 format!(
                     "{what} has `cmd:` but is of kind `{}`; only `cmd` stages run a command",
-                    stage.kind.value
+                    kind.value
                 ),
             ));
         }
-        if stage.kind.value != "cmd" && !stage.outs.is_empty() {
+        if kind.value != "cmd" && !stage.outs.is_empty() {
             return Err(self.err(
                 stage.outs[0].mark,
                 format!(
                     "`outs` is for `cmd` stages; `{}` stages declare their own outputs",
-                    stage.kind.value
+                    kind.value
                 ),
             ));
         }
-        Ok(stage)
+        Ok(kind)
     }
 }
 
