@@ -40,6 +40,9 @@ pub struct PipelineFile {
     pub executor: ExecutorDecl,
 }
 
+/// One `matrix:` axis: its name and its values.
+pub type MatrixAxis = (Located<String>, Vec<Node>);
+
 #[derive(Debug, Clone)]
 pub struct StageDecl {
     pub name: Located<String>,
@@ -49,7 +52,7 @@ pub struct StageDecl {
     pub inputs: Vec<Located<String>>,
     pub params: Vec<(Located<String>, Node)>,
     pub outs: Vec<Located<String>>,
-    pub matrix: Vec<(Located<String>, Vec<Node>)>,
+    pub matrix: Vec<MatrixAxis>,
     pub resources: Resources,
     pub aggregate: Option<bool>,
     pub desc: Option<String>,
@@ -354,14 +357,9 @@ impl Cx<'_> {
     }
 
     /// A stage's `matrix:`: axes of non-empty lists of scalars.
-    fn matrix(
-        &self,
-        value: &Node,
-        field: &str,
-        what: &str,
-    ) -> Result<Vec<(Located<String>, Vec<Node>)>, UserError> {
+    fn matrix(&self, value: &Node, field: &str, what: &str) -> Result<Vec<MatrixAxis>, UserError> {
         let mut matrix = Vec::new();
-        for (axis, values) in self.map(value, &field)? {
+        for (axis, values) in self.map(value, field)? {
             let NodeValue::Seq(items) = &values.value else {
                 return Err(self
                     .err(
@@ -403,7 +401,7 @@ impl Cx<'_> {
         what: &str,
         resources: &mut Resources,
     ) -> Result<(), UserError> {
-        for (res, amount) in self.map(value, &field)? {
+        for (res, amount) in self.map(value, field)? {
             let rfield = format!("resource `{}` of {what}", res.value);
             if res.value == "mem" {
                 let mb = amount.scalar_text().and_then(executor_config::parse_mem);
