@@ -104,50 +104,7 @@ impl Plan {
             .to_path_buf();
         let root = root.canonicalize().unwrap_or(root);
         let vars = resolve_vars(&file, overrides)?;
-        let mut stage_overrides: HashMap<&str, Vec<(&str, &Value)>> = HashMap::new();
-        for (name, value) in &overrides.items {
-            if vars.contains_key(name) {
-                continue;
-            }
-            let Some((stage, param)) = name.split_once('.') else {
-                let names: Vec<&str> = vars.keys().map(String::as_str).collect();
-                return Err(UserError::new(format!(
-                    "--set {name}: there is no var named `{name}`"
-                ))
-                .with_help(format!(
-                    "{} (use `--set STAGE.PARAM=VALUE` for a stage parameter)",
-                    suggestion(name, &names)
-                )));
-            };
-            let Some(decl) = file.stages.iter().find(|s| s.name.value == stage) else {
-                let names: Vec<&str> = file.stages.iter().map(|s| s.name.value.as_str()).collect();
-                return Err(UserError::new(format!(
-                    "--set {name}: there is no stage named `{stage}`"
-                ))
-                .with_help(suggestion(stage, &names)));
-            };
-            let known = decl.params.iter().any(|(k, _)| k.value == param)
-                || decl.matrix.iter().any(|(k, _)| k.value == param)
-                || registry
-                    .get(&decl.kind.value)
-                    .is_some_and(|k| k.known_params().contains(&param));
-            if !known {
-                let mut names: Vec<&str> =
-                    decl.params.iter().map(|(k, _)| k.value.as_str()).collect();
-                names.extend(decl.matrix.iter().map(|(k, _)| k.value.as_str()));
-                if let Some(k) = registry.get(&decl.kind.value) {
-                    names.extend(k.known_params());
-                }
-                return Err(UserError::new(format!(
-                    "--set {name}: stage `{stage}` has no parameter `{param}`"
-                ))
-                .with_help(suggestion(param, &names)));
-            }
-            stage_overrides
-                .entry(stage)
-                .or_default()
-                .push((param, value));
-        }
+        let stage_overrides = stage_overrides(&file, &vars, overrides, registry)?;
 
         let index: HashMap<&str, usize> = file
             .stages
@@ -155,47 +112,7 @@ impl Plan {
             .enumerate()
             .map(|(i, s)| (s.name.value.as_str(), i))
             .collect();
-        // Check kinds and deps, then order the stages (and find cycles) before expanding.
-        let mut graph = DiGraph::<usize, ()>::new();
-        let nodes: Vec<_> = (0..file.stages.len()).map(|i| graph.add_node(i)).collect();
-        for (i, decl) in file.stages.iter().enumerate() {
-            if registry.get(&decl.kind.value).is_none() {
-                return Err(file
-                    .error_at(
-                        decl.kind.mark,
-                        format!(
-                            "unknown stage kind `{}` in stage `{}`",
-                            decl.kind.value, decl.name.value
-                        ),
-                    )
-                    .with_help(suggestion(&decl.kind.value, &registry.kinds())));
-            }
-            for dep in &decl.deps {
-                let Some(&j) = index.get(dep.value.as_str()) else {
-                    let names: Vec<&str> = index.keys().copied().collect();
-                    return Err(file
-                        .error_at(
-                            dep.mark,
-                            format!(
-                                "stage `{}` depends on `{}`, which is not a stage",
-                                decl.name.value, dep.value
-                            ),
-                        )
-                        .with_help(suggestion(&dep.value, &names)));
-                };
-                if j == i {
-                    return Err(file.error_at(
-                        dep.mark,
-                        format!("stage `{}` depends on itself (a cycle)", dep.value),
-                    ));
-                }
-                graph.add_edge(nodes[j], nodes[i], ());
-            }
-        }
-        if petgraph::algo::toposort(&graph, None).is_err() {
-            return Err(cycle_error(&file, &graph));
-        }
-        let order = stable_topo_order(&graph);
+        let order = stage_order(&file, &index, registry)?;
 
         let mut instances: Vec<Instance> = Vec::new();
         let mut by_stage: HashMap<usize, Vec<usize>> = HashMap::new();
@@ -411,6 +328,114 @@ impl Plan {
             })
             .collect()
     }
+}
+
+/// `--set STAGE.PARAM=VALUE` overrides: parameter and value, by stage name.
+type StageOverrides<'a> = HashMap<&'a str, Vec<(&'a str, &'a Value)>>;
+
+/// The `--set STAGE.PARAM=VALUE` overrides by stage, each checked against the stage's params,
+/// matrix axes and its kind's known params (`--set NAME=VALUE` for a var is `resolve_vars`'s).
+fn stage_overrides<'a>(
+    file: &'a PipelineFile,
+    vars: &Map<String, Value>,
+    overrides: &'a Overrides,
+    registry: &Registry,
+) -> Result<StageOverrides<'a>, UserError> {
+    let mut stage_overrides = StageOverrides::new();
+    for (name, value) in &overrides.items {
+        if vars.contains_key(name) {
+            continue;
+        }
+        let Some((stage, param)) = name.split_once('.') else {
+            let names: Vec<&str> = vars.keys().map(String::as_str).collect();
+            return Err(
+                UserError::new(format!("--set {name}: there is no var named `{name}`")).with_help(
+                    format!(
+                        "{} (use `--set STAGE.PARAM=VALUE` for a stage parameter)",
+                        suggestion(name, &names)
+                    ),
+                ),
+            );
+        };
+        let Some(decl) = file.stages.iter().find(|s| s.name.value == stage) else {
+            let names: Vec<&str> = file.stages.iter().map(|s| s.name.value.as_str()).collect();
+            return Err(
+                UserError::new(format!("--set {name}: there is no stage named `{stage}`"))
+                    .with_help(suggestion(stage, &names)),
+            );
+        };
+        let known = decl.params.iter().any(|(k, _)| k.value == param)
+            || decl.matrix.iter().any(|(k, _)| k.value == param)
+            || registry
+                .get(&decl.kind.value)
+                .is_some_and(|k| k.known_params().contains(&param));
+        if !known {
+            let mut names: Vec<&str> = decl.params.iter().map(|(k, _)| k.value.as_str()).collect();
+            names.extend(decl.matrix.iter().map(|(k, _)| k.value.as_str()));
+            if let Some(k) = registry.get(&decl.kind.value) {
+                names.extend(k.known_params());
+            }
+            return Err(UserError::new(format!(
+                "--set {name}: stage `{stage}` has no parameter `{param}`"
+            ))
+            .with_help(suggestion(param, &names)));
+        }
+        stage_overrides
+            .entry(stage)
+            .or_default()
+            .push((param, value));
+    }
+    Ok(stage_overrides)
+}
+
+/// The stages in dependency order, after checking that every kind exists and every dep is a
+/// stage, and that the dependencies have no cycle.
+fn stage_order(
+    file: &PipelineFile,
+    index: &HashMap<&str, usize>,
+    registry: &Registry,
+) -> Result<Vec<usize>, UserError> {
+    // Check kinds and deps, then order the stages (and find cycles) before expanding.
+    let mut graph = DiGraph::<usize, ()>::new();
+    let nodes: Vec<_> = (0..file.stages.len()).map(|i| graph.add_node(i)).collect();
+    for (i, decl) in file.stages.iter().enumerate() {
+        if registry.get(&decl.kind.value).is_none() {
+            return Err(file
+                .error_at(
+                    decl.kind.mark,
+                    format!(
+                        "unknown stage kind `{}` in stage `{}`",
+                        decl.kind.value, decl.name.value
+                    ),
+                )
+                .with_help(suggestion(&decl.kind.value, &registry.kinds())));
+        }
+        for dep in &decl.deps {
+            let Some(&j) = index.get(dep.value.as_str()) else {
+                let names: Vec<&str> = index.keys().copied().collect();
+                return Err(file
+                    .error_at(
+                        dep.mark,
+                        format!(
+                            "stage `{}` depends on `{}`, which is not a stage",
+                            decl.name.value, dep.value
+                        ),
+                    )
+                    .with_help(suggestion(&dep.value, &names)));
+            };
+            if j == i {
+                return Err(file.error_at(
+                    dep.mark,
+                    format!("stage `{}` depends on itself (a cycle)", dep.value),
+                ));
+            }
+            graph.add_edge(nodes[j], nodes[i], ());
+        }
+    }
+    if petgraph::algo::toposort(&graph, None).is_err() {
+        return Err(cycle_error(file, &graph));
+    }
+    Ok(stable_topo_order(&graph))
 }
 
 /// Kahn's algorithm taking the earliest-declared ready stage first, so instances keep the
