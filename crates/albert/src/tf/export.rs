@@ -91,21 +91,7 @@ pub fn export(model_dir: &Path, out: &Path) -> Result<ExportReport> {
         .filter(|m| parts.contains(&m.part))
         .collect();
 
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)
-        .with_context(|| format!("cannot create {}", parent.display()))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".export-")
-        .tempdir_in(parent)
-        .with_context(|| {
-            format!(
-                "cannot create a temporary directory in {}",
-                parent.display()
-            )
-        })?;
+    let tmp = super::staging_dir(out, ".export-")?;
     let mut w = Writer::create(&tmp.path().join("model.ckpt"), 1)?;
     let mut used = std::collections::HashSet::new();
     let mut bytes_written = 0u64;
@@ -195,11 +181,7 @@ pub fn export(model_dir: &Path, out: &Path) -> Result<ExportReport> {
     if out.exists() {
         std::fs::remove_dir(out).with_context(|| format!("cannot replace {}", out.display()))?;
     }
-    let kept = tmp.keep();
-    std::fs::rename(&kept, out).map_err(|e| {
-        let _ = std::fs::remove_dir_all(&kept);
-        anyhow::anyhow!("cannot move the checkpoint into {}: {e}", out.display())
-    })?;
+    super::publish(tmp, out, "the checkpoint")?;
     Ok(ExportReport {
         prefix: out.join("model.ckpt"),
         layout: config.layout.name(),

@@ -260,21 +260,7 @@ pub fn import(
         .map(|t| ckpt.raw_entry(&t.tf).map_or(0, |e| e.size as u64))
         .sum();
 
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)
-        .with_context(|| format!("cannot create {}", parent.display()))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".import-")
-        .tempdir_in(parent)
-        .with_context(|| {
-            format!(
-                "cannot create a temporary directory in {}",
-                parent.display()
-            )
-        })?;
+    let tmp = super::staging_dir(out, ".import-")?;
     let views = tensors
         .iter()
         .map(|(name, shape, values)| {
@@ -319,11 +305,7 @@ pub fn import(
     if out.exists() {
         std::fs::remove_dir(out).with_context(|| format!("cannot replace {}", out.display()))?;
     }
-    let kept = tmp.keep();
-    std::fs::rename(&kept, out).map_err(|e| {
-        let _ = std::fs::remove_dir_all(&kept);
-        anyhow::anyhow!("cannot move the imported model into {}: {e}", out.display())
-    })?;
+    super::publish(tmp, out, "the imported model")?;
     Ok(ImportReport {
         checkpoint: ckpt.prefix.clone(),
         config_file,

@@ -400,6 +400,37 @@ pub fn mapping(config: &AlbertConfig) -> Vec<Mapped> {
     out
 }
 
+/// A temporary directory beside `out` (same filesystem, so [`publish`] is one rename), its
+/// parent created if needed.
+fn staging_dir(out: &std::path::Path, prefix: &str) -> anyhow::Result<tempfile::TempDir> {
+    use anyhow::Context;
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(parent)
+        .with_context(|| {
+            format!(
+                "cannot create a temporary directory in {}",
+                parent.display()
+            )
+        })
+}
+
+/// Moves the finished `tmp` into `out` (which the caller has emptied or checked absent); on
+/// failure the temporary directory is removed and `out` is left as it was.
+fn publish(tmp: tempfile::TempDir, out: &std::path::Path, what: &str) -> anyhow::Result<()> {
+    let kept = tmp.keep();
+    std::fs::rename(&kept, out).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&kept);
+        anyhow::anyhow!("cannot move {what} into {}: {e}", out.display())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
