@@ -357,3 +357,26 @@ fn bad_pretrain_inputs_are_clear_errors() {
     let ws = Ws::new(&yaml("      steps: 5\n      precision: bf16"));
     expect_failure(&ws, 1, &["precision bf16 is not implemented yet", "fp32"]);
 }
+
+/// A benchmark of zero rows, tokens, steps or runs is a mistake in the command line (exit 2
+/// naming the flag), not a division by zero.
+#[test]
+fn bench_refuses_empty_shapes() {
+    for (cmd, flag) in [
+        ("train", "--batch"),
+        ("train", "--steps"),
+        ("infer", "--seq"),
+        ("infer", "--runs"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["bench", cmd, "--model", "tiny", flag, "0"])
+            .output()
+            .expect("running pipeline");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd} {flag} 0: {stderr}");
+        assert!(
+            stderr.contains(&format!("{flag} must be at least 1")),
+            "{stderr}"
+        );
+    }
+}

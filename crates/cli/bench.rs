@@ -36,6 +36,20 @@ impl Rng {
 }
 
 fn model_config(args: &BenchArgs) -> Result<AlbertConfig> {
+    for (flag, value) in [
+        ("--batch", args.batch),
+        ("--seq", args.seq),
+        ("--steps", args.steps),
+        ("--runs", args.runs),
+    ] {
+        if value == 0 {
+            return Err(
+                pipeline_engine::UserError::new(format!("{flag} must be at least 1"))
+                    .with_help("a benchmark needs at least one row, token, step and run")
+                    .into(),
+            );
+        }
+    }
     let mut c = if args.model.contains('/') || args.model.ends_with(".json") {
         AlbertConfig::from_file(std::path::Path::new(&args.model))?
     } else {
