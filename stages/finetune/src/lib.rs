@@ -8,6 +8,7 @@
 //! | param | default | what |
 //! |---|---|---|
 //! | `init` | `pretrained` | `pretrained` (the `pretrain` dep's weights), `random` (its architecture and vocabulary, fresh weights), or `checkpoint` (with `init_from`) |
+//! | `pretrain_step` | none | with `init: pretrained`, fine-tune the model the `pretrain` dep saved at this step (one of its `save_steps`) instead of its final one: a matrix over it gives downstream accuracy against pretraining tokens |
 //! | `init_from` | none | a Hugging Face ALBERT directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt, tokenizer.json), or a TensorFlow checkpoint of albert_zh or google-research/albert (directory, prefix or .index; albert_config.json and vocab.txt beside it) |
 //! | `device` | `auto` | `auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N` |
 //! | `epochs` | 3 | passes over the training set; the best on dev is kept |
@@ -357,6 +358,8 @@ fn summary(
         "init": p.init.name(),
         "init_from": match &p.init { Init::Checkpoint(d) => Some(d.display().to_string()), _ => None },
         "pretrain_instance": source.pretrain_instance,
+        "pretrain_step": p.pretrain_step,
+        "pretraining": source.pretraining,
         "share_type": config.share_type.name(),
         "ln_type": config.ln_type.name(),
         "config": config,

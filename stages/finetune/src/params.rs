@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 pub(crate) const TRAIN_PARAMS: &[&str] = &[
     "init",
     "init_from",
+    "pretrain_step",
     "device",
     "epochs",
     "batch_size",
@@ -59,6 +60,9 @@ impl Init {
 #[derive(Debug, Clone)]
 pub struct TrainParams {
     pub init: Init,
+    /// With `init: pretrained`, one of the `pretrain` dep's `save_steps` instead of its final
+    /// model.
+    pub pretrain_step: Option<u64>,
     pub device: DeviceChoice,
     pub epochs: usize,
     pub batch_size: usize,
@@ -129,6 +133,22 @@ impl TrainParams {
         {
             return Err(format!("init must be a string, not {v}"));
         }
+        let pretrain_step = match p.get("pretrain_step") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                format!(
+                    "pretrain_step must be a step number the pretrain dep saved (its \
+                     save_steps), not {v}"
+                )
+            })?),
+        };
+        if pretrain_step.is_some() && init != Init::Pretrained {
+            return Err(format!(
+                "pretrain_step picks a saved step of the pretrained weights; it does not go with \
+                 init: {} (remove it, or use init: pretrained)",
+                init.name()
+            ));
+        }
         let dropout = num(p, "dropout", 0.1)?;
         let hidden_dropout = num(p, "hidden_dropout", 0.0)?;
         for (k, d) in [("dropout", dropout), ("hidden_dropout", hidden_dropout)] {
@@ -155,6 +175,7 @@ impl TrainParams {
         };
         Ok(TrainParams {
             init,
+            pretrain_step,
             device: DeviceChoice::parse(device_name)?,
             epochs: count(p, "epochs", 3, 1)? as usize,
             batch_size: count(p, "batch_size", 32, 1)? as usize,

@@ -12,6 +12,7 @@ use pipeline_albert::{
     Albert, AlbertConfig, AlbertForMultipleChoice, AlbertForSequenceClassification, AlbertInput, hf,
 };
 use pipeline_engine::stage::StageContext;
+use serde_json::{Value, json};
 
 use crate::params::{Init, TrainParams};
 
@@ -31,6 +32,9 @@ pub struct Source {
     pub pretrain_instance: Option<String>,
     /// A TensorFlow `init_from` imported into a temporary `dir` (kept while this lives).
     pub imported: Option<pipeline_albert::tf::ModelDir>,
+    /// How far the backbone was pretrained: `{step, tokens_seen}` of the `pretrain` dep at the
+    /// weights used (0 for `init: random`), for the accuracy-versus-pretraining curve.
+    pub pretraining: Option<Value>,
 }
 
 impl Source {
@@ -46,6 +50,7 @@ impl Source {
                     dir: imported.path().to_path_buf(),
                     pretrain_instance: None,
                     imported: imported.imported.is_some().then_some(imported),
+                    pretraining: None,
                 })
             }
             Init::Pretrained | Init::Random => {
@@ -59,12 +64,69 @@ impl Source {
                         ctx.deps.len()
                     )
                 })?;
+                let (dir, pretraining) = match (&p.init, p.pretrain_step) {
+                    (Init::Random, _) => (dep.dir.clone(), json!({"step": 0, "tokens_seen": 0})),
+                    (_, None) => (dep.dir.clone(), final_point(&dep.dir)),
+                    (_, Some(step)) => saved_step(&dep.dir, &dep.instance, step)?,
+                };
                 Ok(Source {
-                    dir: dep.dir.clone(),
+                    dir,
                     pretrain_instance: Some(dep.instance.clone()),
                     imported: None,
+                    pretraining: Some(pretraining),
                 })
             }
+        }
+    }
+}
+
+/// What the pretrain stage writes into each `steps/<N>/` (stages/pretrain/src/snapshots.rs).
+const SNAPSHOT_FILE: &str = "snapshot.json";
+
+/// The `{step, tokens_seen}` of a pretrain artifact's final model, from its metrics.json.
+fn final_point(dir: &Path) -> Value {
+    let metrics = std::fs::read_to_string(dir.join("metrics.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .unwrap_or(Value::Null);
+    json!({"step": metrics["steps"], "tokens_seen": metrics["tokens_seen"]})
+}
+
+/// The directory and `{step, tokens_seen}` of the model the pretrain artifact `dir` saved at
+/// `step` (its `save_steps`), or an error naming the steps it has.
+fn saved_step(dir: &Path, instance: &str, step: u64) -> anyhow::Result<(PathBuf, Value)> {
+    let snapshot = dir.join("steps").join(step.to_string());
+    let about = snapshot.join(SNAPSHOT_FILE);
+    match std::fs::read_to_string(&about) {
+        Ok(text) => {
+            let v: Value = serde_json::from_str(&text)
+                .with_context(|| format!("reading {}", about.display()))?;
+            Ok((snapshot, v))
+        }
+        Err(_) => {
+            let mut saved: Vec<u64> = std::fs::read_dir(dir.join("steps"))
+                .map(|d| {
+                    d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            saved.sort_unstable();
+            bail!(
+                "param `pretrain_step: {step}`: {instance} saved no model at step {step} ({}); add \
+                 {step} to its `save_steps` param, or pick one of those",
+                if saved.is_empty() {
+                    "it has no save_steps".to_string()
+                } else {
+                    format!(
+                        "it saved steps {}",
+                        saved
+                            .iter()
+                            .map(u64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            )
         }
     }
 }

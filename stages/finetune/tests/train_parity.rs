@@ -118,6 +118,7 @@ fn fine_tuning_a_pair_classifier_follows_transformers() {
         dir: pre.clone(),
         pretrain_instance: None,
         imported: None,
+        pretraining: None,
     };
     let labels = vec!["0".to_string(), "1".to_string()];
     let (config, model) = TaskModel::build(&source, &p, labels.len(), false, &device).unwrap();

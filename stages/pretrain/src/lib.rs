@@ -30,6 +30,7 @@
 //! | `log_interval` | 10 | a `metrics.jsonl` line every this many steps |
 //! | `seed` | 12345 | initialisation, data order, dropout |
 //! | `pad_to_max` | false | pad every batch to `max_seq_length` (fixed shapes) |
+//! | `save_steps` | none | also export the model at these steps (e.g. `[500, 1000]`) under `steps/<N>/`: intermediate checkpoints for `finetune`'s `pretrain_step`, the accuracy-versus-pretraining-tokens curve |
 //!
 //! # Output
 //!
@@ -57,6 +58,7 @@ mod data;
 mod metrics;
 mod params;
 mod run;
+pub mod snapshots;
 pub mod trainer;
 
 use std::path::Path;

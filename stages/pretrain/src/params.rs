@@ -51,6 +51,7 @@ const STAGE_PARAMS: &[&str] = &[
     "log_interval",
     "seed",
     "pad_to_max",
+    "save_steps",
 ];
 
 /// Every param the kind takes.
@@ -93,6 +94,39 @@ pub struct PretrainParams {
     pub log_interval: u64,
     pub seed: u64,
     pub pad_to_max: bool,
+    /// Steps (ascending, each below `steps`) at which the model is also exported, under
+    /// `steps/<N>/` of the artifact, for fine-tuning intermediate checkpoints.
+    pub save_steps: Vec<u64>,
+}
+
+/// `save_steps`: a list of distinct step numbers in `1 .. steps` (sorted here), or nothing.
+fn save_steps(p: &Map<String, Value>, steps: u64) -> Result<Vec<u64>, String> {
+    let list = match p.get("save_steps") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(v) => {
+            return Err(format!(
+                "save_steps must be a list of step numbers such as [500, 1000], not {v}"
+            ));
+        }
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for v in list {
+        let n = v
+            .as_u64()
+            .filter(|n| (1..steps).contains(n))
+            .ok_or_else(|| {
+                format!(
+                    "save_steps: {v} is not a step of this run: each must be an integer from 1 \
+                     to {} (the final model, step {steps}, is always exported)",
+                    steps.saturating_sub(1)
+                )
+            })?;
+        out.push(n);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 fn get_u64(p: &Map<String, Value>, key: &str, default: u64) -> Result<u64, String> {
@@ -197,7 +231,8 @@ impl PretrainParams {
                 Some(Value::String(s)) if s == "auto" => None,
                 Some(v) => Some(v.as_u64().ok_or_else(|| {
                     format!(
-                        "eval_batches must be auto, 0 (the whole eval shard) or a number of                          batches, not {v}"
+                        "eval_batches must be auto, 0 (the whole eval shard) or a number of \
+                         batches, not {v}"
                     )
                 })?),
             },
@@ -209,6 +244,7 @@ impl PretrainParams {
                 Some(Value::Bool(b)) => *b,
                 Some(v) => return Err(format!("pad_to_max must be true or false, not {v}")),
             },
+            save_steps: save_steps(p, steps)?,
         };
         // Without a file to read, the model part can be checked now (with the file, at run time).
         if params.model_file.is_none() && params.init_from.is_none() {
@@ -296,6 +332,9 @@ mod tests {
             (json!({"model": "tinny"}), "did you mean \"tiny\""),
             (json!({"warmup_steps": 5000, "steps": 10}), "warmup_steps"),
             (json!({"eval_batches": "all"}), "eval_batches must be auto"),
+            (json!({"save_steps": 50}), "save_steps must be a list"),
+            (json!({"save_steps": [0], "steps": 10}), "from 1 to 9"),
+            (json!({"save_steps": [10], "steps": 10}), "the final model"),
         ] {
             let e = match parse(v.clone()) {
                 Ok(p) => p.model_config(None).unwrap_err(),
@@ -306,6 +345,8 @@ mod tests {
         let p = parse(json!({"steps": 1000})).unwrap();
         // 5 evaluations share 0.08 × 3 × 1000 = 240 batches.
         assert_eq!(p.eval_batches_for(), 48);
+        let p = parse(json!({"steps": 60, "save_steps": [40, 20, 40]})).unwrap();
+        assert_eq!(p.save_steps, [20, 40]);
         let p = parse(json!({"steps": 60, "eval_batches": 7})).unwrap();
         assert_eq!(p.eval_batches_for(), 7);
         let p = parse(json!({"vocab_size": 100})).unwrap();

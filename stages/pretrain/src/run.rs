@@ -21,6 +21,7 @@ use crate::metrics::{
     Timings, append_line, eval_line, round, step_line, time_split, truncate_metrics,
 };
 use crate::params::{Precision, PretrainParams};
+use crate::snapshots;
 use crate::trainer::{EvalStats, NonFinite, StepStats, Trainer};
 
 /// What a checkpoint holds besides the weights and the optimiser.
@@ -176,6 +177,7 @@ impl<'a> TrainingRun<'a> {
             self.log_step(&stats)?;
             self.evaluate_if_due()?;
             self.checkpoint_if_due()?;
+            self.snapshot_if_due()?;
         }
         Ok(())
     }
@@ -289,19 +291,35 @@ impl<'a> TrainingRun<'a> {
         Ok(())
     }
 
+    /// The model as it is at one of the `save_steps` (timed as checkpoint time).
+    fn snapshot_if_due(&mut self) -> anyhow::Result<()> {
+        let step = self.state.step;
+        if !self.p.save_steps.contains(&step) {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        snapshots::save(
+            self.ctx.work_dir,
+            step,
+            self.state.tokens_seen,
+            &self.state.config,
+            &self.trainer.inference_model(),
+            &self.data.vocab_dir,
+        )?;
+        self.state.timings.checkpoint_seconds += t0.elapsed().as_secs_f64();
+        self.log(&format!("model saved at step {step} (save_steps)"));
+        self.window.0 += t0.elapsed();
+        Ok(())
+    }
+
     /// The artifact: the Hugging Face export, the vocabulary, `metrics.jsonl` and
     /// `metrics.json`; then the checkpoint is no longer needed.
     pub fn export(self) -> anyhow::Result<()> {
         let out = self.ctx.out_dir;
         let config = &self.state.config;
         hf::save_pretraining(out, config, &self.trainer.inference_model())?;
-        for f in ["vocab.txt", "tokenizer.json"] {
-            let src = self.data.vocab_dir.join(f);
-            if src.is_file() {
-                std::fs::copy(&src, out.join(f))
-                    .with_context(|| format!("copying {}", src.display()))?;
-            }
-        }
+        snapshots::copy_vocabulary(&self.data.vocab_dir, out)?;
+        snapshots::publish(self.ctx.work_dir, out, &self.p.save_steps)?;
         std::fs::copy(&self.metrics_path, out.join("metrics.jsonl"))?;
         let metrics = self.summary();
         std::fs::write(
@@ -373,6 +391,7 @@ impl<'a> TrainingRun<'a> {
             "epochs": round(s.step as f64 * rows_per_step as f64
                 / self.reader.instances_per_epoch().max(1) as f64),
             "eval": s.last_eval,
+            "save_steps": p.save_steps,
         })
     }
 }

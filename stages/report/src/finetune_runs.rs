@@ -263,7 +263,10 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> 
         .map(|e| format!("{} / {e}", best.join(", ")));
     let init = d.str(&["init"]);
     let init_cell = match (init.as_deref(), d.str(&["pretrain_instance"])) {
-        (Some("pretrained"), Some(p)) => format!("pretrained ({p})"),
+        (Some("pretrained"), Some(p)) => match d.u64(&["pretrain_step"]) {
+            Some(step) => format!("pretrained ({p}, step {step})"),
+            None => format!("pretrained ({p})"),
+        },
         (i, _) => init_label(i),
     };
     let first = &resolved[0];

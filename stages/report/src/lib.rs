@@ -55,6 +55,7 @@
 
 mod baselines;
 mod bench;
+mod curve;
 mod deps;
 mod finetune_runs;
 mod params;
@@ -367,6 +368,20 @@ pub fn build(
         }
         let fig = plots::finetune(task, &title, &runs_of);
         body.push_str(&figure_md(&[fig], &mut figures));
+        if let Some((t, sentences, fig)) = curve::curve(task, &title, &runs_of, &baselines_of) {
+            let _ = write!(
+                body,
+                "\n### {}\n\nThe same fine-tuning from the backbone as it was after fewer \
+                 pretraining steps (`save_steps` of `pretrain`, fine-tuned with \
+                 `pretrain_step`); 0 tokens is random init. Points of one seed have no sd.\n\n",
+                t.title
+            );
+            body.push_str(&add_table(&t, Map::new(), &mut files, &mut tables)?);
+            for s in sentences {
+                let _ = write!(body, "\n{s}\n");
+            }
+            body.push_str(&figure_md(&[fig], &mut figures));
+        }
         sections.push(Section { title, body });
     }
 

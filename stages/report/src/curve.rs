@@ -1,0 +1,362 @@
+//! Downstream accuracy against pretraining tokens seen, the curve no published ALBERT table
+//! has: the fine-tuning runs of one task grouped by protocol and backbone, one point per
+//! pretraining budget (random init is 0 tokens, intermediate `save_steps` models fine-tuned with
+//! `pretrain_step`, the final model), test accuracy as the mean over seeds. A line fitted on
+//! the pretrained points (accuracy linear in log tokens) says where the trend would cross the
+//! best baseline: an extrapolation, marked as such.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::deps::{Dep, get};
+use crate::finetune_runs::{resolve, resolve_metrics, train_data};
+use crate::plots::{Figure, Series};
+use crate::seeds::{self, MeanSd};
+use crate::sizes::round;
+use crate::table::{Col, Fmt, Table};
+
+/// One budget of one line: the runs fine-tuned from the same pretraining point.
+pub struct Point {
+    pub step: u64,
+    pub tokens: u64,
+    pub test: MeanSd,
+}
+
+/// One line: a protocol (its training data) and a backbone (the pretrain instance).
+pub struct Line {
+    pub train_data: String,
+    pub backbone: String,
+    pub points: Vec<Point>,
+}
+
+impl Line {
+    fn label(&self) -> String {
+        format!("{} · {}", self.train_data, self.backbone)
+    }
+}
+
+/// The lines of a task's fine-tuning runs (those that say how far their backbone was
+/// pretrained), points in token order. Lines with a single budget are left out: they are
+/// the table's rows already.
+pub fn lines(runs: &[&Dep]) -> Vec<Line> {
+    // (train data, backbone) → tokens seen → (step, test accuracy of each seed)
+    type Budgets = BTreeMap<u64, (u64, Vec<Option<f64>>)>;
+    let mut by_point: BTreeMap<(String, String), Budgets> = BTreeMap::new();
+    for d in runs {
+        let Some(tokens) = d.u64(&["pretraining", "tokens_seen"]) else {
+            continue;
+        };
+        let step = d.u64(&["pretraining", "step"]).unwrap_or(0);
+        let data = get(&d.metrics, &["protocol"])
+            .and_then(train_data)
+            .unwrap_or_else(|| "?".into());
+        let backbone = d.str(&["pretrain_instance"]).unwrap_or_else(|| "?".into());
+        by_point
+            .entry((data, backbone))
+            .or_default()
+            .entry(tokens)
+            .or_insert((step, Vec::new()))
+            .1
+            .push(resolve(d).test);
+    }
+    by_point
+        .into_iter()
+        .filter(|(_, points)| points.len() > 1)
+        .map(|((train_data, backbone), points)| Line {
+            train_data,
+            backbone,
+            points: points
+                .into_iter()
+                .filter_map(|(tokens, (step, tests))| {
+                    Some(Point {
+                        step,
+                        tokens,
+                        test: seeds::mean_sd(tests)?,
+                    })
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The best baseline's test accuracy and name among `baselines` on the same training data.
+fn best_baseline(baselines: &[&Dep], data: &str) -> Option<(f64, String)> {
+    let mut best: Option<(f64, String)> = None;
+    for d in baselines {
+        if get(&d.metrics, &["protocol"])
+            .and_then(train_data)
+            .as_deref()
+            != Some(data)
+        {
+            continue;
+        }
+        for e in get(&d.metrics, &["baselines"])
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(test) = resolve_metrics(e).test else {
+                continue;
+            };
+            if best.as_ref().is_none_or(|(b, _)| test > *b) {
+                let name = e.get("name").and_then(Value::as_str).unwrap_or("?");
+                best = Some((test, name.to_string()));
+            }
+        }
+    }
+    best
+}
+
+/// Least squares of accuracy on ln(tokens) over the pretrained points: `(a, b)` with
+/// accuracy ≈ a + b·ln(tokens); `None` under two distinct budgets.
+pub fn log_fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let xs: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|(t, _)| *t > 0.0)
+        .map(|(t, y)| (t.ln(), *y))
+        .collect();
+    let n = xs.len() as f64;
+    if xs.len() < 2 {
+        return None;
+    }
+    let mx = xs.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = xs.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = xs.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let b = xs.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
+    Some((my - b * mx, b))
+}
+
+/// The sentence on where a line stands against its best baseline and its random init.
+fn trend_sentence(line: &Line, baseline: Option<&(f64, String)>) -> String {
+    let mut s = format!("{}: ", line.label());
+    let pretrained: Vec<(f64, f64)> = line
+        .points
+        .iter()
+        .filter(|p| p.tokens > 0)
+        .map(|p| (p.tokens as f64, p.test.mean))
+        .collect();
+    let last = line.points.last();
+    let random = line.points.iter().find(|p| p.tokens == 0);
+    if let (Some(r), Some(l)) = (random, last.filter(|l| l.tokens > 0)) {
+        let sd = r.test.sd.unwrap_or(0.0).max(l.test.sd.unwrap_or(0.0));
+        let _ = write!(
+            s,
+            "the most pretrained model ({} tokens) is {:+.2} points from random init ({}; 2 sd = \
+             {:.2}). ",
+            millions(l.tokens),
+            l.test.mean - r.test.mean,
+            if (l.test.mean - r.test.mean) > 2.0 * sd && l.test.n > 1 && r.test.n > 1 {
+                "more than twice the larger seed sd"
+            } else {
+                "not more than twice the larger seed sd, or a single seed"
+            },
+            2.0 * sd
+        );
+    }
+    let Some((a, b)) = log_fit(&pretrained) else {
+        s.push_str("fewer than two pretrained budgets, no trend fitted.");
+        return s;
+    };
+    let _ = write!(
+        s,
+        "fitted on the pretrained points, test accuracy moves {:+.2} points per doubling of \
+         pretraining tokens",
+        b * std::f64::consts::LN_2
+    );
+    if let (Some((target, name)), Some(l)) = (baseline, last) {
+        if l.test.mean > *target {
+            let _ = write!(
+                s,
+                "; already above the best baseline ({name}, {target:.2})."
+            );
+        } else if b > 0.0 {
+            let tokens = ((target - a) / b).exp();
+            let _ = write!(
+                s,
+                "; at that rate it would reach the best baseline ({name}, {target:.2}) at about \
+                 {} tokens, {:.0}× this run's (an extrapolation).",
+                millions(tokens.round() as u64),
+                tokens / l.tokens.max(1) as f64
+            );
+        } else {
+            let _ = write!(
+                s,
+                "; it is not rising, so no budget can be read off for the best baseline \
+                 ({name}, {target:.2})."
+            );
+        }
+    } else {
+        s.push('.');
+    }
+    s
+}
+
+fn millions(tokens: u64) -> String {
+    if tokens >= 1_000_000_000 {
+        format!("{:.1}B", tokens as f64 / 1e9)
+    } else {
+        format!("{:.1}M", tokens as f64 / 1e6)
+    }
+}
+
+/// The curve table, the trend sentences and the figure of one task; `None` without a line.
+pub fn curve(
+    task: &str,
+    title: &str,
+    runs: &[&Dep],
+    baselines: &[&Dep],
+) -> Option<(Table, Vec<String>, Figure)> {
+    let lines = lines(runs);
+    if lines.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(
+        &format!("{task}_curve"),
+        &format!("{title}: test accuracy against pretraining tokens"),
+        vec![
+            Col::text("train_data", "Train data", "the protocol's training files"),
+            Col::text("backbone", "Backbone", "the pretrain instance"),
+            Col::int("step", "Pretraining step", "0: random init"),
+            Col::int(
+                "tokens_seen",
+                "Tokens seen",
+                "real tokens the backbone was trained on",
+            )
+            .fmt(Fmt::Millions(2)),
+            Col::float("test", "Test", 2, "mean test accuracy over seeds (%)").data_only(),
+            Col::float("test_sd", "Test sd", 2, "sample sd over seeds").data_only(),
+            Col::text("test_md", "Test", "mean ± sd over seeds").markdown_only(),
+            Col::int("seeds", "Seeds", "fine-tuning seeds"),
+        ],
+    );
+    let mut series = Vec::new();
+    let mut sentences = Vec::new();
+    let max_tokens = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.tokens))
+        .max()
+        .unwrap_or(0) as f64;
+    for (i, line) in lines.iter().enumerate() {
+        for p in &line.points {
+            t.push(vec![
+                ("train_data", line.train_data.as_str().into()),
+                ("backbone", line.backbone.as_str().into()),
+                ("step", p.step.into()),
+                ("tokens_seen", p.tokens.into()),
+                ("test", round(p.test.mean, 2).into()),
+                ("test_sd", p.test.sd.map(|s| round(s, 2)).into()),
+                ("test_md", seeds::cell(Some(p.test), 2).into()),
+                ("seeds", (p.test.n as u64).into()),
+            ]);
+        }
+        let baseline = best_baseline(baselines, &line.train_data);
+        sentences.push(trend_sentence(line, baseline.as_ref()));
+        series.push(Series {
+            label: line.label(),
+            points: line
+                .points
+                .iter()
+                .map(|p| (p.tokens as f64 / 1e6, p.test.mean / 100.0))
+                .collect(),
+            marked: true,
+            colour: 2 * i,
+        });
+        if let Some((acc, name)) = baseline {
+            series.push(Series {
+                label: format!("best baseline ({name}) · {}", line.train_data),
+                points: vec![(0.0, acc / 100.0), (max_tokens / 1e6, acc / 100.0)],
+                marked: false,
+                colour: 2 * i + 1,
+            });
+        }
+    }
+    let figure = Figure {
+        file: format!("plots/{task}_curve.svg"),
+        title: format!("{title}: test accuracy against pretraining tokens"),
+        x_desc: "pretraining tokens seen (millions; 0 = random init)".into(),
+        y_desc: "test accuracy (mean over seeds)".into(),
+        series,
+        unit_range: true,
+        x_from_zero: true,
+    };
+    Some((t, sentences, figure))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deps::DepKind;
+    use serde_json::json;
+
+    fn run(stage: &str, seed: u64, step: u64, tokens: u64, test: f64) -> Dep {
+        let metrics = json!({
+            "task": "xnli",
+            "init": if tokens == 0 { "random" } else { "pretrained" },
+            "pretrain_instance": "pretrain@share_type=all",
+            "pretraining": {"step": step, "tokens_seen": tokens},
+            "protocol": {"train": {"files": [{"path": "/d/nli_extra/cmnli/dev.tsv"}], "examples": 100}},
+            "eval": {"xnli_test": {"accuracy": test}},
+        });
+        Dep {
+            instance: format!("{stage}@seed={seed},step={step}"),
+            stage: stage.into(),
+            kind: DepKind::Finetune,
+            coords: [("seed".to_string(), json!(seed))].into_iter().collect(),
+            metrics,
+            dir: Default::default(),
+            lines: vec![],
+            finished: None,
+        }
+    }
+
+    #[test]
+    fn points_fold_seeds_and_sort_by_tokens() {
+        let runs = [
+            run("ft", 1, 1000, 4_000_000, 0.50),
+            run("ft", 2, 1000, 4_000_000, 0.52),
+            run("ft", 1, 0, 0, 0.40),
+            run("ft", 2, 0, 0, 0.42),
+            run("ft_curve", 1, 500, 2_000_000, 0.45),
+        ];
+        let refs: Vec<&Dep> = runs.iter().collect();
+        let l = lines(&refs);
+        assert_eq!(l.len(), 1);
+        let tokens: Vec<u64> = l[0].points.iter().map(|p| p.tokens).collect();
+        assert_eq!(tokens, [0, 2_000_000, 4_000_000]);
+        assert!((l[0].points[2].test.mean - 51.0).abs() < 1e-9);
+        assert_eq!(l[0].points[1].test.n, 1);
+    }
+
+    #[test]
+    fn the_fit_extrapolates_to_the_baseline_and_says_so() {
+        // 45 % at 2M tokens, 50 % at 4M: +5 points per doubling; 55 % at 8M.
+        let (a, b) = log_fit(&[(0.0, 40.0), (2e6, 45.0), (4e6, 50.0)]).unwrap();
+        assert!((b * std::f64::consts::LN_2 - 5.0).abs() < 1e-9);
+        assert!(((55.0 - a) / b).exp() / 8e6 - 1.0 < 1e-9);
+        let runs = [
+            run("ft", 1, 0, 0, 0.40),
+            run("ft", 1, 500, 2_000_000, 0.45),
+            run("ft", 1, 1000, 4_000_000, 0.50),
+        ];
+        let refs: Vec<&Dep> = runs.iter().collect();
+        let line = &lines(&refs)[0];
+        let s = trend_sentence(line, Some(&(55.0, "ngram_lr".into())));
+        assert!(s.contains("+5.00 points per doubling"), "{s}");
+        assert!(s.contains("about 8.0M tokens, 2× this run's"), "{s}");
+        assert!(s.contains("single seed"), "{s}");
+        let s = trend_sentence(line, Some(&(48.0, "ngram_lr".into())));
+        assert!(s.contains("already above the best baseline"), "{s}");
+    }
+
+    #[test]
+    fn no_curve_without_two_budgets() {
+        let runs = [run("ft", 1, 1000, 4_000_000, 0.5)];
+        let refs: Vec<&Dep> = runs.iter().collect();
+        assert!(curve("xnli", "XNLI", &refs, &[]).is_none());
+    }
+}
