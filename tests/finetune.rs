@@ -410,3 +410,119 @@ fn bad_finetune_and_predict_input_are_clear_errors() {
     out.expect_code(2);
     assert!(out.stderr.contains("lcqmc"), "{}", out.describe());
 }
+
+#[test]
+fn intermediate_pretraining_steps_are_fine_tuned_and_plotted_against_tokens() {
+    let stages = r#"
+  ft:
+    kind: finetune
+    deps: [pretrain]
+    matrix: {init: [pretrained, random]}
+    inputs: ["${vars.data}/lcqmc/*.tsv"]
+    params:
+      task: lcqmc
+      train: ${vars.data}/lcqmc/dev.tsv
+      dev_fraction: 0.1
+      test: ${vars.data}/lcqmc/test.tsv
+      epochs: 1
+      max_seq_length: 64
+  ft_curve:
+    kind: finetune
+    deps: [pretrain]
+    matrix: {pretrain_step: [4, 7]}
+    inputs: ["${vars.data}/lcqmc/*.tsv"]
+    params:
+      task: lcqmc
+      train: ${vars.data}/lcqmc/dev.tsv
+      dev_fraction: 0.1
+      test: ${vars.data}/lcqmc/test.tsv
+      epochs: 1
+      max_seq_length: 64
+  report:
+    kind: report
+    deps: [pretrain, ft, ft_curve]
+    params: {publish_dir: out, bench_dir: ""}
+"#;
+    // The pretrain stage of `yaml` (10 steps), saving two intermediate models.
+    let ws = Ws::new(&yaml(stages).replace(
+        "learning_rate: 0.005}",
+        "learning_rate: 0.005, save_steps: [7, 4]}",
+    ));
+    let v = ws.run_ok(&[]);
+
+    // The pretrain artifact holds each saved step as a loadable export with its tokens.
+    let pre = artifact(&v, "pretrain");
+    let final_tokens = json_file(pre.join("metrics.json"))["tokens_seen"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        json_file(pre.join("metrics.json"))["save_steps"],
+        serde_json::json!([4, 7])
+    );
+    let mut saved = Vec::new();
+    for step in [4u64, 7] {
+        let dir = pre.join("steps").join(step.to_string());
+        assert!(dir.join("model.safetensors").is_file() && dir.join("vocab.txt").is_file());
+        let s = json_file(dir.join("snapshot.json"));
+        assert_eq!(s["step"], step);
+        saved.push(s["tokens_seen"].as_u64().unwrap());
+    }
+    assert!(
+        0 < saved[0] && saved[0] < saved[1] && saved[1] < final_tokens,
+        "{saved:?}"
+    );
+
+    // Each fine-tuning run says how far its backbone was pretrained.
+    for (inst, step, tokens) in [
+        ("ft_curve@pretrain_step=4", 4, saved[0]),
+        ("ft_curve@pretrain_step=7", 7, saved[1]),
+        ("ft@init=pretrained", 10, final_tokens),
+        ("ft@init=random", 0, 0),
+    ] {
+        let m = json_file(artifact(&v, inst).join("metrics.json"));
+        assert_eq!(m["pretraining"]["step"], step, "{inst}");
+        assert_eq!(m["pretraining"]["tokens_seen"], tokens, "{inst}");
+    }
+
+    // The report's curve: four budgets of one line, in token order.
+    let curve = json_file(ws.path("out/lcqmc_curve.json"));
+    let rows = curve["rows"].as_array().unwrap();
+    let steps: Vec<u64> = rows.iter().map(|r| r["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, [0, 4, 7, 10]);
+    assert!(ws.path("out/plots/lcqmc_curve.svg").is_file());
+    let readme = read(ws.path("out/README.md"));
+    assert!(
+        readme.contains("test accuracy against pretraining tokens"),
+        "{readme}"
+    );
+    assert!(
+        readme.contains("points per doubling of pretraining tokens"),
+        "{readme}"
+    );
+
+    // A step that was not saved is refused, naming the ones that were.
+    ws.set_yaml(&ws_yaml_with_curve_step(&read(ws.file()), 5));
+    let out = ws.run(&["run", "ft_curve"]);
+    out.expect_code(1).assert_no_panic();
+    assert!(
+        out.stdout.contains("saved no model at step 5") && out.stdout.contains("steps 4, 7"),
+        "{}",
+        out.describe()
+    );
+    // And so is pretrain_step beside init: random, before anything runs.
+    ws.set_yaml(
+        &read(ws.file()).replace("pretrain_step: [5]", "pretrain_step: [4], init: [random]"),
+    );
+    let out = ws.run(&["run", "ft_curve"]);
+    out.expect_code(2).assert_no_panic();
+    assert!(
+        out.stderr.contains("does not go with init: random")
+            && out.stderr.contains("pipeline.yaml:"),
+        "{}",
+        out.describe()
+    );
+}
+
+fn ws_yaml_with_curve_step(yaml: &str, step: u64) -> String {
+    yaml.replace("pretrain_step: [4, 7]", &format!("pretrain_step: [{step}]"))
+}
