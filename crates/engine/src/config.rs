@@ -360,6 +360,14 @@ impl Cx<'_> {
     fn matrix(&self, value: &Node, field: &str, what: &str) -> Result<Vec<MatrixAxis>, UserError> {
         let mut matrix = Vec::new();
         for (axis, values) in self.map(value, field)? {
+            // `share_type: ${vars.shares}`: the var's list, expanded when the plan is built.
+            if values
+                .scalar_text()
+                .is_some_and(|t| t.starts_with("${vars.") && t.ends_with('}'))
+            {
+                matrix.push((axis, vec![values.clone()]));
+                continue;
+            }
             let NodeValue::Seq(items) = &values.value else {
                 return Err(self
                     .err(
@@ -370,7 +378,10 @@ impl Cx<'_> {
                             values.type_name()
                         ),
                     )
-                    .with_help(format!("write `{}: [a, b]`", axis.value)));
+                    .with_help(format!(
+                        "write `{0}: [a, b]`, or `{0}: ${{vars.NAME}}` for a var that holds a list",
+                        axis.value
+                    )));
             };
             if items.is_empty() {
                 return Err(self.err(

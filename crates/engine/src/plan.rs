@@ -126,11 +126,10 @@ impl Plan {
                     subst_value(&file, k.mark, v.to_json(), &vars)?,
                 );
             }
-            let mut matrix: Vec<(String, Vec<Value>)> = decl
-                .matrix
-                .iter()
-                .map(|(k, vs)| (k.value.clone(), vs.iter().map(|v| v.to_json()).collect()))
-                .collect();
+            let mut matrix: Vec<(String, Vec<Value>)> = Vec::new();
+            for (k, vs) in &decl.matrix {
+                matrix.push((k.value.clone(), matrix_values(&file, k, vs, &vars)?));
+            }
             for (param, value) in stage_overrides
                 .get(decl.name.value.as_str())
                 .into_iter()
@@ -621,6 +620,52 @@ fn resolve_vars(
     Ok(done)
 }
 
+/// A matrix axis's values: the list as written, or the list of the var it names
+/// (`pretrain_step: ${vars.save_steps}`), which must hold scalars.
+fn matrix_values(
+    file: &PipelineFile,
+    axis: &crate::config::Located<String>,
+    items: &[crate::yaml::Node],
+    vars: &Map<String, Value>,
+) -> Result<Vec<Value>, UserError> {
+    let mut values = Vec::new();
+    for item in items {
+        match subst_value(file, item.mark, item.to_json(), vars)? {
+            Value::Array(list) => {
+                if let Some(bad) = list.iter().find(|v| v.is_array() || v.is_object()) {
+                    return Err(file.error_at(
+                        item.mark,
+                        format!(
+                            "matrix axis `{}`: the var's values must be scalars, found {bad}",
+                            axis.value
+                        ),
+                    ));
+                }
+                if list.is_empty() {
+                    return Err(file.error_at(
+                        item.mark,
+                        format!("matrix axis `{}`: the var's list is empty", axis.value),
+                    ));
+                }
+                values.extend(list);
+            }
+            Value::Object(_) => {
+                return Err(file
+                    .error_at(
+                        item.mark,
+                        format!(
+                            "matrix axis `{}` must be a list of values; the var holds a map",
+                            axis.value
+                        ),
+                    )
+                    .with_help("give the var a list: `NAME: [a, b]`"));
+            }
+            v => values.push(v),
+        }
+    }
+    Ok(values)
+}
+
 fn collect_var_refs(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::String(s) => {
@@ -906,6 +951,33 @@ mod tests {
         assert_eq!(p.instances[3].deps, [1]);
         assert_eq!(p.instances[4].deps, [2, 3]);
         assert_eq!(p.instances[0].params["share"], "all");
+    }
+
+    #[test]
+    fn a_matrix_axis_may_take_a_list_var_and_set_changes_it() {
+        let text = "vars: {steps: [5, 10]}\nstages:\n  t:\n    cmd: x\n    matrix:\n      step: ${vars.steps}\n";
+        let names = |p: Plan| -> Vec<String> { p.instances.into_iter().map(|i| i.name).collect() };
+        assert_eq!(names(plan(text, &[]).unwrap()), ["t@step=5", "t@step=10"]);
+        assert_eq!(names(plan(text, &["steps=[7]"]).unwrap()), ["t@step=7"]);
+        assert_eq!(
+            plan(text, &["steps=3"]).unwrap().instances[0].params["step"],
+            3
+        );
+        for (set, want) in [
+            ("steps=[]", "the var's list is empty"),
+            ("steps=[[1]]", "must be scalars"),
+            ("steps={a: 1}", "the var holds a map"),
+        ] {
+            let e = plan(text, &[set]).unwrap_err().to_string();
+            assert!(
+                e.contains(want) && e.contains("pipeline.yaml:6"),
+                "{set}: {e}"
+            );
+        }
+        let e = plan(&text.replace("vars.steps", "vars.stepz"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stepz"), "{e}");
     }
 
     #[test]
