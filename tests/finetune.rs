@@ -413,38 +413,32 @@ fn bad_finetune_and_predict_input_are_clear_errors() {
 
 #[test]
 fn intermediate_pretraining_steps_are_fine_tuned_and_plotted_against_tokens() {
-    let stages = r#"
-  ft:
+    // One fine-tuning setup, run from the final model and random init (`ft`) and from the
+    // models saved at steps 4 and 7 (`ft_curve`).
+    let finetune = |name: &str, axis: &str| {
+        format!(
+            r#"
+  {name}:
     kind: finetune
     deps: [pretrain]
-    matrix: {init: [pretrained, random]}
-    inputs: ["${vars.data}/lcqmc/*.tsv"]
+    matrix: {{{axis}}}
+    inputs: ["${{vars.data}}/lcqmc/*.tsv"]
     params:
       task: lcqmc
-      train: ${vars.data}/lcqmc/dev.tsv
+      train: ${{vars.data}}/lcqmc/dev.tsv
       dev_fraction: 0.1
-      test: ${vars.data}/lcqmc/test.tsv
+      test: ${{vars.data}}/lcqmc/test.tsv
       epochs: 1
-      max_seq_length: 64
-  ft_curve:
-    kind: finetune
-    deps: [pretrain]
-    matrix: {pretrain_step: [4, 7]}
-    inputs: ["${vars.data}/lcqmc/*.tsv"]
-    params:
-      task: lcqmc
-      train: ${vars.data}/lcqmc/dev.tsv
-      dev_fraction: 0.1
-      test: ${vars.data}/lcqmc/test.tsv
-      epochs: 1
-      max_seq_length: 64
-  report:
-    kind: report
-    deps: [pretrain, ft, ft_curve]
-    params: {publish_dir: out, bench_dir: ""}
-"#;
+      max_seq_length: 64"#
+        )
+    };
+    let stages = format!(
+        "{}{}\n  report:\n    kind: report\n    deps: [pretrain, ft, ft_curve]\n    params: {{publish_dir: out, bench_dir: \"\"}}\n",
+        finetune("ft", "init: [pretrained, random]"),
+        finetune("ft_curve", "pretrain_step: [4, 7]"),
+    );
     // The pretrain stage of `yaml` (10 steps), saving two intermediate models.
-    let ws = Ws::new(&yaml(stages).replace(
+    let ws = Ws::new(&yaml(&stages).replace(
         "learning_rate: 0.005}",
         "learning_rate: 0.005, save_steps: [7, 4]}",
     ));
