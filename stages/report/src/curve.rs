@@ -131,76 +131,93 @@ pub fn log_fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     Some((my - b * mx, b))
 }
 
-/// The sentence on where a line stands against its best baseline and its random init.
+/// How far past the run's own budget an extrapolated crossing is still quoted as a number.
+const MAX_EXTRAPOLATION: f64 = 1000.0;
+
+/// The sentences on where a line stands against its random init and its best baseline.
 fn trend_sentence(line: &Line, baseline: Option<&(f64, String)>) -> String {
-    let mut s = format!("{}: ", line.label());
+    let mut parts: Vec<String> = Vec::new();
+    let last = line.points.last().filter(|l| l.tokens > 0);
+    let random = line.points.iter().find(|p| p.tokens == 0);
+    if let (Some(r), Some(l)) = (random, last) {
+        let diff = l.test.mean - r.test.mean;
+        let verdict = match (r.test.sd, l.test.sd) {
+            (Some(a), Some(b)) => {
+                let two_sd = 2.0 * a.max(b);
+                let more = if diff > two_sd { "more" } else { "not more" };
+                format!("{more} than twice the larger seed sd ({two_sd:.2})")
+            }
+            _ => "one seed on a side, so there is no sd to compare with".into(),
+        };
+        parts.push(format!(
+            "the most pretrained model ({} tokens) is {diff:+.2} points from random init: {verdict}",
+            millions(l.tokens as f64)
+        ));
+    }
     let pretrained: Vec<(f64, f64)> = line
         .points
         .iter()
         .filter(|p| p.tokens > 0)
         .map(|p| (p.tokens as f64, p.test.mean))
         .collect();
-    let last = line.points.last();
-    let random = line.points.iter().find(|p| p.tokens == 0);
-    if let (Some(r), Some(l)) = (random, last.filter(|l| l.tokens > 0)) {
-        let sd = r.test.sd.unwrap_or(0.0).max(l.test.sd.unwrap_or(0.0));
-        let _ = write!(
-            s,
-            "the most pretrained model ({} tokens) is {:+.2} points from random init ({}; 2 sd = \
-             {:.2}). ",
-            millions(l.tokens),
-            l.test.mean - r.test.mean,
-            if (l.test.mean - r.test.mean) > 2.0 * sd && l.test.n > 1 && r.test.n > 1 {
-                "more than twice the larger seed sd"
-            } else {
-                "not more than twice the larger seed sd, or a single seed"
-            },
-            2.0 * sd
-        );
-    }
-    let Some((a, b)) = log_fit(&pretrained) else {
-        s.push_str("fewer than two pretrained budgets, no trend fitted.");
-        return s;
-    };
-    let _ = write!(
-        s,
-        "fitted on the pretrained points, test accuracy moves {:+.2} points per doubling of \
-         pretraining tokens",
-        b * std::f64::consts::LN_2
-    );
-    if let (Some((target, name)), Some(l)) = (baseline, last) {
-        if l.test.mean > *target {
-            let _ = write!(
-                s,
-                "; already above the best baseline ({name}, {target:.2})."
+    match (log_fit(&pretrained), last) {
+        (Some((a, b)), Some(l)) => {
+            // `+ 0.0` turns a rounded −0.00 into 0.00.
+            let per_doubling = (b * std::f64::consts::LN_2 * 100.0).round() / 100.0 + 0.0;
+            let mut fit = format!(
+                "fitted on the pretrained points, test accuracy moves {per_doubling:+.2} points per \
+                 doubling of pretraining tokens"
             );
-        } else if b > 0.0 {
-            let tokens = ((target - a) / b).exp();
-            let _ = write!(
-                s,
-                "; at that rate it would reach the best baseline ({name}, {target:.2}) at about \
-                 {} tokens, {:.0}× this run's (an extrapolation).",
-                millions(tokens.round() as u64),
-                tokens / l.tokens.max(1) as f64
-            );
-        } else {
-            let _ = write!(
-                s,
-                "; it is not rising, so no budget can be read off for the best baseline \
-                 ({name}, {target:.2})."
-            );
+            if let Some((target, name)) = baseline {
+                let crossing = ((target - a) / b).exp();
+                let factor = crossing / l.tokens as f64;
+                let _ = if l.test.mean > *target {
+                    write!(
+                        fit,
+                        ", already above the best baseline ({name}, {target:.2})"
+                    )
+                } else if per_doubling <= 0.0 {
+                    write!(
+                        fit,
+                        ": not rising, so no budget can be read off for the best baseline \
+                         ({name}, {target:.2})"
+                    )
+                } else if factor <= MAX_EXTRAPOLATION {
+                    write!(
+                        fit,
+                        "; at that rate it would reach the best baseline ({name}, {target:.2}) \
+                         at about {} tokens, {factor:.0}× this run's (an extrapolation)",
+                        millions(crossing)
+                    )
+                } else {
+                    write!(
+                        fit,
+                        "; at that rate the best baseline ({name}, {target:.2}) lies more than \
+                         {MAX_EXTRAPOLATION:.0}× this run's budget away, further than such a fit \
+                         can say"
+                    )
+                };
+            }
+            parts.push(fit);
         }
-    } else {
-        s.push('.');
+        _ => parts.push("fewer than two pretrained budgets, so no trend is fitted".into()),
     }
-    s
+    let sentences: Vec<String> = parts.iter().map(|p| capitalised(p)).collect();
+    format!("{}: {}.", line.label(), sentences.join(". "))
 }
 
-fn millions(tokens: u64) -> String {
-    if tokens >= 1_000_000_000 {
-        format!("{:.1}B", tokens as f64 / 1e9)
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+fn millions(tokens: f64) -> String {
+    if tokens >= 1e9 {
+        format!("{:.1}B", tokens / 1e9)
     } else {
-        format!("{:.1}M", tokens as f64 / 1e6)
+        format!("{:.1}M", tokens / 1e6)
     }
 }
 
@@ -348,9 +365,30 @@ mod tests {
         let s = trend_sentence(line, Some(&(55.0, "ngram_lr".into())));
         assert!(s.contains("+5.00 points per doubling"), "{s}");
         assert!(s.contains("about 8.0M tokens, 2× this run's"), "{s}");
-        assert!(s.contains("single seed"), "{s}");
+        assert!(s.contains("no sd to compare with"), "{s}");
+        assert!(
+            s.contains(": The most pretrained") && s.contains(". Fitted on"),
+            "{s}"
+        );
         let s = trend_sentence(line, Some(&(48.0, "ngram_lr".into())));
         assert!(s.contains("already above the best baseline"), "{s}");
+        // A crossing a million times the budget away is not quoted as a number.
+        let s = trend_sentence(line, Some(&(150.0, "ngram_lr".into())));
+        assert!(s.contains("more than 1000× this run's budget away"), "{s}");
+        // Seeds on both sides: the difference is weighed against twice the larger sd.
+        let runs = [
+            run("ft", 1, 0, 0, 0.40),
+            run("ft", 2, 0, 0, 0.41),
+            run("ft", 1, 1000, 4_000_000, 0.45),
+            run("ft", 2, 1000, 4_000_000, 0.47),
+        ];
+        let refs: Vec<&Dep> = runs.iter().collect();
+        let s = trend_sentence(&lines(&refs)[0], None);
+        assert!(
+            s.contains("+5.50 points from random init: more than twice the larger seed sd (2.83)"),
+            "{s}"
+        );
+        assert!(s.contains("Fewer than two pretrained budgets"), "{s}");
     }
 
     #[test]
