@@ -232,6 +232,7 @@ fn the_default_pipeline_through_slurm_matches_a_local_run_and_is_then_cached() {
     let mut owned = vec![
         format!("data={repo}/datasets/fixtures"),
         "pretrain_steps=4".to_string(),
+        "pretrain_save_steps=[2]".to_string(),
         "finetune_epochs=1".to_string(),
         "pretrain.share_type=all".to_string(),
     ];
