@@ -14,6 +14,12 @@ use crate::error::{UserError, closest, suggestion};
 use crate::stage::Registry;
 use crate::yaml::{self, Mark};
 
+mod inputs;
+mod vars;
+use inputs::inputs_of;
+pub use vars::subst_str;
+use vars::{matrix_values, resolve_vars, subst_value};
+
 /// `--set NAME=VALUE` flags, parsed.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -119,128 +125,44 @@ impl Plan {
         for &s in &order {
             let decl = &file.stages[s];
             let kind = registry.get(&decl.kind.value).expect("checked above");
-            let mut params = Map::new();
-            for (k, v) in &decl.params {
-                params.insert(
-                    k.value.clone(),
-                    subst_value(&file, k.mark, v.to_json(), &vars)?,
-                );
-            }
-            let mut matrix: Vec<(String, Vec<Value>)> = Vec::new();
-            for (k, vs) in &decl.matrix {
-                matrix.push((k.value.clone(), matrix_values(&file, k, vs, &vars)?));
-            }
-            for (param, value) in stage_overrides
-                .get(decl.name.value.as_str())
-                .into_iter()
-                .flatten()
-            {
-                if let Some((_, values)) = matrix.iter_mut().find(|(k, _)| k == param) {
-                    // `--set train.share_type=ffn` narrows the matrix to that value.
-                    *values = match value {
-                        Value::Array(vs) => vs.clone(),
-                        v => vec![(*v).clone()],
-                    };
-                } else {
-                    params.insert(param.to_string(), (*value).clone());
-                }
-            }
+            let (params, matrix) = stage_params(&file, decl, &vars, &stage_overrides)?;
             let aggregate = decl.aggregate.unwrap_or_else(|| kind.aggregates());
-
-            // Inherited coordinates: the join of the deps' instances on shared axes.
-            let mut inherited: Vec<BTreeMap<String, Value>> = vec![BTreeMap::new()];
-            if !aggregate {
-                for dep in &decl.deps {
-                    let dep_instances = &by_stage[&index[dep.value.as_str()]];
-                    let mut next = Vec::new();
-                    for base in &inherited {
-                        for &d in dep_instances {
-                            if let Some(merged) = merge(base, &instances[d].coords)
-                                && !next.contains(&merged)
-                            {
-                                next.push(merged);
-                            }
-                        }
-                    }
-                    inherited = next;
-                }
-            }
-            let mut combos = Vec::new();
-            for base in inherited {
-                for own in product(&matrix) {
-                    let own: BTreeMap<String, Value> = own.into_iter().collect();
-                    if let Some(merged) = merge(&base, &own) {
-                        combos.push((merged, own));
-                    }
-                }
-            }
+            let dep_instances = |dep: &Located<String>| &by_stage[&index[dep.value.as_str()]];
+            let inherited = if aggregate {
+                vec![BTreeMap::new()]
+            } else {
+                inherited_coords(decl.deps.iter().map(dep_instances), &instances)
+            };
+            // The same files for every instance of the stage: globbed once, when the first
+            // instance has been validated.
+            let mut stage_inputs: Option<(Vec<InputFile>, Option<UserError>)> = None;
             let mut mine = Vec::new();
-            for (coords, own) in combos {
+            for (coords, own) in combine(inherited, &matrix) {
                 let name = instance_name(&decl.name.value, &coords);
                 let mut inst_params = params.clone();
-                for (k, v) in own {
-                    inst_params.insert(k, v);
-                }
+                inst_params.extend(own);
                 // Inherited coordinates too: `finetune@share_type=all` knows which model it has.
                 for (k, v) in &coords {
                     inst_params.entry(k.clone()).or_insert_with(|| v.clone());
                 }
-                let known = kind.known_params();
-                if !known.is_empty() {
-                    for (key, _) in &decl.params {
-                        if !known.contains(&key.value.as_str()) && !coords.contains_key(&key.value)
-                        {
-                            return Err(file
-                                .error_at(
-                                    key.mark,
-                                    format!(
-                                        "stage `{}` (kind {}) has no parameter `{}`",
-                                        decl.name.value, decl.kind.value, key.value
-                                    ),
-                                )
-                                .with_help(suggestion(&key.value, known)));
-                        }
-                    }
-                }
-                let mut deps = Vec::new();
-                for dep in &decl.deps {
-                    for &d in &by_stage[&index[dep.value.as_str()]] {
-                        if aggregate
-                            || merge(&coords, &instances[d].coords).as_ref() == Some(&coords)
-                        {
-                            deps.push(d);
-                        }
-                    }
-                }
+                check_known_params(&file, decl, kind.known_params(), &coords)?;
+                let deps: Vec<usize> = decl
+                    .deps
+                    .iter()
+                    .flat_map(dep_instances)
+                    .copied()
+                    .filter(|&d| {
+                        aggregate || merge(&coords, &instances[d].coords).as_ref() == Some(&coords)
+                    })
+                    .collect();
                 let spec = kind_spec(&file, decl, &vars, &inst_params)?;
                 kind.validate(&inst_params, &spec).map_err(|msg| {
                     file.error_at(decl.name.mark, format!("stage `{name}`: {msg}"))
                 })?;
-                let mut inputs = Vec::new();
-                let mut excludes = Vec::new();
-                let mut input_error = None;
-                for pattern in &decl.inputs {
-                    let p = subst_str(&file, pattern.mark, &pattern.value, &vars, None)?;
-                    match p.strip_prefix('!') {
-                        Some(negated) => excludes.push(exclusion(&file, &root, pattern, negated)?),
-                        None => {
-                            // A malformed pattern is a mistake in the file; a missing file is
-                            // only a problem for runs that need this stage.
-                            if is_glob(&p) {
-                                check_glob(&file, pattern, &p)?;
-                            }
-                            match resolve_inputs(&file, &root, pattern, &p) {
-                                Ok(found) => inputs.extend(found),
-                                Err(e) => {
-                                    input_error.get_or_insert(e);
-                                }
-                            }
-                        }
-                    }
+                if stage_inputs.is_none() {
+                    stage_inputs = Some(inputs_of(&file, &root, decl, &vars)?);
                 }
-                inputs.retain(|i| !excludes.iter().any(|x| x.matches_path(&i.path)));
-                inputs.sort_by(|a, b| a.key.cmp(&b.key));
-                inputs.dedup_by(|a, b| a.key == b.key);
+                let (inputs, input_error) = stage_inputs.clone().expect("set above");
                 mine.push(instances.len());
                 instances.push(Instance {
                     name,
@@ -331,6 +253,9 @@ impl Plan {
 
 /// `--set STAGE.PARAM=VALUE` overrides: parameter and value, by stage name.
 type StageOverrides<'a> = HashMap<&'a str, Vec<(&'a str, &'a Value)>>;
+
+/// A stage's matrix: each axis with its values.
+type Matrix = Vec<(String, Vec<Value>)>;
 
 /// The `--set STAGE.PARAM=VALUE` overrides by stage, each checked against the stage's params,
 /// matrix axes and its kind's known params (`--set NAME=VALUE` for a var is `resolve_vars`'s).
@@ -564,218 +489,107 @@ fn instance_name(stage: &str, coords: &BTreeMap<String, Value>) -> String {
     format!("{stage}@{}", parts.join(","))
 }
 
-fn resolve_vars(
+/// A stage's params with `${vars.x}` substituted, and its matrix axes; a `--set STAGE.PARAM`
+/// override sets a param, or narrows the matrix axis of that name to its value(s).
+fn stage_params(
     file: &PipelineFile,
-    overrides: &Overrides,
-) -> Result<Map<String, Value>, UserError> {
-    let mut raw: Vec<(Located<String>, Value)> = file
-        .vars
-        .iter()
-        .map(|(k, v)| (k.clone(), v.to_json()))
-        .collect();
-    for (name, value) in &overrides.items {
-        if let Some((_, v)) = raw.iter_mut().find(|(k, _)| k.value == *name) {
-            *v = value.clone();
-        }
-    }
-    // Vars may refer to other vars; resolve on demand, refusing loops.
-    fn resolve(
-        file: &PipelineFile,
-        raw: &[(Located<String>, Value)],
-        name: &str,
-        done: &mut Map<String, Value>,
-        active: &mut Vec<String>,
-    ) -> Result<(), UserError> {
-        if done.contains_key(name) {
-            return Ok(());
-        }
-        let (key, value) = raw
-            .iter()
-            .find(|(k, _)| k.value == name)
-            .expect("caller checks");
-        if active.iter().any(|a| a == name) {
-            active.push(name.to_string());
-            return Err(file.error_at(
-                key.mark,
-                format!("vars refer to each other in a loop: {}", active.join(" → ")),
-            ));
-        }
-        active.push(name.to_string());
-        let mut refs = Vec::new();
-        collect_var_refs(value, &mut refs);
-        for r in refs {
-            if raw.iter().any(|(k, _)| k.value == r) {
-                resolve(file, raw, &r, done, active)?;
-            }
-        }
-        let v = subst_value(file, key.mark, value.clone(), done)?;
-        active.pop();
-        done.insert(name.to_string(), v);
-        Ok(())
-    }
-    let mut done = Map::new();
-    for (k, _) in &raw {
-        resolve(file, &raw, &k.value, &mut done, &mut Vec::new())?;
-    }
-    Ok(done)
-}
-
-/// A matrix axis's values: the list as written, or the list of the var it names
-/// (`pretrain_step: ${vars.save_steps}`), which must hold scalars.
-fn matrix_values(
-    file: &PipelineFile,
-    axis: &crate::config::Located<String>,
-    items: &[crate::yaml::Node],
+    decl: &StageDecl,
     vars: &Map<String, Value>,
-) -> Result<Vec<Value>, UserError> {
-    let mut values = Vec::new();
-    for item in items {
-        match subst_value(file, item.mark, item.to_json(), vars)? {
-            Value::Array(list) => {
-                if let Some(bad) = list.iter().find(|v| v.is_array() || v.is_object()) {
-                    return Err(file.error_at(
-                        item.mark,
-                        format!(
-                            "matrix axis `{}`: the var's values must be scalars, found {bad}",
-                            axis.value
-                        ),
-                    ));
-                }
-                if list.is_empty() {
-                    return Err(file.error_at(
-                        item.mark,
-                        format!("matrix axis `{}`: the var's list is empty", axis.value),
-                    ));
-                }
-                values.extend(list);
-            }
-            Value::Object(_) => {
-                return Err(file
-                    .error_at(
-                        item.mark,
-                        format!(
-                            "matrix axis `{}` must be a list of values; the var holds a map",
-                            axis.value
-                        ),
-                    )
-                    .with_help("give the var a list: `NAME: [a, b]`"));
-            }
-            v => values.push(v),
-        }
+    stage_overrides: &StageOverrides<'_>,
+) -> Result<(Map<String, Value>, Matrix), UserError> {
+    let mut params = Map::new();
+    for (k, v) in &decl.params {
+        params.insert(
+            k.value.clone(),
+            subst_value(file, k.mark, v.to_json(), vars)?,
+        );
     }
-    Ok(values)
-}
-
-fn collect_var_refs(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(s) => {
-            let mut rest = s.as_str();
-            while let Some(start) = rest.find("${vars.") {
-                let after = &rest[start + 7..];
-                if let Some(end) = after.find('}') {
-                    out.push(after[..end].to_string());
-                    rest = &after[end..];
-                } else {
-                    break;
-                }
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|i| collect_var_refs(i, out)),
-        Value::Object(map) => map.values().for_each(|i| collect_var_refs(i, out)),
-        _ => {}
+    let mut matrix: Matrix = Vec::new();
+    for (k, vs) in &decl.matrix {
+        matrix.push((k.value.clone(), matrix_values(file, k, vs, vars)?));
     }
-}
-
-/// Substitutes `${vars.x}` in every string of `value`. A string that is exactly one reference
-/// takes the var's type (so `lr: ${vars.lr}` stays a number).
-fn subst_value(
-    file: &PipelineFile,
-    mark: Mark,
-    value: Value,
-    vars: &Map<String, Value>,
-) -> Result<Value, UserError> {
-    Ok(match value {
-        Value::String(s) => {
-            if let Some(name) = s.strip_prefix("${vars.").and_then(|r| r.strip_suffix('}'))
-                && !name.contains('}')
-                && let Some(v) = vars.get(name)
-            {
-                return Ok(v.clone());
-            }
-            Value::String(subst_str(file, mark, &s, vars, None)?)
-        }
-        Value::Array(items) => Value::Array(
-            items
-                .into_iter()
-                .map(|i| subst_value(file, mark, i, vars))
-                .collect::<Result<_, _>>()?,
-        ),
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| Ok((k, subst_value(file, mark, v, vars)?)))
-                .collect::<Result<_, UserError>>()?,
-        ),
-        other => other,
-    })
-}
-
-/// Substitutes `${vars.x}` and (where `params` is given) `${params.x}`; any other `${…}` is
-/// left for the shell.
-pub fn subst_str(
-    file: &PipelineFile,
-    mark: Mark,
-    text: &str,
-    vars: &Map<String, Value>,
-    params: Option<&Map<String, Value>>,
-) -> Result<String, UserError> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else {
-            out.push_str(&rest[start..]);
-            rest = "";
-            break;
-        };
-        let reference = &after[..end];
-        let (table, name, scope) = if let Some(n) = reference.strip_prefix("vars.") {
-            (Some(vars), n, "var")
-        } else if let Some(n) = reference.strip_prefix("params.") {
-            match params {
-                Some(p) => (Some(p), n, "param"),
-                None => {
-                    return Err(file
-                        .error_at(mark, format!("`${{{reference}}}` cannot be used here"))
-                        .with_help("`${params.x}` works in `cmd`; elsewhere use `${vars.x}`"));
-                }
-            }
+    for (param, value) in stage_overrides
+        .get(decl.name.value.as_str())
+        .into_iter()
+        .flatten()
+    {
+        if let Some((_, values)) = matrix.iter_mut().find(|(k, _)| k == param) {
+            // `--set train.share_type=ffn` narrows the matrix to that value.
+            *values = match value {
+                Value::Array(vs) => vs.clone(),
+                v => vec![(*v).clone()],
+            };
         } else {
-            (None, reference, "")
-        };
-        match table {
-            Some(t) => match t.get(name) {
-                Some(v) => out.push_str(&display_value(v)),
-                None => {
-                    let names: Vec<&str> = t.keys().map(String::as_str).collect();
-                    return Err(file
-                        .error_at(
-                            mark,
-                            format!("undefined {scope} `{name}` in `${{{reference}}}`"),
-                        )
-                        .with_help(suggestion(name, &names)));
+            params.insert(param.to_string(), (*value).clone());
+        }
+    }
+    Ok((params, matrix))
+}
+
+/// Inherited coordinates: the join of the deps' instances on shared axes.
+fn inherited_coords<'a>(
+    deps: impl Iterator<Item = &'a Vec<usize>>,
+    instances: &[Instance],
+) -> Vec<BTreeMap<String, Value>> {
+    let mut inherited: Vec<BTreeMap<String, Value>> = vec![BTreeMap::new()];
+    for dep_instances in deps {
+        let mut next = Vec::new();
+        for base in &inherited {
+            for &d in dep_instances {
+                if let Some(merged) = merge(base, &instances[d].coords)
+                    && !next.contains(&merged)
+                {
+                    next.push(merged);
                 }
-            },
-            None => {
-                out.push_str("${");
-                out.push_str(reference);
-                out.push('}');
             }
         }
-        rest = &after[end + 1..];
+        inherited = next;
     }
-    out.push_str(rest);
-    Ok(out)
+    inherited
+}
+
+/// Each inherited coordinate set with each point of the stage's own matrix that agrees with
+/// it: the instance's coordinates and its own part of them.
+fn combine(
+    inherited: Vec<BTreeMap<String, Value>>,
+    matrix: &[(String, Vec<Value>)],
+) -> Vec<(BTreeMap<String, Value>, BTreeMap<String, Value>)> {
+    let mut combos = Vec::new();
+    for base in inherited {
+        for own in product(matrix) {
+            let own: BTreeMap<String, Value> = own.into_iter().collect();
+            if let Some(merged) = merge(&base, &own) {
+                combos.push((merged, own));
+            }
+        }
+    }
+    combos
+}
+
+/// A param the stage's kind does not take (and no coordinate names) is an error at the key.
+fn check_known_params(
+    file: &PipelineFile,
+    decl: &StageDecl,
+    known: &[&str],
+    coords: &BTreeMap<String, Value>,
+) -> Result<(), UserError> {
+    if known.is_empty() {
+        return Ok(());
+    }
+    for (key, _) in &decl.params {
+        if !known.contains(&key.value.as_str()) && !coords.contains_key(&key.value) {
+            return Err(file
+                .error_at(
+                    key.mark,
+                    format!(
+                        "stage `{}` (kind {}) has no parameter `{}`",
+                        decl.name.value, decl.kind.value, key.value
+                    ),
+                )
+                .with_help(suggestion(&key.value, known)));
+        }
+    }
+    Ok(())
 }
 
 fn kind_spec(
@@ -800,118 +614,6 @@ fn kind_spec(
         outs.push(Value::String(out));
     }
     Ok(serde_json::json!({ "cmd": text, "outs": outs }))
-}
-
-fn resolve_inputs(
-    file: &PipelineFile,
-    root: &Path,
-    pattern: &Located<String>,
-    expanded: &str,
-) -> Result<Vec<InputFile>, UserError> {
-    let full = if Path::new(expanded).is_absolute() {
-        PathBuf::from(expanded)
-    } else {
-        root.join(expanded)
-    };
-    let mut files = Vec::new();
-    if is_glob(expanded) {
-        let paths = glob::glob(&full.to_string_lossy()).map_err(|e| {
-            file.error_at(
-                pattern.mark,
-                format!("input pattern `{expanded}` is not a valid glob: {}", e.msg),
-            )
-        })?;
-        for p in paths.flatten() {
-            collect_files(&p, &mut files);
-        }
-        if files.is_empty() {
-            return Err(file
-                .error_at(
-                    pattern.mark,
-                    format!("input pattern `{expanded}` matches no file"),
-                )
-                .with_help(format!("it was looked up relative to {}", root.display())));
-        }
-    } else {
-        if !full.exists() {
-            return Err(file
-                .error_at(pattern.mark, format!("input `{expanded}` does not exist"))
-                .with_help(format!("it was looked up as {}", full.display())));
-        }
-        collect_files(&full, &mut files);
-    }
-    Ok(files
-        .into_iter()
-        .map(|path| {
-            let key = match path.strip_prefix(root) {
-                Ok(rel) => rel.to_string_lossy().into_owned(),
-                Err(_) => path.to_string_lossy().into_owned(),
-            };
-            InputFile { key, path }
-        })
-        .collect())
-}
-
-fn is_glob(pattern: &str) -> bool {
-    pattern.contains(['*', '?', '['])
-}
-
-/// Errors point into the pattern as the user wrote it, not the absolute path built from it.
-fn check_glob(
-    file: &PipelineFile,
-    pattern: &Located<String>,
-    expanded: &str,
-) -> Result<glob::Pattern, UserError> {
-    glob::Pattern::new(expanded).map_err(|e| {
-        file.error_at(
-            pattern.mark,
-            format!(
-                "input pattern `{expanded}` is not a valid glob: {} (at character {})",
-                e.msg,
-                e.pos + 1
-            ),
-        )
-    })
-}
-
-/// `!PATTERN` in `inputs` drops the files it matches from those the other patterns found
-/// (`["data/*/*.txt", "!data/*/SOURCE.txt"]`). It may match nothing.
-fn exclusion(
-    file: &PipelineFile,
-    root: &Path,
-    pattern: &Located<String>,
-    negated: &str,
-) -> Result<glob::Pattern, UserError> {
-    check_glob(file, pattern, negated)?;
-    let full = if Path::new(negated).is_absolute() {
-        PathBuf::from(negated)
-    } else {
-        root.join(negated)
-    };
-    check_glob(file, pattern, &full.to_string_lossy())
-}
-
-/// A file, or every file below a directory (skipping the pipeline's own state and VCS dirs).
-fn collect_files(path: &Path, out: &mut Vec<PathBuf>) {
-    if path.is_dir() {
-        let Ok(entries) = std::fs::read_dir(path) else {
-            return;
-        };
-        let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-        children.sort();
-        for child in children {
-            let name = child
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if name == ".pipeline" || name == ".git" {
-                continue;
-            }
-            collect_files(&child, out);
-        }
-    } else if path.is_file() {
-        out.push(path.to_path_buf());
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,158 @@
+//! A stage's `inputs`: `${vars.x}` substituted, globs expanded into files (directories walked,
+//! `.pipeline` and `.git` skipped), `!PATTERN` exclusions, keys relative to the workspace root.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::{InputFile, subst_str};
+use crate::config::{Located, PipelineFile, StageDecl};
+use crate::error::UserError;
+
+/// The files a stage's `inputs` name, sorted and deduplicated, minus those a `!PATTERN`
+/// drops; a missing file is kept as the error for when the stage is selected.
+pub(super) fn inputs_of(
+    file: &PipelineFile,
+    root: &Path,
+    decl: &StageDecl,
+    vars: &Map<String, Value>,
+) -> Result<(Vec<InputFile>, Option<UserError>), UserError> {
+    let mut inputs = Vec::new();
+    let mut excludes = Vec::new();
+    let mut input_error = None;
+    for pattern in &decl.inputs {
+        let p = subst_str(file, pattern.mark, &pattern.value, vars, None)?;
+        match p.strip_prefix('!') {
+            Some(negated) => excludes.push(exclusion(file, root, pattern, negated)?),
+            None => {
+                // A malformed pattern is a mistake in the file; a missing file is only a
+                // problem for runs that need this stage.
+                if is_glob(&p) {
+                    check_glob(file, pattern, &p)?;
+                }
+                match resolve_inputs(file, root, pattern, &p) {
+                    Ok(found) => inputs.extend(found),
+                    Err(e) => {
+                        input_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+    }
+    inputs.retain(|i| !excludes.iter().any(|x| x.matches_path(&i.path)));
+    inputs.sort_by(|a, b| a.key.cmp(&b.key));
+    inputs.dedup_by(|a, b| a.key == b.key);
+    Ok((inputs, input_error))
+}
+
+fn resolve_inputs(
+    file: &PipelineFile,
+    root: &Path,
+    pattern: &Located<String>,
+    expanded: &str,
+) -> Result<Vec<InputFile>, UserError> {
+    let full = if Path::new(expanded).is_absolute() {
+        PathBuf::from(expanded)
+    } else {
+        root.join(expanded)
+    };
+    let mut files = Vec::new();
+    if is_glob(expanded) {
+        let paths = glob::glob(&full.to_string_lossy()).map_err(|e| {
+            file.error_at(
+                pattern.mark,
+                format!("input pattern `{expanded}` is not a valid glob: {}", e.msg),
+            )
+        })?;
+        for p in paths.flatten() {
+            collect_files(&p, &mut files);
+        }
+        if files.is_empty() {
+            return Err(file
+                .error_at(
+                    pattern.mark,
+                    format!("input pattern `{expanded}` matches no file"),
+                )
+                .with_help(format!("it was looked up relative to {}", root.display())));
+        }
+    } else {
+        if !full.exists() {
+            return Err(file
+                .error_at(pattern.mark, format!("input `{expanded}` does not exist"))
+                .with_help(format!("it was looked up as {}", full.display())));
+        }
+        collect_files(&full, &mut files);
+    }
+    Ok(files
+        .into_iter()
+        .map(|path| {
+            let key = match path.strip_prefix(root) {
+                Ok(rel) => rel.to_string_lossy().into_owned(),
+                Err(_) => path.to_string_lossy().into_owned(),
+            };
+            InputFile { key, path }
+        })
+        .collect())
+}
+
+fn is_glob(pattern: &str) -> bool {
+    pattern.contains(['*', '?', '['])
+}
+
+/// Errors point into the pattern as the user wrote it, not the absolute path built from it.
+fn check_glob(
+    file: &PipelineFile,
+    pattern: &Located<String>,
+    expanded: &str,
+) -> Result<glob::Pattern, UserError> {
+    glob::Pattern::new(expanded).map_err(|e| {
+        file.error_at(
+            pattern.mark,
+            format!(
+                "input pattern `{expanded}` is not a valid glob: {} (at character {})",
+                e.msg,
+                e.pos + 1
+            ),
+        )
+    })
+}
+
+/// `!PATTERN` in `inputs` drops the files it matches from those the other patterns found
+/// (`["data/*/*.txt", "!data/*/SOURCE.txt"]`). It may match nothing.
+fn exclusion(
+    file: &PipelineFile,
+    root: &Path,
+    pattern: &Located<String>,
+    negated: &str,
+) -> Result<glob::Pattern, UserError> {
+    check_glob(file, pattern, negated)?;
+    let full = if Path::new(negated).is_absolute() {
+        PathBuf::from(negated)
+    } else {
+        root.join(negated)
+    };
+    check_glob(file, pattern, &full.to_string_lossy())
+}
+
+/// A file, or every file below a directory (skipping the pipeline's own state and VCS dirs).
+fn collect_files(path: &Path, out: &mut Vec<PathBuf>) {
+    if path.is_dir() {
+        let Ok(entries) = std::fs::read_dir(path) else {
+            return;
+        };
+        let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        children.sort();
+        for child in children {
+            let name = child
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if name == ".pipeline" || name == ".git" {
+                continue;
+            }
+            collect_files(&child, out);
+        }
+    } else if path.is_file() {
+        out.push(path.to_path_buf());
+    }
+}
