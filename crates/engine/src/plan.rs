@@ -523,6 +523,26 @@ fn stage_params(
             params.insert(param.to_string(), (*value).clone());
         }
     }
+    // Two equal values would make two instances of one name.
+    for ((key, _), (_, values)) in decl.matrix.iter().zip(&matrix) {
+        if let Some(twice) = values
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| values[..i].contains(v).then_some(v))
+        {
+            return Err(file
+                .error_at(
+                    key.mark,
+                    format!(
+                        "matrix axis `{}` of stage `{}` lists {} twice",
+                        key.value,
+                        decl.name.value,
+                        display_value(twice)
+                    ),
+                )
+                .with_help("each value makes one instance: list it once"));
+        }
+    }
     Ok((params, matrix))
 }
 
@@ -676,6 +696,16 @@ mod tests {
                 "{set}: {e}"
             );
         }
+        let e = plan(text, &["steps=[5, 5]"]).unwrap_err().to_string();
+        assert!(
+            e.contains("matrix axis `step` of stage `t` lists 5 twice"),
+            "{e}"
+        );
+        let e = plan(text, &["t.step=[7, 7]"]).unwrap_err().to_string();
+        assert!(
+            e.contains("lists 7 twice") && e.contains("pipeline.yaml:6"),
+            "{e}"
+        );
         let e = plan(&text.replace("vars.steps", "vars.stepz"), &[])
             .unwrap_err()
             .to_string();
