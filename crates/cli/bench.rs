@@ -7,33 +7,17 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use pipeline_albert::device::{DeviceChoice, resolve};
+use pipeline_albert::device::{DeviceChoice, ResolvedDevice, resolve};
 use pipeline_albert::model::AlbertInput;
 use pipeline_albert::parallel::DataParallel;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining};
 use pipeline_shards::Batch;
+use pipeline_shards::rng::SplitMix64;
 use serde_json::json;
 use stage_pretrain::trainer::Trainer;
 
 use crate::args::BenchArgs;
-
-/// A deterministic pseudo-random stream (SplitMix64): synthetic ids need no quality.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn model_config(args: &BenchArgs) -> Result<AlbertConfig> {
     for (flag, value) in [
@@ -78,7 +62,7 @@ fn synthetic_batch(
     batch: usize,
     seq: usize,
     masked: usize,
-    rng: &mut Rng,
+    rng: &mut SplitMix64,
 ) -> Batch {
     let v = c.vocab_size as u64;
     let mut input_ids = Vec::with_capacity(batch * seq);
@@ -193,10 +177,40 @@ fn report(args: &BenchArgs, value: serde_json::Value, human: String) -> Result<E
     Ok(ExitCode::SUCCESS)
 }
 
+/// The device `--device` names.
+fn device(args: &BenchArgs) -> Result<ResolvedDevice> {
+    Ok(resolve(DeviceChoice::parse(&args.device)?)?)
+}
+
+/// What the timed runs measured: seconds per step of each run, and how busy the cores were.
+struct Timing {
+    per_step: Vec<f64>,
+    cpu_per_wall: f64,
+    page_faults: u64,
+}
+
+/// `args.runs` runs of `args.steps` calls of `step`, each run's seconds per call.
+fn timed_runs(args: &BenchArgs, step: &mut dyn FnMut() -> Result<()>) -> Result<Timing> {
+    let mut per_step = Vec::new();
+    let busy = Busy::start();
+    for _ in 0..args.runs {
+        let t0 = Instant::now();
+        for _ in 0..args.steps {
+            step()?;
+        }
+        per_step.push(t0.elapsed().as_secs_f64() / args.steps as f64);
+    }
+    let (cpu_per_wall, page_faults) = busy.stop();
+    Ok(Timing {
+        per_step,
+        cpu_per_wall,
+        page_faults,
+    })
+}
+
 pub fn train(args: &BenchArgs) -> Result<ExitCode> {
     let c = model_config(args)?;
-    let dev = resolve(DeviceChoice::parse(&args.device).map_err(anyhow::Error::msg)?)
-        .map_err(anyhow::Error::msg)?;
+    let dev = device(args)?;
     if args.precision != "fp32" {
         bail!("--precision {}: this build trains in fp32", args.precision);
     }
@@ -215,7 +229,7 @@ pub fn train(args: &BenchArgs) -> Result<ExitCode> {
         max_grad_norm: 1.0,
     };
     let mut trainer = Trainer::new(c.clone(), model, optim, ad);
-    let mut rng = Rng(7);
+    let mut rng = SplitMix64::new(7);
     let batch = synthetic_batch(&c, args.batch, args.seq, args.masked, &mut rng);
     let mut step = 0u64;
     for _ in 0..args.warmup {
@@ -224,19 +238,17 @@ pub fn train(args: &BenchArgs) -> Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("warm-up step: {e}"))?;
         step += 1;
     }
-    let mut per_step = Vec::new();
-    let busy = Busy::start();
-    for _ in 0..args.runs {
-        let t0 = Instant::now();
-        for _ in 0..args.steps {
-            trainer
-                .step(step, std::slice::from_ref(&batch))
-                .map_err(|e| anyhow::anyhow!("step {step}: {e}"))?;
-            step += 1;
-        }
-        per_step.push(t0.elapsed().as_secs_f64() / args.steps as f64);
-    }
-    let (cpu_per_wall, page_faults) = busy.stop();
+    let Timing {
+        per_step,
+        cpu_per_wall,
+        page_faults,
+    } = timed_runs(args, &mut || {
+        trainer
+            .step(step, std::slice::from_ref(&batch))
+            .map_err(|e| anyhow::anyhow!("step {step}: {e}"))?;
+        step += 1;
+        Ok(())
+    })?;
     let s = median(per_step.clone());
     let tokens = (args.batch * args.seq) as f64;
     let flops = c.training_flops(args.batch, args.seq, args.masked);
@@ -276,11 +288,10 @@ pub fn train(args: &BenchArgs) -> Result<ExitCode> {
 
 pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
     let c = model_config(args)?;
-    let dev = resolve(DeviceChoice::parse(&args.device).map_err(anyhow::Error::msg)?)
-        .map_err(anyhow::Error::msg)?;
+    let dev = device(args)?;
     dev.device.seed(1);
     let model = pipeline_albert::Albert::new(&c, &dev.device);
-    let mut rng = Rng(7);
+    let mut rng = SplitMix64::new(7);
     let b = synthetic_batch(&c, args.batch, args.seq, 0, &mut rng);
     let input = AlbertInput::from_rows(
         b.batch_size,
@@ -295,17 +306,7 @@ pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
     } else {
         1
     };
-    let parts: Vec<AlbertInput> = (0..chunks)
-        .map(|k| {
-            let lo = k * args.batch / chunks;
-            let hi = (k + 1) * args.batch / chunks;
-            AlbertInput {
-                input_ids: input.input_ids.clone().narrow(0, lo, hi - lo),
-                token_type_ids: input.token_type_ids.clone().narrow(0, lo, hi - lo),
-                attention_mask: input.attention_mask.clone().narrow(0, lo, hi - lo),
-            }
-        })
-        .collect();
+    let parts = split_rows(&input, args.batch, chunks);
     // One chunk per core, each on its own single-threaded worker (what `predict` does).
     let workers = DataParallel::new(chunks);
     let run_once = || {
@@ -318,16 +319,14 @@ pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
     for _ in 0..args.warmup {
         run_once();
     }
-    let mut per_batch = Vec::new();
-    let busy = Busy::start();
-    for _ in 0..args.runs {
-        let t0 = Instant::now();
-        for _ in 0..args.steps {
-            run_once();
-        }
-        per_batch.push(t0.elapsed().as_secs_f64() / args.steps as f64);
-    }
-    let (cpu_per_wall, page_faults) = busy.stop();
+    let Timing {
+        per_step: per_batch,
+        cpu_per_wall,
+        page_faults,
+    } = timed_runs(args, &mut || {
+        run_once();
+        Ok(())
+    })?;
     let s = median(per_batch.clone());
     let flops = c.inference_flops(args.batch, args.seq);
     let rss = peak_rss();
@@ -356,4 +355,19 @@ pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
         rss as f64 / 1e9
     );
     report(args, value, human)
+}
+
+/// `input`'s `batch` rows in `chunks` nearly equal parts.
+fn split_rows(input: &AlbertInput, batch: usize, chunks: usize) -> Vec<AlbertInput> {
+    (0..chunks)
+        .map(|k| {
+            let lo = k * batch / chunks;
+            let hi = (k + 1) * batch / chunks;
+            AlbertInput {
+                input_ids: input.input_ids.clone().narrow(0, lo, hi - lo),
+                token_type_ids: input.token_type_ids.clone().narrow(0, lo, hi - lo),
+                attention_mask: input.attention_mask.clone().narrow(0, lo, hi - lo),
+            }
+        })
+        .collect()
 }

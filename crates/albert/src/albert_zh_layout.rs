@@ -98,7 +98,7 @@ mod tests {
             AlbertForPreTraining::new(&g, &device).num_params() as u64,
             g.parameter_count().total
         );
-        let note = c.hf_compatible().unwrap_err();
+        let note = c.hf_compatible().unwrap_err().to_string();
         assert!(note.contains("albert_zh"), "{note}");
         let json = c.to_hf_json("AlbertForPreTraining");
         assert_eq!(json["layout"], "albert_zh");

@@ -19,8 +19,50 @@ pub enum DeviceChoice {
     Cuda(usize),
 }
 
+/// Why a device cannot be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    /// Not a device name.
+    #[error("unknown device {0:?}: expected auto, cpu, flex, tch-cpu or cuda:N")]
+    Unknown(String),
+    /// A libtorch device in a build without the `tch` feature.
+    #[error(
+        "device {0} needs the libtorch backend, and this `pipeline` was built without it \
+         (backends: {backends}). Build with `scripts/build-tch.sh` (cargo feature `tch`), or use \
+         `device: cpu`.",
+        backends = backends()
+    )]
+    NeedsTch(String),
+    /// A CUDA device libtorch does not see.
+    #[error(
+        "device cuda:{asked} asked for, but libtorch sees {visible} CUDA device(s) \
+         (check nvidia-smi, CUDA_VISIBLE_DEVICES and that LD_LIBRARY_PATH holds torch/lib)"
+    )]
+    NoSuchCuda {
+        /// The index asked for.
+        asked: usize,
+        /// How many libtorch sees.
+        visible: usize,
+    },
+}
+
+/// For callers whose errors are still strings (the engine's `Stage::validate`).
+impl From<DeviceError> for String {
+    fn from(e: DeviceError) -> String {
+        e.to_string()
+    }
+}
+
+/// A `device` param that names no device this build has.
+impl From<DeviceError> for pipeline_params::ParamError {
+    fn from(e: DeviceError) -> Self {
+        pipeline_params::ParamError(e.to_string())
+    }
+}
+
 impl DeviceChoice {
-    pub fn parse(s: &str) -> Result<DeviceChoice, String> {
+    /// The choice a `device:` param or `--device` flag names.
+    pub fn parse(s: &str) -> Result<DeviceChoice, DeviceError> {
         match s {
             "auto" => Ok(DeviceChoice::Auto),
             "cpu" => Ok(DeviceChoice::Cpu),
@@ -29,9 +71,7 @@ impl DeviceChoice {
             "cuda" => Ok(DeviceChoice::Cuda(0)),
             other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
                 Some(Ok(n)) => Ok(DeviceChoice::Cuda(n)),
-                _ => Err(format!(
-                    "unknown device {other:?}: expected auto, cpu, flex, tch-cpu or cuda:N"
-                )),
+                _ => Err(DeviceError::Unknown(other.to_string())),
             },
         }
     }
@@ -69,17 +109,8 @@ pub fn is_cpu(device: &Device) -> bool {
     plain == Device::flex()
 }
 
-fn without_tch(what: &str) -> String {
-    format!(
-        "device {what} needs the libtorch backend, and this `pipeline` was built without it \
-         (backends: {}). Build with `scripts/build-tch.sh` (cargo feature `tch`), or use \
-         `device: cpu`.",
-        backends()
-    )
-}
-
 /// The device `choice` names, or an error saying how to get it.
-pub fn resolve(choice: DeviceChoice) -> Result<ResolvedDevice, String> {
+pub fn resolve(choice: DeviceChoice) -> Result<ResolvedDevice, DeviceError> {
     let flex = || ResolvedDevice {
         device: Device::flex(),
         name: "flex".into(),
@@ -88,8 +119,8 @@ pub fn resolve(choice: DeviceChoice) -> Result<ResolvedDevice, String> {
     match choice {
         DeviceChoice::Flex => Ok(flex()),
         DeviceChoice::Cpu | DeviceChoice::Auto if !HAS_TCH => Ok(flex()),
-        DeviceChoice::TchCpu if !HAS_TCH => Err(without_tch("tch-cpu")),
-        DeviceChoice::Cuda(n) if !HAS_TCH => Err(without_tch(&format!("cuda:{n}"))),
+        DeviceChoice::TchCpu if !HAS_TCH => Err(DeviceError::NeedsTch("tch-cpu".into())),
+        DeviceChoice::Cuda(n) if !HAS_TCH => Err(DeviceError::NeedsTch(format!("cuda:{n}"))),
         #[cfg(feature = "tch")]
         other => tch_device(other),
         #[cfg(not(feature = "tch"))]
@@ -99,7 +130,7 @@ pub fn resolve(choice: DeviceChoice) -> Result<ResolvedDevice, String> {
 
 #[cfg(feature = "tch")]
 #[allow(deprecated)] // burn marks its libtorch backend deprecated; it is the one that builds offline.
-fn tch_device(choice: DeviceChoice) -> Result<ResolvedDevice, String> {
+fn tch_device(choice: DeviceChoice) -> Result<ResolvedDevice, DeviceError> {
     let cuda_count = tch::Cuda::device_count().max(0) as usize;
     let cpu = || ResolvedDevice {
         device: Device::libtorch(),
@@ -118,10 +149,10 @@ fn tch_device(choice: DeviceChoice) -> Result<ResolvedDevice, String> {
             name: format!("cuda:{n}"),
             is_gpu: true,
         }),
-        DeviceChoice::Cuda(n) => Err(format!(
-            "device cuda:{n} asked for, but libtorch sees {cuda_count} CUDA device(s) \
-             (check nvidia-smi, CUDA_VISIBLE_DEVICES and that LD_LIBRARY_PATH holds torch/lib)"
-        )),
+        DeviceChoice::Cuda(n) => Err(DeviceError::NoSuchCuda {
+            asked: n,
+            visible: cuda_count,
+        }),
         DeviceChoice::Flex => Ok(ResolvedDevice {
             device: Device::flex(),
             name: "flex".into(),
@@ -141,11 +172,12 @@ mod tests {
         assert!(
             DeviceChoice::parse("gpu")
                 .unwrap_err()
+                .to_string()
                 .contains("expected auto")
         );
         assert!(DeviceChoice::parse("cuda:x").is_err());
         if !HAS_TCH {
-            let e = resolve(DeviceChoice::Cuda(0)).unwrap_err();
+            let e = resolve(DeviceChoice::Cuda(0)).unwrap_err().to_string();
             assert!(
                 e.contains("built without") && e.contains("build-tch.sh"),
                 "{e}"

@@ -26,14 +26,47 @@ pub enum OptimizerKind {
 }
 
 impl OptimizerKind {
-    pub fn parse(s: &str) -> Result<OptimizerKind, String> {
+    /// The optimiser an `optimizer:` param names (`adam` is AdamW too).
+    pub fn parse(s: &str) -> Result<OptimizerKind, OptimError> {
         match s {
             "lamb" => Ok(OptimizerKind::Lamb),
             "adamw" | "adam" => Ok(OptimizerKind::Adamw),
-            other => Err(format!(
-                "unknown optimizer {other:?}: expected lamb or adamw"
-            )),
+            other => Err(OptimError::UnknownOptimizer(other.to_string())),
         }
+    }
+}
+
+/// An optimiser param out of its range.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OptimError {
+    /// Not `lamb` or `adamw`.
+    #[error("unknown optimizer {0:?}: expected lamb or adamw")]
+    UnknownOptimizer(String),
+    /// Zero, negative or not finite.
+    #[error("learning_rate = {0} must be a positive number")]
+    LearningRate(f64),
+    /// A beta outside `[0, 1)`.
+    #[error("beta_1 and beta_2 must be in [0, 1)")]
+    Betas,
+    /// A negative weight decay or clipping norm.
+    #[error("weight_decay and max_grad_norm must be ≥ 0")]
+    Negative,
+    /// `total_steps` is 0.
+    #[error("the number of training steps must be at least 1")]
+    NoSteps,
+}
+
+/// For callers whose errors are still strings (the engine's `Stage::validate`).
+impl From<OptimError> for String {
+    fn from(e: OptimError) -> String {
+        e.to_string()
+    }
+}
+
+/// An optimiser param out of its range.
+impl From<OptimError> for pipeline_params::ParamError {
+    fn from(e: OptimError) -> Self {
+        pipeline_params::ParamError(e.to_string())
     }
 }
 
@@ -109,22 +142,20 @@ impl OptimConfig {
         lr * (left / decay_steps as f64).clamp(0.0, 1.0)
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks that every hyper-parameter is in its range.
+    pub fn validate(&self) -> Result<(), OptimError> {
         if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
-            return Err(format!(
-                "learning_rate = {} must be a positive number",
-                self.learning_rate
-            ));
+            return Err(OptimError::LearningRate(self.learning_rate));
         }
         if !(0.0..1.0).contains(&self.beta_1) || !(0.0..1.0).contains(&self.beta_2) {
-            return Err("beta_1 and beta_2 must be in [0, 1)".into());
+            return Err(OptimError::Betas);
         }
         let non_negative = |x: f64| !x.is_nan() && x >= 0.0;
         if !non_negative(self.weight_decay) || !non_negative(self.max_grad_norm) {
-            return Err("weight_decay and max_grad_norm must be ≥ 0".into());
+            return Err(OptimError::Negative);
         }
         if self.total_steps == 0 {
-            return Err("the number of training steps must be at least 1".into());
+            return Err(OptimError::NoSteps);
         }
         Ok(())
     }

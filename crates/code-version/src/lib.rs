@@ -3,6 +3,8 @@
 //! dependencies. Stage crates call [`emit`] from `build.rs`; the engine folds the digest into
 //! every fingerprint of that stage kind, so editing a stage's code re-runs that stage only.
 
+#![warn(missing_docs)]
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -164,8 +164,11 @@ pub struct ReaderPosition {
     /// The seed, shuffle flag, number of shards and rows per epoch the position belongs to:
     /// resuming with a different data set or order is an error, not a silent reshuffle.
     pub seed: u64,
+    /// Whether rows were shuffled.
     pub shuffle: bool,
+    /// The number of shard files.
     pub num_shards: usize,
+    /// Rows in one epoch (all shards).
     pub instances_per_epoch: u64,
 }
 
@@ -174,37 +177,6 @@ struct Current {
     file_index: usize,
     data: ShardData,
     order: Vec<u32>,
-}
-
-/// Rows of the batch being assembled (copied out of the shard so that a batch can span two
-/// shards while only one is decoded). Reused across batches.
-#[derive(Default)]
-struct Staging {
-    ids: Vec<i32>,
-    types: Vec<i8>,
-    tok_off: Vec<usize>,
-    positions: Vec<i32>,
-    masked: Vec<i32>,
-    mask_off: Vec<usize>,
-    labels: Vec<i8>,
-}
-
-impl Staging {
-    fn clear(&mut self) {
-        self.ids.clear();
-        self.types.clear();
-        self.tok_off.clear();
-        self.tok_off.push(0);
-        self.positions.clear();
-        self.masked.clear();
-        self.mask_off.clear();
-        self.mask_off.push(0);
-        self.labels.clear();
-    }
-
-    fn rows(&self) -> usize {
-        self.labels.len()
-    }
 }
 
 /// Shuffled, padded batches over a set of shards. See the module docs for the order.
@@ -223,7 +195,9 @@ pub struct BatchReader {
     row_cursor: usize,
     batches: u64,
     current: Option<Current>,
-    staging: Staging,
+    /// Rows of the batch being assembled (copied out of the shard so that a batch can span two
+    /// shards while only one is decoded). Reused across batches.
+    staging: ShardData,
     finished: bool,
 }
 
@@ -274,7 +248,7 @@ impl BatchReader {
             row_cursor: 0,
             batches: 0,
             current: None,
-            staging: Staging::default(),
+            staging: ShardData::default(),
             finished: false,
         };
         reader.start_epoch(0);
@@ -505,16 +479,8 @@ impl BatchReader {
             };
             // Copy as many rows as the batch still needs from this shard.
             let take = (want - self.staging.rows()).min(cur.order.len() - self.row_cursor);
-            let s = &mut self.staging;
             for &r in &cur.order[self.row_cursor..self.row_cursor + take] {
-                let row = cur.data.row(r as usize);
-                s.ids.extend_from_slice(row.ids);
-                s.types.extend_from_slice(row.types);
-                s.tok_off.push(s.ids.len());
-                s.positions.extend_from_slice(row.positions);
-                s.masked.extend_from_slice(row.masked);
-                s.mask_off.push(s.positions.len());
-                s.labels.push(row.label);
+                self.staging.push(cur.data.row(r as usize));
             }
             self.row_cursor += take;
         }
@@ -526,7 +492,7 @@ impl BatchReader {
     fn assemble(&self) -> Batch {
         let s = &self.staging;
         let b = s.rows();
-        let longest = s.tok_off.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let longest = (0..b).map(|r| s.row(r).ids.len()).max().unwrap_or(0);
         let seq_len = if self.config.pad_to_max {
             self.config.max_seq_length
         } else {
@@ -542,30 +508,18 @@ impl BatchReader {
         let mut masked_positions = vec![0i64; b * p];
         let mut masked_ids = vec![0i64; b * p];
         let mut masked_weights = vec![0f32; b * p];
+        let mut sentence_order_labels = Vec::with_capacity(b);
         for r in 0..b {
-            let (a, e) = (s.tok_off[r], s.tok_off[r + 1]);
-            let n = e - a;
-            let row = r * seq_len;
-            for (dst, &src) in input_ids[row..row + n].iter_mut().zip(&s.ids[a..e]) {
-                *dst = src as i64;
-            }
-            for (dst, &src) in token_type_ids[row..row + n].iter_mut().zip(&s.types[a..e]) {
-                *dst = src as i64;
-            }
-            attention_mask[row..row + n].fill(1);
-            let (ma, me) = (s.mask_off[r], s.mask_off[r + 1]);
-            let m = me - ma;
-            let row = r * p;
-            for (dst, &src) in masked_positions[row..row + m]
-                .iter_mut()
-                .zip(&s.positions[ma..me])
-            {
-                *dst = src as i64;
-            }
-            for (dst, &src) in masked_ids[row..row + m].iter_mut().zip(&s.masked[ma..me]) {
-                *dst = src as i64;
-            }
-            masked_weights[row..row + m].fill(1.0);
+            let row = s.row(r);
+            let tokens = r * seq_len..r * seq_len + row.ids.len();
+            widen(&mut input_ids[tokens.clone()], row.ids);
+            widen(&mut token_type_ids[tokens.clone()], row.types);
+            attention_mask[tokens].fill(1);
+            let targets = r * p..r * p + row.positions.len();
+            widen(&mut masked_positions[targets.clone()], row.positions);
+            widen(&mut masked_ids[targets.clone()], row.masked);
+            masked_weights[targets].fill(1.0);
+            sentence_order_labels.push(row.label as i64);
         }
         Batch {
             batch_size: b,
@@ -577,9 +531,9 @@ impl BatchReader {
             masked_positions,
             masked_ids,
             masked_weights,
-            sentence_order_labels: s.labels.iter().map(|&l| l as i64).collect(),
-            tokens: s.ids.len() as u64,
-            predictions: s.positions.len() as u64,
+            sentence_order_labels,
+            tokens: s.tokens() as u64,
+            predictions: s.predictions() as u64,
         }
     }
 }
@@ -589,5 +543,12 @@ impl Iterator for BatchReader {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.next_batch().transpose()
+    }
+}
+
+/// Copies `src` into `dst` (as long), widened to `i64`.
+fn widen<T: Copy + Into<i64>>(dst: &mut [i64], src: &[T]) {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        *d = v.into();
     }
 }

@@ -37,9 +37,11 @@
 //! `max_seq_length` itself with `pad_to_max`. The order is seeded per (seed, epoch, shard) and
 //! independent of thread count; a [`ReaderPosition`] resumes it exactly.
 
+#![warn(missing_docs)]
+
 mod batch;
 mod read;
-mod rng;
+pub mod rng;
 pub mod schema;
 mod writer;
 

@@ -95,23 +95,32 @@ pub fn list_shards(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
 /// `max_predictions_per_seq`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
+    /// The longest row the reader pads to.
     pub max_seq_length: usize,
+    /// The most masked positions a row may have.
     pub max_predictions_per_seq: usize,
 }
 
 /// One row of a decoded shard.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Row<'a> {
+    /// Token ids.
     pub ids: &'a [i32],
+    /// Segment ids, one per token.
     pub types: &'a [i8],
+    /// Masked positions, ascending.
     pub positions: &'a [i32],
+    /// The original id at each masked position.
     pub masked: &'a [i32],
+    /// Sentence-order label.
     pub label: i8,
 }
 
-/// A whole shard decoded into flat columns. Row `r`'s tokens are
-/// `ids[tok_off[r]..tok_off[r + 1]]`, its masked positions `positions[mask_off[r]..mask_off[r + 1]]`.
-#[derive(Debug, Default)]
+/// Decoded rows in flat columns: a whole shard ([`ShardData::load`]), or the rows of the batch
+/// the training reader is assembling (copied out of the shard so that a batch can span two
+/// shards while only one is decoded). Row `r`'s tokens are `ids[tok_off[r]..tok_off[r + 1]]`,
+/// its masked positions `positions[mask_off[r]..mask_off[r + 1]]`.
+#[derive(Debug)]
 pub(crate) struct ShardData {
     ids: Vec<i32>,
     types: Vec<i8>,
@@ -122,11 +131,142 @@ pub(crate) struct ShardData {
     labels: Vec<i8>,
 }
 
+impl Default for ShardData {
+    fn default() -> Self {
+        ShardData {
+            ids: Vec::new(),
+            types: Vec::new(),
+            tok_off: vec![0],
+            positions: Vec::new(),
+            masked: Vec::new(),
+            mask_off: vec![0],
+            labels: Vec::new(),
+        }
+    }
+}
+
+/// The columns of one record batch, checked for type and nulls.
+struct BatchColumns<'a> {
+    ids: &'a [i32],
+    ids_off: &'a [i32],
+    types: &'a [i8],
+    types_off: &'a [i32],
+    positions: &'a [i32],
+    positions_off: &'a [i32],
+    masked: &'a [i32],
+    masked_off: &'a [i32],
+    lengths: &'a Int32Array,
+    labels: &'a Int8Array,
+}
+
+impl<'a> BatchColumns<'a> {
+    fn of(batch: &'a RecordBatch, cols: ColumnIndex, path: &Path) -> Result<Self> {
+        let ids = list_column(batch, cols.input_ids, columns::INPUT_IDS, path)?;
+        let types = list_column(batch, cols.token_type_ids, columns::TOKEN_TYPE_IDS, path)?;
+        let positions = list_column(
+            batch,
+            cols.masked_positions,
+            columns::MASKED_POSITIONS,
+            path,
+        )?;
+        let masked = list_column(batch, cols.masked_ids, columns::MASKED_IDS, path)?;
+        Ok(BatchColumns {
+            lengths: scalar_column::<Int32Array>(batch, cols.length, columns::LENGTH, path)?,
+            labels: scalar_column::<Int8Array>(
+                batch,
+                cols.sentence_order_label,
+                columns::SENTENCE_ORDER_LABEL,
+                path,
+            )?,
+            ids: list_values::<Int32Array>(ids, columns::INPUT_IDS, path)?,
+            types: list_values::<Int8Array>(types, columns::TOKEN_TYPE_IDS, path)?,
+            positions: list_values::<Int32Array>(positions, columns::MASKED_POSITIONS, path)?,
+            masked: list_values::<Int32Array>(masked, columns::MASKED_IDS, path)?,
+            ids_off: ids.value_offsets(),
+            types_off: types.value_offsets(),
+            positions_off: positions.value_offsets(),
+            masked_off: masked.value_offsets(),
+        })
+    }
+
+    /// Row `r` of the batch (row `row` of the file, for messages), checked against the schema's
+    /// invariants and `limits`.
+    fn row(&self, r: usize, row: usize, file: &str, limits: Option<Limits>) -> Result<Row<'a>> {
+        let span = |off: &[i32]| (off[r] as usize, off[r + 1] as usize);
+        let (a, b) = span(self.ids_off);
+        let n = b - a;
+        let length = self.lengths.value(r);
+        ensure!(
+            length >= 0 && length as usize == n,
+            "{file}: row {row}: `length` is {length} but `input_ids` has {n} tokens"
+        );
+        let (ta, tb) = span(self.types_off);
+        ensure!(
+            tb - ta == n,
+            "{file}: row {row}: `token_type_ids` has {} entries but `input_ids` has {n}",
+            tb - ta
+        );
+        let (pa, pb) = span(self.positions_off);
+        let (ma, mb) = span(self.masked_off);
+        ensure!(
+            pb - pa == mb - ma,
+            "{file}: row {row}: {} masked positions but {} masked ids",
+            pb - pa,
+            mb - ma
+        );
+        let positions = &self.positions[pa..pb];
+        let mut prev = -1i64;
+        for &p in positions {
+            ensure!(
+                (p as i64) > prev && (p as usize) < n,
+                "{file}: row {row}: masked position {p} is out of order or outside the {n} \
+                 tokens (positions must be strictly ascending and < length)"
+            );
+            prev = p as i64;
+        }
+        let label = self.labels.value(r);
+        ensure!(
+            label == 0 || label == 1,
+            "{file}: row {row}: sentence_order_label is {label}, must be 0 or 1"
+        );
+        if let Some(l) = limits {
+            check_limits(l, n, pb - pa, row, file)?;
+        }
+        Ok(Row {
+            ids: &self.ids[a..b],
+            types: &self.types[ta..tb],
+            positions,
+            masked: &self.masked[ma..mb],
+            label,
+        })
+    }
+}
+
+/// A row of `n` tokens and `predictions` masked positions against the reader's limits.
+fn check_limits(l: Limits, n: usize, predictions: usize, row: usize, file: &str) -> Result<()> {
+    ensure!(
+        n <= l.max_seq_length,
+        "{file}: row {row} has {n} tokens, more than max_seq_length {}: the reader's \
+         max_seq_length must be at least the mask stage's",
+        l.max_seq_length
+    );
+    ensure!(
+        predictions <= l.max_predictions_per_seq,
+        "{file}: row {row} has {predictions} masked positions, more than \
+         max_predictions_per_seq {}: the reader's max_predictions_per_seq must be at \
+         least the mask stage's",
+        l.max_predictions_per_seq
+    );
+    Ok(())
+}
+
 impl ShardData {
+    /// The number of rows.
     pub fn rows(&self) -> usize {
         self.labels.len()
     }
 
+    /// Row `r`, as slices into the columns.
     pub fn row(&self, r: usize) -> Row<'_> {
         let (a, b) = (self.tok_off[r], self.tok_off[r + 1]);
         let (c, d) = (self.mask_off[r], self.mask_off[r + 1]);
@@ -139,6 +279,40 @@ impl ShardData {
         }
     }
 
+    /// Token ids of all rows together.
+    pub fn tokens(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Masked positions of all rows together.
+    pub fn predictions(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// Appends a copy of `row`.
+    pub fn push(&mut self, row: Row<'_>) {
+        self.ids.extend_from_slice(row.ids);
+        self.types.extend_from_slice(row.types);
+        self.tok_off.push(self.ids.len());
+        self.positions.extend_from_slice(row.positions);
+        self.masked.extend_from_slice(row.masked);
+        self.mask_off.push(self.positions.len());
+        self.labels.push(row.label);
+    }
+
+    /// Empties the rows, keeping the allocations (the reader reuses one across batches).
+    pub fn clear(&mut self) {
+        self.ids.clear();
+        self.types.clear();
+        self.tok_off.clear();
+        self.tok_off.push(0);
+        self.positions.clear();
+        self.masked.clear();
+        self.mask_off.clear();
+        self.mask_off.push(0);
+        self.labels.clear();
+    }
+
     /// Decodes and validates every row of `path` (see `SCHEMA.md` for the invariants), checking
     /// `limits` too when given. Returns the data and the schema metadata.
     pub fn load(path: &Path, limits: Option<Limits>) -> Result<(Self, BTreeMap<String, String>)> {
@@ -149,11 +323,7 @@ impl ShardData {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let mut data = ShardData {
-            tok_off: vec![0],
-            mask_off: vec![0],
-            ..Default::default()
-        };
+        let mut data = ShardData::default();
         for batch in reader {
             let batch = batch
                 .with_context(|| format!("{}: cannot decode a record batch", path.display()))?;
@@ -170,95 +340,12 @@ impl ShardData {
         path: &Path,
         limits: Option<Limits>,
     ) -> Result<()> {
-        let file = path.display();
+        let file = path.display().to_string();
         let first_row = self.rows();
-        let ids = list_column(batch, cols.input_ids, columns::INPUT_IDS, path)?;
-        let types = list_column(batch, cols.token_type_ids, columns::TOKEN_TYPE_IDS, path)?;
-        let positions = list_column(
-            batch,
-            cols.masked_positions,
-            columns::MASKED_POSITIONS,
-            path,
-        )?;
-        let masked = list_column(batch, cols.masked_ids, columns::MASKED_IDS, path)?;
-        let lengths = scalar_column::<Int32Array>(batch, cols.length, columns::LENGTH, path)?;
-        let labels = scalar_column::<Int8Array>(
-            batch,
-            cols.sentence_order_label,
-            columns::SENTENCE_ORDER_LABEL,
-            path,
-        )?;
-        let ids_v = list_values::<Int32Array>(ids, columns::INPUT_IDS, path)?;
-        let types_v = list_values::<Int8Array>(types, columns::TOKEN_TYPE_IDS, path)?;
-        let pos_v = list_values::<Int32Array>(positions, columns::MASKED_POSITIONS, path)?;
-        let masked_v = list_values::<Int32Array>(masked, columns::MASKED_IDS, path)?;
-        let (io, to, po, mo) = (
-            ids.value_offsets(),
-            types.value_offsets(),
-            positions.value_offsets(),
-            masked.value_offsets(),
-        );
+        let columns = BatchColumns::of(batch, cols, path)?;
         for r in 0..batch.num_rows() {
-            let row = first_row + r;
-            let (a, b) = (io[r] as usize, io[r + 1] as usize);
-            let n = b - a;
-            let length = lengths.value(r);
-            ensure!(
-                length >= 0 && length as usize == n,
-                "{file}: row {row}: `length` is {length} but `input_ids` has {n} tokens"
-            );
-            let (ta, tb) = (to[r] as usize, to[r + 1] as usize);
-            ensure!(
-                tb - ta == n,
-                "{file}: row {row}: `token_type_ids` has {} entries but `input_ids` has {n}",
-                tb - ta
-            );
-            let (pa, pb) = (po[r] as usize, po[r + 1] as usize);
-            let (ma, mb) = (mo[r] as usize, mo[r + 1] as usize);
-            ensure!(
-                pb - pa == mb - ma,
-                "{file}: row {row}: {} masked positions but {} masked ids",
-                pb - pa,
-                mb - ma
-            );
-            let pos = &pos_v[pa..pb];
-            let mut prev = -1i64;
-            for &p in pos {
-                ensure!(
-                    (p as i64) > prev && (p as usize) < n,
-                    "{file}: row {row}: masked position {p} is out of order or outside the {n} \
-                     tokens (positions must be strictly ascending and < length)"
-                );
-                prev = p as i64;
-            }
-            let label = labels.value(r);
-            ensure!(
-                label == 0 || label == 1,
-                "{file}: row {row}: sentence_order_label is {label}, must be 0 or 1"
-            );
-            if let Some(l) = limits {
-                ensure!(
-                    n <= l.max_seq_length,
-                    "{file}: row {row} has {n} tokens, more than max_seq_length {}: the reader's \
-                     max_seq_length must be at least the mask stage's",
-                    l.max_seq_length
-                );
-                ensure!(
-                    pb - pa <= l.max_predictions_per_seq,
-                    "{file}: row {row} has {} masked positions, more than \
-                     max_predictions_per_seq {}: the reader's max_predictions_per_seq must be at \
-                     least the mask stage's",
-                    pb - pa,
-                    l.max_predictions_per_seq
-                );
-            }
-            self.ids.extend_from_slice(&ids_v[a..b]);
-            self.types.extend_from_slice(&types_v[ta..tb]);
-            self.tok_off.push(self.ids.len());
-            self.positions.extend_from_slice(pos);
-            self.masked.extend_from_slice(&masked_v[ma..mb]);
-            self.mask_off.push(self.positions.len());
-            self.labels.push(label);
+            let row = columns.row(r, first_row + r, &file, limits)?;
+            self.push(row);
         }
         Ok(())
     }

@@ -1,4 +1,5 @@
-//! The reader's shuffles: a tiny, frozen PRNG (SplitMix64) and Fisher–Yates.
+//! The workspace's one small PRNG: SplitMix64 (the reader's shuffles, the `mask` stage's
+//! per-document seeds, synthetic benchmark and test data) and Fisher–Yates.
 //!
 //! Written out here rather than taken from `rand` on purpose: the order in which a training run
 //! sees its instances is part of what makes it reproducible, and a library upgrade that changed
@@ -24,18 +25,32 @@ pub(crate) fn derive_seed(seed: u64, parts: &[u64]) -> u64 {
     h
 }
 
+/// One SplitMix64 step as a pure function: `mix(z + golden ratio)`, the generator's output for
+/// state `z`. A strong 64-bit hash of `z`, for seeds that must not correlate with their input.
+pub fn splitmix64(z: u64) -> u64 {
+    mix(z.wrapping_add(GOLDEN))
+}
+
 /// SplitMix64 generator.
-struct SplitMix64(u64);
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
 
 impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
+    /// A generator whose first output is `splitmix64(seed)`.
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let out = splitmix64(self.0);
         self.0 = self.0.wrapping_add(GOLDEN);
-        mix(self.0)
+        out
     }
 
     /// A number in `0..n` by Lemire's multiply-shift (bias below n / 2^64: irrelevant here, and
     /// no rejection loop keeps the stream a fixed length).
-    fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
 }
@@ -73,5 +88,9 @@ mod tests {
         assert_eq!(derive_seed(7, &[1, 2]), 8_874_644_468_403_505_530);
         assert_eq!(derive_seed(0, &[1, 2]), derive_seed(0, &[1, 2]));
         assert_ne!(derive_seed(0, &[1, 2]), derive_seed(0, &[2, 1]));
+        // The stateless step is the generator's output for that state.
+        let mut g = SplitMix64::new(7);
+        assert_eq!(g.next_u64(), splitmix64(7));
+        assert_eq!(g.next_u64(), splitmix64(7u64.wrapping_add(GOLDEN)));
     }
 }

@@ -28,11 +28,17 @@ pub const FOOTER_NUM_TOKENS: &str = "num_tokens";
 
 /// Column names, in the order the writer lays them out.
 pub mod columns {
+    /// Token ids, `list<int32>`.
     pub const INPUT_IDS: &str = "input_ids";
+    /// Segment ids, `list<int8>`.
     pub const TOKEN_TYPE_IDS: &str = "token_type_ids";
+    /// Token count, `int32`.
     pub const LENGTH: &str = "length";
+    /// Masked positions, `list<int32>`.
     pub const MASKED_POSITIONS: &str = "masked_positions";
+    /// The original ids at the masked positions, `list<int32>`.
     pub const MASKED_IDS: &str = "masked_ids";
+    /// Sentence-order label, `int8`.
     pub const SENTENCE_ORDER_LABEL: &str = "sentence_order_label";
 }
 
@@ -79,11 +85,17 @@ pub fn shard_schema(metadata: &BTreeMap<String, String>) -> Result<Schema> {
 /// Positions of the six columns in a file's schema (columns are found by name).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ColumnIndex {
+    /// Column of `input_ids`.
     pub input_ids: usize,
+    /// Column of `token_type_ids`.
     pub token_type_ids: usize,
+    /// Column of `length`.
     pub length: usize,
+    /// Column of `masked_positions`.
     pub masked_positions: usize,
+    /// Column of `masked_ids`.
     pub masked_ids: usize,
+    /// Column of `sentence_order_label`.
     pub sentence_order_label: usize,
 }
 

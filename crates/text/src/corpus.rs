@@ -41,6 +41,7 @@ pub enum Format {
 }
 
 impl Format {
+    /// Every format, `auto` first.
     pub const ALL: [Format; 4] = [
         Format::Auto,
         Format::Lines,
@@ -48,6 +49,7 @@ impl Format {
         Format::Wiki,
     ];
 
+    /// The name params and logs use.
     pub fn name(self) -> &'static str {
         match self {
             Format::Auto => "auto",
@@ -90,7 +92,9 @@ pub const MAX_RECORDED_INVALID: usize = 10_000;
 /// What [`detect_format`] chose, and why (for the log).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Detection {
+    /// The format chosen.
     pub format: Format,
+    /// What in the file decided it.
     pub reason: String,
 }
 
@@ -180,8 +184,11 @@ fn is_doc_open(line: &[u8]) -> bool {
 /// (1-based) it starts on (the `<doc>` line for `wiki`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Document {
+    /// The paragraphs, raw, without line ends.
     pub paragraphs: Vec<String>,
+    /// The file it was read from.
     pub file: Arc<Path>,
+    /// The 1-based line it starts on.
     pub line: u64,
 }
 
@@ -307,6 +314,7 @@ impl<R: BufRead> DocumentReader<R> {
         self.detection.as_ref()
     }
 
+    /// The file being read.
     pub fn file(&self) -> &Arc<Path> {
         &self.file
     }
@@ -321,6 +329,7 @@ impl<R: BufRead> DocumentReader<R> {
         self.bytes_read
     }
 
+    /// The invalid UTF-8 lines met so far.
     pub fn invalid_utf8(&self) -> &InvalidUtf8 {
         &self.invalid
     }

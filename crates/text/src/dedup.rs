@@ -247,12 +247,14 @@ pub fn signature_similarity(a: &Signature, b: &Signature) -> f64 {
 /// What [`Deduplicator::check`] needs of a document; computed in parallel, checked in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fingerprint {
+    /// A 128-bit hash of the whole text: equal texts, equal hashes.
     pub exact: u128,
     /// `None` when near-duplicate detection is off, or the text is blank.
     pub sketch: Option<Sketch>,
 }
 
 impl Fingerprint {
+    /// The fingerprint of `text`, with a MinHash sketch when `near`.
     pub fn new(text: &str, near: bool) -> Fingerprint {
         Fingerprint {
             exact: exact_hash(text),

@@ -156,16 +156,19 @@ pub struct HfTokenizer {
 }
 
 impl HfTokenizer {
+    /// Wraps a Hugging Face tokenizer.
     pub fn new(inner: Tokenizer) -> HfTokenizer {
         HfTokenizer { inner }
     }
 
+    /// Loads a `tokenizer.json`.
     pub fn from_file(path: &Path) -> anyhow::Result<HfTokenizer> {
         let inner = Tokenizer::from_file(path)
             .map_err(|e| anyhow!("{}: not a Hugging Face tokenizer.json: {e}", path.display()))?;
         Ok(HfTokenizer { inner })
     }
 
+    /// The wrapped tokenizer.
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.inner
     }

@@ -9,6 +9,8 @@
 //! - [`vocab`], [`wordpiece`], [`hf`], [`train`], [`words`]: vocabularies, our fast BERT-style
 //!   tokenizer, Hugging Face `tokenizer.json`, vocabulary training, jieba word boundaries.
 
+#![warn(missing_docs)]
+
 pub mod corpus;
 pub mod dedup;
 pub mod hf;
@@ -18,3 +20,6 @@ pub mod train;
 pub mod vocab;
 pub mod wordpiece;
 pub mod words;
+
+/// Hugging Face's tokenizer, which [`hf`] builds and [`train`] returns.
+pub use tokenizers::Tokenizer;

@@ -79,6 +79,7 @@ impl Normalizer {
         Ok(Normalizer { options, t2s })
     }
 
+    /// What this normaliser does.
     pub fn options(&self) -> NormalizeOptions {
         self.options
     }

@@ -46,6 +46,7 @@ impl SentenceSplitter {
         }
     }
 
+    /// The longest sentence it emits, in characters.
     pub fn max_chars(&self) -> usize {
         self.max_chars
     }

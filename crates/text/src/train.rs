@@ -46,11 +46,14 @@ use crate::wordpiece::{CONTINUING_SUBWORD_PREFIX, MAX_INPUT_CHARS_PER_WORD, basi
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelKind {
+    /// BERT's: greedy longest-match subwords with `##` continuations.
     WordPiece,
+    /// SentencePiece's: subwords chosen by a unigram language model.
     Unigram,
 }
 
 impl ModelKind {
+    /// The name params use.
     pub fn name(self) -> &'static str {
         match self {
             ModelKind::WordPiece => "wordpiece",
@@ -62,19 +65,24 @@ impl ModelKind {
 /// What to train.
 #[derive(Debug, Clone)]
 pub struct TrainConfig {
+    /// WordPiece or Unigram.
     pub model: ModelKind,
     /// Vocabulary size, the special tokens included.
     pub vocab_size: usize,
     /// Characters seen fewer times are left out (they become `[UNK]`); WordPiece merges need
     /// this many occurrences too.
     pub min_frequency: u64,
+    /// Lower-case and strip accents (BERT's `do_lower_case`).
     pub lowercase: bool,
 }
 
 /// A trained vocabulary, its tokenizer, and counts for metrics.
 pub struct Trained {
+    /// The vocabulary, special tokens first.
     pub vocab: Vocab,
+    /// Its Hugging Face tokenizer.
     pub tokenizer: Tokenizer,
+    /// Counts for `metrics.json`.
     pub stats: TrainStats,
 }
 
@@ -83,6 +91,7 @@ pub struct Trained {
 pub struct TrainStats {
     /// Word occurrences (after BERT's basic tokenisation) counted.
     pub words: u64,
+    /// Distinct words.
     pub distinct_words: u64,
     /// Distinct characters in the words.
     pub distinct_chars: u64,
@@ -90,6 +99,7 @@ pub struct TrainStats {
     pub alphabet: u64,
     /// Distinct characters left out: too rare, or beyond the size budget.
     pub chars_below_min_frequency: u64,
+    /// Distinct characters frequent enough but beyond the size budget.
     pub chars_over_budget: u64,
 }
 

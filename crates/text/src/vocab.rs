@@ -17,39 +17,72 @@ pub const SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MAS
 /// Why a vocab.txt cannot be used. Line numbers are 1-based, as editors show them.
 #[derive(Debug, thiserror::Error)]
 pub enum VocabError {
+    /// The file cannot be read.
     #[error("cannot read vocabulary {}: {source}", path.display())]
     Io {
+        /// The vocab.txt.
         path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// No token at all.
     #[error("{}: the vocabulary is empty (expected one token a line)", path.display())]
-    Empty { path: PathBuf },
+    Empty {
+        /// The vocab.txt.
+        path: PathBuf,
+    },
+    /// A line that is not UTF-8.
     #[error("{}:{line}: invalid UTF-8 (a vocab.txt must be UTF-8)", path.display())]
-    InvalidUtf8 { path: PathBuf, line: usize },
+    InvalidUtf8 {
+        /// The vocab.txt.
+        path: PathBuf,
+        /// The line.
+        line: usize,
+    },
+    /// An empty line, which would be an empty token.
     #[error(
         "{}:{line}: empty line (a token cannot be empty; remove the line, and mind that ids are line indices)",
         path.display()
     )]
-    EmptyLine { path: PathBuf, line: usize },
-    #[error("{}:{line}: token {token:?} duplicates line {first_line}", path.display())]
-    Duplicate {
+    EmptyLine {
+        /// The vocab.txt.
         path: PathBuf,
-        token: String,
-        first_line: usize,
+        /// The line.
         line: usize,
     },
+    /// A token listed twice.
+    #[error("{}:{line}: token {token:?} duplicates line {first_line}", path.display())]
+    Duplicate {
+        /// The vocab.txt.
+        path: PathBuf,
+        /// The token.
+        token: String,
+        /// Where it first is.
+        first_line: usize,
+        /// Where it is again.
+        line: usize,
+    },
+    /// Special tokens BERT needs are not there.
     #[error(
         "{}: missing special token(s) {} (a BERT vocabulary needs [PAD] [UNK] [CLS] [SEP] [MASK])",
         path.display(),
         missing.join(" ")
     )]
     MissingSpecial {
+        /// The vocab.txt.
         path: PathBuf,
+        /// The special tokens missing.
         missing: Vec<&'static str>,
     },
+    /// More tokens than u32 ids.
     #[error("{}: the vocabulary has {len} tokens, more than the 2^32 ids allow", path.display())]
-    TooLarge { path: PathBuf, len: usize },
+    TooLarge {
+        /// The vocab.txt.
+        path: PathBuf,
+        /// Its number of tokens.
+        len: usize,
+    },
 }
 
 /// A checked vocabulary: tokens by id and ids by token, plus the special token ids.
@@ -164,6 +197,7 @@ impl Vocab {
         self.tokens.is_empty()
     }
 
+    /// The id of `token`, if it is in the vocabulary.
     pub fn id(&self, token: &str) -> Option<u32> {
         self.ids.get(token).copied()
     }
@@ -178,22 +212,27 @@ impl Vocab {
         &self.tokens
     }
 
+    /// The id of `[PAD]`.
     pub fn pad_id(&self) -> u32 {
         self.special[0]
     }
 
+    /// The id of `[UNK]`.
     pub fn unk_id(&self) -> u32 {
         self.special[1]
     }
 
+    /// The id of `[CLS]`.
     pub fn cls_id(&self) -> u32 {
         self.special[2]
     }
 
+    /// The id of `[SEP]`.
     pub fn sep_id(&self) -> u32 {
         self.special[3]
     }
 
+    /// The id of `[MASK]`.
     pub fn mask_id(&self) -> u32 {
         self.special[4]
     }

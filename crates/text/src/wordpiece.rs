@@ -395,10 +395,12 @@ impl WordPiece {
         wp
     }
 
+    /// The vocabulary it encodes with.
     pub fn vocab(&self) -> &Arc<Vocab> {
         &self.vocab
     }
 
+    /// Whether it lower-cases (and strips accents) first.
     pub fn lowercase(&self) -> bool {
         self.lowercase
     }
@@ -605,6 +607,26 @@ enum RunKind {
     Slow,
 }
 
+impl WordPiece {
+    /// The char at byte `i` (a char boundary), its length, class and aux value: ASCII from the
+    /// table, the rest through [`Self::class_of`].
+    #[inline(always)]
+    fn char_at(&self, text: &str, i: usize) -> (char, usize, u8, u32) {
+        let b = text.as_bytes()[i];
+        if b < 0x80 {
+            return (
+                b as char,
+                1,
+                self.bmp_class[b as usize],
+                self.bmp_aux[b as usize],
+            );
+        }
+        let c = text[i..].chars().next().unwrap_or('\u{FFFD}');
+        let (class, aux) = self.class_of(c);
+        (c, c.len_utf8(), class, aux)
+    }
+}
+
 impl TokenizeWithOffsets for WordPiece {
     fn encode_with_offsets(&self, text: &str, ids: &mut Vec<u32>, starts: &mut Vec<u32>) {
         let bytes = text.as_bytes();
@@ -622,18 +644,7 @@ impl TokenizeWithOffsets for WordPiece {
         }
         while i < bytes.len() {
             let b = bytes[i];
-            let (c, len) = if b < 0x80 {
-                (b as char, 1)
-            } else {
-                // `i` is always at a char boundary of a valid str.
-                let c = text[i..].chars().next().unwrap_or('\u{FFFD}');
-                (c, c.len_utf8())
-            };
-            let (class, aux) = if b < 0x80 {
-                (self.bmp_class[b as usize], self.bmp_aux[b as usize])
-            } else {
-                self.class_of(c)
-            };
+            let (c, len, class, aux) = self.char_at(text, i);
             match class {
                 WORD => {
                     if run_start == usize::MAX {

@@ -12,6 +12,8 @@
 //! tensor in every error. [`Writer`] writes bundles that `tf.train.load_checkpoint` reads.
 //! [`skip_reason`] is the rule that sets optimizer slots and bookkeeping apart from weights.
 
+#![warn(missing_docs)]
+
 pub mod proto;
 mod reader;
 pub mod table;
@@ -26,8 +28,11 @@ pub use writer::{Writer, write_checkpoint_file};
 /// A checkpoint problem, with the file (and tensor) it is about.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct Error {
+    /// The index or data file the problem is in.
     pub file: PathBuf,
+    /// The tensor, when the problem is one tensor's.
     pub tensor: Option<String>,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -42,6 +47,7 @@ impl fmt::Display for Error {
 }
 
 impl Error {
+    /// A problem with `file` as a whole.
     pub fn new(file: impl Into<PathBuf>, message: impl Into<String>) -> Error {
         Error {
             file: file.into(),
@@ -50,6 +56,7 @@ impl Error {
         }
     }
 
+    /// A problem with one tensor of `file`.
     pub fn tensor(file: impl Into<PathBuf>, tensor: &str, message: impl Into<String>) -> Error {
         Error {
             file: file.into(),
@@ -59,19 +66,40 @@ impl Error {
     }
 }
 
+/// A tensor type this reader cannot read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "dtype {name} (TensorFlow DataType {code}) is not supported: only float32, float16, \
+     bfloat16, float64, int32, int64 and bool tensors can be read"
+)]
+pub struct UnsupportedDType {
+    /// TensorFlow's name for it (or "a reference type", "an unsupported type").
+    pub name: &'static str,
+    /// Its `DataType` code.
+    pub code: i32,
+}
+
 /// The tensor types this reader handles (TensorFlow's `DataType` codes in [`DType::tf_code`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
+    /// float32.
     F32,
+    /// float64.
     F64,
+    /// IEEE half precision.
     F16,
+    /// bfloat16 (the top half of a float32).
     BF16,
+    /// int32.
     I32,
+    /// int64.
     I64,
+    /// One byte a value, 0 or 1.
     Bool,
 }
 
 impl DType {
+    /// Every dtype, in TensorFlow's code order.
     pub const ALL: [DType; 7] = [
         DType::F32,
         DType::F64,
@@ -82,6 +110,7 @@ impl DType {
         DType::Bool,
     ];
 
+    /// TensorFlow's `DataType` code.
     pub fn tf_code(self) -> i32 {
         match self {
             DType::F32 => 1,
@@ -95,7 +124,7 @@ impl DType {
     }
 
     /// The dtype of a TensorFlow code, or why it cannot be read.
-    pub fn from_tf(code: i32) -> Result<DType, String> {
+    pub fn from_tf(code: i32) -> Result<DType, UnsupportedDType> {
         if let Some(d) = DType::ALL.into_iter().find(|d| d.tf_code() == code) {
             return Ok(d);
         }
@@ -111,10 +140,7 @@ impl DType {
             c if c > 100 => "a reference type",
             _ => "an unsupported type",
         };
-        Err(format!(
-            "dtype {name} (TensorFlow DataType {code}) is not supported: only float32, \
-             float16, bfloat16, float64, int32, int64 and bool tensors can be read"
-        ))
+        Err(UnsupportedDType { name, code })
     }
 
     /// Bytes per element.
@@ -127,6 +153,7 @@ impl DType {
         }
     }
 
+    /// numpy's name for it (`float32`, `bfloat16`, …).
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "float32",
@@ -243,8 +270,23 @@ mod tests {
         for d in DType::ALL {
             assert_eq!(DType::from_tf(d.tf_code()), Ok(d));
         }
-        assert!(DType::from_tf(7).unwrap_err().contains("string"));
-        assert!(DType::from_tf(21).unwrap_err().contains("variant"));
-        assert!(DType::from_tf(101).unwrap_err().contains("reference"));
+        assert!(
+            DType::from_tf(7)
+                .unwrap_err()
+                .to_string()
+                .contains("string")
+        );
+        assert!(
+            DType::from_tf(21)
+                .unwrap_err()
+                .to_string()
+                .contains("variant")
+        );
+        assert!(
+            DType::from_tf(101)
+                .unwrap_err()
+                .to_string()
+                .contains("reference")
+        );
     }
 }

@@ -9,6 +9,7 @@
 /// `BundleHeaderProto`: the value of the index's empty key.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Header {
+    /// How many `.data-NNNNN-of-NNNNN` shards hold the tensors.
     pub num_shards: i32,
     /// `true` for `BIG` (1); TensorFlow writes the host's order, so a big-endian machine's
     /// checkpoint holds big-endian tensors.
@@ -30,8 +31,11 @@ pub struct Entry {
     pub shape: Vec<i64>,
     /// `TensorShapeProto.unknown_rank`.
     pub unknown_rank: bool,
+    /// The data shard holding the bytes.
     pub shard_id: i32,
+    /// Where in the shard they start.
     pub offset: i64,
+    /// How many bytes there are.
     pub size: i64,
     /// The masked CRC-32C of the tensor's bytes.
     pub crc32c: u32,
@@ -133,6 +137,7 @@ fn bytes<'a>(v: Value<'a>, field: &str) -> Result<&'a [u8], DecodeError> {
 }
 
 impl Header {
+    /// The header from its protobuf bytes (unknown fields skipped).
     pub fn decode(buf: &[u8]) -> Result<Header, DecodeError> {
         let mut h = Header::default();
         let mut f = Fields::new(buf);
@@ -163,6 +168,7 @@ impl Header {
         Ok(h)
     }
 
+    /// The header's protobuf bytes (fields at their default left out, as protobuf writes them).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         if self.num_shards != 0 {
@@ -194,6 +200,7 @@ impl Header {
 }
 
 impl Entry {
+    /// The entry from its protobuf bytes (unknown fields skipped).
     pub fn decode(buf: &[u8]) -> Result<Entry, DecodeError> {
         let mut e = Entry::default();
         let mut f = Fields::new(buf);

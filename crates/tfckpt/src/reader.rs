@@ -13,8 +13,11 @@ const BUNDLE_VERSION: i32 = 1;
 /// An open checkpoint: its index, parsed and checked, and the paths of its data shards.
 #[derive(Debug, Clone)]
 pub struct Checkpoint {
+    /// The checkpoint prefix (`…/model.ckpt`), the index and shards being `prefix.*`.
     pub prefix: PathBuf,
+    /// `<prefix>.index`.
     pub index_path: PathBuf,
+    /// The index's header: shard count, endianness, version.
     pub header: Header,
     /// Tensor entries in key order (the header and the slice entries of partitioned variables
     /// left out).
@@ -25,12 +28,16 @@ pub struct Checkpoint {
 /// One tensor's bytes (little-endian) with its dtype and shape.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tensor {
+    /// The element type.
     pub dtype: DType,
+    /// Dimension sizes, outermost first.
     pub shape: Vec<usize>,
+    /// The raw elements, little-endian, row-major.
     pub bytes: Vec<u8>,
 }
 
 impl Tensor {
+    /// The number of elements.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
@@ -284,14 +291,17 @@ impl Checkpoint {
         self.entries.iter().map(|(n, _)| n.as_str())
     }
 
+    /// The number of tensors.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether the checkpoint holds no tensor.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
+    /// The data shard files the header names (`<prefix>.data-NNNNN-of-NNNNN`).
     pub fn shards(&self) -> &[PathBuf] {
         &self.shards
     }
@@ -326,7 +336,7 @@ impl Checkpoint {
                 e.slices
             )));
         }
-        let dtype = DType::from_tf(e.dtype).map_err(bad)?;
+        let dtype = DType::from_tf(e.dtype).map_err(|e| bad(e.to_string()))?;
         if e.unknown_rank || e.shape.iter().any(|&d| d < 0) {
             return Err(bad(format!("its shape {:?} is not fully known", e.shape)));
         }

@@ -13,7 +13,9 @@
 
 use crate::proto::{read_varint, write_varint};
 
+/// The magic number ending every LevelDB table footer.
 pub const MAGIC: u64 = 0xdb47_7524_8b80_fb57;
+/// Bytes in a footer: two padded block handles and the magic number.
 pub const FOOTER_LEN: usize = 48;
 const TRAILER_LEN: usize = 5;
 const MASK_DELTA: u32 = 0xa282_ead8;
@@ -23,6 +25,7 @@ pub fn mask(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(MASK_DELTA)
 }
 
+/// The CRC that [`mask`] masked.
 pub fn unmask(masked: u32) -> u32 {
     masked.wrapping_sub(MASK_DELTA).rotate_left(15)
 }

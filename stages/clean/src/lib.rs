@@ -40,6 +40,8 @@
 //! and deduplicated in input order, so the output does not depend on the number of threads.
 //! Memory is bounded by a few blocks in flight plus about 1 KB per kept document for dedup.
 
+#![warn(missing_docs)]
+
 mod params;
 
 use std::collections::BTreeMap;
@@ -78,11 +80,11 @@ impl Stage for CleanStage {
     }
 
     fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
-        CleanParams::parse(params).map(|_| ())
+        CleanParams::parse(params).map(|_| ()).map_err(|e| e.0)
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
-        let (params, rules) = CleanParams::parse(ctx.params).map_err(anyhow::Error::msg)?;
+        let (params, rules) = CleanParams::parse(ctx.params)?;
         Cleaner::new(ctx, params, rules)?.run()
     }
 }
@@ -522,9 +524,7 @@ fn read_all(
     }
     for path in files {
         let rel = display_path(ctx.root, path);
-        let format = rules
-            .format_for(Path::new(&rel), default)
-            .map_err(anyhow::Error::msg)?;
+        let format = rules.format_for(Path::new(&rel), default)?;
         let mut reader = DocumentReader::open(path, format)
             .with_context(|| format!("opening the input {}", path.display()))?;
         send!(Msg::File {

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+pub use pipeline_params::ParamError;
 use pipeline_text::corpus::Format;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -28,18 +29,29 @@ pub const KNOWN_PARAMS: &[&str] = &[
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct CleanParams {
+    /// How the files are laid out (`auto`: decided per file).
     pub format: Format,
     /// Kept raw here; [`FormatRules::parse`] checks it.
     pub formats: Value,
+    /// Convert Traditional to Simplified Chinese.
     pub to_simplified: bool,
+    /// Drop shorter sentences (characters).
     pub min_sentence_chars: usize,
+    /// Cut longer sentences.
     pub max_sentence_chars: usize,
+    /// Drop documents with fewer characters.
     pub min_doc_chars: usize,
+    /// Drop documents with more characters; 0: no maximum.
     pub max_doc_chars: usize,
+    /// Drop documents with fewer sentences.
     pub min_doc_sentences: usize,
+    /// Drop exact duplicate documents.
     pub dedup: bool,
+    /// Also drop near-duplicates (MinHash).
     pub near_dup: bool,
+    /// Estimated Jaccard similarity from which a document is a near-duplicate.
     pub near_dup_threshold: f64,
+    /// Start a new output file after this many bytes.
     pub shard_bytes: u64,
 }
 
@@ -67,10 +79,14 @@ pub const MIN_SHARD_BYTES: u64 = 1024;
 
 impl CleanParams {
     /// Parses and checks the params; the error names the param and what it allows.
-    pub fn parse(params: &Map<String, Value>) -> Result<(CleanParams, FormatRules), String> {
+    pub fn parse(params: &Map<String, Value>) -> Result<(CleanParams, FormatRules), ParamError> {
         let p: CleanParams = match serde_json::from_value(Value::Object(params.clone())) {
             Ok(p) => p,
-            Err(e) => return Err(Self::which_param(params).unwrap_or_else(|| e.to_string())),
+            Err(e) => {
+                return Err(Self::which_param(params)
+                    .unwrap_or_else(|| e.to_string())
+                    .into());
+            }
         };
         let rules = FormatRules::parse(&p.formats)?;
         p.check()?;
@@ -97,7 +113,7 @@ impl CleanParams {
         None
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ParamError> {
         if self.max_sentence_chars == 0 {
             return Err("param `max_sentence_chars` must be at least 1 (long sentences are cut to this many characters)".into());
         }
@@ -105,25 +121,26 @@ impl CleanParams {
             return Err(format!(
                 "param `min_sentence_chars` ({}) is more than `max_sentence_chars` ({}): every sentence would be dropped",
                 self.min_sentence_chars, self.max_sentence_chars
-            ));
+            ).into());
         }
         if self.max_doc_chars > 0 && self.min_doc_chars > self.max_doc_chars {
             return Err(format!(
                 "param `min_doc_chars` ({}) is more than `max_doc_chars` ({}): every document would be dropped (0 = no maximum)",
                 self.min_doc_chars, self.max_doc_chars
-            ));
+            ).into());
         }
         if !(self.near_dup_threshold > 0.0 && self.near_dup_threshold <= 1.0) {
             return Err(format!(
                 "param `near_dup_threshold` is {}; it must be in (0, 1] (the estimated Jaccard similarity from which a document counts as a near-duplicate)",
                 self.near_dup_threshold
-            ));
+            ).into());
         }
         if self.shard_bytes < MIN_SHARD_BYTES {
             return Err(format!(
                 "param `shard_bytes` is {}; it must be at least {MIN_SHARD_BYTES}",
                 self.shard_bytes
-            ));
+            )
+            .into());
         }
         Ok(())
     }
@@ -141,7 +158,7 @@ pub struct FormatRules {
 impl FormatRules {
     /// A map `{pattern: format}` (patterns must not disagree on a file), or a list of one-entry
     /// maps `[{pattern: format}, …]` (the first match wins).
-    pub fn parse(v: &Value) -> Result<FormatRules, String> {
+    pub fn parse(v: &Value) -> Result<FormatRules, ParamError> {
         let (entries, unordered): (Vec<(&String, &Value)>, bool) = match v {
             Value::Null => return Ok(FormatRules::default()),
             Value::Object(m) => (m.iter().collect(), true),
@@ -153,7 +170,7 @@ impl FormatRules {
                         _ => {
                             return Err(format!(
                                 "param `formats`: each list item must be one `pattern: format` pair, not {item}"
-                            ));
+                            ).into());
                         }
                     }
                 }
@@ -162,7 +179,7 @@ impl FormatRules {
             other => {
                 return Err(format!(
                     "param `formats` must map glob patterns to formats, e.g. {{\"*/zhwiki_sample/*\": wiki}}, not {other}"
-                ));
+                ).into());
             }
         };
         let mut rules = Vec::new();
@@ -189,7 +206,7 @@ impl FormatRules {
     }
 
     /// The format for a file (its path relative to the workspace root, or absolute if outside).
-    pub fn format_for(&self, rel: &Path, default: Format) -> Result<Format, String> {
+    pub fn format_for(&self, rel: &Path, default: Format) -> Result<Format, ParamError> {
         let mut matched: BTreeMap<Format, &str> = BTreeMap::new();
         for (glob, format) in &self.rules {
             if glob.matches_path(rel) {
@@ -210,7 +227,7 @@ impl FormatRules {
                     .map(|(f, p)| format!("`{p}` → {f}"))
                     .collect::<Vec<_>>()
                     .join(", ")
-            )),
+            ).into()),
         }
     }
 }
@@ -221,7 +238,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<(CleanParams, FormatRules), String> {
-        CleanParams::parse(v.as_object().unwrap())
+        CleanParams::parse(v.as_object().unwrap()).map_err(|e| e.0)
     }
 
     #[test]
@@ -296,7 +313,8 @@ mod tests {
         let (_, rules) = parse(json!({"formats": {"*/wiki/*": "wiki", "*": "lines"}})).unwrap();
         let e = rules
             .format_for(Path::new("c/wiki/a.txt"), Format::Auto)
-            .unwrap_err();
+            .unwrap_err()
+            .0;
         assert!(e.contains("disagree"), "{e}");
     }
 }

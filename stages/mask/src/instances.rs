@@ -17,18 +17,26 @@ use rand::seq::SliceRandom;
 /// The masking and packing parameters (the `mask` stage's params, checked).
 #[derive(Debug, Clone)]
 pub struct Recipe {
+    /// Tokens per instance, `[CLS]` and two `[SEP]` included.
     pub max_seq_length: usize,
+    /// At most this many masked positions.
     pub max_predictions_per_seq: usize,
+    /// Share of tokens to mask.
     pub masked_lm_prob: f64,
+    /// How often the target length is drawn shorter than the maximum.
     pub short_seq_prob: f64,
+    /// Longest masked span, in words.
     pub max_ngram: usize,
 }
 
 /// The special ids masking needs, and the ids a random replacement may take.
 #[derive(Debug, Clone)]
 pub struct Specials {
+    /// The id of `[CLS]`.
     pub cls: u32,
+    /// The id of `[SEP]`.
     pub sep: u32,
+    /// The id of `[MASK]`.
     pub mask: u32,
     /// Ordinary tokens (no [PAD]/[UNK]/[CLS]/[SEP]/[MASK]/[unused…]): the "10 % random".
     pub random_pool: Vec<u32>,
@@ -38,12 +46,16 @@ pub struct Specials {
 /// sentence ends in them.
 #[derive(Debug, Clone, Default)]
 pub struct TokenizedDoc {
+    /// Token ids of all sentences, end to end.
     pub ids: Vec<u32>,
+    /// Per token: whether it continues the word before it (a `##` piece or the rest of a jieba word).
     pub continues: Vec<bool>,
+    /// Where each sentence ends in `ids` (exclusive).
     pub sentence_ends: Vec<usize>,
 }
 
 impl TokenizedDoc {
+    /// Appends a sentence (an empty one is skipped).
     pub fn push_sentence(&mut self, ids: &[u32], continues: &[bool]) {
         if ids.is_empty() {
             return;
@@ -62,15 +74,20 @@ impl TokenizedDoc {
 /// What masking did to one instance, for the metrics.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MaskStats {
+    /// Masked positions.
     pub masked: u64,
+    /// Of which replaced by `[MASK]`.
     pub replaced_mask: u64,
+    /// Of which replaced by a random token.
     pub replaced_random: u64,
+    /// Of which kept as they were.
     pub kept: u64,
     /// `ngrams[n - 1]`: how many masked spans were n words long.
     pub ngrams: Vec<u64>,
 }
 
 impl MaskStats {
+    /// Adds another instance's counts.
     pub fn add(&mut self, o: &MaskStats) {
         self.masked += o.masked;
         self.replaced_mask += o.replaced_mask;

@@ -22,6 +22,8 @@
 //! threads: documents are processed in fixed blocks, each with its own seeded RNG, and written
 //! in corpus order.
 
+#![warn(missing_docs)]
+
 pub mod instances;
 
 use std::collections::BTreeMap;
@@ -32,7 +34,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use pipeline_engine::stage::{Stage, StageContext};
+pub use pipeline_params::ParamError;
 use pipeline_shards::ShardWriter;
+use pipeline_shards::rng::splitmix64;
 use pipeline_text::vocab::Vocab;
 use pipeline_text::wordpiece::{TokenizeWithOffsets, load_tokenizer};
 use pipeline_text::words::WordSegmenter;
@@ -44,20 +48,32 @@ use serde_json::{Map, Value, json};
 
 use instances::{MaskStats, Recipe, Specials, TokenizedDoc, instances_from_document};
 
+/// The `mask` stage kind.
 pub struct MaskStage;
 
+/// The params (see the crate documentation for what each does), with their defaults.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct MaskConfig {
+    /// Tokens per instance, `[CLS]` and two `[SEP]` included.
     pub max_seq_length: usize,
+    /// At most this many masked positions.
     pub max_predictions_per_seq: usize,
+    /// Share of tokens to mask, in (0, 1).
     pub masked_lm_prob: f64,
+    /// How often the target length is drawn in [2, max).
     pub short_seq_prob: f64,
+    /// Longest masked span in words.
     pub max_ngram: usize,
+    /// Mask whole jieba words (and whole `##` words).
     pub whole_word: bool,
+    /// Passes over the corpus, each with different masks.
     pub dupe_factor: usize,
+    /// Everything random derives from it and the document's index.
     pub seed: u64,
+    /// Share of documents held out for the eval shard.
     pub eval_fraction: f64,
+    /// Rows per Arrow file.
     pub instances_per_shard: usize,
 }
 
@@ -92,32 +108,29 @@ const PARAMS: &[&str] = &[
 ];
 
 impl MaskConfig {
-    pub fn from_params(params: &Map<String, Value>) -> Result<MaskConfig, String> {
+    /// The params, read and checked.
+    pub fn from_params(params: &Map<String, Value>) -> Result<MaskConfig, ParamError> {
         let c: MaskConfig = serde_json::from_value(Value::Object(params.clone()))
             .map_err(|e| format!("bad mask params: {e}"))?;
         if c.max_seq_length < 5 {
             return Err(format!(
                 "max_seq_length = {} is too small: [CLS] A [SEP] B [SEP] needs at least 5 tokens",
                 c.max_seq_length
-            ));
+            )
+            .into());
         }
         if !(c.masked_lm_prob > 0.0 && c.masked_lm_prob < 1.0) {
             return Err(format!(
                 "masked_lm_prob = {} must be in (0, 1) (albert_zh uses 0.15)",
                 c.masked_lm_prob
-            ));
+            )
+            .into());
         }
         if !(0.0..=1.0).contains(&c.short_seq_prob) {
-            return Err(format!(
-                "short_seq_prob = {} must be in [0, 1]",
-                c.short_seq_prob
-            ));
+            return Err(format!("short_seq_prob = {} must be in [0, 1]", c.short_seq_prob).into());
         }
         if !(0.0..1.0).contains(&c.eval_fraction) {
-            return Err(format!(
-                "eval_fraction = {} must be in [0, 1)",
-                c.eval_fraction
-            ));
+            return Err(format!("eval_fraction = {} must be in [0, 1)", c.eval_fraction).into());
         }
         for (name, v) in [
             ("max_predictions_per_seq", c.max_predictions_per_seq),
@@ -126,7 +139,7 @@ impl MaskConfig {
             ("instances_per_shard", c.instances_per_shard),
         ] {
             if v == 0 {
-                return Err(format!("{name} must be at least 1"));
+                return Err(format!("{name} must be at least 1").into());
             }
         }
         Ok(c)
@@ -157,11 +170,11 @@ impl Stage for MaskStage {
     }
 
     fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
-        MaskConfig::from_params(params).map(|_| ())
+        MaskConfig::from_params(params).map(|_| ()).map_err(|e| e.0)
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
-        let config = MaskConfig::from_params(ctx.params).map_err(anyhow::Error::msg)?;
+        let config = MaskConfig::from_params(ctx.params)?;
         let clean = ctx.dep("clean").context(
             "the mask stage needs a `clean` dep (the corpus) and a `vocab` dep: add `deps: [clean, vocab]`",
         )?;
@@ -219,10 +232,15 @@ pub fn corpus_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 /// Counts for one output split.
 #[derive(Debug, Default, Clone)]
 pub struct SplitReport {
+    /// Instances written.
     pub instances: u64,
+    /// Their tokens.
     pub tokens: u64,
+    /// What masking did.
     pub stats: MaskStats,
+    /// Instances whose segments were swapped (sentence-order label 1).
     pub swapped: u64,
+    /// The shard files, by name.
     pub shards: Vec<String>,
 }
 
@@ -263,18 +281,27 @@ fn round4(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
 
+/// What the stage did, for `metrics.json`.
 #[derive(Debug, Default, Clone)]
 pub struct MaskReport {
+    /// Documents read.
     pub documents: u64,
+    /// Of which held out for evaluation.
     pub eval_documents: u64,
+    /// Sentences read.
     pub sentences: u64,
+    /// Tokens of the corpus (one pass).
     pub corpus_tokens: u64,
+    /// Of which `[UNK]`.
     pub unk_tokens: u64,
+    /// The training split.
     pub train: SplitReport,
+    /// The eval split.
     pub eval: SplitReport,
 }
 
 impl MaskReport {
+    /// `metrics.json`'s content.
     pub fn to_json(&self, c: &MaskConfig) -> Value {
         json!({
             "documents": self.documents,
@@ -308,6 +335,7 @@ pub struct Masker {
 }
 
 impl Masker {
+    /// A masker with `config`'s recipe, `vocab`'s special ids and `tokenizer`.
     pub fn new(
         config: MaskConfig,
         vocab: Arc<Vocab>,
@@ -488,16 +516,9 @@ struct DocResult {
 fn mix(seed: u64, pass: u64, doc: u64) -> u64 {
     let mut x = seed;
     for v in [pass, doc] {
-        x = splitmix(x ^ splitmix(v));
+        x = splitmix64(x ^ splitmix64(v));
     }
     x
-}
-
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 fn unit_interval(x: u64) -> f64 {

@@ -13,15 +13,22 @@ use crate::PretrainParams;
 
 /// The data the stage trains on, found in its deps.
 pub struct Data {
+    /// The training shards, in name order.
     pub train: Vec<PathBuf>,
+    /// The eval shards.
     pub eval: Vec<PathBuf>,
+    /// From the shards' metadata.
     pub max_seq_length: usize,
+    /// From the shards' metadata.
     pub max_predictions: usize,
+    /// The `vocab` dep's artifact.
     pub vocab_dir: PathBuf,
+    /// Tokens in its `vocab.txt`.
     pub vocab_size: usize,
 }
 
 impl Data {
+    /// The shards in `mask_dir` and the vocabulary in `vocab_dir`, checked against each other.
     pub fn find(mask_dir: &Path, vocab_dir: &Path) -> anyhow::Result<Data> {
         let train = list_shards(mask_dir, "shard")?;
         if train.is_empty() {
@@ -64,6 +71,7 @@ impl Data {
         })
     }
 
+    /// The batch reader's settings for these shards and `p`.
     pub fn reader_config(&self, p: &PretrainParams) -> BatchReaderConfig {
         BatchReaderConfig {
             batch_size: p.batch_size,
@@ -101,9 +109,7 @@ pub fn initial_model(
             Ok((config, model))
         }
         None => {
-            let config = p
-                .model_config(Some(data_vocab))
-                .map_err(anyhow::Error::msg)?;
+            let config = p.model_config(Some(data_vocab))?;
             // The seed decides the initial weights.
             device.seed(p.seed);
             let model = AlbertForPreTraining::new(&config, device);

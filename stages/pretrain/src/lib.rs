@@ -11,7 +11,7 @@
 //! | param | default | what |
 //! |---|---|---|
 //! | `model` | `tiny` | albert_zh size (`tiny`, `small`, `base`, `large`, `xlarge`, `xxlarge`) or a config JSON (albert_zh or Hugging Face) relative to the workspace |
-//! | `share_type`, `ln_type`, `embedding_size`, `hidden_size`, `num_hidden_layers`, `num_attention_heads`, `intermediate_size`, `hidden_act`, … | from `model` | override one field of the model config (`vocab_size` comes from the vocabulary) |
+//! | `share_type`, `ln_type`, `layout`, `embedding_size`, `hidden_size`, `num_hidden_layers`, `num_attention_heads`, `intermediate_size`, `hidden_act`, … (`pipeline_albert::config::override_keys`) | from `model` | override one field of the model config (`vocab_size` comes from the vocabulary; `layout: albert_zh` is albert_zh's own embedding block and MLM head) |
 //! | `init_from` | none | a Hugging Face ALBERT checkpoint directory to continue pretraining from, or a TensorFlow checkpoint (albert_zh's or google-research/albert's: directory, prefix or .index, with albert_config.json and vocab.txt beside it) |
 //! | `device` | `auto` | `auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N` (`tch` builds only) |
 //! | `precision` | `fp32` | `fp32`; `bf16` is reserved for CUDA mixed precision and refused until it exists |
@@ -54,6 +54,8 @@
 //! `pipeline run` runs it again; a non-finite loss stops the stage naming the step, and the last
 //! good checkpoint stays.
 
+#![warn(missing_docs)]
+
 mod data;
 mod metrics;
 mod params;
@@ -69,9 +71,10 @@ use pipeline_engine::stage::{Stage, StageContext};
 use serde_json::{Map, Value};
 
 pub use data::{Data, initial_model};
-pub use params::{EVAL_BUDGET, Precision, PretrainParams, known_params};
+pub use params::{EVAL_BUDGET, ParamError, Precision, PretrainParams, known_params};
 use run::TrainingRun;
 
+/// The `pretrain` stage kind.
 pub struct PretrainStage;
 
 impl Stage for PretrainStage {
@@ -89,11 +92,13 @@ impl Stage for PretrainStage {
 
     fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
         // Paths are checked at run time, against the workspace root.
-        PretrainParams::parse(params, Path::new(".")).map(|_| ())
+        PretrainParams::parse(params, Path::new("."))
+            .map(|_| ())
+            .map_err(|e| e.0)
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
-        let p = PretrainParams::parse(ctx.params, ctx.root).map_err(anyhow::Error::msg)?;
+        let p = PretrainParams::parse(ctx.params, ctx.root)?;
         run(ctx, &p)
     }
 }
@@ -112,7 +117,7 @@ fn run(ctx: &StageContext, p: &PretrainParams) -> anyhow::Result<()> {
 
 /// The device the `device` param names, refusing precisions this build cannot train in.
 fn training_device(p: &PretrainParams) -> anyhow::Result<ResolvedDevice> {
-    let device = device::resolve(p.device).map_err(anyhow::Error::msg)?;
+    let device = device::resolve(p.device)?;
     if p.precision == Precision::Bf16 {
         // Refused rather than silently trained in fp32 under a bf16 label: mixed precision
         // has not been written or checked on a GPU yet (see README § GPU).

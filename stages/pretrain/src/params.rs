@@ -1,71 +1,150 @@
 //! The `pretrain` stage's params: the model (a named albert_zh size or a config file, plus
-//! per-field overrides such as `share_type`), the optimisation, the schedule of evaluations and
-//! checkpoints, and the device. Parsed with errors that name the param.
+//! per-field overrides such as `share_type`: [`override_keys`]), the optimisation, the schedule of
+//! evaluations and checkpoints, and the device. Read with serde into [`StageParams`] (defaults on
+//! the fields, unknown keys refused), then checked, with errors that name the param.
 
 use std::path::{Path, PathBuf};
 
 use pipeline_albert::AlbertConfig;
 use pipeline_albert::config::NAMED_CONFIGS;
+use pipeline_albert::config::override_keys;
 use pipeline_albert::device::DeviceChoice;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
+pub use pipeline_params::ParamError;
+use pipeline_params::{Count, Flag, Number, Text, from_object, struct_fields};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// Model fields a param may override (the rest of [`KNOWN_PARAMS`] are the stage's own).
-pub const MODEL_FIELDS: &[&str] = &[
-    "vocab_size",
-    "embedding_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "max_position_embeddings",
-    "type_vocab_size",
-    "layer_norm_eps",
-    "initializer_range",
-    "hidden_dropout_prob",
-    "attention_probs_dropout_prob",
-    "share_type",
-    "ln_type",
-    "hidden_act",
-];
-
-const STAGE_PARAMS: &[&str] = &[
-    "model",
-    "init_from",
-    "device",
-    "precision",
-    "batch_size",
-    "grad_accum_steps",
-    "steps",
-    "learning_rate",
-    "warmup_steps",
-    "weight_decay",
-    "optimizer",
-    "beta_1",
-    "beta_2",
-    "epsilon",
-    "max_grad_norm",
-    "eval_interval",
-    "eval_batches",
-    "checkpoint_interval",
-    "log_interval",
-    "seed",
-    "pad_to_max",
-    "save_steps",
-];
-
-/// Every param the kind takes.
-pub fn known_params() -> &'static [&'static str] {
-    static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-    ALL.get_or_init(|| STAGE_PARAMS.iter().chain(MODEL_FIELDS).copied().collect())
+/// The stage's own params as written (the model fields are [`override_keys`]); a field left
+/// out, or null, takes the default here. Those whose default depends on `steps` are `None`.
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct StageParams {
+    model: Text,
+    init_from: Option<PathText>,
+    device: Text,
+    precision: Text,
+    batch_size: Count,
+    grad_accum_steps: Count,
+    steps: Count,
+    learning_rate: Number,
+    /// Default `steps / 10`.
+    warmup_steps: Option<Count>,
+    weight_decay: Number,
+    optimizer: Text,
+    beta_1: Number,
+    beta_2: Number,
+    epsilon: Number,
+    max_grad_norm: Number,
+    /// Default `steps / 5`.
+    eval_interval: Option<Count>,
+    eval_batches: EvalBatches,
+    /// Default `steps / 10`, at most 500.
+    checkpoint_interval: Option<Count>,
+    log_interval: Count,
+    seed: Count,
+    pad_to_max: Flag,
+    save_steps: StepList,
 }
 
-/// Numeric precision of training.
+impl Default for StageParams {
+    fn default() -> Self {
+        let text = |s: &str| Text(s.to_string());
+        StageParams {
+            model: text("tiny"),
+            init_from: None,
+            device: text("auto"),
+            precision: text("fp32"),
+            batch_size: Count(32),
+            grad_accum_steps: Count(1),
+            steps: Count(1000),
+            learning_rate: Number(1e-3),
+            warmup_steps: None,
+            weight_decay: Number(0.01),
+            optimizer: text("lamb"),
+            beta_1: Number(0.9),
+            beta_2: Number(0.999),
+            epsilon: Number(1e-6),
+            max_grad_norm: Number(1.0),
+            eval_interval: None,
+            eval_batches: EvalBatches(None),
+            checkpoint_interval: None,
+            log_interval: Count(10),
+            seed: Count(12345),
+            pad_to_max: Flag(false),
+            save_steps: StepList(Vec::new()),
+        }
+    }
+}
+
+/// A path param (relative to the workspace root).
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "Value")]
+struct PathText(String);
+
+impl TryFrom<Value> for PathText {
+    type Error = String;
+    fn try_from(v: Value) -> Result<Self, String> {
+        match v {
+            Value::String(s) => Ok(PathText(s)),
+            v => Err(format!("must be a path, not {v}")),
+        }
+    }
+}
+
+/// `eval_batches`: `auto` (`None`) or a number of batches.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "Value")]
+struct EvalBatches(Option<u64>);
+
+impl TryFrom<Value> for EvalBatches {
+    type Error = String;
+    fn try_from(v: Value) -> Result<Self, String> {
+        match v {
+            Value::String(s) if s == "auto" => Ok(EvalBatches(None)),
+            v => v.as_u64().map(|n| EvalBatches(Some(n))).ok_or_else(|| {
+                format!("must be auto, 0 (the whole eval shard) or a number of batches, not {v}")
+            }),
+        }
+    }
+}
+
+/// `save_steps`: a list, whose items are checked against `steps` by [`save_steps`].
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "Value")]
+struct StepList(Vec<Value>);
+
+impl TryFrom<Value> for StepList {
+    type Error = String;
+    fn try_from(v: Value) -> Result<Self, String> {
+        match v {
+            Value::Array(a) => Ok(StepList(a)),
+            v => Err(format!(
+                "must be a list of step numbers such as [500, 1000], not {v}"
+            )),
+        }
+    }
+}
+
+/// Every param the kind takes: the stage's own, then the model fields.
+pub fn known_params() -> &'static [&'static str] {
+    static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        struct_fields::<StageParams>()
+            .iter()
+            .chain(override_keys())
+            .copied()
+            .collect()
+    })
+}
+
 /// The share of a run's training time that `eval_batches: auto` spends on evaluation.
 pub const EVAL_BUDGET: f64 = 0.08;
 
+/// Numeric precision of training.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
+    /// float32 throughout.
     Fp32,
     /// bfloat16 activations and matmuls with fp32 master weights (CUDA only).
     Bf16,
@@ -78,38 +157,42 @@ pub struct PretrainParams {
     pub model: String,
     /// The config file when `model` is a path (resolved against the workspace root).
     pub model_file: Option<PathBuf>,
+    /// The model fields the params set (see [`override_keys`]).
     pub overrides: Map<String, Value>,
+    /// A checkpoint to continue pretraining from (resolved against the workspace root).
     pub init_from: Option<PathBuf>,
+    /// The device asked for.
     pub device: DeviceChoice,
+    /// `device:` as given.
     pub device_name: String,
+    /// The numeric precision.
     pub precision: Precision,
+    /// Rows per micro-batch.
     pub batch_size: usize,
+    /// Micro-batches per optimiser step.
     pub grad_accum_steps: usize,
+    /// The optimiser, its schedule and the number of steps (`total_steps`).
     pub optim: OptimConfig,
+    /// Evaluate every this many steps (and at the end).
     pub eval_interval: u64,
     /// Batches per evaluation; `None` (the default, `auto`) sizes evaluations to the budget of
     /// [`PretrainParams::eval_batches_for`]; `Some(0)` is the whole eval shard.
     pub eval_batches: Option<u64>,
+    /// Save a checkpoint every this many steps.
     pub checkpoint_interval: u64,
+    /// A `metrics.jsonl` line every this many steps.
     pub log_interval: u64,
+    /// Initialisation, data order, dropout.
     pub seed: u64,
+    /// Pad every batch to `max_seq_length`.
     pub pad_to_max: bool,
     /// Steps (ascending, each below `steps`) at which the model is also exported, under
     /// `steps/<N>/` of the artifact, for fine-tuning intermediate checkpoints.
     pub save_steps: Vec<u64>,
 }
 
-/// `save_steps`: a list of distinct step numbers in `1 .. steps` (sorted here), or nothing.
-fn save_steps(p: &Map<String, Value>, steps: u64) -> Result<Vec<u64>, String> {
-    let list = match p.get("save_steps") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(a)) => a,
-        Some(v) => {
-            return Err(format!(
-                "save_steps must be a list of step numbers such as [500, 1000], not {v}"
-            ));
-        }
-    };
+/// `save_steps`: distinct step numbers in `1 .. steps` (sorted here).
+fn save_steps(list: &[Value], steps: u64) -> Result<Vec<u64>, ParamError> {
     let mut out = Vec::with_capacity(list.len());
     for v in list {
         let n = v
@@ -129,122 +212,85 @@ fn save_steps(p: &Map<String, Value>, steps: u64) -> Result<Vec<u64>, String> {
     Ok(out)
 }
 
-fn get_u64(p: &Map<String, Value>, key: &str, default: u64) -> Result<u64, String> {
-    match p.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| format!("{key} must be a non-negative integer, not {v}")),
-    }
+/// Splits an instance's params into the stage's own (nulls dropped: a null is a default) and the
+/// model overrides; other keys (matrix coordinates inherited from deps) are not the stage's.
+fn split(p: &Map<String, Value>) -> (Map<String, Value>, Map<String, Value>) {
+    let own = struct_fields::<StageParams>();
+    let pick = |keep: &dyn Fn(&str, &Value) -> bool| -> Map<String, Value> {
+        p.iter()
+            .filter(|(k, v)| keep(k, v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    (
+        pick(&|k, v| own.contains(&k) && !v.is_null()),
+        pick(&|k, _| override_keys().contains(&k)),
+    )
 }
 
-fn get_f64(p: &Map<String, Value>, key: &str, default: f64) -> Result<f64, String> {
-    match p.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v
-            .as_f64()
-            .ok_or_else(|| format!("{key} must be a number, not {v}")),
+/// `at_least_one("batch_size", n)`: the value, or the error a zero gets.
+fn at_least_one(name: &str, n: Count) -> Result<u64, ParamError> {
+    if n.0 == 0 {
+        return Err(format!("{name} must be at least 1 (got 0)").into());
     }
-}
-
-fn get_str<'a>(p: &'a Map<String, Value>, key: &str, default: &'a str) -> Result<&'a str, String> {
-    match p.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(Value::String(s)) => Ok(s),
-        Some(v) => Err(format!("{key} must be a string, not {v}")),
-    }
+    Ok(n.0)
 }
 
 impl PretrainParams {
     /// Parses and checks the params; `root` resolves relative paths (`model`, `init_from`).
-    pub fn parse(p: &Map<String, Value>, root: &Path) -> Result<PretrainParams, String> {
-        let model = get_str(p, "model", "tiny")?.to_string();
-        let model_file = if NAMED_CONFIGS.contains(&model.as_str()) {
-            None
-        } else if model.contains('/') || model.ends_with(".json") {
-            Some(root.join(&model))
-        } else {
-            // Neither a size nor a path: say which sizes there are.
-            return Err(AlbertConfig::named(&model).map(|_| ()).unwrap_err().message);
-        };
-        let overrides: Map<String, Value> = p
-            .iter()
-            .filter(|(k, _)| MODEL_FIELDS.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let device_name = get_str(p, "device", "auto")?.to_string();
-        let device = DeviceChoice::parse(&device_name)?;
-        let precision = match get_str(p, "precision", "fp32")? {
+    pub fn parse(p: &Map<String, Value>, root: &Path) -> Result<PretrainParams, ParamError> {
+        let (own, overrides) = split(p);
+        let s: StageParams = from_object(&own)?;
+        let model = s.model.0;
+        let model_file = model_file(&model, root)?;
+        let device = DeviceChoice::parse(&s.device.0)?;
+        let precision = match s.precision.0.as_str() {
             "fp32" => Precision::Fp32,
             "bf16" => Precision::Bf16,
-            other => return Err(format!("precision {other:?}: expected fp32 or bf16")),
+            other => return Err(format!("precision {other:?}: expected fp32 or bf16").into()),
         };
-        let batch_size = get_u64(p, "batch_size", 32)? as usize;
-        if batch_size == 0 {
-            return Err("batch_size must be at least 1 (got 0)".into());
-        }
-        let grad_accum_steps = get_u64(p, "grad_accum_steps", 1)? as usize;
-        if grad_accum_steps == 0 {
-            return Err("grad_accum_steps must be at least 1 (got 0)".into());
-        }
-        let steps = get_u64(p, "steps", 1000)?;
-        if steps == 0 {
-            return Err("steps must be at least 1 (got 0)".into());
-        }
-        let optimizer = OptimizerKind::parse(get_str(p, "optimizer", "lamb")?)?;
+        let batch_size = at_least_one("batch_size", s.batch_size)? as usize;
+        let grad_accum_steps = at_least_one("grad_accum_steps", s.grad_accum_steps)? as usize;
+        let steps = at_least_one("steps", s.steps)?;
         let optim = OptimConfig {
-            optimizer,
-            learning_rate: get_f64(p, "learning_rate", 1e-3)?,
-            weight_decay: get_f64(p, "weight_decay", 0.01)?,
-            beta_1: get_f64(p, "beta_1", 0.9)?,
-            beta_2: get_f64(p, "beta_2", 0.999)?,
-            epsilon: get_f64(p, "epsilon", 1e-6)?,
-            warmup_steps: get_u64(p, "warmup_steps", steps / 10)?,
+            optimizer: OptimizerKind::parse(&s.optimizer.0)?,
+            learning_rate: s.learning_rate.0,
+            weight_decay: s.weight_decay.0,
+            beta_1: s.beta_1.0,
+            beta_2: s.beta_2.0,
+            epsilon: s.epsilon.0,
+            warmup_steps: s.warmup_steps.map_or(steps / 10, |c| c.0),
             total_steps: steps,
-            max_grad_norm: get_f64(p, "max_grad_norm", 1.0)?,
+            max_grad_norm: s.max_grad_norm.0,
         };
         optim.validate()?;
         if optim.warmup_steps > steps {
             return Err(format!(
                 "warmup_steps = {} is more than steps = {steps}",
                 optim.warmup_steps
-            ));
+            )
+            .into());
         }
         let params = PretrainParams {
             model,
             model_file,
             overrides,
-            init_from: match p.get("init_from") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(root.join(s)),
-                Some(v) => return Err(format!("init_from must be a path, not {v}")),
-            },
+            init_from: s.init_from.map(|PathText(s)| root.join(s)),
             device,
-            device_name,
+            device_name: s.device.0,
             precision,
             batch_size,
             grad_accum_steps,
             optim,
-            eval_interval: get_u64(p, "eval_interval", (steps / 5).max(1))?,
-            eval_batches: match p.get("eval_batches") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) if s == "auto" => None,
-                Some(v) => Some(v.as_u64().ok_or_else(|| {
-                    format!(
-                        "eval_batches must be auto, 0 (the whole eval shard) or a number of \
-                         batches, not {v}"
-                    )
-                })?),
-            },
-            checkpoint_interval: get_u64(p, "checkpoint_interval", (steps / 10).clamp(1, 500))?,
-            log_interval: get_u64(p, "log_interval", 10)?.max(1),
-            seed: get_u64(p, "seed", 12345)?,
-            pad_to_max: match p.get("pad_to_max") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(v) => return Err(format!("pad_to_max must be true or false, not {v}")),
-            },
-            save_steps: save_steps(p, steps)?,
+            eval_interval: s.eval_interval.map_or((steps / 5).max(1), |c| c.0),
+            eval_batches: s.eval_batches.0,
+            checkpoint_interval: s
+                .checkpoint_interval
+                .map_or((steps / 10).clamp(1, 500), |c| c.0),
+            log_interval: s.log_interval.0.max(1),
+            seed: s.seed.0,
+            pad_to_max: s.pad_to_max.0,
+            save_steps: save_steps(&s.save_steps.0, steps)?,
         };
         // Without a file to read, the model part can be checked now (with the file, at run time).
         if params.model_file.is_none() && params.init_from.is_none() {
@@ -253,9 +299,6 @@ impl PretrainParams {
         Ok(params)
     }
 
-    /// The model config: the named size or the file, with the overrides applied, and the
-    /// vocabulary size of the data (`vocab_size` from the `vocab` dep) unless a config file or
-    /// an explicit `vocab_size` param says otherwise, which must then agree with the data.
     /// Batches per evaluation. `auto` spends about [`EVAL_BUDGET`] of the training time on all
     /// the run's evaluations together: an eval batch is a forward pass, about a third of a
     /// training step's cost, so the run can afford `EVAL_BUDGET × 3 × steps × grad_accum`
@@ -270,7 +313,10 @@ impl PretrainParams {
         ((affordable / evaluations).floor() as u64).max(1)
     }
 
-    pub fn model_config(&self, data_vocab: Option<usize>) -> Result<AlbertConfig, String> {
+    /// The model config: the named size or the file, with the overrides applied, and the
+    /// vocabulary size of the data (`vocab_size` from the `vocab` dep) unless a config file or
+    /// an explicit `vocab_size` param says otherwise, which must then agree with the data.
+    pub fn model_config(&self, data_vocab: Option<usize>) -> Result<AlbertConfig, ParamError> {
         let base = match &self.model_file {
             None => AlbertConfig::named(&self.model).map_err(|e| e.message)?,
             Some(path) => AlbertConfig::from_file(path).map_err(|e| {
@@ -292,11 +338,28 @@ impl PretrainParams {
                      vocabulary the model was made for, or leave vocab_size out to take the \
                      vocabulary's",
                     config.vocab_size
-                ));
+                )
+                .into());
             }
             config.vocab_size = v;
         }
         Ok(config)
+    }
+}
+
+/// The config file `model` names, if it is a path; `None` for a named size.
+fn model_file(model: &str, root: &Path) -> Result<Option<PathBuf>, ParamError> {
+    if NAMED_CONFIGS.contains(&model) {
+        Ok(None)
+    } else if model.contains('/') || model.ends_with(".json") {
+        Ok(Some(root.join(model)))
+    } else {
+        // Neither a size nor a path: say which sizes there are.
+        Err(AlbertConfig::named(model)
+            .map(|_| ())
+            .unwrap_err()
+            .message
+            .into())
     }
 }
 
@@ -306,7 +369,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<PretrainParams, String> {
-        PretrainParams::parse(v.as_object().unwrap(), Path::new("/tmp"))
+        PretrainParams::parse(v.as_object().unwrap(), Path::new("/tmp")).map_err(|e| e.0)
     }
 
     #[test]
@@ -337,7 +400,7 @@ mod tests {
             (json!({"save_steps": [10], "steps": 10}), "the final model"),
         ] {
             let e = match parse(v.clone()) {
-                Ok(p) => p.model_config(None).unwrap_err(),
+                Ok(p) => p.model_config(None).unwrap_err().0,
                 Err(e) => e,
             };
             assert!(e.contains(want), "{v}: {e}");
@@ -353,6 +416,7 @@ mod tests {
         assert!(
             p.model_config(Some(1291))
                 .unwrap_err()
+                .0
                 .contains("1291 tokens")
         );
     }

@@ -37,18 +37,27 @@ pub fn batch_tensors(b: &Batch, device: &Device) -> (AlbertInput, MlmTargets, Te
 /// What one optimisation step did.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StepStats {
+    /// The training loss (masked LM + sentence order).
     pub loss: f64,
+    /// The masked-LM loss.
     pub mlm_loss: f64,
+    /// The sentence-order loss.
     pub sop_loss: f64,
     /// Correct masked-token predictions and their number, over the step's batches.
     pub mlm_correct: f64,
+    /// Masked positions.
     pub predictions: u64,
+    /// Correct sentence-order predictions.
     pub sop_correct: f64,
+    /// Rows trained on.
     pub rows: u64,
     /// Real (unpadded) tokens, and tokens including padding.
     pub tokens: u64,
+    /// Tokens including padding.
     pub padded_tokens: u64,
+    /// The global gradient norm before clipping.
     pub grad_norm: f64,
+    /// The learning rate of the step.
     pub lr: f64,
     /// Model FLOPs of the step (for MFU).
     pub flops: f64,
@@ -57,18 +66,26 @@ pub struct StepStats {
 /// Evaluation on the held-out shard.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EvalStats {
+    /// Mean masked-LM loss.
     pub mlm_loss: f64,
+    /// Share of masked tokens predicted right.
     pub mlm_accuracy: f64,
+    /// Mean sentence-order loss.
     pub sop_loss: f64,
+    /// Share of sentence orders predicted right.
     pub sop_accuracy: f64,
+    /// Instances evaluated.
     pub instances: u64,
+    /// Masked positions evaluated.
     pub predictions: u64,
 }
 
 /// Why a step was refused.
 #[derive(Debug)]
 pub struct NonFinite {
+    /// Which value (`loss`, `gradient norm`, …).
     pub what: &'static str,
+    /// Its value.
     pub value: f64,
 }
 
@@ -80,9 +97,13 @@ impl std::fmt::Display for NonFinite {
 
 /// The model, its optimiser and the step function.
 pub struct Trainer {
+    /// The model's config.
     pub config: AlbertConfig,
+    /// The model being trained.
     pub model: AlbertForPreTraining,
+    /// Its optimiser.
     pub optim: ModuleOptimizer,
+    /// The optimiser's settings and schedule.
     pub optim_config: OptimConfig,
     /// The autodiff device the model lives on.
     pub device: Device,
@@ -91,6 +112,7 @@ pub struct Trainer {
 }
 
 impl Trainer {
+    /// A trainer of `model` with `optim_config`, on `device` (autodiff).
     pub fn new(
         config: AlbertConfig,
         model: AlbertForPreTraining,

@@ -19,6 +19,7 @@ use burn::module::Module;
 use burn::tensor::Device;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
 use pipeline_albert::{Activation, AlbertConfig, AlbertForPreTraining, hf};
+use pipeline_shards::rng::SplitMix64;
 use pipeline_shards::{Batch, BatchReader, BatchReaderConfig, Instance, ShardWriter};
 use reference::{OurStep, Tolerance, compare, job, run_reference};
 use serde_json::{Value, json};
@@ -48,26 +49,10 @@ fn config() -> AlbertConfig {
     c
 }
 
-/// SplitMix64: a few reproducible random numbers without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// `[CLS] a [SEP] b [SEP]` instances of varying length (so batches carry padding), 1 to 4
 /// masked positions each (so rows weigh differently in the MLM mean), 80 % of them `[MASK]`.
 fn instances(n: usize, seed: u64) -> Vec<Instance> {
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64::new(seed);
     (0..n)
         .map(|_| {
             let len = 7 + rng.below((SEQ - 6) as u64) as usize; // 7..=SEQ

@@ -18,8 +18,11 @@ pub const TOP_UNK: usize = 20;
 pub struct Coverage {
     /// Corpus bytes tokenised (the whole corpus, or its first `coverage_sample_mb`).
     pub sample_bytes: u64,
+    /// Lines tokenised.
     pub lines: u64,
+    /// Tokens produced.
     pub tokens: u64,
+    /// Of which `[UNK]`.
     pub unk_tokens: u64,
     /// unk_tokens / tokens.
     pub unk_rate: f64,
@@ -29,15 +32,20 @@ pub struct Coverage {
     pub unk_chars: u64,
     /// unk_chars / chars.
     pub unk_char_rate: f64,
+    /// Distinct characters other than whitespace.
     pub distinct_chars: u64,
+    /// Of which `[UNK]` on their own.
     pub distinct_unk_chars: u64,
     /// The most frequent `[UNK]` characters, most frequent first.
     pub top_unk_chars: Vec<UnkChar>,
 }
 
+/// A character that is `[UNK]` on its own, and how often it occurs.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct UnkChar {
+    /// The character.
     pub char: String,
+    /// Its occurrences.
     pub count: u64,
 }
 
@@ -70,58 +78,7 @@ pub fn coverage(
     limit: Option<u64>,
     progress: &dyn Fn(u64),
 ) -> anyhow::Result<Coverage> {
-    let mut total = Partial::default();
-    let mut bytes = 0u64;
-    'files: for path in files {
-        let mut stop = false;
-        for_each_block(path, |block| {
-            let mut block = block;
-            if let Some(limit) = limit {
-                let left = limit.saturating_sub(bytes) as usize;
-                if block.len() >= left {
-                    // Cut at the last line break within the budget.
-                    let cut = block.as_bytes()[..left.min(block.len())]
-                        .iter()
-                        .rposition(|&b| b == b'\n')
-                        .map_or(0, |i| i + 1);
-                    block = &block[..cut];
-                    stop = true;
-                }
-            }
-            bytes += block.len() as u64;
-            progress(block.len() as u64);
-            let lines: Vec<&str> = block.lines().collect();
-            let part = lines
-                .par_chunks(2048)
-                .map(|chunk| {
-                    let mut p = Partial::default();
-                    let (mut ids, mut starts) = (Vec::new(), Vec::new());
-                    for line in chunk {
-                        ids.clear();
-                        starts.clear();
-                        tok.encode_with_offsets(line, &mut ids, &mut starts);
-                        p.lines += 1;
-                        p.tokens += ids.len() as u64;
-                        p.unk_tokens += ids.iter().filter(|&&i| i == unk_id).count() as u64;
-                        for c in line.chars().filter(|c| !c.is_whitespace()) {
-                            *p.chars.entry(c).or_default() += 1;
-                        }
-                    }
-                    p
-                })
-                .reduce(Partial::default, Partial::merge);
-            total = std::mem::take(&mut total).merge(part);
-            if stop {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })?;
-        if stop {
-            break 'files;
-        }
-    }
-
+    let (total, bytes) = count(files, tok, unk_id, limit, progress)?;
     let mut chars: Vec<(char, u64)> = total.chars.into_iter().collect();
     chars.sort_unstable();
     let unk: Vec<(char, u64)> = chars
@@ -159,4 +116,69 @@ pub fn coverage(
             })
             .collect(),
     })
+}
+
+/// The counts over the files (up to `limit` bytes, cut at a line), and the bytes read.
+fn count(
+    files: &[PathBuf],
+    tok: &dyn TokenizeWithOffsets,
+    unk_id: u32,
+    limit: Option<u64>,
+    progress: &dyn Fn(u64),
+) -> anyhow::Result<(Partial, u64)> {
+    let mut total = Partial::default();
+    let mut bytes = 0u64;
+    for path in files {
+        let mut stop = false;
+        for_each_block(path, |block| {
+            let mut block = block;
+            if let Some(limit) = limit {
+                let left = limit.saturating_sub(bytes) as usize;
+                if block.len() >= left {
+                    // Cut at the last line break within the budget.
+                    let cut = block.as_bytes()[..left.min(block.len())]
+                        .iter()
+                        .rposition(|&b| b == b'\n')
+                        .map_or(0, |i| i + 1);
+                    block = &block[..cut];
+                    stop = true;
+                }
+            }
+            bytes += block.len() as u64;
+            progress(block.len() as u64);
+            let lines: Vec<&str> = block.lines().collect();
+            let part = lines
+                .par_chunks(2048)
+                .map(|chunk| count_lines(chunk, tok, unk_id))
+                .reduce(Partial::default, Partial::merge);
+            total = std::mem::take(&mut total).merge(part);
+            if stop {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })?;
+        if stop {
+            break;
+        }
+    }
+    Ok((total, bytes))
+}
+
+/// The counts of a few lines (one rayon task).
+fn count_lines(lines: &[&str], tok: &dyn TokenizeWithOffsets, unk_id: u32) -> Partial {
+    let mut p = Partial::default();
+    let (mut ids, mut starts) = (Vec::new(), Vec::new());
+    for line in lines {
+        ids.clear();
+        starts.clear();
+        tok.encode_with_offsets(line, &mut ids, &mut starts);
+        p.lines += 1;
+        p.tokens += ids.len() as u64;
+        p.unk_tokens += ids.iter().filter(|&&i| i == unk_id).count() as u64;
+        for c in line.chars().filter(|c| !c.is_whitespace()) {
+            *p.chars.entry(c).or_default() += 1;
+        }
+    }
+    p
 }

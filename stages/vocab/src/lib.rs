@@ -21,6 +21,8 @@
 //! corpus (`tokens`, `unk_tokens`, `unk_rate`, `chars`, `unk_chars`, `unk_char_rate`,
 //! `top_unk_chars`, …). Everything depends only on the inputs and params.
 
+#![warn(missing_docs)]
+
 pub mod coverage;
 pub mod params;
 
@@ -29,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use pipeline_engine::stage::{DepArtifact, Stage, StageContext};
+use pipeline_text::Tokenizer;
 use pipeline_text::hf::{wordpiece_tokenizer, write_tokenizer_json};
 use pipeline_text::train::{TrainConfig, train};
 use pipeline_text::vocab::Vocab;
@@ -37,6 +40,7 @@ use serde_json::{Map, Value, json};
 
 use params::{KNOWN_PARAMS, Source, VocabParams};
 
+/// The `vocab` stage kind.
 pub struct VocabStage;
 
 impl Stage for VocabStage {
@@ -53,11 +57,11 @@ impl Stage for VocabStage {
     }
 
     fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
-        VocabParams::parse(params).map(|_| ())
+        VocabParams::parse(params).map(|_| ()).map_err(|e| e.0)
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
-        let p = VocabParams::parse(ctx.params).map_err(anyhow::Error::msg)?;
+        let p = VocabParams::parse(ctx.params)?;
         let corpus = match corpus_dep(ctx) {
             Some(dep) => Some(corpus_files(&dep.dir)?),
             None => None,
@@ -66,42 +70,9 @@ impl Stage for VocabStage {
         metrics.insert("source".into(), json!(source_name(p.source)));
         metrics.insert("model".into(), json!(p.model.name()));
         metrics.insert("lowercase".into(), json!(p.lowercase));
-
         let (vocab, tokenizer) = match p.source {
-            Source::File => {
-                let path = vocab_file(ctx, &p)?;
-                ctx.progress
-                    .set_message(format!("checking {}", path.display()));
-                let vocab = Vocab::load(&path)?;
-                let tok = wordpiece_tokenizer(&vocab, p.lowercase)?;
-                (vocab, tok)
-            }
-            Source::Train => {
-                let Some(files) = &corpus else {
-                    bail!(
-                        "`source: train` needs the corpus: add the clean stage to `deps:` (e.g. `deps: [clean]`)"
-                    );
-                };
-                ctx.progress.set_length(total_bytes(files));
-                ctx.progress
-                    .set_message(format!("counting words for {}", p.model.name()));
-                let cfg = TrainConfig {
-                    model: p.model,
-                    vocab_size: p.size,
-                    min_frequency: p.min_frequency,
-                    lowercase: p.lowercase,
-                };
-                let trained = train(files, &cfg, &|n| ctx.progress.inc(n))?;
-                metrics.insert("requested_size".into(), json!(p.size));
-                metrics.insert("min_frequency".into(), json!(p.min_frequency));
-                let stats = serde_json::to_value(&trained.stats)?;
-                if let Value::Object(m) = stats {
-                    for (k, v) in m {
-                        metrics.insert(format!("train_{k}"), v);
-                    }
-                }
-                (trained.vocab, trained.tokenizer)
-            }
+            Source::File => adopt(ctx, &p)?,
+            Source::Train => train_vocab(ctx, &p, corpus.as_deref(), &mut metrics)?,
         };
         metrics.insert("vocab_size".into(), json!(vocab.len()));
         metrics.insert("special_ids".into(), json!(vocab.special_ids()));
@@ -112,56 +83,11 @@ impl Stage for VocabStage {
             .with_context(|| format!("cannot write {}", vocab_path.display()))?;
         write_tokenizer_json(&tokenizer, &ctx.out_dir.join("tokenizer.json"))?;
 
-        // Coverage with the tokenizer the mask stage will load from this artifact.
-        let mut log = String::new();
-        if let Some(files) = &corpus {
-            let (loaded_vocab, tok) = load_tokenizer(ctx.out_dir)?;
-            let limit = (p.coverage_sample_mb > 0).then_some(p.coverage_sample_mb << 20);
-            let total = total_bytes(files);
-            ctx.progress.set_position(0);
-            ctx.progress
-                .set_length(limit.map_or(total, |l| l.min(total)));
-            ctx.progress.set_message("coverage");
-            let cov =
-                coverage::coverage(files, tok.as_ref(), loaded_vocab.unk_id(), limit, &|n| {
-                    ctx.progress.inc(n)
-                })?;
-            let _ = writeln!(
-                log,
-                "coverage on {} bytes of {} corpus file(s): {} tokens, {} [UNK] ({:.4} %); {} of {} distinct characters are [UNK] on their own ({} occurrences)",
-                cov.sample_bytes,
-                files.len(),
-                cov.tokens,
-                cov.unk_tokens,
-                100.0 * cov.unk_rate,
-                cov.distinct_unk_chars,
-                cov.distinct_chars,
-                cov.unk_chars
-            );
-            for u in &cov.top_unk_chars {
-                let _ = writeln!(
-                    log,
-                    "  [UNK] char {:?} (U+{:04X}): {}",
-                    u.char,
-                    u.char.chars().next().map_or(0, |c| c as u32),
-                    u.count
-                );
-            }
-            if cov.unk_rate > 0.01 {
-                tracing::warn!(
-                    "vocab: {:.2} % of the corpus tokens are [UNK] (see vocab.log for the characters)",
-                    100.0 * cov.unk_rate
-                );
-            }
-            if let Value::Object(m) = serde_json::to_value(&cov)? {
-                metrics.extend(m);
-            }
-        } else {
-            let _ = writeln!(
-                log,
-                "no clean dep: no coverage statistics (add `deps: [clean]` to get them)"
-            );
-        }
+        let log = match &corpus {
+            Some(files) => measure_coverage(ctx, &p, files, &mut metrics)?,
+            None => "no clean dep: no coverage statistics (add `deps: [clean]` to get them)\n"
+                .to_string(),
+        };
         let log_path = ctx.log_dir.join("vocab.log");
         std::fs::write(&log_path, &log)
             .with_context(|| format!("cannot write {}", log_path.display()))?;
@@ -174,6 +100,100 @@ impl Stage for VocabStage {
         .with_context(|| format!("cannot write {}", metrics_path.display()))?;
         Ok(())
     }
+}
+
+/// `source: file`: the vocab.txt, checked, and its tokenizer.
+fn adopt(ctx: &StageContext, p: &VocabParams) -> anyhow::Result<(Vocab, Tokenizer)> {
+    let path = vocab_file(ctx, p)?;
+    ctx.progress
+        .set_message(format!("checking {}", path.display()));
+    let vocab = Vocab::load(&path)?;
+    let tok = wordpiece_tokenizer(&vocab, p.lowercase)?;
+    Ok((vocab, tok))
+}
+
+/// `source: train`: a vocabulary trained on the corpus, its counts added to `metrics`.
+fn train_vocab(
+    ctx: &StageContext,
+    p: &VocabParams,
+    corpus: Option<&[PathBuf]>,
+    metrics: &mut Map<String, Value>,
+) -> anyhow::Result<(Vocab, Tokenizer)> {
+    let Some(files) = corpus else {
+        bail!(
+            "`source: train` needs the corpus: add the clean stage to `deps:` (e.g. `deps: [clean]`)"
+        );
+    };
+    ctx.progress.set_length(total_bytes(files));
+    ctx.progress
+        .set_message(format!("counting words for {}", p.model.name()));
+    let cfg = TrainConfig {
+        model: p.model,
+        vocab_size: p.size,
+        min_frequency: p.min_frequency,
+        lowercase: p.lowercase,
+    };
+    let trained = train(files, &cfg, &|n| ctx.progress.inc(n))?;
+    metrics.insert("requested_size".into(), json!(p.size));
+    metrics.insert("min_frequency".into(), json!(p.min_frequency));
+    if let Value::Object(m) = serde_json::to_value(&trained.stats)? {
+        for (k, v) in m {
+            metrics.insert(format!("train_{k}"), v);
+        }
+    }
+    Ok((trained.vocab, trained.tokenizer))
+}
+
+/// Coverage of the corpus with the tokenizer the mask stage will load from this artifact: into
+/// `metrics`, and as the lines of `vocab.log`.
+fn measure_coverage(
+    ctx: &StageContext,
+    p: &VocabParams,
+    files: &[PathBuf],
+    metrics: &mut Map<String, Value>,
+) -> anyhow::Result<String> {
+    let (loaded_vocab, tok) = load_tokenizer(ctx.out_dir)?;
+    let limit = (p.coverage_sample_mb > 0).then_some(p.coverage_sample_mb << 20);
+    let total = total_bytes(files);
+    ctx.progress.set_position(0);
+    ctx.progress
+        .set_length(limit.map_or(total, |l| l.min(total)));
+    ctx.progress.set_message("coverage");
+    let cov = coverage::coverage(files, tok.as_ref(), loaded_vocab.unk_id(), limit, &|n| {
+        ctx.progress.inc(n)
+    })?;
+    let mut log = String::new();
+    let _ = writeln!(
+        log,
+        "coverage on {} bytes of {} corpus file(s): {} tokens, {} [UNK] ({:.4} %); {} of {} distinct characters are [UNK] on their own ({} occurrences)",
+        cov.sample_bytes,
+        files.len(),
+        cov.tokens,
+        cov.unk_tokens,
+        100.0 * cov.unk_rate,
+        cov.distinct_unk_chars,
+        cov.distinct_chars,
+        cov.unk_chars
+    );
+    for u in &cov.top_unk_chars {
+        let _ = writeln!(
+            log,
+            "  [UNK] char {:?} (U+{:04X}): {}",
+            u.char,
+            u.char.chars().next().map_or(0, |c| c as u32),
+            u.count
+        );
+    }
+    if cov.unk_rate > 0.01 {
+        tracing::warn!(
+            "vocab: {:.2} % of the corpus tokens are [UNK] (see vocab.log for the characters)",
+            100.0 * cov.unk_rate
+        );
+    }
+    if let Value::Object(m) = serde_json::to_value(&cov)? {
+        metrics.extend(m);
+    }
+    Ok(log)
 }
 
 fn source_name(s: Source) -> &'static str {

@@ -1,5 +1,6 @@
 //! The `vocab` stage's params: parsing with errors that name the param, and range checks.
 
+pub use pipeline_params::ParamError;
 use pipeline_text::train::ModelKind;
 use pipeline_text::vocab::SPECIAL_TOKENS;
 use serde::Deserialize;
@@ -30,13 +31,17 @@ pub enum Source {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct VocabParams {
+    /// Adopt a file or train.
     pub source: Source,
     /// A vocab.txt, relative to the workspace root (also declared in `inputs:`).
     pub file: Option<String>,
+    /// WordPiece or Unigram (`source: train` only).
     pub model: ModelKind,
     /// Vocabulary size for `source: train`, special tokens included.
     pub size: usize,
+    /// Characters seen fewer times are left out; WordPiece merges need as many.
     pub min_frequency: u64,
+    /// Lower-case and strip accents (BERT's `do_lower_case`).
     pub lowercase: bool,
     /// Coverage statistics over the first this many MB of the corpus (0: all of it).
     pub coverage_sample_mb: u64,
@@ -61,10 +66,14 @@ pub const MAX_SIZE: usize = 1 << 22;
 
 impl VocabParams {
     /// Parses and checks the params; the error names the param and what it allows.
-    pub fn parse(params: &Map<String, Value>) -> Result<VocabParams, String> {
+    pub fn parse(params: &Map<String, Value>) -> Result<VocabParams, ParamError> {
         let p: VocabParams = match serde_json::from_value(Value::Object(params.clone())) {
             Ok(p) => p,
-            Err(e) => return Err(Self::which_param(params).unwrap_or_else(|| e.to_string())),
+            Err(e) => {
+                return Err(Self::which_param(params)
+                    .unwrap_or_else(|| e.to_string())
+                    .into());
+            }
         };
         p.check()?;
         Ok(p)
@@ -91,7 +100,7 @@ impl VocabParams {
         None
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ParamError> {
         match self.source {
             Source::File => {
                 if self.model != ModelKind::WordPiece {
@@ -111,7 +120,8 @@ impl VocabParams {
                         "param `size` is {}; it must be in [{}, {MAX_SIZE}] (the vocabulary includes the {n} special tokens [PAD] [UNK] [CLS] [SEP] [MASK])",
                         self.size,
                         n + 1
-                    ));
+                    )
+                    .into());
                 }
                 if self.file.is_some() {
                     return Err(
@@ -131,7 +141,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<VocabParams, String> {
-        VocabParams::parse(v.as_object().unwrap())
+        VocabParams::parse(v.as_object().unwrap()).map_err(|e| e.0)
     }
 
     #[test]

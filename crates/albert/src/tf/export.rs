@@ -3,6 +3,7 @@
 //! that TensorFlow code (albert_zh's `run_classifier.py` with `init_checkpoint`, or
 //! `tf.train.load_checkpoint`) takes it as it takes a published release.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -56,25 +57,8 @@ pub fn albert_config_json(c: &AlbertConfig) -> Value {
 
 /// Writes `model_dir`'s model (config.json + model.safetensors) as `out/model.ckpt`.
 pub fn export(model_dir: &Path, out: &Path) -> Result<ExportReport> {
-    if out.exists()
-        && std::fs::read_dir(out)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-    {
-        bail!(
-            "{} already exists and is not empty: give a new directory for the TF checkpoint",
-            out.display()
-        );
-    }
-    let config = crate::hf::read_config(model_dir)?;
-    if matches!(config.share_type, ShareType::Attention | ShareType::Ffn) {
-        bail!(
-            "{}: share_type {} has no TensorFlow layout (google-research/albert and albert_zh \
-             share whole layers, or none)",
-            model_dir.display(),
-            config.share_type
-        );
-    }
+    super::check_free(out, "the TF checkpoint")?;
+    let config = exportable_config(model_dir)?;
     let file = model_dir.join("model.safetensors");
     let bytes = std::fs::read(&file).with_context(|| {
         format!(
@@ -86,73 +70,38 @@ pub fn export(model_dir: &Path, out: &Path) -> Result<ExportReport> {
         .map_err(|e| anyhow::anyhow!("{}: not a valid safetensors file: {e}", file.display()))?;
     let names: Vec<String> = st.names().into_iter().map(|s| s.to_string()).collect();
     let parts = parts_present(&names);
-    let map: Vec<_> = mapping(&config)
-        .into_iter()
-        .filter(|m| parts.contains(&m.part))
-        .collect();
 
     let tmp = super::staging_dir(out, ".export-")?;
-    let mut w = Writer::create(&tmp.path().join("model.ckpt"), 1)?;
-    let mut used = std::collections::HashSet::new();
-    let mut bytes_written = 0u64;
-    let mut add =
-        |w: &mut Writer, tf: &str, hf: &str, transpose: bool, expect: &[usize]| -> Result<()> {
-            let view = st.tensor(hf).map_err(|_| {
-                anyhow::anyhow!(
-                    "{}: tensor {hf} is missing (a model of this config.json has it)",
-                    file.display()
-                )
-            })?;
-            if view.dtype() != Dtype::F32 {
-                bail!(
-                    "{}: tensor {hf} is {:?}, not F32",
-                    file.display(),
-                    view.dtype()
-                );
-            }
-            let values: Vec<f32> = view
-                .data()
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            let shape = view.shape().to_vec();
-            let (shape, values) = if transpose && shape.len() == 2 {
-                (
-                    vec![shape[1], shape[0]],
-                    pipeline_tfckpt::transpose(&values, shape[0], shape[1]),
-                )
-            } else {
-                (shape, values)
-            };
-            if shape != expect {
-                bail!(
-                    "{}: tensor {hf} has shape {shape:?} (as {tf}) but config.json says {expect:?}",
-                    file.display()
-                );
-            }
-            bytes_written += values.len() as u64 * 4;
-            used.insert(hf.to_string());
-            w.add(0, tf, DType::F32, &shape, bytemuck::cast_slice(&values))?;
-            Ok(())
-        };
-    for m in &map {
-        add(&mut w, &m.tf, &m.hf, m.transpose, &m.shape)?;
+    let mut w = TensorCopier {
+        st: &st,
+        file: &file,
+        writer: Writer::create(&tmp.path().join("model.ckpt"), 1)?,
+        used: HashSet::new(),
+        bytes_written: 0,
+    };
+    for m in mapping(&config).iter().filter(|m| parts.contains(&m.part)) {
+        w.add(&m.tf, &m.hf, m.transpose, &m.shape)?;
     }
     // A fine-tuned classifier: albert_zh's run_classifier.py names it output_weights
     // [labels, H] (used transposed, like the SOP head) and output_bias.
     if let (Ok(cw), Ok(_)) = (st.tensor("classifier.weight"), st.tensor("classifier.bias")) {
         let labels = cw.shape().first().copied().unwrap_or(0);
-        add(
-            &mut w,
+        w.add(
             "output_weights",
             "classifier.weight",
             false,
             &[labels, config.hidden_size],
         )?;
-        add(&mut w, "output_bias", "classifier.bias", false, &[labels])?;
+        w.add("output_bias", "classifier.bias", false, &[labels])?;
     }
+    let TensorCopier {
+        writer,
+        used,
+        bytes_written,
+        ..
+    } = w;
     let tensors_written = used.len();
-    w.finish()?;
+    writer.finish()?;
     write_checkpoint_file(tmp.path(), "model.ckpt")?;
     std::fs::write(
         tmp.path().join("albert_config.json"),
@@ -163,12 +112,7 @@ pub fn export(model_dir: &Path, out: &Path) -> Result<ExportReport> {
         std::fs::copy(&vocab, tmp.path().join("vocab.txt"))
             .with_context(|| format!("cannot copy {}", vocab.display()))?;
     }
-    let left_out: Vec<String> = names
-        .iter()
-        .filter(|n| !used.contains(*n) && !n.starts_with("predictions.decoder."))
-        .filter(|n| *n != "albert.embeddings.position_ids")
-        .cloned()
-        .collect();
+    let left_out = left_out(&names, &used);
     if !left_out.is_empty() {
         bail!(
             "{}: {} tensor(s) have no TensorFlow name in the {} layout, e.g. {}",
@@ -189,4 +133,75 @@ pub fn export(model_dir: &Path, out: &Path) -> Result<ExportReport> {
         bytes_written,
         left_out,
     })
+}
+
+/// The model's config, if TensorFlow has a layout for its sharing.
+fn exportable_config(model_dir: &Path) -> Result<AlbertConfig> {
+    let config = crate::hf::read_config(model_dir)?;
+    if matches!(config.share_type, ShareType::Attention | ShareType::Ffn) {
+        bail!(
+            "{}: share_type {} has no TensorFlow layout (google-research/albert and albert_zh \
+             share whole layers, or none)",
+            model_dir.display(),
+            config.share_type
+        );
+    }
+    Ok(config)
+}
+
+/// The model's tensors that no TF name took (transformers' tied decoder and position ids aside).
+fn left_out(names: &[String], used: &HashSet<String>) -> Vec<String> {
+    names
+        .iter()
+        .filter(|n| !used.contains(*n) && !n.starts_with("predictions.decoder."))
+        .filter(|n| *n != "albert.embeddings.position_ids")
+        .cloned()
+        .collect()
+}
+
+/// Copies tensors from `model.safetensors` into the checkpoint, noting which were taken.
+struct TensorCopier<'a> {
+    st: &'a SafeTensors<'a>,
+    file: &'a Path,
+    writer: Writer,
+    used: HashSet<String>,
+    bytes_written: u64,
+}
+
+impl TensorCopier<'_> {
+    /// Writes transformers' tensor `hf` as `tf` (transposed for a kernel), checking its dtype
+    /// and that its TF shape is `expect`.
+    fn add(&mut self, tf: &str, hf: &str, transpose: bool, expect: &[usize]) -> Result<()> {
+        let file = self.file.display();
+        let view = self.st.tensor(hf).map_err(|_| {
+            anyhow::anyhow!("{file}: tensor {hf} is missing (a model of this config.json has it)")
+        })?;
+        if view.dtype() != Dtype::F32 {
+            bail!("{file}: tensor {hf} is {:?}, not F32", view.dtype());
+        }
+        let values: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let shape = view.shape().to_vec();
+        let (shape, values) = if transpose && shape.len() == 2 {
+            (
+                vec![shape[1], shape[0]],
+                pipeline_tfckpt::transpose(&values, shape[0], shape[1]),
+            )
+        } else {
+            (shape, values)
+        };
+        if shape != expect {
+            bail!(
+                "{file}: tensor {hf} has shape {shape:?} (as {tf}) but config.json says {expect:?}"
+            );
+        }
+        self.bytes_written += values.len() as u64 * 4;
+        self.used.insert(hf.to_string());
+        self.writer
+            .add(0, tf, DType::F32, &shape, bytemuck::cast_slice(&values))?;
+        Ok(())
+    }
 }

@@ -5,7 +5,7 @@
 //! the config, the vocabulary's size), then written into a temporary directory beside `out`
 //! and renamed into place: an error leaves `out` untouched.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -17,7 +17,7 @@ use safetensors::tensor::TensorView;
 use serde::Serialize;
 use serde_json::json;
 
-use super::{Detected, Part, detect, mapping};
+use super::{Detected, Mapped, Part, detect, mapping};
 use crate::config::AlbertConfig;
 
 /// What [`import`] did.
@@ -187,16 +187,7 @@ pub fn import(
     out: &Path,
 ) -> Result<ImportReport> {
     let start = Instant::now();
-    if out.exists()
-        && std::fs::read_dir(out)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-    {
-        bail!(
-            "{} already exists and is not empty: give a new directory for the imported model",
-            out.display()
-        );
-    }
+    super::check_free(out, "the imported model")?;
     let ckpt = Checkpoint::open(from)?;
     let detected = detect(&ckpt)?;
     let dir = ckpt.prefix.parent().unwrap_or(Path::new(".")).to_path_buf();
@@ -208,80 +199,17 @@ pub fn import(
     let vocab_file = vocab
         .map(Path::to_path_buf)
         .unwrap_or_else(|| dir.join("vocab.txt"));
-    let tokens = pipeline_text::vocab::Vocab::load(&vocab_file).map_err(|e| {
-        anyhow::anyhow!(
-            "{e} (the vocabulary beside the checkpoint, as albert_zh ships it; or give --vocab)"
-        )
-    })?;
-    if tokens.len() != config.vocab_size {
-        bail!(
-            "{}: {} tokens but {} says vocab_size {} (and the word embeddings have {} rows): \
-             this vocab.txt is not the model's",
-            vocab_file.display(),
-            tokens.len(),
-            config_file.display(),
-            config.vocab_size,
-            detected.vocab_size
-        );
-    }
+    let tokens = checked_vocab(&vocab_file, &config_file, &config, &detected)?;
     let map = mapping(&config);
-    let mapped: std::collections::HashSet<&str> = map.iter().map(|t| t.tf.as_str()).collect();
-    let mut skipped = Vec::new();
-    let mut ignored = Vec::new();
-    for n in ckpt.names() {
-        if let Some(r) = skip_reason(n) {
-            skipped.push((n.to_string(), r));
-        } else if !mapped.contains(n) {
-            ignored.push(n.to_string());
-        }
-    }
-
-    // Read (checksums verified), transpose kernels, keep as little-endian f32 bytes; one
-    // tensor per core at a time: checksums and transposes are CPU work that one core cannot
-    // keep up with at page-cache speed (an 888 MB checkpoint: 1.3 s of CPU on one core).
-    let tensors: Vec<(String, Vec<usize>, Vec<f32>)> = map
-        .par_iter()
-        .map(|t| {
-            let (shape, values) = ckpt.read_f32(&t.tf)?;
-            let (shape, values) = if t.transpose {
-                let (rows, cols) = (shape[0], shape[1]);
-                (
-                    vec![cols, rows],
-                    pipeline_tfckpt::transpose(&values, rows, cols),
-                )
-            } else {
-                (shape, values)
-            };
-            Ok((t.hf.clone(), shape, values))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let (skipped, ignored) = unmapped(&ckpt, &map);
+    let tensors = read_tensors(&ckpt, &map)?;
     let bytes_read: u64 = map
         .iter()
         .map(|t| ckpt.raw_entry(&t.tf).map_or(0, |e| e.size as u64))
         .sum();
 
     let tmp = super::staging_dir(out, ".import-")?;
-    let views = tensors
-        .iter()
-        .map(|(name, shape, values)| {
-            let view = TensorView::new(Dtype::F32, shape.clone(), bytemuck::cast_slice(values))
-                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-            Ok((name.clone(), view))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    // transformers refuses safetensors files whose metadata lacks format = pt.
-    let meta = HashMap::from([("format".to_string(), "pt".to_string())]);
-    let weights = tmp.path().join("model.safetensors");
-    safetensors::tensor::serialize_to_file(views, Some(meta), &weights)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", weights.display()))?;
-    // safetensors creates the file readable by its owner only; a model directory is shared
-    // like the other files beside it.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&weights, std::fs::Permissions::from_mode(0o644))
-            .with_context(|| format!("cannot set the permissions of {}", weights.display()))?;
-    }
+    write_safetensors(&tensors, &tmp.path().join("model.safetensors"))?;
     let mut json = config.to_hf_json("AlbertForPreTraining");
     if let Some(obj) = json.as_object_mut() {
         obj.insert(
@@ -318,6 +246,97 @@ pub fn import(
         ignored,
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// A tensor as transformers names it: name, shape, values.
+type HfTensor = (String, Vec<usize>, Vec<f32>);
+
+/// The vocabulary, which must have the config's `vocab_size` tokens.
+fn checked_vocab(
+    vocab_file: &Path,
+    config_file: &Path,
+    config: &AlbertConfig,
+    detected: &Detected,
+) -> Result<pipeline_text::vocab::Vocab> {
+    let tokens = pipeline_text::vocab::Vocab::load(vocab_file).map_err(|e| {
+        anyhow::anyhow!(
+            "{e} (the vocabulary beside the checkpoint, as albert_zh ships it; or give --vocab)"
+        )
+    })?;
+    if tokens.len() != config.vocab_size {
+        bail!(
+            "{}: {} tokens but {} says vocab_size {} (and the word embeddings have {} rows): \
+             this vocab.txt is not the model's",
+            vocab_file.display(),
+            tokens.len(),
+            config_file.display(),
+            config.vocab_size,
+            detected.vocab_size
+        );
+    }
+    Ok(tokens)
+}
+
+/// The checkpoint's tensors that `map` does not take: optimiser slots and bookkeeping (with
+/// the rule that skips each), and weights outside the pretraining model.
+fn unmapped(ckpt: &Checkpoint, map: &[Mapped]) -> (Vec<(String, &'static str)>, Vec<String>) {
+    let mapped: HashSet<&str> = map.iter().map(|t| t.tf.as_str()).collect();
+    let mut skipped = Vec::new();
+    let mut ignored = Vec::new();
+    for n in ckpt.names() {
+        if let Some(r) = skip_reason(n) {
+            skipped.push((n.to_string(), r));
+        } else if !mapped.contains(n) {
+            ignored.push(n.to_string());
+        }
+    }
+    (skipped, ignored)
+}
+
+/// Every tensor of `map`, read (checksums verified), kernels transposed, as transformers names
+/// them. One tensor per core at a time: checksums and transposes are CPU work that one core
+/// cannot keep up with at page-cache speed (an 888 MB checkpoint: 1.3 s of CPU on one core).
+fn read_tensors(ckpt: &Checkpoint, map: &[Mapped]) -> Result<Vec<HfTensor>> {
+    map.par_iter()
+        .map(|t| {
+            let (shape, values) = ckpt.read_f32(&t.tf)?;
+            let (shape, values) = if t.transpose {
+                let (rows, cols) = (shape[0], shape[1]);
+                (
+                    vec![cols, rows],
+                    pipeline_tfckpt::transpose(&values, rows, cols),
+                )
+            } else {
+                (shape, values)
+            };
+            Ok((t.hf.clone(), shape, values))
+        })
+        .collect()
+}
+
+/// `model.safetensors` of little-endian f32 tensors, readable by transformers.
+fn write_safetensors(tensors: &[HfTensor], weights: &Path) -> Result<()> {
+    let views = tensors
+        .iter()
+        .map(|(name, shape, values)| {
+            let view = TensorView::new(Dtype::F32, shape.clone(), bytemuck::cast_slice(values))
+                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+            Ok((name.clone(), view))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // transformers refuses safetensors files whose metadata lacks format = pt.
+    let meta = HashMap::from([("format".to_string(), "pt".to_string())]);
+    safetensors::tensor::serialize_to_file(views, Some(meta), weights)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", weights.display()))?;
+    // safetensors creates the file readable by its owner only; a model directory is shared
+    // like the other files beside it.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(weights, std::fs::Permissions::from_mode(0o644))
+            .with_context(|| format!("cannot set the permissions of {}", weights.display()))?;
+    }
+    Ok(())
 }
 
 /// A model directory to load: the path itself for a Hugging Face directory, or a TF

@@ -67,75 +67,10 @@ const GOOGLE_MAPPING: &str = "bert/encoder/embedding_hidden_mapping_in/kernel";
 
 /// The layout, sharing and sizes a checkpoint's names and shapes show (its index is enough).
 pub fn detect(ckpt: &Checkpoint) -> Result<Detected> {
-    let index = ckpt.index_path.display();
+    let index = ckpt.index_path.display().to_string();
     let names: Vec<&str> = ckpt.names().collect();
-    let has = |n: &str| names.contains(&n);
-    let zh = has(ZH_PROJECTION) || names.iter().any(|n| n.starts_with("bert/encoder/layer_"));
-    let google = has(GOOGLE_MAPPING)
-        || names
-            .iter()
-            .any(|n| n.starts_with("bert/encoder/transformer/"));
-    let layout = match (google, zh) {
-        (true, false) => Layout::Google,
-        (false, true) => Layout::AlbertZh,
-        (true, true) => bail!(
-            "{index}: holds both google-research/albert (bert/encoder/transformer/…) and \
-             albert_zh (bert/encoder/layer_…, word_embeddings_2) tensors: which model is it?"
-        ),
-        (false, false) => bail!(
-            "{index}: not an ALBERT checkpoint: no bert/encoder/transformer/… \
-             (google-research/albert) nor bert/encoder/layer_shared/… (albert_zh) tensors \
-             among its {} names",
-            names.len()
-        ),
-    };
-    let numbered = |prefix: &str| -> BTreeSet<usize> {
-        names
-            .iter()
-            .filter_map(|n| n.strip_prefix(prefix))
-            .filter_map(|rest| rest.split('/').next()?.parse().ok())
-            .collect()
-    };
-    let (share_type, blocks) = match layout {
-        Layout::Google => {
-            let inner = numbered("bert/encoder/transformer/group_0/inner_group_");
-            if inner.iter().any(|&i| i > 0) {
-                bail!(
-                    "{index}: inner_group_num > 1 (inner_group_{} exists), which no published \
-                     ALBERT uses and this model does not support",
-                    inner.last().copied().unwrap_or(0)
-                );
-            }
-            let groups = numbered("bert/encoder/transformer/group_");
-            let n = groups.len();
-            if groups.iter().copied().ne(0..n) || n == 0 {
-                bail!("{index}: the encoder groups are not group_0…group_N: {groups:?}");
-            }
-            (
-                if n == 1 {
-                    ShareType::All
-                } else {
-                    ShareType::None
-                },
-                n,
-            )
-        }
-        Layout::AlbertZh => {
-            if names
-                .iter()
-                .any(|n| n.starts_with("bert/encoder/layer_shared/"))
-            {
-                (ShareType::All, 1)
-            } else {
-                let layers = numbered("bert/encoder/layer_");
-                let n = layers.len();
-                if layers.iter().copied().ne(0..n) || n == 0 {
-                    bail!("{index}: the encoder layers are not layer_0…layer_N: {layers:?}");
-                }
-                (ShareType::None, n)
-            }
-        }
-    };
+    let layout = detect_layout(&names, &index)?;
+    let (share_type, blocks) = detect_sharing(layout, &names, &index)?;
     let dims = |name: &str, rank: usize| -> Result<Vec<usize>> {
         let (_, shape) = ckpt.spec(name).map_err(anyhow::Error::new)?;
         if shape.len() != rank {
@@ -151,12 +86,11 @@ pub fn detect(ckpt: &Checkpoint) -> Result<Detected> {
     let ffn = match layout {
         Layout::Google => {
             "bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel"
-                .to_string()
         }
         Layout::AlbertZh if share_type == ShareType::All => {
-            "bert/encoder/layer_shared/intermediate/dense/kernel".to_string()
+            "bert/encoder/layer_shared/intermediate/dense/kernel"
         }
-        Layout::AlbertZh => "bert/encoder/layer_0/intermediate/dense/kernel".to_string(),
+        Layout::AlbertZh => "bert/encoder/layer_0/intermediate/dense/kernel",
     };
     Ok(Detected {
         layout,
@@ -165,239 +99,275 @@ pub fn detect(ckpt: &Checkpoint) -> Result<Detected> {
         vocab_size: word[0],
         embedding_size: word[1],
         hidden_size: hidden,
-        intermediate_size: dims(&ffn, 2)?[1],
+        intermediate_size: dims(ffn, 2)?[1],
         max_position_embeddings: dims("bert/embeddings/position_embeddings", 2)?[0],
         type_vocab_size: dims("bert/embeddings/token_type_embeddings", 2)?[0],
     })
 }
 
-/// Every weight of a model of `config` (its layout and sharing), TF name ↔ transformers name.
-pub fn mapping(config: &AlbertConfig) -> Vec<Mapped> {
-    let c = config;
-    let (v, e, h, i) = (
-        c.vocab_size,
-        c.embedding_size,
-        c.hidden_size,
-        c.intermediate_size,
-    );
-    let w = crate::albert_zh_layout::embedding_width(c);
-    let mut out = Vec::new();
-    let mut add = |tf: String, hf: String, transpose: bool, shape: Vec<usize>, part: Part| {
-        out.push(Mapped {
-            tf,
-            hf,
-            transpose,
-            shape,
-            part,
-        })
-    };
-    // A dense layer: kernel [in, out] transposed into weight [out, in], and the bias.
-    let dense = |add: &mut dyn FnMut(String, String, bool, Vec<usize>, Part),
-                 tf: &str,
-                 hf: &str,
-                 n_in: usize,
-                 n_out: usize,
-                 part: Part| {
-        add(
-            format!("{tf}/kernel"),
-            format!("{hf}.weight"),
-            true,
-            vec![n_in, n_out],
-            part,
-        );
-        add(
-            format!("{tf}/bias"),
-            format!("{hf}.bias"),
-            false,
-            vec![n_out],
-            part,
-        );
-    };
-    let norm = |add: &mut dyn FnMut(String, String, bool, Vec<usize>, Part),
-                tf: &str,
-                hf: &str,
-                n: usize,
-                part: Part| {
-        add(
-            format!("{tf}/gamma"),
-            format!("{hf}.weight"),
-            false,
-            vec![n],
-            part,
-        );
-        add(
-            format!("{tf}/beta"),
-            format!("{hf}.bias"),
-            false,
-            vec![n],
-            part,
-        );
-    };
-    let b = Part::Backbone;
-    let emb = "albert.embeddings";
-    add(
-        "bert/embeddings/word_embeddings".into(),
-        format!("{emb}.word_embeddings.weight"),
-        false,
-        vec![v, e],
-        b,
-    );
-    add(
-        "bert/embeddings/position_embeddings".into(),
-        format!("{emb}.position_embeddings.weight"),
-        false,
-        vec![c.max_position_embeddings, w],
-        b,
-    );
-    add(
-        "bert/embeddings/token_type_embeddings".into(),
-        format!("{emb}.token_type_embeddings.weight"),
-        false,
-        vec![c.type_vocab_size, w],
-        b,
-    );
-    norm(
-        &mut add,
-        "bert/embeddings/LayerNorm",
-        &format!("{emb}.LayerNorm"),
-        w,
-        b,
-    );
-    let (n_attn, _) = c.share_type.blocks(c.num_hidden_layers);
-    match c.layout {
-        Layout::Google => {
-            dense(
-                &mut add,
-                "bert/encoder/embedding_hidden_mapping_in",
-                "albert.encoder.embedding_hidden_mapping_in",
-                e,
-                h,
-                b,
-            );
-        }
-        Layout::AlbertZh => add(
-            ZH_PROJECTION.into(),
-            format!("{emb}.word_embeddings_2"),
-            false,
-            vec![e, h],
-            b,
+/// Google's names or albert_zh's (`index` names the file in messages).
+fn detect_layout(names: &[&str], index: &str) -> Result<Layout> {
+    let has = |n: &str| names.contains(&n);
+    let zh = has(ZH_PROJECTION) || names.iter().any(|n| n.starts_with("bert/encoder/layer_"));
+    let google = has(GOOGLE_MAPPING)
+        || names
+            .iter()
+            .any(|n| n.starts_with("bert/encoder/transformer/"));
+    match (google, zh) {
+        (true, false) => Ok(Layout::Google),
+        (false, true) => Ok(Layout::AlbertZh),
+        (true, true) => bail!(
+            "{index}: holds both google-research/albert (bert/encoder/transformer/…) and \
+             albert_zh (bert/encoder/layer_…, word_embeddings_2) tensors: which model is it?"
+        ),
+        (false, false) => bail!(
+            "{index}: not an ALBERT checkpoint: no bert/encoder/transformer/… \
+             (google-research/albert) nor bert/encoder/layer_shared/… (albert_zh) tensors \
+             among its {} names",
+            names.len()
         ),
     }
-    for g in 0..n_attn {
-        let hf = format!("albert.encoder.albert_layer_groups.{g}.albert_layers.0");
-        let (tf, attn, attn_out, attn_ln, ffn, ffn_out, ffn_ln) = match c.layout {
-            Layout::Google => (
-                format!("bert/encoder/transformer/group_{g}/inner_group_0"),
-                "attention_1/self",
-                "attention_1/output/dense",
-                "LayerNorm",
-                "ffn_1/intermediate/dense",
-                "ffn_1/intermediate/output/dense",
-                "LayerNorm_1",
-            ),
-            Layout::AlbertZh => (
-                if c.share_type == ShareType::All {
-                    "bert/encoder/layer_shared".to_string()
+}
+
+/// The sharing and the number of distinct encoder blocks: Google's `group_N`, albert_zh's
+/// `layer_shared` or `layer_N`.
+fn detect_sharing(layout: Layout, names: &[&str], index: &str) -> Result<(ShareType, usize)> {
+    let numbered = |prefix: &str| -> BTreeSet<usize> {
+        names
+            .iter()
+            .filter_map(|n| n.strip_prefix(prefix))
+            .filter_map(|rest| rest.split('/').next()?.parse().ok())
+            .collect()
+    };
+    // Blocks `{one}_0` … `{one}_N` with no gap.
+    let blocks = |prefix: &str, many: &str, one: &str| -> Result<usize> {
+        let found = numbered(prefix);
+        let n = found.len();
+        if found.iter().copied().ne(0..n) || n == 0 {
+            bail!("{index}: the encoder {many} are not {one}_0…{one}_N: {found:?}");
+        }
+        Ok(n)
+    };
+    match layout {
+        Layout::Google => {
+            let inner = numbered("bert/encoder/transformer/group_0/inner_group_");
+            if inner.iter().any(|&i| i > 0) {
+                bail!(
+                    "{index}: inner_group_num > 1 (inner_group_{} exists), which no published \
+                     ALBERT uses and this model does not support",
+                    inner.last().copied().unwrap_or(0)
+                );
+            }
+            let n = blocks("bert/encoder/transformer/group_", "groups", "group")?;
+            Ok((
+                if n == 1 {
+                    ShareType::All
                 } else {
-                    format!("bert/encoder/layer_{g}")
+                    ShareType::None
                 },
-                "attention/self",
-                "attention/output/dense",
-                "attention/output/LayerNorm",
-                "intermediate/dense",
-                "output/dense",
-                "output/LayerNorm",
-            ),
+                n,
+            ))
+        }
+        Layout::AlbertZh => {
+            if names
+                .iter()
+                .any(|n| n.starts_with("bert/encoder/layer_shared/"))
+            {
+                Ok((ShareType::All, 1))
+            } else {
+                Ok((
+                    ShareType::None,
+                    blocks("bert/encoder/layer_", "layers", "layer")?,
+                ))
+            }
+        }
+    }
+}
+
+/// How a table row becomes tensors: a dense layer is a kernel (`[in, out]`, transposed into a
+/// `[out, in]` weight) and a bias; a LayerNorm is `gamma`/`beta` as `weight`/`bias`; a plain
+/// tensor keeps its name and layout.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Dense,
+    Norm,
+    Plain,
+}
+
+/// A size in the table, resolved against the config: V, E, H, the feed-forward width, the
+/// embedding block's width W (E, or H in albert_zh's layout), positions, token types, and 2
+/// (the sentence-order classes).
+#[derive(Debug, Clone, Copy)]
+enum Dim {
+    V,
+    E,
+    H,
+    I,
+    W,
+    Positions,
+    Types,
+    Two,
+}
+
+/// One row of the name table: TF name, transformers name, kind, sizes (dense: in and out; norm:
+/// its width; plain: its TF shape) and part.
+type Row = (&'static str, &'static str, Kind, &'static [Dim], Part);
+
+const B: Part = Part::Backbone;
+
+#[rustfmt::skip]
+const EMBEDDINGS: &[Row] = &[
+    ("bert/embeddings/word_embeddings", "albert.embeddings.word_embeddings.weight", Kind::Plain, &[Dim::V, Dim::E], B),
+    ("bert/embeddings/position_embeddings", "albert.embeddings.position_embeddings.weight", Kind::Plain, &[Dim::Positions, Dim::W], B),
+    ("bert/embeddings/token_type_embeddings", "albert.embeddings.token_type_embeddings.weight", Kind::Plain, &[Dim::Types, Dim::W], B),
+    ("bert/embeddings/LayerNorm", "albert.embeddings.LayerNorm", Kind::Norm, &[Dim::W], B),
+];
+
+/// E → H: Google's biased dense in the encoder, albert_zh's bias-free matrix in the embeddings.
+#[rustfmt::skip]
+const GOOGLE_PROJECTION: Row = ("bert/encoder/embedding_hidden_mapping_in", "albert.encoder.embedding_hidden_mapping_in", Kind::Dense, &[Dim::E, Dim::H], B);
+#[rustfmt::skip]
+const ALBERT_ZH_PROJECTION: Row = (ZH_PROJECTION, "albert.embeddings.word_embeddings_2", Kind::Plain, &[Dim::E, Dim::H], B);
+
+/// A row of [`BLOCK`]: (Google's name, albert_zh's name), transformers' name, kind, sizes.
+type BlockRow = (
+    (&'static str, &'static str),
+    &'static str,
+    Kind,
+    &'static [Dim],
+);
+
+/// One encoder block: (Google's name, albert_zh's name) under the block's TF prefix,
+/// transformers' under `albert.encoder.albert_layer_groups.{g}.albert_layers.0`.
+#[rustfmt::skip]
+const BLOCK: &[BlockRow] = &[
+    (("attention_1/self/query", "attention/self/query"), "attention.query", Kind::Dense, &[Dim::H, Dim::H]),
+    (("attention_1/self/key", "attention/self/key"), "attention.key", Kind::Dense, &[Dim::H, Dim::H]),
+    (("attention_1/self/value", "attention/self/value"), "attention.value", Kind::Dense, &[Dim::H, Dim::H]),
+    (("attention_1/output/dense", "attention/output/dense"), "attention.dense", Kind::Dense, &[Dim::H, Dim::H]),
+    (("LayerNorm", "attention/output/LayerNorm"), "attention.LayerNorm", Kind::Norm, &[Dim::H]),
+    (("ffn_1/intermediate/dense", "intermediate/dense"), "ffn", Kind::Dense, &[Dim::H, Dim::I]),
+    (("ffn_1/intermediate/output/dense", "output/dense"), "ffn_output", Kind::Dense, &[Dim::I, Dim::H]),
+    (("LayerNorm_1", "output/LayerNorm"), "full_layer_layer_norm", Kind::Norm, &[Dim::H]),
+];
+
+#[rustfmt::skip]
+const HEADS: &[Row] = &[
+    ("bert/pooler/dense", "albert.pooler", Kind::Dense, &[Dim::H, Dim::H], B),
+    ("cls/predictions/transform/dense", "predictions.dense", Kind::Dense, &[Dim::H, Dim::W], Part::MlmHead),
+    ("cls/predictions/transform/LayerNorm", "predictions.LayerNorm", Kind::Norm, &[Dim::W], Part::MlmHead),
+    ("cls/predictions/output_bias", "predictions.bias", Kind::Plain, &[Dim::V], Part::MlmHead),
+    ("cls/seq_relationship/output_weights", "sop_classifier.classifier.weight", Kind::Plain, &[Dim::Two, Dim::H], Part::SopHead),
+    ("cls/seq_relationship/output_bias", "sop_classifier.classifier.bias", Kind::Plain, &[Dim::Two], Part::SopHead),
+];
+
+/// Every weight of a model of `config` (its layout and sharing), TF name ↔ transformers name:
+/// the embeddings, the E → H projection, each distinct encoder block, the pooler and the heads.
+pub fn mapping(config: &AlbertConfig) -> Vec<Mapped> {
+    let c = config;
+    let size = |d: Dim| match d {
+        Dim::V => c.vocab_size,
+        Dim::E => c.embedding_size,
+        Dim::H => c.hidden_size,
+        Dim::I => c.intermediate_size,
+        Dim::W => crate::albert_zh_layout::embedding_width(c),
+        Dim::Positions => c.max_position_embeddings,
+        Dim::Types => c.type_vocab_size,
+        Dim::Two => 2,
+    };
+    let mut out = Vec::new();
+    let mut add = |tf: &str, hf: &str, kind: Kind, dims: &[Dim], part: Part| {
+        let dims: Vec<usize> = dims.iter().map(|&d| size(d)).collect();
+        out.extend(expand(tf, hf, kind, dims, part));
+    };
+    let projection = match c.layout {
+        Layout::Google => GOOGLE_PROJECTION,
+        Layout::AlbertZh => ALBERT_ZH_PROJECTION,
+    };
+    for &(tf, hf, kind, dims, part) in EMBEDDINGS.iter().chain([&projection]) {
+        add(tf, hf, kind, dims, part);
+    }
+    let (n_attn, _) = c.share_type.blocks(c.num_hidden_layers);
+    for g in 0..n_attn {
+        let tf = match c.layout {
+            Layout::Google => format!("bert/encoder/transformer/group_{g}/inner_group_0"),
+            Layout::AlbertZh if c.share_type == ShareType::All => {
+                "bert/encoder/layer_shared".into()
+            }
+            Layout::AlbertZh => format!("bert/encoder/layer_{g}"),
         };
-        for p in ["query", "key", "value"] {
-            dense(
-                &mut add,
-                &format!("{tf}/{attn}/{p}"),
-                &format!("{hf}.attention.{p}"),
-                h,
-                h,
-                b,
+        let hf = format!("albert.encoder.albert_layer_groups.{g}.albert_layers.0");
+        for &((google, zh), name, kind, dims) in BLOCK {
+            let sub = if c.layout == Layout::Google {
+                google
+            } else {
+                zh
+            };
+            add(
+                &format!("{tf}/{sub}"),
+                &format!("{hf}.{name}"),
+                kind,
+                dims,
+                B,
             );
         }
-        dense(
-            &mut add,
-            &format!("{tf}/{attn_out}"),
-            &format!("{hf}.attention.dense"),
-            h,
-            h,
-            b,
-        );
-        norm(
-            &mut add,
-            &format!("{tf}/{attn_ln}"),
-            &format!("{hf}.attention.LayerNorm"),
-            h,
-            b,
-        );
-        dense(
-            &mut add,
-            &format!("{tf}/{ffn}"),
-            &format!("{hf}.ffn"),
-            h,
-            i,
-            b,
-        );
-        dense(
-            &mut add,
-            &format!("{tf}/{ffn_out}"),
-            &format!("{hf}.ffn_output"),
-            i,
-            h,
-            b,
-        );
-        norm(
-            &mut add,
-            &format!("{tf}/{ffn_ln}"),
-            &format!("{hf}.full_layer_layer_norm"),
-            h,
-            b,
+    }
+    for &(tf, hf, kind, dims, part) in HEADS {
+        add(tf, hf, kind, dims, part);
+    }
+    out
+}
+
+/// The tensors of one table row (see [`Kind`]).
+fn expand(tf: &str, hf: &str, kind: Kind, dims: Vec<usize>, part: Part) -> Vec<Mapped> {
+    let one = |tf: String, hf: String, transpose: bool, shape: Vec<usize>| Mapped {
+        tf,
+        hf,
+        transpose,
+        shape,
+        part,
+    };
+    match kind {
+        Kind::Plain => vec![one(tf.into(), hf.into(), false, dims)],
+        Kind::Dense => vec![
+            one(
+                format!("{tf}/kernel"),
+                format!("{hf}.weight"),
+                true,
+                dims.clone(),
+            ),
+            one(
+                format!("{tf}/bias"),
+                format!("{hf}.bias"),
+                false,
+                vec![dims[1]],
+            ),
+        ],
+        Kind::Norm => vec![
+            one(
+                format!("{tf}/gamma"),
+                format!("{hf}.weight"),
+                false,
+                dims.clone(),
+            ),
+            one(format!("{tf}/beta"), format!("{hf}.bias"), false, dims),
+        ],
+    }
+}
+
+/// `out` must not exist, or be an empty directory (for `what`, in the message).
+fn check_free(out: &std::path::Path, what: &str) -> Result<()> {
+    if out.exists()
+        && std::fs::read_dir(out)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        bail!(
+            "{} already exists and is not empty: give a new directory for {what}",
+            out.display()
         );
     }
-    dense(&mut add, "bert/pooler/dense", "albert.pooler", h, h, b);
-    let m = Part::MlmHead;
-    dense(
-        &mut add,
-        "cls/predictions/transform/dense",
-        "predictions.dense",
-        h,
-        w,
-        m,
-    );
-    norm(
-        &mut add,
-        "cls/predictions/transform/LayerNorm",
-        "predictions.LayerNorm",
-        w,
-        m,
-    );
-    add(
-        "cls/predictions/output_bias".into(),
-        "predictions.bias".into(),
-        false,
-        vec![v],
-        m,
-    );
-    let s = Part::SopHead;
-    add(
-        "cls/seq_relationship/output_weights".into(),
-        "sop_classifier.classifier.weight".into(),
-        false,
-        vec![2, h],
-        s,
-    );
-    add(
-        "cls/seq_relationship/output_bias".into(),
-        "sop_classifier.classifier.bias".into(),
-        false,
-        vec![2],
-        s,
-    );
-    out
+    Ok(())
 }
 
 /// A temporary directory beside `out` (same filesystem, so [`publish`] is one rename), its
