@@ -56,6 +56,12 @@ fn model_config(args: &BenchArgs) -> Result<AlbertConfig> {
     Ok(c)
 }
 
+/// A number in `0..n` from `rng` by modulo, as these synthetic data were always drawn
+/// (`SplitMix64::below`, Lemire's method, would draw other data).
+fn below(rng: &mut SplitMix64, n: u64) -> u64 {
+    rng.next_u64() % n
+}
+
 /// A full batch of `batch × seq` real tokens with `masked` distinct masked positions per row.
 fn synthetic_batch(
     c: &AlbertConfig,
@@ -72,12 +78,12 @@ fn synthetic_batch(
     for _ in 0..batch {
         let half = seq / 2;
         for j in 0..seq {
-            input_ids.push((5 + rng.below(v - 5)) as i64);
+            input_ids.push((5 + below(rng, v - 5)) as i64);
             token_type_ids.push(i64::from(j >= half));
         }
         let mut picked: Vec<i64> = Vec::with_capacity(masked);
         while picked.len() < masked.min(seq.saturating_sub(2)) {
-            let p = 1 + rng.below((seq - 2) as u64) as i64;
+            let p = 1 + below(rng, (seq - 2) as u64) as i64;
             if !picked.contains(&p) {
                 picked.push(p);
             }
@@ -85,7 +91,7 @@ fn synthetic_batch(
         picked.sort_unstable();
         for p in picked {
             masked_positions.push(p);
-            masked_ids.push((5 + rng.below(v - 5)) as i64);
+            masked_ids.push((5 + below(rng, v - 5)) as i64);
         }
     }
     let m = masked_positions.len() / batch;
@@ -99,7 +105,7 @@ fn synthetic_batch(
         masked_weights: vec![1.0; batch * m],
         masked_positions,
         masked_ids,
-        sentence_order_labels: (0..batch).map(|_| rng.below(2) as i64).collect(),
+        sentence_order_labels: (0..batch).map(|_| below(rng, 2) as i64).collect(),
         tokens: (batch * seq) as u64,
         predictions: (batch * m) as u64,
     }

@@ -46,22 +46,35 @@ impl ConfigError {
 /// ALBERT's hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AlbertConfig {
+    /// V.
     pub vocab_size: usize,
     /// E: the factorised embedding width (V×E + E×H instead of V×H).
     pub embedding_size: usize,
     /// H.
     pub hidden_size: usize,
+    /// Encoder layers (applications of the shared blocks).
     pub num_hidden_layers: usize,
+    /// Attention heads; H must be a multiple.
     pub num_attention_heads: usize,
+    /// The feed-forward width.
     pub intermediate_size: usize,
+    /// The feed-forward and MLM-head activation.
     pub hidden_act: Activation,
+    /// Rows of the position embeddings (the longest input).
     pub max_position_embeddings: usize,
+    /// Rows of the token-type embeddings.
     pub type_vocab_size: usize,
+    /// LayerNorm's epsilon.
     pub layer_norm_eps: f64,
+    /// Standard deviation of the initial weights.
     pub initializer_range: f64,
+    /// Dropout on embeddings and sub-layer outputs.
     pub hidden_dropout_prob: f64,
+    /// Dropout on attention probabilities.
     pub attention_probs_dropout_prob: f64,
+    /// Cross-layer parameter sharing.
     pub share_type: ShareType,
+    /// Where LayerNorm sits.
     pub ln_type: LnType,
     /// Google's (= transformers') embeddings and MLM head, or albert_zh's.
     #[serde(default)]

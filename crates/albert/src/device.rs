@@ -92,7 +92,9 @@ pub fn backends() -> &'static str {
 /// A resolved device and a name for logs and metrics (`flex`, `libtorch-cpu`, `cuda:0`).
 #[derive(Debug, Clone)]
 pub struct ResolvedDevice {
+    /// The burn device.
     pub device: Device,
+    /// Its name for logs and metrics.
     pub name: String,
     /// Whether it is a GPU (the pretrain stage reports MFU only there).
     pub is_gpu: bool,

@@ -73,13 +73,21 @@ impl From<OptimError> for pipeline_params::ParamError {
 /// The optimisation hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OptimConfig {
+    /// LAMB or AdamW.
     pub optimizer: OptimizerKind,
+    /// The peak learning rate.
     pub learning_rate: f64,
+    /// Decoupled weight decay (not on LayerNorm and biases).
     pub weight_decay: f64,
+    /// The first moment's decay.
     pub beta_1: f64,
+    /// The second moment's decay.
     pub beta_2: f64,
+    /// Added to the second moment's root.
     pub epsilon: f64,
+    /// Steps of linear warmup.
     pub warmup_steps: u64,
+    /// Steps in all (the decay reaches 0 there).
     pub total_steps: u64,
     /// Clip gradients so that their global L2 norm is at most this; 0 disables.
     pub max_grad_norm: f64,
@@ -176,11 +184,15 @@ impl OptimConfig {
 /// The state is burn's [`LambState`], so checkpoints keep their layout.
 #[derive(Debug, Clone)]
 pub struct AlbertLamb {
+    /// The first moment's decay.
     pub beta_1: f32,
+    /// The second moment's decay.
     pub beta_2: f32,
+    /// Added to the second moment's root.
     pub epsilon: f32,
     /// Added to the update as `weight_decay · w`, before the trust ratio.
     pub weight_decay: f32,
+    /// Whether the trust ratio `|w| / |update|` scales the update.
     pub layer_adaptation: bool,
 }
 
@@ -305,18 +317,22 @@ pub fn clip_global_norm<M: Module>(
 /// whatever the stage puts in `S`). It is written into `<dir>.tmp` and renamed over `dir`, so a
 /// kill at any moment leaves the previous checkpoint or the new one, never half of one.
 pub struct Checkpoint {
+    /// The checkpoint directory.
     pub dir: PathBuf,
 }
 
 impl Checkpoint {
+    /// A checkpoint at `dir` (nothing is read or written yet).
     pub fn new(dir: impl Into<PathBuf>) -> Checkpoint {
         Checkpoint { dir: dir.into() }
     }
 
+    /// Whether a complete checkpoint is there.
     pub fn exists(&self) -> bool {
         self.dir.join("state.json").is_file()
     }
 
+    /// Writes the model, the optimiser and `state` (atomically: see the type's docs).
     pub fn save<M: Module + ModuleSnapshot, S: Serialize>(
         &self,
         model: &M,

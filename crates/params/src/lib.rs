@@ -62,39 +62,39 @@ pub struct Text(pub String);
 pub struct Flag(pub bool);
 
 impl TryFrom<Value> for Count {
-    type Error = String;
-    fn try_from(v: Value) -> Result<Self, String> {
+    type Error = ParamError;
+    fn try_from(v: Value) -> Result<Self, ParamError> {
         v.as_u64()
             .map(Count)
-            .ok_or_else(|| format!("must be a non-negative integer, not {v}"))
+            .ok_or_else(|| format!("must be a non-negative integer, not {v}").into())
     }
 }
 
 impl TryFrom<Value> for Number {
-    type Error = String;
-    fn try_from(v: Value) -> Result<Self, String> {
+    type Error = ParamError;
+    fn try_from(v: Value) -> Result<Self, ParamError> {
         v.as_f64()
             .map(Number)
-            .ok_or_else(|| format!("must be a number, not {v}"))
+            .ok_or_else(|| format!("must be a number, not {v}").into())
     }
 }
 
 impl TryFrom<Value> for Text {
-    type Error = String;
-    fn try_from(v: Value) -> Result<Self, String> {
+    type Error = ParamError;
+    fn try_from(v: Value) -> Result<Self, ParamError> {
         match v {
             Value::String(s) => Ok(Text(s)),
-            v => Err(format!("must be a string, not {v}")),
+            v => Err(format!("must be a string, not {v}").into()),
         }
     }
 }
 
 impl TryFrom<Value> for Flag {
-    type Error = String;
-    fn try_from(v: Value) -> Result<Self, String> {
+    type Error = ParamError;
+    fn try_from(v: Value) -> Result<Self, ParamError> {
         v.as_bool()
             .map(Flag)
-            .ok_or_else(|| format!("must be true or false, not {v}"))
+            .ok_or_else(|| format!("must be true or false, not {v}").into())
     }
 }
 
@@ -108,9 +108,10 @@ impl Count {
 /// `T` from a JSON object; a value of the wrong type is "`key` `T`'s message" (e.g. "hidden_size
 /// must be a non-negative integer, not \"big\""). Keys are checked by the caller against
 /// [`struct_fields`], so that the unknown-key message can suggest the closest one.
-pub fn from_object<T: DeserializeOwned>(obj: &Map<String, Value>) -> Result<T, String> {
+pub fn from_object<T: DeserializeOwned>(obj: &Map<String, Value>) -> Result<T, ParamError> {
     let value = Value::Object(obj.clone());
-    serde_path_to_error::deserialize(&value).map_err(|e| format!("{} {}", e.path(), e.inner()))
+    serde_path_to_error::deserialize(&value)
+        .map_err(|e| ParamError(format!("{} {}", e.path(), e.inner())))
 }
 
 /// The field names of a struct that derives `Deserialize`, as serde declares them (after
@@ -184,13 +185,21 @@ mod tests {
     #[test]
     fn wrong_types_name_the_key() {
         let obj = |v: Value| v.as_object().unwrap().clone();
-        let e = from_object::<Example>(&obj(json!({"size": "big"}))).unwrap_err();
+        let e = from_object::<Example>(&obj(json!({"size": "big"})))
+            .unwrap_err()
+            .0;
         assert_eq!(e, "size must be a non-negative integer, not \"big\"");
-        let e = from_object::<Example>(&obj(json!({"rate": true}))).unwrap_err();
+        let e = from_object::<Example>(&obj(json!({"rate": true})))
+            .unwrap_err()
+            .0;
         assert_eq!(e, "rate must be a number, not true");
-        let e = from_object::<Example>(&obj(json!({"name": 3}))).unwrap_err();
+        let e = from_object::<Example>(&obj(json!({"name": 3})))
+            .unwrap_err()
+            .0;
         assert_eq!(e, "name must be a string, not 3");
-        let e = from_object::<Example>(&obj(json!({"on": "yes"}))).unwrap_err();
+        let e = from_object::<Example>(&obj(json!({"on": "yes"})))
+            .unwrap_err()
+            .0;
         assert_eq!(e, "on must be true or false, not \"yes\"");
         let ok = from_object::<Example>(&obj(json!({"size": 3, "name": null}))).unwrap();
         assert_eq!((ok.size, ok.name, ok.on), (Some(Count(3)), None, None));

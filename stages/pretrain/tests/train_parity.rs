@@ -49,24 +49,30 @@ fn config() -> AlbertConfig {
     c
 }
 
+/// A number in `0..n` from `rng` by modulo, as these synthetic data were always drawn
+/// (`SplitMix64::below`, Lemire's method, would draw other data).
+fn below(rng: &mut SplitMix64, n: u64) -> u64 {
+    rng.next_u64() % n
+}
+
 /// `[CLS] a [SEP] b [SEP]` instances of varying length (so batches carry padding), 1 to 4
 /// masked positions each (so rows weigh differently in the MLM mean), 80 % of them `[MASK]`.
 fn instances(n: usize, seed: u64) -> Vec<Instance> {
     let mut rng = SplitMix64::new(seed);
     (0..n)
         .map(|_| {
-            let len = 7 + rng.below((SEQ - 6) as u64) as usize; // 7..=SEQ
-            let len_a = 1 + rng.below((len - 4) as u64) as usize;
+            let len = 7 + below(&mut rng, (SEQ - 6) as u64) as usize; // 7..=SEQ
+            let len_a = 1 + below(&mut rng, (len - 4) as u64) as usize;
             let mut ids = vec![2u32];
-            ids.extend((0..len_a).map(|_| 5 + rng.below(VOCAB as u64 - 5) as u32));
+            ids.extend((0..len_a).map(|_| 5 + below(&mut rng, VOCAB as u64 - 5) as u32));
             ids.push(3);
-            ids.extend((0..len - len_a - 3).map(|_| 5 + rng.below(VOCAB as u64 - 5) as u32));
+            ids.extend((0..len - len_a - 3).map(|_| 5 + below(&mut rng, VOCAB as u64 - 5) as u32));
             ids.push(3);
             let types: Vec<u8> = (0..len).map(|i| u8::from(i > len_a + 1)).collect();
-            let wanted = 1 + rng.below(MAX_PREDICTIONS as u64) as usize;
+            let wanted = 1 + below(&mut rng, MAX_PREDICTIONS as u64) as usize;
             let mut positions: Vec<u32> = Vec::new();
             while positions.len() < wanted {
-                let p = 1 + rng.below((len - 1) as u64) as u32;
+                let p = 1 + below(&mut rng, (len - 1) as u64) as u32;
                 if ids[p as usize] > 4 && !positions.contains(&p) {
                     positions.push(p);
                 }
@@ -74,7 +80,7 @@ fn instances(n: usize, seed: u64) -> Vec<Instance> {
             positions.sort_unstable();
             let masked_ids: Vec<u32> = positions.iter().map(|&p| ids[p as usize]).collect();
             for &p in &positions {
-                if rng.below(10) < 8 {
+                if below(&mut rng, 10) < 8 {
                     ids[p as usize] = MASK_ID;
                 }
             }
@@ -83,7 +89,7 @@ fn instances(n: usize, seed: u64) -> Vec<Instance> {
                 token_type_ids: types,
                 masked_positions: positions,
                 masked_ids,
-                sentence_order_label: rng.below(2) as u8,
+                sentence_order_label: below(&mut rng, 2) as u8,
             }
         })
         .collect()

@@ -123,23 +123,17 @@ impl AlbertConfig {
         let pooler = h * h + h;
         let mlm_head = h * e + e + 2 * e + v;
         let sop_head = 2 * h + 2;
-        if self.layout == Layout::AlbertZh {
+        let (embeddings, encoder, mlm_head) = if self.layout == Layout::AlbertZh {
             // word_embeddings_2 (E×H, no bias) replaces the biased projection; position and
             // token-type embeddings and both LayerNorms are H wide; the MLM dense is H→H.
-            let embeddings = word_embeddings + e * h + p * h + t * h + 2 * h;
-            let encoder = n_attn as u64 * attention_block + n_ffn as u64 * ffn_block;
-            let mlm_head = h * h + h + 2 * h + v;
-            return ParameterCount {
-                word_embeddings,
-                embeddings,
-                encoder,
-                pooler,
-                mlm_head,
-                sop_head,
-                backbone: embeddings + encoder + pooler,
-                total: embeddings + encoder + pooler + mlm_head + sop_head,
-            };
-        }
+            (
+                word_embeddings + e * h + p * h + t * h + 2 * h,
+                n_attn as u64 * attention_block + n_ffn as u64 * ffn_block,
+                h * h + h + 2 * h + v,
+            )
+        } else {
+            (embeddings, encoder, mlm_head)
+        };
         ParameterCount {
             word_embeddings,
             embeddings,

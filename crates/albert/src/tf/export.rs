@@ -19,9 +19,13 @@ use crate::config::{Activation, AlbertConfig, ShareType};
 /// What [`export`] wrote.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExportReport {
+    /// The checkpoint prefix written (`out/model.ckpt`).
     pub prefix: PathBuf,
+    /// `google` or `albert_zh`.
     pub layout: &'static str,
+    /// Tensors in the checkpoint.
     pub tensors_written: usize,
+    /// Their bytes.
     pub bytes_written: u64,
     /// transformers-named tensors of the model with no TF counterpart (none expected).
     pub left_out: Vec<String>,

@@ -23,18 +23,26 @@ use crate::config::AlbertConfig;
 /// What [`import`] did.
 #[derive(Debug, Clone, Serialize)]
 pub struct ImportReport {
+    /// The checkpoint prefix read.
     pub checkpoint: PathBuf,
+    /// The config file used.
     pub config_file: PathBuf,
+    /// The vocabulary used.
     pub vocab_file: PathBuf,
+    /// `google` or `albert_zh`.
     pub layout: &'static str,
+    /// The sharing detected.
     pub share_type: &'static str,
+    /// Tensors read.
     pub tensors_read: usize,
+    /// Their bytes in the checkpoint.
     pub bytes_read: u64,
     /// Optimizer slots and bookkeeping, with the rule that skipped each.
     pub skipped: Vec<(String, &'static str)>,
     /// Weights that are not part of the pretraining model (a fine-tuned classifier's
     /// `output_weights`, …): left out, listed.
     pub ignored: Vec<String>,
+    /// Wall time of the import.
     pub seconds: f64,
 }
 
@@ -75,12 +83,17 @@ pub fn find_config(dir: &Path) -> Result<PathBuf> {
 /// What `pipeline model info` shows about a TF checkpoint; needs only the index.
 #[derive(Debug, Clone)]
 pub struct TfInfo {
+    /// The checkpoint's index.
     pub checkpoint: Checkpoint,
+    /// What its names and shapes say.
     pub detected: Detected,
     /// The config beside it with the detected layout and sharing, when there is one.
     pub config: Option<AlbertConfig>,
+    /// That config's file.
     pub config_file: Option<PathBuf>,
+    /// Optimizer slots and bookkeeping, with the rule that skips each.
     pub skipped: Vec<(String, &'static str)>,
+    /// Data shards the index names that are not there.
     pub missing_shards: Vec<PathBuf>,
 }
 
@@ -344,10 +357,12 @@ fn write_safetensors(tensors: &[HfTensor], weights: &Path) -> Result<()> {
 pub struct ModelDir {
     path: PathBuf,
     _tmp: Option<tempfile::TempDir>,
+    /// The import's report, when the path was a TF checkpoint.
     pub imported: Option<ImportReport>,
 }
 
 impl ModelDir {
+    /// The model directory at `path`, importing a TF checkpoint first.
     pub fn open(path: &Path) -> Result<ModelDir> {
         if !pipeline_tfckpt::is_checkpoint(path) {
             return Ok(ModelDir {
@@ -369,6 +384,7 @@ impl ModelDir {
         })
     }
 
+    /// Where the model directory is.
     pub fn path(&self) -> &Path {
         &self.path
     }

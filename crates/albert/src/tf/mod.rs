@@ -32,33 +32,49 @@ pub use import::{ImportReport, ModelDir, TfInfo, find_config, import, inspect};
 /// transposed, and its TF shape as the config says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapped {
+    /// The TF variable name.
     pub tf: String,
+    /// transformers' parameter name.
     pub hf: String,
+    /// Whether the TF tensor is a kernel (`[in, out]`), transposed into a `[out, in]` weight.
     pub transpose: bool,
+    /// Its TF shape.
     pub shape: Vec<usize>,
     /// Which part of the model it belongs to (heads are optional on export).
     pub part: Part,
 }
 
+/// The part of the pretraining model a weight belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
+    /// Embeddings, encoder, pooler: what `AlbertModel` holds.
     Backbone,
+    /// The masked-LM head.
     MlmHead,
+    /// The sentence-order head.
     SopHead,
 }
 
 /// What the names and shapes of a checkpoint say about the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Detected {
+    /// Google's names or albert_zh's.
     pub layout: Layout,
+    /// Whole layers shared (one block) or none.
     pub share_type: ShareType,
     /// Distinct encoder blocks (groups, or albert_zh's `layer_N`).
     pub blocks: usize,
+    /// Rows of the word embeddings.
     pub vocab_size: usize,
+    /// E.
     pub embedding_size: usize,
+    /// H.
     pub hidden_size: usize,
+    /// The feed-forward width.
     pub intermediate_size: usize,
+    /// Rows of the position embeddings.
     pub max_position_embeddings: usize,
+    /// Rows of the token-type embeddings.
     pub type_vocab_size: usize,
 }
 
