@@ -114,6 +114,24 @@ pub fn from_object<T: DeserializeOwned>(obj: &Map<String, Value>) -> Result<T, P
         .map_err(|e| ParamError(format!("{} {}", e.path(), e.inner())))
 }
 
+/// `T` from a stage's params, in the words of the `clean` and `vocab` stages: a value of the
+/// wrong type is "param `key`: serde's message`hint(key)`" (e.g. "param `source`: unknown variant
+/// `download`, expected `file` or `train` (file or train)"). Keys `T` does not have (matrix
+/// coordinates inherited from deps) are ignored: the engine refuses misspelt ones at their line.
+pub fn from_params<T: DeserializeOwned>(
+    obj: &Map<String, Value>,
+    hint: impl Fn(&str) -> &'static str,
+) -> Result<T, ParamError> {
+    let value = Value::Object(obj.clone());
+    serde_path_to_error::deserialize(&value).map_err(|e| {
+        let key = e.path().to_string();
+        if key.is_empty() || key == "." {
+            return ParamError(e.into_inner().to_string());
+        }
+        ParamError(format!("param `{key}`: {}{}", e.inner(), hint(&key)))
+    })
+}
+
 /// The field names of a struct that derives `Deserialize`, as serde declares them (after
 /// `rename`s). Written here rather than taken from serde-aux's `serde_introspect`, which does the
 /// same in the same way, to keep that crate's chrono dependency out of the build.
@@ -203,6 +221,19 @@ mod tests {
         assert_eq!(e, "on must be true or false, not \"yes\"");
         let ok = from_object::<Example>(&obj(json!({"size": 3, "name": null}))).unwrap();
         assert_eq!((ok.size, ok.name, ok.on), (Some(Count(3)), None, None));
+    }
+
+    #[test]
+    fn params_name_the_key_and_what_it_allows() {
+        let obj = json!({"size": "big"});
+        let e = from_params::<Example>(obj.as_object().unwrap(), |k| {
+            if k == "size" { " (a whole number)" } else { "" }
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.0,
+            "param `size`: must be a non-negative integer, not \"big\" (a whole number)"
+        );
     }
 
     #[test]

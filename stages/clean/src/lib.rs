@@ -61,7 +61,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-pub use params::{CleanParams, FormatRules, KNOWN_PARAMS};
+pub use params::{CleanParams, FormatRules, known_params};
 
 /// The `clean` stage kind.
 pub struct CleanStage;
@@ -76,7 +76,7 @@ impl Stage for CleanStage {
     }
 
     fn known_params(&self) -> &'static [&'static str] {
-        KNOWN_PARAMS
+        known_params()
     }
 
     fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {

@@ -5,25 +5,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use pipeline_params::ParamError;
+use pipeline_params::{from_params, struct_fields};
 use pipeline_text::corpus::Format;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// Every param the kind takes (see the crate documentation for what each does).
-pub const KNOWN_PARAMS: &[&str] = &[
-    "format",
-    "formats",
-    "to_simplified",
-    "min_sentence_chars",
-    "max_sentence_chars",
-    "min_doc_chars",
-    "max_doc_chars",
-    "min_doc_sentences",
-    "dedup",
-    "near_dup",
-    "near_dup_threshold",
-    "shard_bytes",
-];
+/// Every param the kind takes (see the crate documentation for what each does): the fields
+/// of [`CleanParams`].
+pub fn known_params() -> &'static [&'static str] {
+    struct_fields::<CleanParams>()
+}
 
 /// The params as given (defaults for those left out).
 #[derive(Debug, Clone, Deserialize)]
@@ -80,37 +71,15 @@ pub const MIN_SHARD_BYTES: u64 = 1024;
 impl CleanParams {
     /// Parses and checks the params; the error names the param and what it allows.
     pub fn parse(params: &Map<String, Value>) -> Result<(CleanParams, FormatRules), ParamError> {
-        let p: CleanParams = match serde_json::from_value(Value::Object(params.clone())) {
-            Ok(p) => p,
-            Err(e) => {
-                return Err(Self::which_param(params)
-                    .unwrap_or_else(|| e.to_string())
-                    .into());
-            }
-        };
+        let p: CleanParams = from_params(params, |name| match name {
+            "format" => " (auto, lines, paragraphs or wiki)",
+            "to_simplified" | "dedup" | "near_dup" => " (true or false)",
+            "near_dup_threshold" => " (a number in (0, 1])",
+            _ => " (a whole number ≥ 0)",
+        })?;
         let rules = FormatRules::parse(&p.formats)?;
         p.check()?;
         Ok((p, rules))
-    }
-
-    /// serde's message does not say which field it was: try them one at a time.
-    fn which_param(params: &Map<String, Value>) -> Option<String> {
-        for name in KNOWN_PARAMS {
-            let Some(v) = params.get(*name) else {
-                continue;
-            };
-            let one = Map::from_iter([(name.to_string(), v.clone())]);
-            if let Err(e) = serde_json::from_value::<CleanParams>(Value::Object(one)) {
-                let allowed = match *name {
-                    "format" => " (auto, lines, paragraphs or wiki)",
-                    "to_simplified" | "dedup" | "near_dup" => " (true or false)",
-                    "near_dup_threshold" => " (a number in (0, 1])",
-                    _ => " (a whole number ≥ 0)",
-                };
-                return Some(format!("param `{name}`: {e}{allowed}"));
-            }
-        }
-        None
     }
 
     fn check(&self) -> Result<(), ParamError> {

@@ -38,7 +38,7 @@ use pipeline_text::vocab::Vocab;
 use pipeline_text::wordpiece::load_tokenizer;
 use serde_json::{Map, Value, json};
 
-use params::{KNOWN_PARAMS, Source, VocabParams};
+use params::{Source, VocabParams, known_params};
 
 /// The `vocab` stage kind.
 pub struct VocabStage;
@@ -53,7 +53,7 @@ impl Stage for VocabStage {
     }
 
     fn known_params(&self) -> &'static [&'static str] {
-        KNOWN_PARAMS
+        known_params()
     }
 
     fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {

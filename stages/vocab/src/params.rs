@@ -1,21 +1,17 @@
 //! The `vocab` stage's params: parsing with errors that name the param, and range checks.
 
 pub use pipeline_params::ParamError;
+use pipeline_params::{from_params, struct_fields};
 use pipeline_text::train::ModelKind;
 use pipeline_text::vocab::SPECIAL_TOKENS;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// Every param the kind takes (see the crate documentation for what each does).
-pub const KNOWN_PARAMS: &[&str] = &[
-    "source",
-    "file",
-    "model",
-    "size",
-    "min_frequency",
-    "lowercase",
-    "coverage_sample_mb",
-];
+/// Every param the kind takes (see the crate documentation for what each does): the fields
+/// of [`VocabParams`].
+pub fn known_params() -> &'static [&'static str] {
+    struct_fields::<VocabParams>()
+}
 
 /// Where the vocabulary comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -67,37 +63,15 @@ pub const MAX_SIZE: usize = 1 << 22;
 impl VocabParams {
     /// Parses and checks the params; the error names the param and what it allows.
     pub fn parse(params: &Map<String, Value>) -> Result<VocabParams, ParamError> {
-        let p: VocabParams = match serde_json::from_value(Value::Object(params.clone())) {
-            Ok(p) => p,
-            Err(e) => {
-                return Err(Self::which_param(params)
-                    .unwrap_or_else(|| e.to_string())
-                    .into());
-            }
-        };
+        let p: VocabParams = from_params(params, |name| match name {
+            "source" => " (file or train)",
+            "model" => " (wordpiece or unigram)",
+            "file" => " (a path to a vocab.txt, relative to the workspace root)",
+            "lowercase" => " (true or false)",
+            _ => " (a whole number ≥ 0)",
+        })?;
         p.check()?;
         Ok(p)
-    }
-
-    /// serde's message does not say which field it was: try them one at a time.
-    fn which_param(params: &Map<String, Value>) -> Option<String> {
-        for name in KNOWN_PARAMS {
-            let Some(v) = params.get(*name) else {
-                continue;
-            };
-            let one = Map::from_iter([(name.to_string(), v.clone())]);
-            if let Err(e) = serde_json::from_value::<VocabParams>(Value::Object(one)) {
-                let allowed = match *name {
-                    "source" => " (file or train)",
-                    "model" => " (wordpiece or unigram)",
-                    "file" => " (a path to a vocab.txt, relative to the workspace root)",
-                    "lowercase" => " (true or false)",
-                    _ => " (a whole number ≥ 0)",
-                };
-                return Some(format!("param `{name}`: {e}{allowed}"));
-            }
-        }
-        None
     }
 
     fn check(&self) -> Result<(), ParamError> {
