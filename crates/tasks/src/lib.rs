@@ -93,12 +93,16 @@
 //!   dev: data/my_nli/dev.tsv
 //! ```
 
+pub mod c3;
 mod error;
+pub mod group_split;
 pub mod metrics;
 mod params;
 pub mod protocol;
 pub mod read;
+pub mod span_features;
 pub mod split;
+pub mod squad;
 pub mod task;
 
 pub use error::TaskError;
