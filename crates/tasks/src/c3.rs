@@ -38,7 +38,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::group_split::{GroupSplit, GroupSplitError, split_by_group};
-use crate::squad::{MAX_FILE_BYTES, Tally, for_each_element};
+use crate::json_stream::for_each_element;
+use crate::squad::{MAX_FILE_BYTES, Tally};
 
 /// Choices per question after padding (C3's maximum).
 pub const C3_CHOICES: usize = 4;
@@ -129,6 +130,20 @@ impl C3Example {
     pub fn mask(&self) -> [bool; C3_CHOICES] {
         std::array::from_fn(|i| i < self.real_choices)
     }
+}
+
+/// The predicted choice: the highest score among the first `real_choices` (the padding is
+/// never chosen, whatever its score; the first on a tie; NaN loses).
+pub fn best_real_choice(scores: &[f32], real_choices: usize) -> usize {
+    let key = |s: f32| if s.is_nan() { f32::NEG_INFINITY } else { s };
+    let real = &scores[..real_choices.min(scores.len())];
+    let mut best = 0;
+    for (i, &s) in real.iter().enumerate().skip(1) {
+        if key(s) > key(real[best]) {
+            best = i;
+        }
+    }
+    best
 }
 
 /// What the reader saw; serialisable for metrics.json.
@@ -410,6 +425,15 @@ mod tests {
         assert_eq!(r.by_answer, [1, 1, 0, 1]);
         assert_eq!(f.groups(), [0, 0, 1], "the same id, two documents");
         f.check_bad_fraction(0.0).unwrap();
+    }
+
+    #[test]
+    fn the_padding_is_never_the_prediction() {
+        assert_eq!(best_real_choice(&[0.1, 0.2, 9.0, 9.0], 2), 1);
+        assert_eq!(best_real_choice(&[0.5, 0.5, 0.1, 0.0], 4), 0);
+        assert_eq!(best_real_choice(&[f32::NAN, 0.1, f32::NAN, 0.0], 4), 1);
+        assert_eq!(best_real_choice(&[0.3, f32::NAN, 0.1], 3), 0);
+        assert_eq!(best_real_choice(&[], 4), 0);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::split::{Stream, stratified_choice};
 const TEST_SALT: u64 = 0x7465_7374_5f73_706c; // "test_spl"
 
 /// A partition of the items (questions) into train, dev and test, each ascending (file order).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupSplit {
     pub train: Vec<usize>,
     pub dev: Vec<usize>,
@@ -23,6 +23,32 @@ pub struct GroupSplit {
     pub test: Vec<usize>,
     /// Groups on each side: `[train, dev, test]`.
     pub groups: [usize; 3],
+}
+
+impl GroupSplit {
+    /// What metrics.json records of the split: how it was drawn and its sizes, not the indices.
+    pub fn summary(&self, split_seed: u64, dev_fraction: f64, test_fraction: f64) -> SplitSummary {
+        SplitSummary {
+            by: "group",
+            split_seed,
+            dev_fraction,
+            test_fraction,
+            groups: self.groups,
+            items: [self.train.len(), self.dev.len(), self.test.len()],
+        }
+    }
+}
+
+/// The record of a [`GroupSplit`] (sizes as `[train, dev, test]`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SplitSummary {
+    /// `group`: by article (CMRC 2018) or document (C3), never by question.
+    pub by: &'static str,
+    pub split_seed: u64,
+    pub dev_fraction: f64,
+    pub test_fraction: f64,
+    pub groups: [usize; 3],
+    pub items: [usize; 3],
 }
 
 /// Fractions that cannot make a split of these groups.
@@ -143,6 +169,9 @@ mod tests {
         let s = split_by_group(&groups, 0.2, 0.2, 12345).unwrap();
         assert_eq!(s.groups, [6, 2, 2]);
         assert_eq!(s.dev, FROZEN_DEV);
+        let summary = serde_json::to_value(s.summary(12345, 0.2, 0.2)).unwrap();
+        assert_eq!(summary["groups"], serde_json::json!([6, 2, 2]));
+        assert_eq!(summary["items"], serde_json::json!([12, 4, 4]));
         assert_eq!(s.test, FROZEN_TEST);
     }
     const FROZEN_DEV: [usize; 4] = [2, 3, 18, 19];

@@ -96,6 +96,7 @@
 pub mod c3;
 mod error;
 pub mod group_split;
+mod json_stream;
 pub mod metrics;
 mod params;
 pub mod protocol;

@@ -294,6 +294,29 @@ pub fn build_features(
     Ok(features)
 }
 
+/// Tokenizes `question` and `context` with `tokenize` (a tokenizer's "append the ids of this
+/// text's tokens and their start bytes", the signature of the text crate's
+/// `TokenizeWithOffsets::encode_with_offsets`) and builds the example's features; returns the
+/// context's tokens too, which [`decode`] needs.
+pub fn encode_with(
+    tokenize: impl Fn(&str, &mut Vec<u32>, &mut Vec<u32>),
+    example: usize,
+    question: &str,
+    context: &str,
+    answer: Option<&Range<usize>>,
+    specials: Specials,
+    cfg: &SpanConfig,
+) -> Result<(TokenizedContext, Vec<SpanFeature>), SpanError> {
+    let (mut ids, mut starts) = (Vec::new(), Vec::new());
+    tokenize(question, &mut ids, &mut starts);
+    let question_ids = std::mem::take(&mut ids);
+    starts.clear();
+    tokenize(context, &mut ids, &mut starts);
+    let ctx = TokenizedContext::from_starts(context, ids, &starts)?;
+    let features = build_features(example, &question_ids, &ctx, answer, specials, cfg)?;
+    Ok((ctx, features))
+}
+
 /// `run_qa.py`'s labels: the first and last context tokens (indices into `spans`) of `answer`
 /// in `window`, or `None` when the window does not hold the whole answer.
 pub fn answer_tokens(

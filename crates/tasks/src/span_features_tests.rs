@@ -363,3 +363,38 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn encode_with_a_tokenizer_closure() {
+    // One token per non-space character, as a BERT tokenizer on Chinese.
+    let tokenize = |text: &str, ids: &mut Vec<u32>, starts: &mut Vec<u32>| {
+        for (b, c) in text.char_indices().filter(|(_, c)| !c.is_whitespace()) {
+            ids.push(c as u32 % 1000 + 10);
+            starts.push(b as u32);
+        }
+    };
+    let context = "光荣 开发了它。";
+    let answer = 0..6;
+    let (ctx, f) = encode_with(
+        tokenize,
+        3,
+        " 谁开发的？",
+        context,
+        Some(&answer),
+        SPECIALS,
+        &cfg(16, 2, 8),
+    )
+    .unwrap();
+    assert_eq!(ctx.spans.len(), 7);
+    assert_eq!(
+        ctx.spans[1],
+        3..6,
+        "the token before the space ends before it"
+    );
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].input_ids.len(), 1 + 5 + 1 + 7 + 1);
+    assert_eq!(
+        (f[0].start_position, f[0].end_position, f[0].example),
+        (7, 8, 3)
+    );
+}

@@ -42,12 +42,13 @@ use std::fs::File;
 use std::io::BufReader;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::group_split::{GroupSplit, GroupSplitError, split_by_group};
+use crate::json_stream::for_each_element;
 
 /// Everything that stops a SQuAD file from being read; each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -193,8 +194,8 @@ pub struct SquadExample {
     pub id: String,
     /// Index into [`SquadFile::articles`].
     pub article: usize,
-    /// Index into [`SquadFile::contexts`].
-    pub context: usize,
+    /// Shared by the questions on one paragraph.
+    pub context: Arc<str>,
     /// Trimmed (`run_qa.py` strips the question's leading whitespace).
     pub question: String,
     /// At least one.
@@ -237,7 +238,6 @@ pub struct SquadReport {
 pub struct SquadFile {
     /// Article titles (or ids, or `article N`), in file order.
     pub articles: Vec<String>,
-    pub contexts: Vec<String>,
     pub examples: Vec<SquadExample>,
     pub report: SquadReport,
 }
@@ -281,10 +281,6 @@ pub fn read_squad(path: &Path) -> Result<SquadFile, SquadError> {
 }
 
 impl SquadFile {
-    pub fn context_of(&self, ex: &SquadExample) -> &str {
-        &self.contexts[ex.context]
-    }
-
     /// Fails when more than `max_bad_fraction` of the questions were dropped.
     pub fn check_bad_fraction(&self, max_bad_fraction: f64) -> Result<(), SquadError> {
         let r = &self.report;
@@ -327,9 +323,7 @@ impl SquadFile {
         }
         let mut first: HashMap<&str, usize> = HashMap::new();
         for ex in &self.examples {
-            let other = *first
-                .entry(self.contexts[ex.context].as_str())
-                .or_insert(ex.article);
+            let other = *first.entry(&*ex.context).or_insert(ex.article);
             let (a, b) = (find(&mut parent, ex.article), find(&mut parent, other));
             parent[a.max(b)] = a.min(b);
         }
@@ -356,83 +350,6 @@ pub fn char_offset(text: &str, byte: usize) -> usize {
     text.get(..byte).map_or(0, |s| s.chars().count())
 }
 
-/// Calls `f` on each element of a JSON array: the top-level value when `key` is `None`, else
-/// the array under `key` of the top-level object (other keys are skipped unread). Streams: only
-/// one element is in memory at a time. Errors are serde's, with line and column.
-pub(crate) fn for_each_element<R: std::io::Read>(
-    reader: R,
-    key: Option<&str>,
-    f: impl FnMut(Value),
-) -> Result<(), String> {
-    let mut de = serde_json::Deserializer::from_reader(reader);
-    let mut seen = false;
-    let mut each = EachElement { f };
-    let result = match key {
-        None => {
-            seen = true;
-            (&mut de).deserialize_seq(&mut each)
-        }
-        Some(key) => (&mut de).deserialize_map(InKey {
-            key,
-            seen: &mut seen,
-            each: &mut each,
-        }),
-    };
-    result.and_then(|()| de.end()).map_err(|e| e.to_string())?;
-    match key {
-        Some(k) if !seen => Err(format!("no `{k}` array at the top level")),
-        _ => Ok(()),
-    }
-}
-
-struct EachElement<F> {
-    f: F,
-}
-
-impl<'de, F: FnMut(Value)> Visitor<'de> for &mut EachElement<F> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(v) = seq.next_element::<Value>()? {
-            (self.f)(v);
-        }
-        Ok(())
-    }
-}
-
-impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for &mut EachElement<F> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-struct InKey<'k, 'e, F> {
-    key: &'k str,
-    seen: &'e mut bool,
-    each: &'e mut EachElement<F>,
-}
-
-impl<'de, F: FnMut(Value)> Visitor<'de> for InKey<'_, '_, F> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "an object with a `{}` array", self.key)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(k) = map.next_key::<String>()? {
-            if k == self.key && !*self.seen {
-                *self.seen = true;
-                map.next_value_seed(&mut *self.each)?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(())
-    }
-}
-
 /// Accumulates articles into a [`SquadFile`].
 struct Builder {
     file: SquadFile,
@@ -444,7 +361,6 @@ impl Builder {
         Builder {
             file: SquadFile {
                 articles: Vec::new(),
-                contexts: Vec::new(),
                 examples: Vec::new(),
                 report: SquadReport {
                     path: path.to_string(),
@@ -464,7 +380,6 @@ impl Builder {
 
     fn finish(mut self) -> SquadFile {
         self.file.report.articles = self.file.articles.len();
-        self.file.report.contexts = self.file.contexts.len();
         self.file
     }
 
@@ -516,22 +431,19 @@ impl Builder {
                 return;
             }
         };
-        let ci = self.file.contexts.len();
+        let context: Arc<str> = context.into();
         let mut kept = false;
         for (q, qa) in qas.into_iter().enumerate() {
-            kept |= self.question(article, ci, &context, &where_, q, qa);
+            kept |= self.question(article, &context, &where_, q, qa);
         }
-        if kept {
-            self.file.contexts.push(context);
-        }
+        self.file.report.contexts += usize::from(kept);
     }
 
     /// Reads one question; true when it was kept.
     fn question(
         &mut self,
         article: usize,
-        ci: usize,
-        context: &str,
+        context: &Arc<str>,
         where_: &str,
         q: usize,
         qa: Value,
@@ -573,7 +485,7 @@ impl Builder {
         self.file.examples.push(SquadExample {
             id,
             article,
-            context: ci,
+            context: context.clone(),
             question,
             answers,
         });
