@@ -218,16 +218,19 @@ impl SquadExample {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SquadReport {
     pub path: String,
+    /// Articles with a `paragraphs` array.
     pub articles: usize,
+    /// Paragraphs with at least one kept question.
     pub contexts: usize,
-    /// Question entries in the file.
+    /// Question entries in the file (an article without `paragraphs` or a paragraph without
+    /// `qas` counts as one, dropped as `missing_field`).
     pub questions_read: usize,
     /// Questions kept.
     pub questions: usize,
     pub dropped: Tally<SquadIssue>,
     /// Answers kept (on kept questions).
     pub answers: usize,
-    /// Repaired, kept without a span, dropped (on kept questions).
+    /// Answers repaired, kept without a span, or dropped, of questions read with a context.
     pub answer_notes: Tally<SquadIssue>,
     /// Kept questions none of whose answers is a span: scored, never trained on.
     pub without_span: usize,
