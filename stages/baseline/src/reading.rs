@@ -265,4 +265,40 @@ mod tests {
         assert_eq!(m.predict(&train[2]), 0, "positions 0 and 1 tie: the first");
         assert_eq!(m.predict(&train[3]), 0);
     }
+
+    /// The C3 figures on the shared data's 80/10/10 split (split_seed 12345), frozen:
+    /// `PIPELINE_DATA_ROOT=../shared/datasets cargo test -p stage-baseline reading`; skipped
+    /// with a note when the data is not there.
+    #[test]
+    fn shared_c3_figures() {
+        use pipeline_tasks::c3::{C3_DEV_FRACTION, C3_TEST_FRACTION, read_c3};
+        let Some(root) = std::env::var_os("PIPELINE_DATA_ROOT") else {
+            eprintln!("note: PIPELINE_DATA_ROOT is unset; skipping the C3 baseline figures");
+            return;
+        };
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(root);
+        let Ok(f) = read_c3(&root.join("c3/dev.json")) else {
+            eprintln!("note: no c3/dev.json under {}; skipping", root.display());
+            return;
+        };
+        let s = f.split(C3_DEV_FRACTION, C3_TEST_FRACTION, 12345).unwrap();
+        let of = |idx: &[usize]| idx.iter().map(|&i| &f.examples[i]).collect::<Vec<_>>();
+        let majority = MajorityPosition::fit(&of(&s.train));
+        assert_eq!(majority.counts, [756, 836, 826, 635]);
+        let correct = |idx: &[usize], p: &dyn Fn(&C3Example) -> usize| {
+            of(idx).iter().filter(|e| p(e) == e.answer).count()
+        };
+        // (questions, majority position right, choice overlap right) on dev and test.
+        let figures: Vec<(usize, usize, usize)> = [&s.dev, &s.test]
+            .iter()
+            .map(|idx| {
+                let m = correct(idx, &|e| majority.predict(e));
+                (idx.len(), m, correct(idx, &choice_overlap))
+            })
+            .collect();
+        eprintln!("c3 baselines (questions, majority_position, choice_overlap): {figures:?}");
+        assert_eq!(figures, [(357, 82, 152), (406, 110, 165)]);
+    }
 }
