@@ -101,6 +101,14 @@ pub mod read;
 pub mod split;
 pub mod task;
 
+// Reading comprehension (CMRC 2018 span extraction, C3 multiple choice): the readers, the split
+// by article or document, span features and their decoding.
+pub mod c3;
+pub mod group_split;
+mod json_stream;
+pub mod span_features;
+pub mod squad;
+
 pub use error::TaskError;
 pub use metrics::{ConfusionMatrix, Metrics, MetricsError, evaluate};
 pub use protocol::{

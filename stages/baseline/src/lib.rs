@@ -31,6 +31,7 @@
 pub mod features;
 pub mod logistic;
 pub mod params;
+pub mod reading;
 pub mod rules;
 
 use std::path::PathBuf;

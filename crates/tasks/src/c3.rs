@@ -1,0 +1,553 @@
+//! C3 (Chinese multiple-choice reading comprehension, dialogues and mixed-genre texts):
+//! `../shared/datasets/c3/dev.json`.
+//!
+//! ```json
+//! [[["男：听说你们公司要派你去南方工作?", "女：是呀，…"],
+//!   [{"question": "他们在谈论什么?", "choice": ["旅行", "坏境", "工作", "家庭"], "answer": "工作"}],
+//!   "47-275"], …]
+//! ```
+//!
+//! A document is `[context lines, questions, id]`; the answer is the text of the right choice.
+//! As CLUE's C3 baseline (`CLUEbenchmark/CLUE`, `baselines/models_pytorch/mrc_pytorch/run_c3.py`,
+//! `c3Processor`) builds it: the context is the lines joined by `\n`, and a question with fewer
+//! than [`C3_CHOICES`] choices is padded with empty choices up to 4. CLUE lets the model score
+//! the padding like any choice; here [`C3Example::mask`] marks the real ones, so that the head
+//! can give the padding −∞ and it is never predicted. (CLUE also lower-cases every text; that is
+//! the tokenizer's business here, as for the other tasks.)
+//!
+//! Read as a stream, one document at a time. Bad input never stops the reader; it is counted by
+//! cause with the question's id (`DOCID#N`, N the question's index in its document): a document
+//! that is not `[array, array, string]` (`malformed_document`, counted once), a context line
+//! that is not a string (`missing_field`), an empty context, question or choice
+//! (`empty_context`, `empty_question`, `empty_choice`), fewer than 2 or more than 4 choices
+//! (`too_few_choices`, `too_many_choices`), an answer that is none of the choices
+//! (`answer_not_in_choices`) or more than one (`ambiguous_answer`). Texts are trimmed; a choice
+//! may repeat another that is not the answer (the dev set has one such question).
+//!
+//! Document ids are not unique in the shared file (2,674 documents, 2,648 ids: the dialogue and
+//! mixed-genre subsets reuse numbers), so documents are told apart by their position, and the
+//! split groups by document (with documents of identical context merged).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::group_split::{GroupSplit, GroupSplitError, split_by_group};
+use crate::json_stream::for_each_element;
+use crate::squad::{MAX_FILE_BYTES, Tally};
+
+/// Choices per question after padding (C3's maximum).
+pub const C3_CHOICES: usize = 4;
+
+/// The fixed protocol of C3 here: its only labelled split (dev) cut 80 / 10 / 10 by document.
+pub const C3_DEV_FRACTION: f64 = 0.1;
+pub const C3_TEST_FRACTION: f64 = 0.1;
+
+/// Everything that stops a C3 file from being read; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum C3Error {
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not C3 JSON: {message}")]
+    Format { path: String, message: String },
+    #[error("{path} has no usable question ({read} read: {counts})")]
+    NoQuestions {
+        path: String,
+        read: usize,
+        counts: String,
+    },
+    #[error(
+        "{path}: {bad} of {read} questions are bad ({pct:.2} %, more than max_bad_fraction = \
+         {max}): {counts}"
+    )]
+    TooManyBad {
+        path: String,
+        bad: usize,
+        read: usize,
+        pct: f64,
+        max: f64,
+        counts: String,
+    },
+    #[error("{path}: {source}")]
+    Split {
+        path: String,
+        #[source]
+        source: GroupSplitError,
+    },
+}
+
+/// Why a question was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum C3Issue {
+    MalformedDocument,
+    MissingField,
+    EmptyContext,
+    EmptyQuestion,
+    EmptyChoice,
+    TooFewChoices,
+    TooManyChoices,
+    AnswerNotInChoices,
+    AmbiguousAnswer,
+}
+
+impl fmt::Display for C3Issue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = serde_json::to_value(self).ok();
+        f.write_str(s.as_ref().and_then(Value::as_str).unwrap_or("?"))
+    }
+}
+
+/// One question, its choices padded to [`C3_CHOICES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct C3Example {
+    /// `DOCID#N`.
+    pub id: String,
+    /// The document's position in the file.
+    pub document: usize,
+    /// The context lines joined by `\n`.
+    pub context: String,
+    pub question: String,
+    /// The real choices first, then empty strings.
+    pub choices: [String; C3_CHOICES],
+    /// How many choices are real (2–4).
+    pub real_choices: usize,
+    /// Index of the right choice (< `real_choices`).
+    pub answer: usize,
+}
+
+impl C3Example {
+    /// `true` for the real choices, `false` for the padding (never to be predicted).
+    pub fn mask(&self) -> [bool; C3_CHOICES] {
+        std::array::from_fn(|i| i < self.real_choices)
+    }
+}
+
+/// The predicted choice: the highest score among the first `real_choices` (the padding is
+/// never chosen, whatever its score; the first on a tie; NaN loses).
+pub fn best_real_choice(scores: &[f32], real_choices: usize) -> usize {
+    let key = |s: f32| if s.is_nan() { f32::NEG_INFINITY } else { s };
+    let real = &scores[..real_choices.min(scores.len())];
+    let mut best = 0;
+    for (i, &s) in real.iter().enumerate().skip(1) {
+        if key(s) > key(real[best]) {
+            best = i;
+        }
+    }
+    best
+}
+
+/// What the reader saw; serialisable for metrics.json.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct C3Report {
+    pub path: String,
+    pub documents_read: usize,
+    /// Documents with at least one kept question.
+    pub documents: usize,
+    pub questions_read: usize,
+    pub questions: usize,
+    pub dropped: Tally<C3Issue>,
+    /// Kept questions by number of real choices (`{"2": 170, "3": 465, "4": 3181}`).
+    pub by_choices: BTreeMap<usize, usize>,
+    /// Kept questions by the answer's position.
+    pub by_answer: [usize; C3_CHOICES],
+}
+
+#[derive(Debug, Clone)]
+pub struct C3File {
+    pub examples: Vec<C3Example>,
+    pub report: C3Report,
+}
+
+/// Reads a C3 file (see the module doc for what is dropped and counted).
+pub fn read_c3(path: &Path) -> Result<C3File, C3Error> {
+    let name = path.display().to_string();
+    let io = |source| C3Error::Io {
+        path: name.clone(),
+        source,
+    };
+    let file = File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    if size > MAX_FILE_BYTES {
+        return Err(C3Error::Format {
+            path: name,
+            message: format!("{size} bytes, more than the {MAX_FILE_BYTES} this reader accepts"),
+        });
+    }
+    let mut f = C3File {
+        examples: Vec::new(),
+        report: C3Report {
+            path: name.clone(),
+            documents_read: 0,
+            documents: 0,
+            questions_read: 0,
+            questions: 0,
+            dropped: Tally::default(),
+            by_choices: BTreeMap::new(),
+            by_answer: [0; C3_CHOICES],
+        },
+    };
+    for_each_element(BufReader::new(file), None, |doc| f.document(doc)).map_err(|message| {
+        C3Error::Format {
+            path: name.clone(),
+            message,
+        }
+    })?;
+    if f.examples.is_empty() {
+        return Err(C3Error::NoQuestions {
+            path: name,
+            read: f.report.questions_read,
+            counts: f.report.dropped.summary(),
+        });
+    }
+    Ok(f)
+}
+
+impl C3File {
+    /// Fails when more than `max_bad_fraction` of the questions were dropped.
+    pub fn check_bad_fraction(&self, max_bad_fraction: f64) -> Result<(), C3Error> {
+        let r = &self.report;
+        let pct = 100.0 * r.dropped.total as f64 / r.questions_read.max(1) as f64;
+        if pct > 100.0 * max_bad_fraction {
+            return Err(C3Error::TooManyBad {
+                path: r.path.clone(),
+                bad: r.dropped.total,
+                read: r.questions_read,
+                pct,
+                max: max_bad_fraction,
+                counts: r.dropped.summary(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Each example's group: its document, documents with the same context merged.
+    pub fn groups(&self) -> Vec<usize> {
+        let mut first: HashMap<&str, usize> = HashMap::new();
+        self.examples
+            .iter()
+            .map(|e| *first.entry(e.context.as_str()).or_insert(e.document))
+            .collect()
+    }
+
+    /// The seeded split by document (indices into [`C3File::examples`]); the protocol here is
+    /// `split(C3_DEV_FRACTION, C3_TEST_FRACTION, split_seed)`, 80 / 10 / 10.
+    pub fn split(&self, dev: f64, test: f64, seed: u64) -> Result<GroupSplit, C3Error> {
+        split_by_group(&self.groups(), dev, test, seed).map_err(|source| C3Error::Split {
+            path: self.report.path.clone(),
+            source,
+        })
+    }
+
+    fn document(&mut self, doc: Value) {
+        let index = self.report.documents_read;
+        self.report.documents_read += 1;
+        let parts = match doc {
+            Value::Array(a) if a.len() == 3 => Some(a),
+            _ => None,
+        };
+        let Some(
+            [
+                Value::Array(lines),
+                Value::Array(questions),
+                Value::String(id),
+            ],
+        ) = parts.and_then(|p| <[Value; 3]>::try_from(p).ok())
+        else {
+            self.report.questions_read += 1;
+            let id = format!("document {index}");
+            let detail = "not [context lines, questions, id]";
+            self.report
+                .dropped
+                .record(C3Issue::MalformedDocument, &id, detail);
+            return;
+        };
+        let context: Option<Vec<&str>> = lines.iter().map(Value::as_str).collect();
+        let context = context.map(|c| c.join("\n"));
+        let before = self.examples.len();
+        for (n, q) in questions.iter().enumerate() {
+            self.report.questions_read += 1;
+            let qid = format!("{id}#{n}");
+            match parse_question(context.as_deref(), q) {
+                Ok((question, choices, answer)) => {
+                    self.keep(&qid, index, context.clone(), question, choices, answer)
+                }
+                Err((issue, detail)) => self.report.dropped.record(issue, &qid, detail),
+            }
+        }
+        if self.examples.len() > before {
+            self.report.documents += 1;
+        }
+    }
+
+    fn keep(
+        &mut self,
+        id: &str,
+        document: usize,
+        context: Option<String>,
+        question: String,
+        real: Vec<String>,
+        answer: usize,
+    ) {
+        let real_choices = real.len();
+        let mut it = real.into_iter();
+        let choices = std::array::from_fn(|_| it.next().unwrap_or_default());
+        *self.report.by_choices.entry(real_choices).or_default() += 1;
+        self.report.by_answer[answer] += 1;
+        self.report.questions += 1;
+        self.examples.push(C3Example {
+            id: id.to_string(),
+            document,
+            context: context.unwrap_or_default(),
+            question,
+            choices,
+            real_choices,
+            answer,
+        });
+    }
+}
+
+type Parsed = (String, Vec<String>, usize);
+
+/// One question of a document: (question, real choices, answer index), or why it is bad.
+fn parse_question(context: Option<&str>, q: &Value) -> Result<Parsed, (C3Issue, String)> {
+    let bad = |issue, detail: &str| Err((issue, detail.to_string()));
+    match context {
+        None => return bad(C3Issue::MissingField, "a context line is not a string"),
+        Some(c) if c.trim().is_empty() => return bad(C3Issue::EmptyContext, "empty context"),
+        Some(_) => {}
+    }
+    let text = |key: &str| q.get(key).and_then(Value::as_str).map(str::trim);
+    let Some(question) = text("question") else {
+        return bad(C3Issue::MissingField, "no `question` string");
+    };
+    if question.is_empty() {
+        return bad(C3Issue::EmptyQuestion, "empty question");
+    }
+    let choices: Option<Vec<&str>> = q
+        .get("choice")
+        .and_then(Value::as_array)
+        .and_then(|a| a.iter().map(|c| c.as_str().map(str::trim)).collect());
+    let Some(choices) = choices else {
+        return bad(C3Issue::MissingField, "no `choice` array of strings");
+    };
+    let Some(answer) = text("answer") else {
+        return bad(C3Issue::MissingField, "no `answer` string");
+    };
+    if choices.len() < 2 {
+        return bad(
+            C3Issue::TooFewChoices,
+            &format!("{} choice(s)", choices.len()),
+        );
+    }
+    if choices.len() > C3_CHOICES {
+        let detail = format!("{} choices, more than {C3_CHOICES}", choices.len());
+        return bad(C3Issue::TooManyChoices, &detail);
+    }
+    if choices.iter().any(|c| c.is_empty()) {
+        return bad(C3Issue::EmptyChoice, "an empty choice");
+    }
+    let hits: Vec<usize> = (0..choices.len())
+        .filter(|&i| choices[i] == answer)
+        .collect();
+    match hits[..] {
+        [i] => Ok((
+            question.to_string(),
+            choices.iter().map(|c| c.to_string()).collect(),
+            i,
+        )),
+        [] => bad(C3Issue::AnswerNotInChoices, &format!("answer `{answer}`")),
+        _ => bad(
+            C3Issue::AmbiguousAnswer,
+            &format!("`{answer}` is {} choices", hits.len()),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::io::Write;
+
+    fn read(v: &Value) -> Result<C3File, C3Error> {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(v.to_string().as_bytes()).unwrap();
+        read_c3(f.path())
+    }
+
+    fn q(question: &str, choices: &[&str], answer: &str) -> Value {
+        json!({"question": question, "choice": choices, "answer": answer})
+    }
+
+    #[test]
+    fn joins_lines_pads_to_four_and_masks_the_padding() {
+        let f = read(&json!([
+            [
+                ["男：去不去?", "女：不去。"],
+                [
+                    q("女的去吗?", &["去", "不去"], "不去"),
+                    q("谁问的?", &["男的", "女的", "都不是"], "男的")
+                ],
+                "1-1"
+            ],
+            [
+                ["一段文字。"],
+                [q("说了什么?", &["文字", "图片", "声音", "视频"], "视频")],
+                "1-1"
+            ],
+        ]))
+        .unwrap();
+        assert_eq!(f.examples.len(), 3);
+        let e = &f.examples[0];
+        assert_eq!(e.context, "男：去不去?\n女：不去。");
+        assert_eq!(e.choices, ["去", "不去", "", ""].map(String::from));
+        assert_eq!((e.real_choices, e.answer), (2, 1));
+        assert_eq!(e.mask(), [true, true, false, false]);
+        assert_eq!(f.examples[1].id, "1-1#1");
+        assert_eq!(f.examples[1].mask(), [true, true, true, false]);
+        assert_eq!((f.examples[2].document, f.examples[2].answer), (1, 3));
+        let r = &f.report;
+        assert_eq!(
+            (r.documents_read, r.documents, r.questions_read, r.questions),
+            (2, 2, 3, 3)
+        );
+        assert_eq!(r.by_choices, BTreeMap::from([(2, 1), (3, 1), (4, 1)]));
+        assert_eq!(r.by_answer, [1, 1, 0, 1]);
+        assert_eq!(f.groups(), [0, 0, 1], "the same id, two documents");
+        f.check_bad_fraction(0.0).unwrap();
+    }
+
+    #[test]
+    fn the_padding_is_never_the_prediction() {
+        assert_eq!(best_real_choice(&[0.1, 0.2, 9.0, 9.0], 2), 1);
+        assert_eq!(best_real_choice(&[0.5, 0.5, 0.1, 0.0], 4), 0);
+        assert_eq!(best_real_choice(&[f32::NAN, 0.1, f32::NAN, 0.0], 4), 1);
+        assert_eq!(best_real_choice(&[0.3, f32::NAN, 0.1], 3), 0);
+        assert_eq!(best_real_choice(&[], 4), 0);
+    }
+
+    #[test]
+    fn bad_questions_are_counted_with_their_id() {
+        let ok = || q("问?", &["甲", "乙"], "甲");
+        let f = read(&json!([
+            [
+                ["文。"],
+                [
+                    ok(),
+                    q("", &["甲", "乙"], "甲"),
+                    q("问?", &["甲"], "甲"),
+                    q("问?", &["甲", "乙", "丙", "丁", "戊"], "甲"),
+                    q("问?", &["甲", " "], "甲"),
+                    q("问?", &["甲", "乙"], "丙"),
+                    q("问?", &["甲", "甲", "乙"], "甲"),
+                    q("问?", &["甲", "甲", "乙"], "乙"),
+                    json!({"question": "问?", "choice": ["甲", 2], "answer": "甲"}),
+                    json!({"choice": ["甲", "乙"], "answer": "甲"})
+                ],
+                "d1"
+            ],
+            [[" "], [ok()], "d2"],
+            [["文", 3], [ok()], "d3"],
+            ["not a document"],
+            [["文。"], [], "d5"],
+        ]))
+        .unwrap();
+        assert_eq!(f.examples.len(), 2);
+        assert_eq!(f.examples[1].id, "d1#7");
+        use C3Issue::*;
+        let counts: Vec<(C3Issue, usize)> = f
+            .report
+            .dropped
+            .by_cause
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        assert_eq!(
+            counts,
+            [
+                (MalformedDocument, 1),
+                (MissingField, 3),
+                (EmptyContext, 1),
+                (EmptyQuestion, 1),
+                (EmptyChoice, 1),
+                (TooFewChoices, 1),
+                (TooManyChoices, 1),
+                (AnswerNotInChoices, 1),
+                (AmbiguousAnswer, 1)
+            ]
+        );
+        let ids: Vec<&str> = f
+            .report
+            .dropped
+            .samples
+            .iter()
+            .map(|s| s.1.as_str())
+            .collect();
+        assert_eq!(ids[..3], ["d1#1", "d1#2", "d1#3"]);
+        assert!(ids.contains(&"document 3"));
+        assert_eq!((f.report.documents_read, f.report.documents), (5, 1));
+        assert_eq!(f.report.questions_read, 13);
+        let e = f.check_bad_fraction(0.1).unwrap_err().to_string();
+        assert!(e.contains("11 of 13 questions are bad"), "{e}");
+        assert!(
+            e.contains("ambiguous_answer 1 (e.g. d1#6: `甲` is 2 choices)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn format_errors_name_the_file() {
+        for (text, needle) in [("{\"a\": 1}", "expected an array"), ("[[[\"x\"]", "EOF")] {
+            let mut f = tempfile::NamedTempFile::new().unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+            let e = read_c3(f.path()).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("{}: not C3 JSON", f.path().display())),
+                "{e}"
+            );
+            assert!(e.contains(needle), "{e}");
+        }
+        let e = read(&json!([])).unwrap_err();
+        assert!(matches!(e, C3Error::NoQuestions { read: 0, .. }));
+        let e = read_c3(Path::new("/nonexistent/c3.json")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/nonexistent/c3.json: cannot read")
+        );
+    }
+
+    #[test]
+    fn the_split_is_by_document() {
+        let docs: Vec<Value> = (0..20)
+            .map(|i| {
+                json!([
+                    [format!("文{i}。")],
+                    [
+                        q("问?", &["甲", "乙"], "甲"),
+                        q("又问?", &["甲", "乙"], "乙")
+                    ],
+                    "x"
+                ])
+            })
+            .collect();
+        let f = read(&Value::Array(docs)).unwrap();
+        let s = f.split(C3_DEV_FRACTION, C3_TEST_FRACTION, 12345).unwrap();
+        assert_eq!(s.groups, [16, 2, 2]);
+        assert_eq!((s.train.len(), s.dev.len(), s.test.len()), (32, 4, 4));
+        for side in [&s.dev, &s.test] {
+            for pair in side.chunks(2) {
+                assert_eq!(f.examples[pair[0]].document, f.examples[pair[1]].document);
+            }
+        }
+    }
+}

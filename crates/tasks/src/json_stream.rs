@@ -1,0 +1,85 @@
+//! A JSON array read one element at a time: the readers of the reading-comprehension files
+//! (a SQuAD file's `data`, a C3 file's top level) keep only the examples, never the whole
+//! document tree, so memory is the examples plus one element whatever the file size.
+
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+/// Calls `f` on each element of a JSON array: the top-level value when `key` is `None`, else
+/// the array under `key` of the top-level object (other keys are skipped unread). Streams: only
+/// one element is in memory at a time. Errors are serde's, with line and column.
+pub(crate) fn for_each_element<R: std::io::Read>(
+    reader: R,
+    key: Option<&str>,
+    f: impl FnMut(Value),
+) -> Result<(), String> {
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let mut seen = false;
+    let mut each = EachElement { f };
+    let result = match key {
+        None => {
+            seen = true;
+            (&mut de).deserialize_seq(&mut each)
+        }
+        Some(key) => (&mut de).deserialize_map(InKey {
+            key,
+            seen: &mut seen,
+            each: &mut each,
+        }),
+    };
+    result.and_then(|()| de.end()).map_err(|e| e.to_string())?;
+    match key {
+        Some(k) if !seen => Err(format!("no `{k}` array at the top level")),
+        _ => Ok(()),
+    }
+}
+
+struct EachElement<F> {
+    f: F,
+}
+
+impl<'de, F: FnMut(Value)> Visitor<'de> for &mut EachElement<F> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(v) = seq.next_element::<Value>()? {
+            (self.f)(v);
+        }
+        Ok(())
+    }
+}
+
+impl<'de, F: FnMut(Value)> DeserializeSeed<'de> for &mut EachElement<F> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+struct InKey<'k, 'e, F> {
+    key: &'k str,
+    seen: &'e mut bool,
+    each: &'e mut EachElement<F>,
+}
+
+impl<'de, F: FnMut(Value)> Visitor<'de> for InKey<'_, '_, F> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "an object with a `{}` array", self.key)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(k) = map.next_key::<String>()? {
+            if k == self.key && !*self.seen {
+                *self.seen = true;
+                map.next_value_seed(&mut *self.each)?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
