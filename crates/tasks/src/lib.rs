@@ -93,6 +93,8 @@
 //!   dev: data/my_nli/dev.tsv
 //! ```
 
+pub mod cmrc_eval;
+pub mod entities;
 mod error;
 pub mod metrics;
 mod params;
