@@ -225,7 +225,7 @@ pub fn compact_f64(f: f64) -> String {
     let a = f.abs();
     if f == 0.0 {
         "0".into()
-    } else if a < 1e-3 || a >= 1e7 {
+    } else if !(1e-3..1e7).contains(&a) {
         format!("{f:.2e}")
     } else if a >= 1e4 {
         format!("{f:.0}")
