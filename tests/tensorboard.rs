@@ -81,7 +81,9 @@ fn tensorboard_installed(test: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("note: python3 cannot import tensorboard: skipping TensorBoard's reader in {test}");
+        eprintln!(
+            "note: python3 cannot import tensorboard: skipping TensorBoard's reader in {test}"
+        );
     }
     ok
 }
@@ -177,10 +179,7 @@ fn pretrain_events_are_live_survive_a_resume_and_match_metrics_jsonl() {
     assert!(m["resumed_from_step"].as_u64().is_some(), "the run resumed");
     let events = dir.join(FILE_NAME);
     let all = pipeline_tbevents::read(&events).unwrap();
-    assert_eq!(
-        all[0].what,
-        Some(What::FileVersion("brain.Event:2".into()))
-    );
+    assert_eq!(all[0].what, Some(What::FileVersion("brain.Event:2".into())));
     let scalars = pipeline_tbevents::scalars(&events).unwrap();
     let jsonl = dir.join("metrics.jsonl");
     // Every metrics.jsonl series is a TensorBoard scalar, no step twice across the resume.
@@ -197,7 +196,11 @@ fn pretrain_events_are_live_survive_a_resume_and_match_metrics_jsonl() {
         "eval_mlm_loss",
         "eval_sop_accuracy",
     ] {
-        assert_eq!(series(&scalars, tag), jsonl_series(&jsonl, "step", tag), "{tag}");
+        assert_eq!(
+            series(&scalars, tag),
+            jsonl_series(&jsonl, "step", tag),
+            "{tag}"
+        );
     }
     let steps: Vec<i64> = series(&scalars, "loss").iter().map(|s| s.0).collect();
     assert_eq!(steps, (1..=200).collect::<Vec<_>>());
@@ -206,8 +209,14 @@ fn pretrain_events_are_live_survive_a_resume_and_match_metrics_jsonl() {
     let again = tempfile::tempdir().unwrap();
     let copy = again.path().join(FILE_NAME);
     pipeline_tbevents::write_from_jsonl(&jsonl, &copy, "step").unwrap();
-    assert_eq!(std::fs::read(&events).unwrap(), std::fs::read(&copy).unwrap());
-    assert!(live_events(&ws).is_none(), "the work area is gone after success");
+    assert_eq!(
+        std::fs::read(&events).unwrap(),
+        std::fs::read(&copy).unwrap()
+    );
+    assert!(
+        live_events(&ws).is_none(),
+        "the work area is gone after success"
+    );
 
     if tensorboard_installed("pretrain_events_are_live…") {
         let tb = tensorboard_scalars(&dir);
@@ -216,7 +225,14 @@ fn pretrain_events_are_live_survive_a_resume_and_match_metrics_jsonl() {
         }
     }
     // `pipeline plot` draws the evaluation curve from the same artifact.
-    let out = ws.run(&["plot", "pretrain", "--metric", "eval_mlm_accuracy", "-o", "acc.svg"]);
+    let out = ws.run(&[
+        "plot",
+        "pretrain",
+        "--metric",
+        "eval_mlm_accuracy",
+        "-o",
+        "acc.svg",
+    ]);
     out.expect_code(0);
     assert!(out.stdout.contains("pretrain (4 points)"), "{}", out.stdout);
     assert!(read(ws.path("acc.svg")).starts_with("<svg"));
@@ -243,7 +259,12 @@ fn finetune_writes_an_event_per_epoch() {
     let dir = artifact(&v, "finetune_lcqmc");
     let scalars = pipeline_tbevents::scalars(&dir.join(FILE_NAME)).unwrap();
     let jsonl = dir.join("metrics.jsonl");
-    for tag in ["train_loss", "train_accuracy", "dev_accuracy", "dev_macro_f1"] {
+    for tag in [
+        "train_loss",
+        "train_accuracy",
+        "dev_accuracy",
+        "dev_macro_f1",
+    ] {
         let s = series(&scalars, tag);
         assert_eq!(s, jsonl_series(&jsonl, "epoch", tag), "{tag}");
         assert_eq!(s.iter().map(|x| x.0).collect::<Vec<_>>(), [1, 2], "{tag}");
