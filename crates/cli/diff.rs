@@ -35,6 +35,7 @@ pub struct DiffArgs {
     pub a: String,
     /// The second (default: A itself, compared with the artifact before it, `A~1`).
     pub b: Option<String>,
+    /// One JSON object with every difference (docs/cli-contract.md).
     #[arg(long)]
     pub json: bool,
 }

@@ -56,8 +56,10 @@ pub struct ShowArgs {
     /// The table's width (default: the terminal's when stdout is one, else $COLUMNS; 0: no limit).
     #[arg(long, value_name = "N")]
     pub width: Option<usize>,
+    /// One JSON object: the columns and every row's params and metrics.
     #[arg(long, conflicts_with_all = ["csv", "md"])]
     pub json: bool,
+    /// CSV with every column, values as stored.
     #[arg(long, conflicts_with = "md")]
     pub csv: bool,
     /// A Markdown table.
