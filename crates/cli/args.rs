@@ -13,6 +13,9 @@ Examples:
   pipeline status                   fresh or stale, and why, for each stage
   pipeline show train --json        params, inputs, outputs, metrics of the latest run
   pipeline metrics                  every stage's metrics.json across runs
+  pipeline exp show pretrain        the pretrain instances side by side: params that differ, metrics
+  pipeline diff pretrain~1 pretrain what changed between pretrain's last two artifacts
+  pipeline plot pretrain --metric eval_mlm_accuracy   the curves overlaid in eval_mlm_accuracy.svg
 
 State lives in .pipeline/ beside pipeline.yaml; `pipeline gc` trims it.";
 
@@ -99,6 +102,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compare experiments: `exp show`, a table of instances (or runs) with the params that
+    /// differ and their metrics.
+    #[command(subcommand)]
+    Exp(crate::exp::ExpCommand),
+    /// What differs between two artifacts (two instances, or one at two runs): params, inputs,
+    /// code version, deps, outputs, and metrics with their deltas.
+    Diff(crate::diff::DiffArgs),
+    /// Overlay one metric's curves (from metrics.jsonl) of several instances in one SVG.
+    Plot(crate::plot::PlotArgs),
     /// Remove artifacts that nothing references (old fingerprints, removed stages).
     Gc {
         /// List what would be removed without removing it.

@@ -48,6 +48,9 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
             latest,
             json,
         } => metrics(cli, stages, *latest, *json),
+        Command::Exp(cmd) => crate::exp::dispatch(cli, cmd),
+        Command::Diff(args) => crate::diff::diff(cli, args),
+        Command::Plot(args) => crate::plot::plot(cli, args),
         Command::Gc { dry_run, json } => gc(cli, *dry_run, *json),
         Command::Verify { json } => verify(cli, *json),
         Command::Model(ModelCommand::Forward {

@@ -4,9 +4,13 @@
 mod args;
 mod bench;
 mod commands;
+mod diff;
+mod exp;
 mod model;
+mod plot;
 mod predict;
 mod report;
+mod table;
 mod tf;
 
 use std::process::ExitCode;

@@ -1,5 +1,6 @@
-//! Read-only views of a workspace: `status`, `show`, `runs`, `metrics`. They never take the
-//! run lock, so they answer while a run is going on.
+//! Read-only views of a workspace: `status`, `show`, `runs`, `metrics`, and the artifacts with
+//! their manifests that `exp show`, `diff` and `plot` compare. They never take the run lock, so
+//! they answer while a run is going on.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -186,36 +187,62 @@ pub struct MetricsRow {
 
 /// `metrics.json` of every artifact (of the named stages), oldest first.
 pub fn metrics(p: &Pipeline, stages: &[String], latest_only: bool) -> Vec<MetricsRow> {
+    artifacts(p, stages, latest_only)
+        .into_iter()
+        .filter_map(|a| {
+            Some(MetricsRow {
+                metrics: a.metrics?,
+                instance: a.manifest.instance,
+                stage: a.manifest.stage,
+                fingerprint: a.manifest.fingerprint,
+                run_id: a.manifest.record.run_id,
+                finished: a.manifest.record.finished,
+                current: a.current,
+            })
+        })
+        .collect()
+}
+
+/// One committed artifact: its manifest (how it was made, its files, its run record), its
+/// `metrics.json`, and whether it is the one its instance produced last. What `metrics`,
+/// `exp show`, `diff` and `plot` read.
+#[derive(Debug, Clone)]
+pub struct ArtifactInfo {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+    pub metrics: Option<Value>,
+    pub current: bool,
+}
+
+/// Every artifact in the store whose stage or instance is among `names` (all if empty),
+/// oldest first (by finish time, then instance); with `latest_only`, the one each instance
+/// produced last.
+pub fn artifacts(p: &Pipeline, names: &[String], latest_only: bool) -> Vec<ArtifactInfo> {
     let index = Index::open_read_only(&p.ws);
-    let mut rows = Vec::new();
+    let mut out = Vec::new();
     for (dir, _) in list_artifacts(&p.ws) {
         let Some(m) = Manifest::read(&dir) else {
             continue;
         };
-        if !stages.is_empty() && !stages.iter().any(|s| *s == m.stage || *s == m.instance) {
+        if !names.is_empty() && !names.iter().any(|s| *s == m.stage || *s == m.instance) {
             continue;
         }
-        let Some(metrics) = m.metrics(&dir) else {
-            continue;
-        };
         let current = index.latest(&m.instance).as_deref() == Some(m.fingerprint.as_str());
         if latest_only && !current {
             continue;
         }
-        rows.push(MetricsRow {
-            instance: m.instance,
-            stage: m.stage,
-            fingerprint: m.fingerprint,
-            run_id: m.record.run_id,
-            finished: m.record.finished,
+        out.push(ArtifactInfo {
+            metrics: m.metrics(&dir),
+            dir,
+            manifest: m,
             current,
-            metrics,
         });
     }
-    rows.sort_by(|a, b| {
-        (a.finished.as_str(), a.instance.as_str()).cmp(&(b.finished.as_str(), b.instance.as_str()))
-    });
-    rows
+    fn key(x: &ArtifactInfo) -> (&str, &str) {
+        (&x.manifest.record.finished, &x.manifest.instance)
+    }
+    out.sort_by(|a, b| key(a).cmp(&key(b)));
+    out
 }
 
 /// Nested metric objects flattened to `a.b` keys, for a table.

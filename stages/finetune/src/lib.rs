@@ -332,6 +332,12 @@ fn write_model(
         .map(|l| l + "\n")
         .collect();
     std::fs::write(ctx.out_dir.join("metrics.jsonl"), jsonl)?;
+    // The same lines as TensorBoard events, one per epoch (issue 25).
+    pipeline_tbevents::write_from_jsonl(
+        &ctx.out_dir.join("metrics.jsonl"),
+        &ctx.out_dir.join(pipeline_tbevents::FILE_NAME),
+        "epoch",
+    )?;
     Ok(())
 }
 

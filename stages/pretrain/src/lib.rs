@@ -35,8 +35,9 @@
 //! # Output
 //!
 //! `config.json`, `model.safetensors` (transformers' `AlbertForPreTraining` layout), `vocab.txt`,
-//! `tokenizer.json`, `metrics.jsonl` (one line per `log_interval` steps and per evaluation) and
-//! `metrics.json` (the model, the run, the final evaluation, throughput of the training steps
+//! `tokenizer.json`, `metrics.jsonl` (one line per `log_interval` steps and per evaluation), the
+//! same scalars as a TensorBoard event file (`events.out.tfevents.0.pipeline`; while the stage
+//! runs, a live one in its work area) and `metrics.json` (the model, the run, the final evaluation, throughput of the training steps
 //! alone, and the seconds and share of the wall time spent training, evaluating and saving
 //! checkpoints).
 //!

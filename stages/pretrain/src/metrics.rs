@@ -1,11 +1,13 @@
 //! What the stage writes about itself: `metrics.jsonl` lines (training every `log_interval`
-//! steps, and each evaluation), kept consistent across a resume, and the final
-//! `metrics.json` (the model, the run, the last evaluation, throughput and where the wall time
-//! went). The schemas are in docs/metrics.md.
+//! steps, and each evaluation) and the same scalars as TensorBoard events beside them, kept
+//! consistent across a resume, and the final `metrics.json` (the model, the run, the last
+//! evaluation, throughput and where the wall time went). The schemas are in docs/metrics.md.
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use pipeline_tbevents::EventWriter;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -83,6 +85,54 @@ pub fn append_line(path: &Path, v: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `metrics.jsonl` in the work area and its TensorBoard twin (`events.out.tfevents.0.pipeline`,
+/// one event per line, stamped with the clock), appended line by line so that
+/// `tensorboard --logdir .pipeline/work` follows the run.
+pub struct MetricsLog {
+    pub jsonl: PathBuf,
+    events_path: PathBuf,
+    /// Opened on the first line, after a resume has trimmed the file.
+    events: Option<EventWriter>,
+}
+
+impl MetricsLog {
+    pub fn new(work_dir: &Path) -> MetricsLog {
+        MetricsLog {
+            jsonl: work_dir.join("metrics.jsonl"),
+            events_path: work_dir.join(pipeline_tbevents::FILE_NAME),
+            events: None,
+        }
+    }
+
+    /// A fresh start: what an earlier attempt logged goes.
+    pub fn start_over(&mut self) {
+        let _ = std::fs::remove_file(&self.jsonl);
+        let _ = std::fs::remove_file(&self.events_path);
+    }
+
+    /// A resume from the checkpoint at `step`: both files keep the lines up to it.
+    pub fn keep_up_to(&mut self, step: u64) -> anyhow::Result<()> {
+        truncate_metrics(&self.jsonl, step)?;
+        pipeline_tbevents::keep_steps_up_to(&self.events_path, step as i64)?;
+        Ok(())
+    }
+
+    pub fn append(&mut self, line: &Value) -> anyhow::Result<()> {
+        append_line(&self.jsonl, line)?;
+        let now = pipeline_tbevents::now();
+        if self.events.is_none() {
+            self.events = Some(EventWriter::append(&self.events_path, now)?);
+        }
+        if let (Some(w), Some((step, values))) = (
+            self.events.as_mut(),
+            pipeline_tbevents::scalars_of_line(line, "step"),
+        ) {
+            w.scalars(step, now, &values)?;
+        }
+        Ok(())
+    }
+}
+
 /// Where a run's wall time went, as `metrics.json` reports it.
 pub fn time_split(t: &Timings, wall: f64) -> Value {
     let share = |x: f64| round(x / wall.max(1e-9));
@@ -119,6 +169,31 @@ mod tests {
             })
             .collect();
         assert_eq!(steps, vec![1, 10, 20]);
+    }
+
+    #[test]
+    fn the_log_writes_events_beside_the_lines_and_a_resume_trims_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = MetricsLog::new(dir.path());
+        for step in [1, 2, 3] {
+            log.append(&json!({"step": step, "loss": step as f64 / 2.0}))
+                .unwrap();
+        }
+        let events = dir.path().join(pipeline_tbevents::FILE_NAME);
+        assert_eq!(pipeline_tbevents::scalars(&events).unwrap().len(), 3);
+        let mut resumed = MetricsLog::new(dir.path());
+        resumed.keep_up_to(2).unwrap();
+        resumed.append(&json!({"step": 3, "loss": 9.0})).unwrap();
+        let s = pipeline_tbevents::scalars(&events).unwrap();
+        let got: Vec<(i64, f32)> = s.iter().map(|s| (s.step, s.value)).collect();
+        assert_eq!(got, vec![(1, 0.5), (2, 1.0), (3, 9.0)]);
+        assert_eq!(
+            std::fs::read_to_string(&resumed.jsonl)
+                .unwrap()
+                .lines()
+                .count(),
+            3
+        );
     }
 
     #[test]

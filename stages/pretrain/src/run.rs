@@ -4,7 +4,6 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -17,9 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::data::Data;
-use crate::metrics::{
-    Timings, append_line, eval_line, round, step_line, time_split, truncate_metrics,
-};
+use crate::metrics::{MetricsLog, Timings, eval_line, round, step_line, time_split};
 use crate::params::{Precision, PretrainParams};
 use crate::snapshots;
 use crate::trainer::{EvalStats, NonFinite, StepStats, Trainer};
@@ -49,7 +46,7 @@ pub struct TrainingRun<'a> {
     reader: BatchReader,
     state: TrainState,
     checkpoint: Checkpoint,
-    metrics_path: PathBuf,
+    metrics: MetricsLog,
     device_name: String,
     resumed_from: Option<u64>,
     started: Instant,
@@ -70,7 +67,6 @@ impl<'a> TrainingRun<'a> {
         let ad = device.device.clone().autodiff();
         let trainer = Trainer::new(config.clone(), model, p.optim.clone(), ad);
         let checkpoint = Checkpoint::new(ctx.work_dir.join("checkpoint"));
-        let metrics_path = ctx.work_dir.join("metrics.jsonl");
         let reader_config = data.reader_config(p);
         let mut run = TrainingRun {
             ctx,
@@ -88,7 +84,7 @@ impl<'a> TrainingRun<'a> {
                 config,
             },
             checkpoint,
-            metrics_path,
+            metrics: MetricsLog::new(ctx.work_dir),
             device_name: device.name,
             resumed_from: None,
             started: Instant::now(),
@@ -97,7 +93,7 @@ impl<'a> TrainingRun<'a> {
         if run.checkpoint.exists() || ctx.work_dir.join("checkpoint.old").exists() {
             run.resume(reader_config)?;
         } else {
-            let _ = std::fs::remove_file(&run.metrics_path);
+            run.metrics.start_over();
         }
         run.announce();
         Ok(run)
@@ -120,7 +116,7 @@ impl<'a> TrainingRun<'a> {
             .clone()
             .context("the checkpoint has no data position")?;
         self.reader = BatchReader::resume(&self.data.train, reader_config, &position)?;
-        truncate_metrics(&self.metrics_path, saved.step)?;
+        self.metrics.keep_up_to(saved.step)?;
         self.log(&format!(
             "resumed from the checkpoint at step {} of {}",
             saved.step, self.p.optim.total_steps
@@ -236,7 +232,7 @@ impl<'a> TrainingRun<'a> {
         let rate = self.window.1 as f64 / self.window.0.elapsed().as_secs_f64().max(1e-9);
         self.window = (Instant::now(), 0);
         let line = step_line(step, stats, rate, self.started.elapsed().as_secs_f64());
-        append_line(&self.metrics_path, &line)?;
+        self.metrics.append(&line)?;
         self.ctx.progress.set_message(format!(
             "loss {:.3} · mlm acc {:.1}% · {:.0} tok/s",
             stats.loss,
@@ -264,7 +260,7 @@ impl<'a> TrainingRun<'a> {
         let seconds = t0.elapsed().as_secs_f64();
         self.state.timings.eval_seconds += seconds;
         let line = eval_line(step, &e, seconds);
-        append_line(&self.metrics_path, &line)?;
+        self.metrics.append(&line)?;
         self.log(&line.to_string());
         self.state.last_eval = Some(e);
         // Evaluation time is not training time: keep it out of the next tokens/s.
@@ -312,15 +308,22 @@ impl<'a> TrainingRun<'a> {
         Ok(())
     }
 
-    /// The artifact: the Hugging Face export, the vocabulary, `metrics.jsonl` and
-    /// `metrics.json`; then the checkpoint is no longer needed.
+    /// The artifact: the Hugging Face export, the vocabulary, `metrics.jsonl`, its TensorBoard
+    /// events and `metrics.json`; then the checkpoint is no longer needed.
     pub fn export(self) -> anyhow::Result<()> {
         let out = self.ctx.out_dir;
         let config = &self.state.config;
         hf::save_pretraining(out, config, &self.trainer.inference_model())?;
         snapshots::copy_vocabulary(&self.data.vocab_dir, out)?;
         snapshots::publish(self.ctx.work_dir, out, &self.p.save_steps)?;
-        std::fs::copy(&self.metrics_path, out.join("metrics.jsonl"))?;
+        std::fs::copy(&self.metrics.jsonl, out.join("metrics.jsonl"))?;
+        // The artifact's events are rebuilt from its metrics.jsonl rather than copied from the
+        // work area's live file, whose wall times are the clock's: see write_from_jsonl.
+        pipeline_tbevents::write_from_jsonl(
+            &out.join("metrics.jsonl"),
+            &out.join(pipeline_tbevents::FILE_NAME),
+            "step",
+        )?;
         let metrics = self.summary();
         std::fs::write(
             out.join("metrics.json"),
