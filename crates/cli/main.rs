@@ -6,6 +6,7 @@ mod bench;
 mod commands;
 mod model;
 mod predict;
+mod remote;
 mod report;
 mod tf;
 
