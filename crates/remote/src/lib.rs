@@ -51,11 +51,11 @@ pub enum RemoteError {
     Scheme { url: String },
     #[error("AWS credentials file {path}: {why}")]
     CredentialsFile { path: PathBuf, why: String },
-    #[error("remote {remote}: {source}")]
+    /// object_store's message already holds its causes: not chained again as a source.
+    #[error("remote {remote}: {cause}")]
     Store {
         remote: String,
-        #[source]
-        source: object_store::Error,
+        cause: object_store::Error,
     },
     #[error("remote object {object} is corrupt: {why}")]
     Corrupt { object: String, why: String },
@@ -130,10 +130,10 @@ impl Remote {
         }
     }
 
-    fn store_err(&self, source: object_store::Error) -> RemoteError {
+    fn store_err(&self, cause: object_store::Error) -> RemoteError {
         RemoteError::Store {
             remote: self.describe(),
-            source,
+            cause,
         }
     }
 }

@@ -106,9 +106,9 @@ fn directory(dir: &Path, create: bool) -> Result<Arc<dyn ObjectStore>> {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
     let dir = dir.canonicalize().map_err(io)?;
-    let store = LocalFileSystem::new_with_prefix(&dir).map_err(|source| RemoteError::Store {
+    let store = LocalFileSystem::new_with_prefix(&dir).map_err(|cause| RemoteError::Store {
         remote: dir.display().to_string(),
-        source,
+        cause,
     })?;
     Ok(Arc::new(store))
 }
@@ -138,9 +138,9 @@ fn s3(url: &str, rest: &str) -> Result<Arc<dyn ObjectStore>> {
         retry_timeout: std::time::Duration::from_secs(30),
         ..Default::default()
     });
-    let store = builder.build().map_err(|source| RemoteError::Store {
+    let store = builder.build().map_err(|cause| RemoteError::Store {
         remote: url.to_string(),
-        source,
+        cause,
     })?;
     let prefix = prefix.trim_matches('/');
     Ok(if prefix.is_empty() {
