@@ -132,7 +132,7 @@ fn missing(
     report.objects_sent = wanted.len();
     let mut uploads: Vec<Upload> = wanted.into_values().collect();
     // Largest first, so that a big model does not start last and run alone at the end.
-    uploads.sort_by(|a, b| b.size.cmp(&a.size));
+    uploads.sort_by_key(|u| std::cmp::Reverse(u.size));
     uploads
 }
 
