@@ -111,14 +111,21 @@ pub enum Command {
     Diff(crate::diff::DiffArgs),
     /// Overlay one metric's curves (from metrics.jsonl) of several instances in one SVG.
     Plot(crate::plot::PlotArgs),
-    /// Remove artifacts that nothing references (old fingerprints, removed stages).
+    /// Remove artifacts that nothing references (old fingerprints, removed stages); with
+    /// --remote, trim the remote store instead.
     Gc {
         /// List what would be removed without removing it.
         #[arg(long)]
         dry_run: bool,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: crate::remote::GcRemote,
     },
+    /// Upload the targets' artifacts (all in the local store if none) to a remote store.
+    Push(crate::remote::TransferArgs),
+    /// Bring the targets' artifacts at the current fingerprints from a remote store.
+    Pull(crate::remote::TransferArgs),
     /// Re-hash every artifact; move corrupt ones to .pipeline/quarantine (exit 1 if any).
     Verify {
         #[arg(long)]
@@ -335,6 +342,8 @@ pub struct RunArgs {
     /// Print one JSON object with every stage's outcome on stdout.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub remote: crate::remote::RunRemote,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -51,7 +51,14 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
         Command::Exp(cmd) => crate::exp::dispatch(cli, cmd),
         Command::Diff(args) => crate::diff::diff(cli, args),
         Command::Plot(args) => crate::plot::plot(cli, args),
-        Command::Gc { dry_run, json } => gc(cli, *dry_run, *json),
+        Command::Gc {
+            dry_run,
+            json,
+            remote,
+        } if remote.remote.is_some() => crate::remote::gc(cli, remote, *dry_run, *json),
+        Command::Gc { dry_run, json, .. } => gc(cli, *dry_run, *json),
+        Command::Push(args) => crate::remote::push(cli, args),
+        Command::Pull(args) => crate::remote::pull(cli, args),
         Command::Verify { json } => verify(cli, *json),
         Command::Model(ModelCommand::Forward {
             source,
@@ -146,6 +153,7 @@ fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             ExecutorArg::Slurm => ExecutorKind::Slurm,
         }),
         max_in_flight: args.jobs,
+        remote: crate::remote::run_cache(&p, &args.remote)?,
     };
     let reporter = TermReporter::new(!args.json && !cli.quiet);
     let result = exec::run(&p, &mut index, &selected, &opts, &reporter)?;
@@ -175,7 +183,8 @@ fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
 
 fn status(cli: &Cli, targets: &[String], json: bool) -> Result<ExitCode> {
     let p = load(cli)?;
-    let report = inspect::status(&p, targets)?;
+    let mut report = inspect::status(&p, targets)?;
+    let in_remote = crate::remote::in_remote(&p, &mut report.stages);
     if json {
         let stages: Vec<_> = report
             .stages
@@ -183,7 +192,8 @@ fn status(cli: &Cli, targets: &[String], json: bool) -> Result<ExitCode> {
             .map(|o| {
                 json!({
                     "instance": o.instance, "stage": o.stage,
-                    "status": if o.status == Status::Fresh { "fresh" } else { "stale" },
+                    "status": if o.status == Status::Fresh { "fresh" }
+                        else if in_remote.contains(&o.instance) { "in-remote" } else { "stale" },
                     "reasons": o.reasons, "fingerprint": o.fingerprint, "artifact": o.artifact,
                 })
             })
@@ -203,7 +213,11 @@ fn status(cli: &Cli, targets: &[String], json: bool) -> Result<ExitCode> {
             );
         }
         for o in &report.stages {
-            println!("{}", outcome_line(o));
+            let line = outcome_line(o);
+            match in_remote.contains(&o.instance) {
+                true => println!("{}", line.replacen("   stale", "in remote", 1)),
+                false => println!("{line}"),
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

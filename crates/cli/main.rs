@@ -9,6 +9,7 @@ mod exp;
 mod model;
 mod plot;
 mod predict;
+mod remote;
 mod report;
 mod table;
 mod tf;

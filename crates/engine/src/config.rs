@@ -7,7 +7,7 @@ use crate::error::{UserError, suggestion};
 use crate::executor::config::{self as executor_config, ExecutorDecl};
 use crate::yaml::{self, Mark, Node, NodeValue};
 
-const TOP_KEYS: &[&str] = &["vars", "stages", "executor"];
+const TOP_KEYS: &[&str] = &["vars", "stages", "executor", "remotes"];
 const STAGE_KEYS: &[&str] = &[
     "kind",
     "cmd",
@@ -38,6 +38,8 @@ pub struct PipelineFile {
     pub stages: Vec<StageDecl>,
     /// Where stages run (`executor:`); see [`crate::executor`].
     pub executor: ExecutorDecl,
+    /// Remote stores (`remotes:`); see [`crate::remote`].
+    pub remotes: crate::remote::Remotes,
 }
 
 /// One `matrix:` axis: its name and its values.
@@ -137,6 +139,7 @@ impl PipelineFile {
         let mut vars = Vec::new();
         let mut stages = Vec::new();
         let mut executor = ExecutorDecl::default();
+        let mut remotes = crate::remote::Remotes::default();
         let mut saw_stages = false;
         for (key, value) in entries {
             match key.value.as_str() {
@@ -152,6 +155,7 @@ impl PipelineFile {
                 "executor" => {
                     executor = executor_config::parse_block(path, &source, value, "`executor`")?;
                 }
+                "remotes" => remotes = crate::remote::parse_remotes(path, &source, value)?,
                 "stages" => {
                     saw_stages = true;
                     if value.is_null() {
@@ -181,6 +185,7 @@ impl PipelineFile {
             vars,
             stages,
             executor,
+            remotes,
         })
     }
 

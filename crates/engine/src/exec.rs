@@ -39,6 +39,8 @@ pub struct RunOptions {
     pub executor: Option<crate::executor::config::ExecutorKind>,
     /// `--jobs` as given: caps the cluster jobs in flight (none: no cap).
     pub max_in_flight: Option<usize>,
+    /// A remote store asked for a stale instance's artifact before it runs.
+    pub remote: Option<std::sync::Arc<dyn crate::remote::RemoteCache>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -368,6 +370,16 @@ pub fn run(
                         Freshness::Fresh { .. } => vec!["forced".to_string()],
                         Freshness::Stale { reasons } => reasons,
                     };
+                    let cache = opts.remote.as_deref().filter(|_| !opts.force.contains(&i));
+                    if let Some((o, output, dir)) =
+                        crate::remote::pull_instead_of_run(cache, &p.ws, index, inst, &fp)?
+                    {
+                        reporter.finished(&o);
+                        outcomes.insert(i, o);
+                        state.insert(i, State::Done { output, dir });
+                        progressed = true;
+                        continue;
+                    }
                     if is_remote(i) {
                         // The cluster schedules resources; `--jobs` caps the jobs in flight.
                         if opts
@@ -660,7 +672,7 @@ fn execute_one(
 
 /// Moves a finished output into place. An artifact already there (a `--force` re-run) is moved
 /// aside first; a crash in between leaves no artifact, and the next run makes it again.
-pub(crate) fn commit(out_dir: &Path, dest: &Path, tmp: &Path) -> anyhow::Result<()> {
+pub fn commit(out_dir: &Path, dest: &Path, tmp: &Path) -> anyhow::Result<()> {
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;

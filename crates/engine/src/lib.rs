@@ -15,6 +15,7 @@ pub mod inspect;
 pub mod maintain;
 pub mod manifest;
 pub mod plan;
+pub mod remote;
 pub mod stage;
 pub mod stages;
 pub mod workspace;

@@ -1,0 +1,123 @@
+//! `pipeline gc --remote`: manifests the local store does not hold (all kept with `--all`),
+//! then the objects no kept manifest names. Manifests go first, so that at no moment does the
+//! remote name an object it no longer has.
+
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime};
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
+use object_store::path::Path;
+use pipeline_engine::index::list_artifacts;
+use pipeline_engine::manifest::Manifest;
+use pipeline_engine::workspace::Workspace;
+use serde::Serialize;
+
+use crate::layout::{self, RemoteManifest};
+use crate::{Remote, RemoteError, Result};
+
+#[derive(Debug, Clone)]
+pub struct GcOptions {
+    /// Keep every artifact the remote has a manifest for (only orphaned objects go).
+    pub all: bool,
+    pub dry_run: bool,
+    /// Leave what is younger than this: a push in progress has written objects whose manifest
+    /// is not there yet.
+    pub min_age: Duration,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct GcReport {
+    /// Remote paths removed (or that would be).
+    pub manifests: Vec<String>,
+    pub objects: Vec<String>,
+    pub bytes: u64,
+    pub kept_manifests: usize,
+    pub kept_objects: usize,
+    /// Unreferenced but younger than `min_age`.
+    pub too_young: usize,
+}
+
+impl Remote {
+    pub fn gc(&self, ws: &Workspace, opts: &GcOptions) -> Result<GcReport> {
+        self.rt.block_on(self.gc_async(ws, opts))
+    }
+
+    async fn gc_async(&self, ws: &Workspace, opts: &GcOptions) -> Result<GcReport> {
+        let cutoff = SystemTime::now() - opts.min_age;
+        let old = |m: &object_store::ObjectMeta| {
+            let t = m.last_modified.timestamp();
+            SystemTime::UNIX_EPOCH + Duration::from_secs(t.max(0) as u64) <= cutoff
+        };
+        let local: HashSet<Path> = list_artifacts(ws)
+            .into_iter()
+            .filter_map(|(dir, _)| Manifest::read(&dir))
+            .map(|m| layout::manifest_path(&m.instance, &m.fingerprint))
+            .collect();
+        let manifests = self.list(layout::MANIFESTS).await?;
+        let mut report = GcReport::default();
+        let (mut kept, mut gone_manifests, mut gone_objects) = (Vec::new(), Vec::new(), Vec::new());
+        for (path, meta) in manifests {
+            if opts.all || local.contains(&path) || !old(&meta) {
+                kept.push(path);
+            } else {
+                gone_manifests.push(path);
+            }
+        }
+        report.kept_manifests = kept.len();
+        let referenced = self.referenced(&kept).await?;
+        for (path, meta) in self.list(layout::OBJECTS).await? {
+            match layout::digest_of(&path) {
+                Some(d) if referenced.contains(&d) => report.kept_objects += 1,
+                _ if !old(&meta) => report.too_young += 1,
+                _ => {
+                    report.bytes += meta.size;
+                    gone_objects.push(path);
+                }
+            }
+        }
+        gone_manifests.sort();
+        gone_objects.sort();
+        report.manifests = gone_manifests.iter().map(Path::to_string).collect();
+        report.objects = gone_objects.iter().map(Path::to_string).collect();
+        if !opts.dry_run {
+            self.delete_all(&gone_manifests).await?;
+            self.delete_all(&gone_objects).await?;
+        }
+        Ok(report)
+    }
+
+    /// The digests the kept manifests name (each manifest read once, several at a time).
+    async fn referenced(&self, kept: &[Path]) -> Result<HashSet<String>> {
+        let manifests: Vec<Option<bytes::Bytes>> = futures::stream::iter(kept)
+            .map(|p| self.get_small(p))
+            .buffered(16)
+            .try_collect()
+            .await?;
+        let mut out = HashSet::new();
+        for (bytes, path) in manifests.iter().zip(kept) {
+            let Some(bytes) = bytes else { continue };
+            let rm: RemoteManifest =
+                serde_json::from_slice(bytes).map_err(|source| RemoteError::BadManifest {
+                    object: path.to_string(),
+                    source,
+                })?;
+            out.extend(rm.digests().map(str::to_string));
+        }
+        Ok(out)
+    }
+
+    async fn delete_all(&self, paths: &[Path]) -> Result<()> {
+        futures::stream::iter(paths)
+            .map(|p| async move {
+                match self.store.delete(p).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(self.store_err(e)),
+                }
+            })
+            .buffer_unordered(16)
+            .try_collect::<Vec<()>>()
+            .await
+            .map(|_| ())
+    }
+}

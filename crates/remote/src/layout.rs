@@ -1,0 +1,93 @@
+//! Where things live on a remote, and what a remote manifest holds.
+
+use object_store::path::Path;
+use pipeline_engine::manifest::{FileEntry, LOG_DIR, Manifest};
+use pipeline_engine::workspace::dir_name;
+use serde::{Deserialize, Serialize};
+
+pub const OBJECTS: &str = "objects";
+pub const MANIFESTS: &str = "manifests";
+/// Bumped when the layout changes; a remote manifest of another format is not read.
+pub const FORMAT: u32 = 1;
+
+/// An artifact on the remote: the local MANIFEST.json as the run wrote it, and the digests of
+/// its log files (which are not part of the output digest, but a colleague wants to read them).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RemoteManifest {
+    pub format: u32,
+    pub manifest: Manifest,
+    #[serde(default)]
+    pub logs: Vec<FileEntry>,
+}
+
+impl RemoteManifest {
+    /// Every file of the artifact: its path inside the artifact directory, size and digest.
+    pub fn files(&self) -> impl Iterator<Item = (String, &FileEntry)> {
+        let outputs = self.manifest.files.iter().map(|f| (f.path.clone(), f));
+        let logs = self
+            .logs
+            .iter()
+            .map(|f| (format!("{LOG_DIR}/{}", f.path), f));
+        outputs.chain(logs)
+    }
+
+    pub fn digests(&self) -> impl Iterator<Item = &str> {
+        self.files().map(|(_, f)| f.blake3.as_str())
+    }
+}
+
+/// `objects/ab/cdef…`: two levels, so that no directory of a filesystem remote holds millions
+/// of entries.
+pub fn object_path(digest: &str) -> Path {
+    let (a, b) = digest.split_at(2.min(digest.len()));
+    Path::from(format!("{OBJECTS}/{a}/{b}"))
+}
+
+/// The digest an object path names (`None` for anything else under `objects/`).
+pub fn digest_of(path: &Path) -> Option<String> {
+    let mut parts = path.parts();
+    let (Some(top), Some(a), Some(b), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let digest = format!("{}{}", a.as_ref(), b.as_ref());
+    let hex = digest.len() == 64 && digest.bytes().all(|c| c.is_ascii_hexdigit());
+    (top.as_ref() == OBJECTS && hex).then_some(digest)
+}
+
+/// `manifests/<fingerprint>/<instance>.json`. The instance is written as the local store writes
+/// its directory name, or as a digest when that name holds a character object keys avoid (`%`).
+pub fn manifest_path(instance: &str, fingerprint: &str) -> Path {
+    let name = dir_name(instance);
+    let key = if name.contains('%') {
+        format!("h-{}", &blake3::hash(instance.as_bytes()).to_hex()[..32])
+    } else {
+        name
+    };
+    Path::from(format!("{MANIFESTS}/{fingerprint}/{key}.json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_paths_round_trip() {
+        let d = blake3::hash(b"x").to_hex().to_string();
+        assert_eq!(digest_of(&object_path(&d)), Some(d));
+        assert_eq!(digest_of(&Path::from("objects/ab/c#1")), None);
+        assert_eq!(digest_of(&Path::from("manifests/ab/cd")), None);
+    }
+
+    #[test]
+    fn manifest_paths_are_plain_keys() {
+        assert_eq!(
+            manifest_path("train@share_type=all", "f00").as_ref(),
+            "manifests/f00/train@share_type=all.json"
+        );
+        let odd = manifest_path("t@path=a/b c", "f00");
+        assert!(odd.as_ref().starts_with("manifests/f00/h-"), "{odd}");
+        assert_eq!(odd, Path::from(odd.as_ref()));
+    }
+}
