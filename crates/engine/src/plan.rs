@@ -14,8 +14,12 @@ use crate::error::{UserError, closest, suggestion};
 use crate::stage::Registry;
 use crate::yaml::{self, Mark};
 
+mod checks;
+mod coords;
 mod inputs;
 mod vars;
+pub use coords::display_value;
+use coords::{CoordIndex, combine, inherited_coords, instance_name};
 use inputs::inputs_of;
 pub use vars::subst_str;
 use vars::{matrix_values, resolve_vars, subst_value};
@@ -122,6 +126,7 @@ impl Plan {
 
         let mut instances: Vec<Instance> = Vec::new();
         let mut by_stage: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut by_coords: HashMap<usize, CoordIndex> = HashMap::new();
         for &s in &order {
             let decl = &file.stages[s];
             let kind = registry.get(&decl.kind.value).expect("checked above");
@@ -146,15 +151,18 @@ impl Plan {
                     inst_params.entry(k.clone()).or_insert_with(|| v.clone());
                 }
                 check_known_params(&file, decl, kind.known_params(), &coords)?;
-                let deps: Vec<usize> = decl
-                    .deps
-                    .iter()
-                    .flat_map(dep_instances)
-                    .copied()
-                    .filter(|&d| {
-                        aggregate || merge(&coords, &instances[d].coords).as_ref() == Some(&coords)
-                    })
-                    .collect();
+                let deps: Vec<usize> = if aggregate {
+                    decl.deps.iter().flat_map(dep_instances).copied().collect()
+                } else {
+                    let of = |dep: &Located<String>| &by_coords[&index[dep.value.as_str()]];
+                    decl.deps
+                        .iter()
+                        .flat_map(|d| of(d).within(&coords))
+                        .collect()
+                };
+                if decl.kind.value == "cmd" {
+                    checks::dep_env_names(&file, decl, &name, &deps, &instances)?;
+                }
                 let spec = kind_spec(&file, decl, &vars, &inst_params)?;
                 kind.validate(&inst_params, &spec).map_err(|msg| {
                     file.error_at(decl.name.mark, format!("stage `{name}`: {msg}"))
@@ -178,8 +186,10 @@ impl Plan {
                     mark: decl.name.mark,
                 });
             }
+            by_coords.insert(s, CoordIndex::new(&mine, &instances));
             by_stage.insert(s, mine);
         }
+        checks::unique_names(&file, &instances)?;
         Ok(Plan {
             root,
             file,
@@ -438,57 +448,6 @@ fn cycle_error(file: &PipelineFile, graph: &DiGraph<usize, ()>) -> UserError {
     .with_help("each stage must run after its deps; remove one of these deps")
 }
 
-fn merge(
-    a: &BTreeMap<String, Value>,
-    b: &BTreeMap<String, Value>,
-) -> Option<BTreeMap<String, Value>> {
-    let mut out = a.clone();
-    for (k, v) in b {
-        match out.get(k) {
-            Some(existing) if existing != v => return None,
-            _ => {
-                out.insert(k.clone(), v.clone());
-            }
-        }
-    }
-    Some(out)
-}
-
-fn product(matrix: &[(String, Vec<Value>)]) -> Vec<Vec<(String, Value)>> {
-    let mut out = vec![Vec::new()];
-    for (axis, values) in matrix {
-        out = out
-            .into_iter()
-            .flat_map(|base| {
-                values.iter().map(move |v| {
-                    let mut next = base.clone();
-                    next.push((axis.clone(), v.clone()));
-                    next
-                })
-            })
-            .collect();
-    }
-    out
-}
-
-pub fn display_value(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn instance_name(stage: &str, coords: &BTreeMap<String, Value>) -> String {
-    if coords.is_empty() {
-        return stage.to_string();
-    }
-    let parts: Vec<String> = coords
-        .iter()
-        .map(|(k, v)| format!("{k}={}", display_value(v)))
-        .collect();
-    format!("{stage}@{}", parts.join(","))
-}
-
 /// A stage's params with `${vars.x}` substituted, and its matrix axes; a `--set STAGE.PARAM`
 /// override sets a param, or narrows the matrix axis of that name to its value(s).
 fn stage_params(
@@ -523,67 +482,10 @@ fn stage_params(
             params.insert(param.to_string(), (*value).clone());
         }
     }
-    // Two equal values would make two instances of one name.
     for ((key, _), (_, values)) in decl.matrix.iter().zip(&matrix) {
-        if let Some(twice) = values
-            .iter()
-            .enumerate()
-            .find_map(|(i, v)| values[..i].contains(v).then_some(v))
-        {
-            return Err(file
-                .error_at(
-                    key.mark,
-                    format!(
-                        "matrix axis `{}` of stage `{}` lists {} twice",
-                        key.value,
-                        decl.name.value,
-                        display_value(twice)
-                    ),
-                )
-                .with_help("each value makes one instance: list it once"));
-        }
+        checks::distinct_values(file, decl, key, values)?;
     }
     Ok((params, matrix))
-}
-
-/// Inherited coordinates: the join of the deps' instances on shared axes.
-fn inherited_coords<'a>(
-    deps: impl Iterator<Item = &'a Vec<usize>>,
-    instances: &[Instance],
-) -> Vec<BTreeMap<String, Value>> {
-    let mut inherited: Vec<BTreeMap<String, Value>> = vec![BTreeMap::new()];
-    for dep_instances in deps {
-        let mut next = Vec::new();
-        for base in &inherited {
-            for &d in dep_instances {
-                if let Some(merged) = merge(base, &instances[d].coords)
-                    && !next.contains(&merged)
-                {
-                    next.push(merged);
-                }
-            }
-        }
-        inherited = next;
-    }
-    inherited
-}
-
-/// Each inherited coordinate set with each point of the stage's own matrix that agrees with
-/// it: the instance's coordinates and its own part of them.
-fn combine(
-    inherited: Vec<BTreeMap<String, Value>>,
-    matrix: &[(String, Vec<Value>)],
-) -> Vec<(BTreeMap<String, Value>, BTreeMap<String, Value>)> {
-    let mut combos = Vec::new();
-    for base in inherited {
-        for own in product(matrix) {
-            let own: BTreeMap<String, Value> = own.into_iter().collect();
-            if let Some(merged) = merge(&base, &own) {
-                combos.push((merged, own));
-            }
-        }
-    }
-    combos
 }
 
 /// A param the stage's kind does not take (and no coordinate names) is an error at the key.
