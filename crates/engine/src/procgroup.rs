@@ -17,9 +17,14 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+/// A signal number (`libc::SIGTERM`, `libc::SIGKILL`).
+pub type Signal = libc::c_int;
+
+/// `killpg(2)`; false when no process of the group is left (ESRCH) or it cannot be signalled.
+fn killpg(pgid: i32, signal: Signal) -> bool {
+    // SAFETY: killpg takes two integers and touches no memory of ours.
+    unsafe { libc::killpg(pgid, signal) == 0 }
+}
 
 /// How long stage processes get between SIGTERM and SIGKILL when the run is stopped.
 pub const GRACE: Duration = Duration::from_secs(3);
@@ -84,14 +89,10 @@ impl Drop for Group {
 }
 
 fn end_group(pgid: i32) {
-    let group = Pid::from_raw(pgid);
     let t0 = Instant::now();
     // Signalling is asynchronous: wait until no process of the group runs any more. Killed
     // processes whose parent is gone stay zombies until init reaps them; they write nothing.
-    while killpg(group, Signal::SIGKILL) != Err(Errno::ESRCH)
-        && group_runs(pgid)
-        && t0.elapsed() < WAIT_EMPTY
-    {
+    while killpg(pgid, libc::SIGKILL) && group_runs(pgid) && t0.elapsed() < WAIT_EMPTY {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -128,7 +129,7 @@ pub fn signal_all(signal: Signal) {
         .map(|l| l.iter().copied().collect())
         .unwrap_or_default();
     for g in groups {
-        let _ = killpg(Pid::from_raw(g), signal);
+        killpg(g, signal);
     }
 }
 
@@ -144,9 +145,9 @@ pub fn stop_groups_on_interrupt() {
             while !crate::executor::interrupted() {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            signal_all(Signal::SIGTERM);
+            signal_all(libc::SIGTERM);
             std::thread::sleep(GRACE);
-            signal_all(Signal::SIGKILL);
+            signal_all(libc::SIGKILL);
             // A stage that runs inside this process (pretrain, say) cannot be killed apart
             // from it: once the run loop had time to record what the signal ended, leave as the
             // default action would have. The store is crash-safe (a commit is one rename) and
