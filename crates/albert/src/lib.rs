@@ -18,6 +18,7 @@ mod fused;
 pub mod hf;
 pub mod model;
 pub mod parallel;
+pub mod safetensors_header;
 pub mod tf;
 pub mod train;
 
