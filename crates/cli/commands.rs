@@ -382,6 +382,9 @@ fn runs(cli: &Cli, limit: usize, json: bool) -> Result<ExitCode> {
             r.status,
             counts.join(", ")
         );
+        if let Some(cause) = r.cause.as_deref().filter(|_| r.status != "ok") {
+            println!("    cause: {cause}");
+        }
         if r.status == "running" {
             for j in r.jobs.iter().filter(|j| !j.done) {
                 println!(
@@ -467,6 +470,15 @@ fn gc(cli: &Cli, dry_run: bool, json: bool) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let verb = if dry_run { "would remove" } else { "removed" };
+    for f in &report.other_files {
+        println!(
+            "kept what {} uses too (it shares this workspace)",
+            f.display()
+        );
+    }
+    for why in &report.left_alone {
+        println!("{why}");
+    }
     for r in &report.removed {
         println!(
             "{verb} {} {} ({} bytes)",

@@ -98,7 +98,12 @@ pub fn read_config(dir: &Path) -> anyhow::Result<AlbertConfig> {
             dir.display()
         );
     }
-    Ok(AlbertConfig::from_file(&path)?)
+    let config = AlbertConfig::from_file(&path)?;
+    // Before any model of this config is allocated: the weights must be able to fill it.
+    if let Ok(weights) = weights_file(dir) {
+        crate::safetensors_header::check_weights(&weights, &config)?;
+    }
+    Ok(config)
 }
 
 /// Which heads a loader expects besides the backbone.
@@ -246,53 +251,7 @@ fn load_error(file: &Path, message: &str) -> anyhow::Error {
 
 /// A truncated or garbled safetensors file otherwise surfaces as an opaque parse error.
 fn check_safetensors_header(file: &Path) -> anyhow::Result<()> {
-    use std::io::Read;
-    let mut f =
-        std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
-    let size = f.metadata()?.len();
-    let mut len = [0u8; 8];
-    if size < 8 || f.read_exact(&mut len).is_err() {
-        bail!(
-            "{}: not a safetensors file ({size} bytes; it may be truncated)",
-            file.display()
-        );
-    }
-    let header = u64::from_le_bytes(len);
-    if header == 0 || header > size - 8 || header > 100 << 20 {
-        bail!(
-            "{}: not a valid safetensors file (header of {header} bytes in a file of {size}); \
-             it may be truncated or corrupt",
-            file.display()
-        );
-    }
-    let mut text = vec![0u8; header as usize];
-    f.read_exact(&mut text)?;
-    let json: serde_json::Value = serde_json::from_slice(&text).with_context(|| {
-        format!(
-            "{}: the safetensors header is not valid JSON",
-            file.display()
-        )
-    })?;
-    let mut end = 0u64;
-    if let Some(obj) = json.as_object() {
-        for (name, t) in obj {
-            if name == "__metadata__" {
-                continue;
-            }
-            if let Some(e) = t["data_offsets"][1].as_u64() {
-                end = end.max(e);
-            }
-        }
-    }
-    if 8 + header + end > size {
-        bail!(
-            "{}: truncated: its header describes {} bytes of tensors but the file has {}",
-            file.display(),
-            end,
-            size - 8 - header
-        );
-    }
-    Ok(())
+    crate::safetensors_header::read(file).map(|_| ())
 }
 
 fn save_from<M: Module + ModuleSnapshot>(

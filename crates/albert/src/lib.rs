@@ -21,6 +21,7 @@ pub mod heads;
 pub mod hf;
 pub mod model;
 pub mod parallel;
+pub mod safetensors_header;
 pub mod tf;
 pub mod train;
 

@@ -88,7 +88,7 @@ impl Default for Resources {
 impl PipelineFile {
     /// Reads and checks `path`.
     pub fn load(path: &Path) -> Result<PipelineFile, UserError> {
-        let bytes = std::fs::read(path).map_err(|e| {
+        let bytes = read_bounded(path, crate::yaml::limits::FILE_BYTES).map_err(|e| {
             let hint = match e.kind() {
                 std::io::ErrorKind::NotFound => {
                     "run from the directory that holds pipeline.yaml, or pass -f FILE"
@@ -504,6 +504,23 @@ impl Cx<'_> {
         }
         Ok(kind)
     }
+}
+
+/// A file's bytes, refused when larger than `limit` (read through `take`, so `/dev/zero` or a
+/// file still growing cannot make the read unbounded).
+fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB; a pipeline file is a few kilobytes",
+            limit >> 20
+        )));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]

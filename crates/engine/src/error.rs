@@ -34,7 +34,7 @@ impl UserError {
             .nth(mark.line.saturating_sub(1))
             .map(str::to_string);
         UserError {
-            message: message.into(),
+            message: elide(message.into()),
             location: Some((file.to_path_buf(), mark)),
             snippet,
             help: None,
@@ -63,10 +63,11 @@ impl fmt::Display for UserError {
         if let (Some((_, mark)), Some(line)) = (&self.location, &self.snippet) {
             let num = mark.line.to_string();
             let pad = " ".repeat(num.len());
+            let (shown, caret) = window(line, mark.col);
             write!(
                 f,
-                "\n{pad} |\n{num} | {line}\n{pad} | {}^",
-                " ".repeat(mark.col.saturating_sub(1))
+                "\n{pad} |\n{num} | {shown}\n{pad} | {}^",
+                " ".repeat(caret)
             )?;
         }
         if let Some(help) = &self.help {
@@ -74,6 +75,46 @@ impl fmt::Display for UserError {
         }
         Ok(())
     }
+}
+
+/// How much of a source line an error shows: a line of 200 KB (one deeply nested flow
+/// mapping, say) is shown as the characters around the column, not echoed whole.
+const SNIPPET_CHARS: usize = 120;
+
+/// The part of `line` around 1-based character column `col`, and the caret's offset in it.
+fn window(line: &str, col: usize) -> (String, usize) {
+    let chars: Vec<char> = line.chars().collect();
+    if chars.len() <= SNIPPET_CHARS {
+        return (line.to_string(), col.saturating_sub(1));
+    }
+    let at = col.saturating_sub(1).min(chars.len());
+    let start = at.saturating_sub(SNIPPET_CHARS / 2);
+    let end = (start + SNIPPET_CHARS).min(chars.len());
+    let mut shown: String = chars[start..end].iter().collect();
+    let mut caret = at - start;
+    if start > 0 {
+        shown.insert(0, '…');
+        caret += 1;
+    }
+    if end < chars.len() {
+        shown.push('…');
+    }
+    (shown, caret)
+}
+
+/// A message quoting a value from the file (an unknown key of 200 KB) keeps its start and end.
+fn elide(message: String) -> String {
+    const MAX: usize = 1000;
+    if message.chars().count() <= MAX {
+        return message;
+    }
+    let head: String = message.chars().take(MAX / 2).collect();
+    let tail: Vec<char> = message.chars().rev().take(MAX / 2).collect();
+    let tail: String = tail.into_iter().rev().collect();
+    format!(
+        "{head} … ({} characters left out) … {tail}",
+        message.chars().count() - MAX
+    )
 }
 
 impl std::error::Error for UserError {}

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::Pipeline;
+use crate::error::UserError;
 use crate::exec::{hash_tree, predict};
 use crate::index::{Index, list_artifacts};
 use crate::manifest::{LOG_DIR, MANIFEST, Manifest, now_string};
@@ -27,36 +28,33 @@ pub struct GcReport {
     pub removed: Vec<Removed>,
     pub kept: usize,
     pub bytes_freed: u64,
+    /// The other pipeline files of the workspace whose artifacts were kept too.
+    pub other_files: Vec<PathBuf>,
+    /// Entries under `.pipeline/` the store did not make (or symlinks), with why they stayed.
+    pub left_alone: Vec<String>,
 }
 
-/// An artifact is referenced if it is the latest of an instance in the current pipeline, or
-/// what the instance's current fingerprint would fetch. Everything else goes, with stale work
-/// areas, leftovers of killed runs and the quarantine.
+/// An artifact is referenced if it is the latest of an instance, or what the instance's current
+/// fingerprint would fetch, in this pipeline or in any other pipeline file of the workspace
+/// (the `*.yaml`/`*.yml` beside it that declare `stages:`; they share `.pipeline/`). Everything
+/// else the store made goes, with stale work areas, leftovers of killed runs and the
+/// quarantine; what it did not make (see [`crate::owned`]) stays and is listed as left alone.
 pub fn gc(p: &Pipeline, index: &mut Index, dry_run: bool) -> anyhow::Result<GcReport> {
+    let others = other_pipelines(p)?;
     let mut keep: HashSet<(String, String)> = HashSet::new();
-    for inst in &p.plan.instances {
-        if let Some(fp) = index.latest(&inst.name) {
-            keep.insert((dir_name(&inst.name), fp));
-        }
-    }
-    let all: Vec<usize> = (0..p.plan.instances.len()).collect();
-    for o in predict(p, index, &all, &HashSet::new())? {
-        if let Some(fp) = o.fingerprint {
-            keep.insert((dir_name(&o.instance), fp));
-        }
+    for q in std::iter::once(p).chain(others.iter()) {
+        referenced(q, index, &mut keep)?;
     }
     let mut report = GcReport {
         dry_run,
         removed: Vec::new(),
         kept: 0,
         bytes_freed: 0,
+        other_files: others.iter().map(|q| q.plan.file.path.clone()).collect(),
+        left_alone: Vec::new(),
     };
     for (dir, fp) in list_artifacts(&p.ws) {
-        let instance_dir = dir
-            .parent()
-            .and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let instance_dir = parent_name(&dir);
         if keep.contains(&(instance_dir.clone(), fp.clone())) {
             report.kept += 1;
             continue;
@@ -64,64 +62,130 @@ pub fn gc(p: &Pipeline, index: &mut Index, dry_run: bool) -> anyhow::Result<GcRe
         let instance = Manifest::read(&dir)
             .map(|m| m.instance)
             .unwrap_or(instance_dir);
-        remove(&mut report, instance, fp, dir, dry_run)?;
+        remove(p, &mut report, instance, fp, dir, dry_run);
     }
     let work = p.ws.state.join("work");
     for (dir, fp) in two_levels(&work) {
-        let instance_dir = dir
-            .parent()
-            .and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let instance_dir = parent_name(&dir);
         if !keep.contains(&(instance_dir.clone(), fp.clone())) {
-            remove(
-                &mut report,
-                format!("{instance_dir} (work area)"),
-                fp,
-                dir,
-                dry_run,
-            )?;
+            let what = format!("{instance_dir} (work area)");
+            remove(p, &mut report, what, fp, dir, dry_run);
         }
     }
-    // The gc holds the run lock, so everything in tmp/ is the leftover of a killed run.
-    if let Ok(entries) = std::fs::read_dir(p.ws.tmp()) {
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            remove(
-                &mut report,
-                "(killed run)".into(),
-                name,
-                entry.path(),
-                dry_run,
-            )?;
-        }
+    // The gc holds the run lock, so everything the store made in tmp/ is the leftover of a
+    // killed run.
+    for entry in std::fs::read_dir(p.ws.tmp())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        remove(
+            p,
+            &mut report,
+            "(killed run)".into(),
+            name,
+            entry.path(),
+            dry_run,
+        );
     }
     for (dir, name) in two_levels(&p.ws.quarantine()) {
-        remove(&mut report, "(quarantined)".into(), name, dir, dry_run)?;
+        remove(p, &mut report, "(quarantined)".into(), name, dir, dry_run);
     }
     if !dry_run {
         for parent in [p.ws.artifacts(), work, p.ws.quarantine()] {
-            remove_empty_children(&parent);
+            crate::owned::remove_empty_folders(&parent);
         }
     }
     Ok(report)
 }
 
+/// What `q` references: each instance's latest artifact and what its fingerprint would fetch.
+fn referenced(
+    q: &Pipeline,
+    index: &mut Index,
+    keep: &mut HashSet<(String, String)>,
+) -> anyhow::Result<()> {
+    for inst in &q.plan.instances {
+        if let Some(fp) = index.latest(&inst.name) {
+            keep.insert((dir_name(&inst.name), fp));
+        }
+    }
+    let all: Vec<usize> = (0..q.plan.instances.len()).collect();
+    for o in predict(q, index, &all, &HashSet::new())? {
+        if let Some(fp) = o.fingerprint {
+            keep.insert((dir_name(&o.instance), fp));
+        }
+    }
+    Ok(())
+}
+
+/// The other pipeline files of the workspace: YAML files beside this one whose top level has a
+/// `stages:` key. One that does not load stops `gc`: what it references cannot be known, and
+/// guessing would delete artifacts it still uses.
+fn other_pipelines(p: &Pipeline) -> Result<Vec<Pipeline>, UserError> {
+    let this = p.plan.file.path.canonicalize().ok();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&p.plan.root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|f| f.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .filter(|f| f.is_file() && f.canonicalize().ok() != this)
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let declares_stages = text.lines().any(|l| l.starts_with("stages:"));
+        if !declares_stages {
+            continue;
+        }
+        match Pipeline::load(&f, &[], p.registry.clone()) {
+            Ok(q) => out.push(q),
+            Err(e) => {
+                return Err(UserError::new(format!(
+                    "gc cannot tell which artifacts {} still uses, so it removes nothing: {}",
+                    f.display(),
+                    e.message
+                ))
+                .with_help(
+                    "that file shares this workspace's .pipeline/; fix it or move it to another directory, then run gc again",
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn parent_name(dir: &Path) -> String {
+    dir.parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Removes one entry through [`crate::owned::remove`]; an entry the store did not make is
+/// reported as left alone, not removed and not an error.
 fn remove(
+    p: &Pipeline,
     report: &mut GcReport,
     instance: String,
     fingerprint: String,
     path: PathBuf,
     dry_run: bool,
-) -> anyhow::Result<()> {
+) {
     let bytes = dir_size(&path);
-    if !dry_run {
-        let removed = if path.is_dir() {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
-        removed.map_err(|e| anyhow::anyhow!("removing {}: {e}", path.display()))?;
+    let allowed = if dry_run {
+        crate::owned::may_remove(&p.ws, &path)
+    } else {
+        crate::owned::remove(&p.ws, &path)
+    };
+    if let Err(refused) = allowed {
+        report.left_alone.push(refused.to_string());
+        return;
     }
     report.bytes_freed += bytes;
     report.removed.push(Removed {
@@ -130,23 +194,21 @@ fn remove(
         path,
         bytes,
     });
-    Ok(())
 }
 
+/// Directories two levels down (`area/<instance>/<entry>`); markers and stray files are not
+/// entries.
 fn two_levels(dir: &Path) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     for a in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         for b in std::fs::read_dir(a.path()).into_iter().flatten().flatten() {
+            if b.file_name() == crate::owned::MARK {
+                continue;
+            }
             out.push((b.path(), b.file_name().to_string_lossy().into_owned()));
         }
     }
     out
-}
-
-fn remove_empty_children(dir: &Path) {
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let _ = std::fs::remove_dir(e.path());
-    }
 }
 
 fn dir_size(path: &Path) -> u64 {
@@ -207,7 +269,7 @@ pub fn verify(p: &Pipeline) -> anyhow::Result<VerifyReport> {
                 .join(&instance_dir)
                 .join(format!("{fp}-{}", now_string().replace(':', "-")));
         if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent)?;
+            crate::owned::create_marked(parent)?;
         }
         std::fs::rename(&dir, &dest)
             .map_err(|e| anyhow::anyhow!("quarantining {}: {e}", dir.display()))?;

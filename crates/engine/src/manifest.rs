@@ -112,9 +112,18 @@ impl Manifest {
             .all(|f| std::fs::metadata(dir.join(&f.path)).is_ok_and(|m| m.len() == f.size))
     }
 
+    /// The artifact's `metrics.json`; one that is not JSON is left out with a warning.
     pub fn metrics(&self, dir: &Path) -> Option<Value> {
-        let bytes = std::fs::read(dir.join("metrics.json")).ok()?;
-        serde_json::from_slice(&bytes).ok()
+        let path = dir.join("metrics.json");
+        let bytes = std::fs::read(&path).ok()?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| {
+                tracing::warn!(
+                    "{}: not valid JSON ({e}); its metrics are left out",
+                    path.display()
+                )
+            })
+            .ok()
     }
 }
 
@@ -133,6 +142,9 @@ pub struct RunSummary {
     /// Cluster jobs of the run (job ids, so that the next run can find them after a crash).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<JobEntry>,
+    /// The first stage error of a run that did not succeed (a full disk shows here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
 }
 
 /// One cluster job of a run, as the run record keeps it.

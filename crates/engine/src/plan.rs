@@ -14,8 +14,12 @@ use crate::error::{UserError, closest, suggestion};
 use crate::stage::Registry;
 use crate::yaml::{self, Mark};
 
+mod checks;
+mod coords;
 mod inputs;
 mod vars;
+pub use coords::display_value;
+use coords::{CoordIndex, combine, inherited_coords, instance_name};
 use inputs::inputs_of;
 pub use vars::subst_str;
 use vars::{matrix_values, resolve_vars, subst_value};
@@ -122,6 +126,7 @@ impl Plan {
 
         let mut instances: Vec<Instance> = Vec::new();
         let mut by_stage: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut by_coords: HashMap<usize, CoordIndex> = HashMap::new();
         for &s in &order {
             let decl = &file.stages[s];
             let kind = registry.get(&decl.kind.value).expect("checked above");
@@ -146,15 +151,18 @@ impl Plan {
                     inst_params.entry(k.clone()).or_insert_with(|| v.clone());
                 }
                 check_known_params(&file, decl, kind.known_params(), &coords)?;
-                let deps: Vec<usize> = decl
-                    .deps
-                    .iter()
-                    .flat_map(dep_instances)
-                    .copied()
-                    .filter(|&d| {
-                        aggregate || merge(&coords, &instances[d].coords).as_ref() == Some(&coords)
-                    })
-                    .collect();
+                let deps: Vec<usize> = if aggregate {
+                    decl.deps.iter().flat_map(dep_instances).copied().collect()
+                } else {
+                    let of = |dep: &Located<String>| &by_coords[&index[dep.value.as_str()]];
+                    decl.deps
+                        .iter()
+                        .flat_map(|d| of(d).within(&coords))
+                        .collect()
+                };
+                if decl.kind.value == "cmd" {
+                    checks::dep_env_names(&file, decl, &name, &deps, &instances)?;
+                }
                 let spec = kind_spec(&file, decl, &vars, &inst_params)?;
                 kind.validate(&inst_params, &spec).map_err(|msg| {
                     file.error_at(decl.name.mark, format!("stage `{name}`: {msg}"))
@@ -178,8 +186,10 @@ impl Plan {
                     mark: decl.name.mark,
                 });
             }
+            by_coords.insert(s, CoordIndex::new(&mine, &instances));
             by_stage.insert(s, mine);
         }
+        checks::unique_names(&file, &instances)?;
         Ok(Plan {
             root,
             file,
@@ -438,57 +448,6 @@ fn cycle_error(file: &PipelineFile, graph: &DiGraph<usize, ()>) -> UserError {
     .with_help("each stage must run after its deps; remove one of these deps")
 }
 
-fn merge(
-    a: &BTreeMap<String, Value>,
-    b: &BTreeMap<String, Value>,
-) -> Option<BTreeMap<String, Value>> {
-    let mut out = a.clone();
-    for (k, v) in b {
-        match out.get(k) {
-            Some(existing) if existing != v => return None,
-            _ => {
-                out.insert(k.clone(), v.clone());
-            }
-        }
-    }
-    Some(out)
-}
-
-fn product(matrix: &[(String, Vec<Value>)]) -> Vec<Vec<(String, Value)>> {
-    let mut out = vec![Vec::new()];
-    for (axis, values) in matrix {
-        out = out
-            .into_iter()
-            .flat_map(|base| {
-                values.iter().map(move |v| {
-                    let mut next = base.clone();
-                    next.push((axis.clone(), v.clone()));
-                    next
-                })
-            })
-            .collect();
-    }
-    out
-}
-
-pub fn display_value(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn instance_name(stage: &str, coords: &BTreeMap<String, Value>) -> String {
-    if coords.is_empty() {
-        return stage.to_string();
-    }
-    let parts: Vec<String> = coords
-        .iter()
-        .map(|(k, v)| format!("{k}={}", display_value(v)))
-        .collect();
-    format!("{stage}@{}", parts.join(","))
-}
-
 /// A stage's params with `${vars.x}` substituted, and its matrix axes; a `--set STAGE.PARAM`
 /// override sets a param, or narrows the matrix axis of that name to its value(s).
 fn stage_params(
@@ -523,67 +482,10 @@ fn stage_params(
             params.insert(param.to_string(), (*value).clone());
         }
     }
-    // Two equal values would make two instances of one name.
     for ((key, _), (_, values)) in decl.matrix.iter().zip(&matrix) {
-        if let Some(twice) = values
-            .iter()
-            .enumerate()
-            .find_map(|(i, v)| values[..i].contains(v).then_some(v))
-        {
-            return Err(file
-                .error_at(
-                    key.mark,
-                    format!(
-                        "matrix axis `{}` of stage `{}` lists {} twice",
-                        key.value,
-                        decl.name.value,
-                        display_value(twice)
-                    ),
-                )
-                .with_help("each value makes one instance: list it once"));
-        }
+        checks::distinct_values(file, decl, key, values)?;
     }
     Ok((params, matrix))
-}
-
-/// Inherited coordinates: the join of the deps' instances on shared axes.
-fn inherited_coords<'a>(
-    deps: impl Iterator<Item = &'a Vec<usize>>,
-    instances: &[Instance],
-) -> Vec<BTreeMap<String, Value>> {
-    let mut inherited: Vec<BTreeMap<String, Value>> = vec![BTreeMap::new()];
-    for dep_instances in deps {
-        let mut next = Vec::new();
-        for base in &inherited {
-            for &d in dep_instances {
-                if let Some(merged) = merge(base, &instances[d].coords)
-                    && !next.contains(&merged)
-                {
-                    next.push(merged);
-                }
-            }
-        }
-        inherited = next;
-    }
-    inherited
-}
-
-/// Each inherited coordinate set with each point of the stage's own matrix that agrees with
-/// it: the instance's coordinates and its own part of them.
-fn combine(
-    inherited: Vec<BTreeMap<String, Value>>,
-    matrix: &[(String, Vec<Value>)],
-) -> Vec<(BTreeMap<String, Value>, BTreeMap<String, Value>)> {
-    let mut combos = Vec::new();
-    for base in inherited {
-        for own in product(matrix) {
-            let own: BTreeMap<String, Value> = own.into_iter().collect();
-            if let Some(merged) = merge(&base, &own) {
-                combos.push((merged, own));
-            }
-        }
-    }
-    combos
 }
 
 /// A param the stage's kind does not take (and no coordinate names) is an error at the key.
@@ -637,185 +539,4 @@ fn kind_spec(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::stage::Registry;
-
-    fn plan(text: &str, sets: &[&str]) -> Result<Plan, UserError> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("pipeline.yaml");
-        std::fs::write(&path, text).unwrap();
-        std::fs::write(dir.path().join("a.txt"), "x").unwrap();
-        let file = PipelineFile::load(&path)?;
-        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        Plan::build(file, &Overrides::parse(&sets)?, &Registry::builtin())
-    }
-
-    #[test]
-    fn matrix_expands_and_dependents_follow() {
-        let p = plan(
-            "stages:\n  pre:\n    cmd: x\n    matrix: {share: [all, ffn]}\n  ft:\n    cmd: y\n    deps: [pre]\n  rep:\n    cmd: z\n    deps: [ft]\n    aggregate: true\n",
-            &[],
-        )
-        .unwrap();
-        let names: Vec<&str> = p.instances.iter().map(|i| i.name.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "pre@share=all",
-                "pre@share=ffn",
-                "ft@share=all",
-                "ft@share=ffn",
-                "rep"
-            ]
-        );
-        assert_eq!(p.instances[2].deps, [0]);
-        assert_eq!(p.instances[3].deps, [1]);
-        assert_eq!(p.instances[4].deps, [2, 3]);
-        assert_eq!(p.instances[0].params["share"], "all");
-    }
-
-    #[test]
-    fn a_matrix_axis_may_take_a_list_var_and_set_changes_it() {
-        let text = "vars: {steps: [5, 10]}\nstages:\n  t:\n    cmd: x\n    matrix:\n      step: ${vars.steps}\n";
-        let names = |p: Plan| -> Vec<String> { p.instances.into_iter().map(|i| i.name).collect() };
-        assert_eq!(names(plan(text, &[]).unwrap()), ["t@step=5", "t@step=10"]);
-        assert_eq!(names(plan(text, &["steps=[7]"]).unwrap()), ["t@step=7"]);
-        assert_eq!(
-            plan(text, &["steps=3"]).unwrap().instances[0].params["step"],
-            3
-        );
-        for (set, want) in [
-            ("steps=[]", "the var's list is empty"),
-            ("steps=[[1]]", "must be scalars"),
-            ("steps={a: 1}", "the var holds a map"),
-        ] {
-            let e = plan(text, &[set]).unwrap_err().to_string();
-            assert!(
-                e.contains(want) && e.contains("pipeline.yaml:6"),
-                "{set}: {e}"
-            );
-        }
-        let e = plan(text, &["steps=[5, 5]"]).unwrap_err().to_string();
-        assert!(
-            e.contains("matrix axis `step` of stage `t` lists 5 twice"),
-            "{e}"
-        );
-        let e = plan(text, &["t.step=[7, 7]"]).unwrap_err().to_string();
-        assert!(
-            e.contains("lists 7 twice") && e.contains("pipeline.yaml:6"),
-            "{e}"
-        );
-        let e = plan(&text.replace("vars.steps", "vars.stepz"), &[])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("stepz"), "{e}");
-    }
-
-    #[test]
-    fn two_axes_make_a_product_and_set_narrows_one() {
-        let text = "stages:\n  t:\n    cmd: x\n    matrix: {a: [1, 2], b: [x, y]}\n";
-        assert_eq!(plan(text, &[]).unwrap().instances.len(), 4);
-        let p = plan(text, &["t.a=2"]).unwrap();
-        let names: Vec<&str> = p.instances.iter().map(|i| i.name.as_str()).collect();
-        assert_eq!(names, ["t@a=2,b=x", "t@a=2,b=y"]);
-    }
-
-    #[test]
-    fn vars_substitute_with_types_and_overrides() {
-        let text = "vars: {lr: 0.1, dir: d, path: '${vars.dir}/x'}\nstages:\n  t:\n    cmd: echo ${params.lr} ${vars.path} ${HOME}\n    params: {lr: '${vars.lr}'}\n";
-        let p = plan(text, &[]).unwrap();
-        assert_eq!(p.instances[0].params["lr"], 0.1);
-        assert_eq!(p.instances[0].spec["cmd"], "echo 0.1 d/x ${HOME}");
-        let p = plan(text, &["lr=2e-4", "t.lr=5"]).unwrap();
-        assert_eq!(p.instances[0].params["lr"], 5);
-    }
-
-    #[test]
-    fn cycles_are_printed() {
-        let e = plan(
-            "stages:\n  a:\n    cmd: x\n    deps: [b]\n  b:\n    cmd: y\n    deps: [a]\n",
-            &[],
-        )
-        .unwrap_err();
-        assert!(e.message.contains("cycle: a → b → a"), "{e}");
-    }
-
-    #[test]
-    fn select_takes_ancestors_only() {
-        let p = plan(
-            "stages:\n  a:\n    cmd: x\n  b:\n    cmd: y\n    deps: [a]\n  c:\n    cmd: z\n",
-            &[],
-        )
-        .unwrap();
-        assert_eq!(p.select(&["b".into()]).unwrap(), [0, 1]);
-        assert!(
-            p.select(&["bb".into()])
-                .unwrap_err()
-                .help
-                .unwrap()
-                .contains("`b`")
-        );
-    }
-
-    #[test]
-    fn unknown_names_are_errors() {
-        assert!(
-            plan("stages:\n  a:\n    cmd: x\n", &["nope=1"])
-                .unwrap_err()
-                .message
-                .contains("no var named `nope`")
-        );
-        assert!(
-            plan(
-                "stages:\n  a:\n    cmd: x\n    params: {lr: 1}\n",
-                &["a.lx=1"]
-            )
-            .unwrap_err()
-            .help
-            .unwrap()
-            .contains("`lr`")
-        );
-        assert!(
-            plan("stages:\n  a:\n    cmd: echo ${vars.nope}\n", &[])
-                .unwrap_err()
-                .message
-                .contains("undefined var `nope`")
-        );
-        // A missing input is an error only for a run that needs the stage.
-        let p = plan(
-            "stages:\n  a:\n    cmd: x\n    inputs: ['*.zip']\n  b:\n    cmd: y\n  c:\n    cmd: z\n    deps: [a]\n",
-            &[],
-        )
-        .unwrap();
-        assert_eq!(p.select(&["b".into()]).unwrap(), [1]);
-        for targets in [vec![], vec!["a".to_string()], vec!["c".to_string()]] {
-            let e = p.select(&targets).unwrap_err();
-            assert!(e.message.contains("matches no file"), "{targets:?}: {e:?}");
-            assert_eq!(e.location.unwrap().1.line, 4);
-        }
-    }
-
-    #[test]
-    fn negated_inputs_drop_what_they_match() {
-        let dir = tempfile::tempdir().unwrap();
-        for f in ["d/a.txt", "d/b.txt", "d/SOURCE.txt"] {
-            std::fs::create_dir_all(dir.path().join("d")).unwrap();
-            std::fs::write(dir.path().join(f), f).unwrap();
-        }
-        let path = dir.path().join("pipeline.yaml");
-        std::fs::write(
-            &path,
-            "stages:\n  a:\n    cmd: x\n    inputs: ['d/*.txt', '!d/SOURCE.txt', '!nothing/*']\n",
-        )
-        .unwrap();
-        let file = PipelineFile::load(&path).unwrap();
-        let p = Plan::build(file, &Overrides::parse(&[]).unwrap(), &Registry::builtin()).unwrap();
-        let keys: Vec<&str> = p.instances[0]
-            .inputs
-            .iter()
-            .map(|i| i.key.as_str())
-            .collect();
-        assert_eq!(keys, ["d/a.txt", "d/b.txt"]);
-    }
-}
+mod tests;

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 /// A position in the source file (1-based line and column).
@@ -100,22 +100,58 @@ pub fn scalar_to_json(text: &str) -> serde_json::Value {
     }
 }
 
+/// Refusals that keep memory bounded whatever the file says. A real pipeline.yaml is a few
+/// hundred nodes (a 10,000-value matrix is ~10,000); these are orders of magnitude above that
+/// and orders below what hurts (the "billion laughs" file that took 21 GB before the limit is
+/// refused after ~1 ms).
+pub mod limits {
+    /// Nodes and scalar bytes that aliases may add to the document, counted before copying.
+    pub const ALIAS_WEIGHT: usize = 4 << 20;
+    /// How deep lists and mappings may nest (`Node`'s clone, drop and `to_json` recurse).
+    pub const DEPTH: usize = 64;
+    /// The largest pipeline file read at all.
+    pub const FILE_BYTES: u64 = 4 << 20;
+}
+
 #[derive(Debug)]
 pub struct SyntaxError {
     pub mark: Mark,
     pub message: String,
 }
 
-/// Parses one YAML document. An empty document gives `None`.
+/// Parses one YAML document (a second one in the same stream is ignored). An empty document
+/// gives `None`. Aliases are expanded within [`limits::ALIAS_WEIGHT`], nesting is limited to
+/// [`limits::DEPTH`], and merge keys (`<<: *base`, `<<: [*a, *b]`) copy the keys the mapping
+/// does not set itself.
+///
+/// The parser is pulled event by event rather than through `Parser::load`, whose recursion
+/// would overflow the stack on deep nesting before any limit of ours could stop it.
 pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
-    parser.load(&mut builder, false).map_err(|e| SyntaxError {
-        mark: to_mark(e.marker()),
-        message: e.info().to_string(),
-    })?;
-    if let Some(err) = builder.error {
-        return Err(err);
+    let mut started = false;
+    loop {
+        let (ev, marker) = parser.next_token().map_err(|e| SyntaxError {
+            mark: to_mark(e.marker()),
+            // The scanner's own limit on flow nesting (`[[[…`), which it may reach before ours.
+            message: match e.info() {
+                "recursion limit exceeded" => format!(
+                    "lists and mappings nest deeper than {} levels here",
+                    limits::DEPTH
+                ),
+                info => info.to_string(),
+            },
+        })?;
+        match ev {
+            Event::StreamEnd => break,
+            Event::DocumentStart if started => break,
+            Event::DocumentStart => started = true,
+            Event::DocumentEnd => break,
+            ev => builder.on_event(ev, to_mark(&marker)),
+        }
+        if let Some(err) = builder.error.take() {
+            return Err(err);
+        }
     }
     Ok(builder.root)
 }
@@ -132,18 +168,56 @@ enum Open {
     Map(Mark, usize, Vec<(Node, Node)>, Option<Node>),
 }
 
+/// An anchored node with what copying it costs: its weight (nodes plus scalar bytes) and its
+/// height (levels of nesting).
+struct Anchored {
+    node: Node,
+    weight: usize,
+    height: usize,
+}
+
 #[derive(Default)]
 struct Builder {
     stack: Vec<Open>,
     root: Option<Node>,
-    anchors: HashMap<usize, Node>,
+    anchors: HashMap<usize, Anchored>,
+    /// What aliases have added so far.
+    alias_weight: usize,
     error: Option<SyntaxError>,
 }
 
+/// Nodes plus scalar bytes, and levels of nesting, of a tree.
+fn measure(node: &Node) -> (usize, usize) {
+    match &node.value {
+        NodeValue::Scalar { text, .. } => (1 + text.len(), 0),
+        NodeValue::Seq(items) => items.iter().fold((1, 1), |(w, h), n| {
+            let (nw, nh) = measure(n);
+            (w + nw, h.max(nh + 1))
+        }),
+        NodeValue::Map(entries) => entries.iter().fold((1, 1), |(w, h), (k, v)| {
+            let (kw, kh) = measure(k);
+            let (vw, vh) = measure(v);
+            (w + kw + vw, h.max(kh.max(vh) + 1))
+        }),
+    }
+}
+
 impl Builder {
+    fn fail(&mut self, mark: Mark, message: String) {
+        self.error.get_or_insert(SyntaxError { mark, message });
+    }
+
     fn push_node(&mut self, node: Node, anchor: usize) {
         if anchor > 0 {
-            self.anchors.insert(anchor, node.clone());
+            let (weight, height) = measure(&node);
+            self.anchors.insert(
+                anchor,
+                Anchored {
+                    node: node.clone(),
+                    weight,
+                    height,
+                },
+            );
         }
         match self.stack.last_mut() {
             None => self.root = Some(node),
@@ -154,63 +228,127 @@ impl Builder {
             },
         }
     }
-}
 
-impl MarkedEventReceiver for Builder {
-    fn on_event(&mut self, ev: Event, marker: Marker) {
-        let mark = to_mark(&marker);
+    fn open(&mut self, mark: Mark, open: Open) {
+        if self.stack.len() >= limits::DEPTH {
+            self.fail(
+                mark,
+                format!(
+                    "lists and mappings nest deeper than {} levels here",
+                    limits::DEPTH
+                ),
+            );
+            return;
+        }
+        self.stack.push(open);
+    }
+
+    fn alias(&mut self, mark: Mark, id: usize) {
+        let Some(a) = self.anchors.get(&id) else {
+            return self.fail(mark, "alias to an unknown anchor".into());
+        };
+        if self.stack.len() + a.height > limits::DEPTH {
+            let msg = format!(
+                "this alias nests lists and mappings deeper than {} levels",
+                limits::DEPTH
+            );
+            return self.fail(mark, msg);
+        }
+        if self.alias_weight + a.weight > limits::ALIAS_WEIGHT {
+            let msg = format!(
+                "aliases expand to more than {} nodes and bytes (nested aliases multiply: \
+                 the \"billion laughs\" pattern); write the values out or use fewer levels",
+                limits::ALIAS_WEIGHT
+            );
+            return self.fail(mark, msg);
+        }
+        self.alias_weight += a.weight;
+        let mut node = a.node.clone();
+        node.mark = mark;
+        self.push_node(node, 0);
+    }
+
+    fn close_map(&mut self, mark: Mark, anchor: usize, entries: Vec<(Node, Node)>) {
+        match merge_keys(entries) {
+            Ok(entries) => self.push_node(
+                Node {
+                    mark,
+                    value: NodeValue::Map(entries),
+                },
+                anchor,
+            ),
+            Err((at, msg)) => self.fail(at, msg),
+        }
+    }
+
+    fn on_event(&mut self, ev: Event, mark: Mark) {
+        if self.error.is_some() {
+            return;
+        }
         match ev {
             Event::Scalar(text, style, anchor, _tag) => {
                 let plain = matches!(style, TScalarStyle::Plain);
-                self.push_node(
-                    Node {
-                        mark,
-                        value: NodeValue::Scalar { text, plain },
-                    },
-                    anchor,
-                );
+                let value = NodeValue::Scalar { text, plain };
+                self.push_node(Node { mark, value }, anchor);
             }
-            Event::SequenceStart(anchor, _) => self.stack.push(Open::Seq(mark, anchor, Vec::new())),
+            Event::SequenceStart(anchor, _) => self.open(mark, Open::Seq(mark, anchor, Vec::new())),
             Event::MappingStart(anchor, _) => {
-                self.stack.push(Open::Map(mark, anchor, Vec::new(), None))
+                self.open(mark, Open::Map(mark, anchor, Vec::new(), None))
             }
             Event::SequenceEnd => {
                 if let Some(Open::Seq(m, anchor, items)) = self.stack.pop() {
-                    self.push_node(
-                        Node {
-                            mark: m,
-                            value: NodeValue::Seq(items),
-                        },
-                        anchor,
-                    );
+                    let value = NodeValue::Seq(items);
+                    self.push_node(Node { mark: m, value }, anchor);
                 }
             }
             Event::MappingEnd => {
                 if let Some(Open::Map(m, anchor, entries, _)) = self.stack.pop() {
-                    self.push_node(
-                        Node {
-                            mark: m,
-                            value: NodeValue::Map(entries),
-                        },
-                        anchor,
-                    );
+                    self.close_map(m, anchor, entries);
                 }
             }
-            Event::Alias(id) => match self.anchors.get(&id).cloned() {
-                Some(mut node) => {
-                    node.mark = mark;
-                    self.push_node(node, 0);
-                }
-                None => {
-                    self.error.get_or_insert(SyntaxError {
-                        mark,
-                        message: "alias to an unknown anchor".into(),
-                    });
-                }
-            },
+            Event::Alias(id) => self.alias(mark, id),
             _ => {}
         }
     }
+}
+
+/// YAML 1.1 merge keys: `<<: *base` (or a list of them) adds the keys of the merged mappings
+/// that the mapping does not set itself; of several merged mappings the first wins.
+fn merge_keys(entries: Vec<(Node, Node)>) -> Result<Vec<(Node, Node)>, (Mark, String)> {
+    let is_merge =
+        |k: &Node| matches!(&k.value, NodeValue::Scalar { text, plain: true } if text == "<<");
+    if !entries.iter().any(|(k, _)| is_merge(k)) {
+        return Ok(entries);
+    }
+    let (merges, mut own): (Vec<_>, Vec<_>) = entries.into_iter().partition(|(k, _)| is_merge(k));
+    let mut sources = Vec::new();
+    for (_, v) in merges {
+        match v.value {
+            NodeValue::Map(_) => sources.push(v),
+            NodeValue::Seq(items) => sources.extend(items),
+            NodeValue::Scalar { .. } => {
+                return Err((
+                    v.mark,
+                    "a merge key `<<` takes a mapping (`<<: *base`) or a list of them".into(),
+                ));
+            }
+        }
+    }
+    for source in sources {
+        let NodeValue::Map(extra) = source.value else {
+            return Err((
+                source.mark,
+                "a merge key `<<` takes a mapping (`<<: *base`) or a list of them".into(),
+            ));
+        };
+        for (k, v) in extra {
+            let taken = own.iter().any(|(o, _)| o.scalar_text() == k.scalar_text());
+            if !taken {
+                own.push((k, v));
+            }
+        }
+    }
+    Ok(own)
 }
 
 #[cfg(test)]
@@ -252,5 +390,38 @@ mod tests {
     #[test]
     fn empty_document_is_none() {
         assert!(parse("# nothing\n").unwrap().is_none());
+    }
+
+    #[test]
+    fn nested_aliases_are_refused_before_they_expand() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let prev = format!("*a{}", i - 1);
+            text.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev; 10].join(", ")));
+        }
+        let err = parse(&text).unwrap_err();
+        assert!(err.message.contains("billion laughs"), "{err:?}");
+        assert!(err.mark.line > 1 && err.mark.line <= 12, "{err:?}");
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let text = format!("a: {}1{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        let err = parse(&text).unwrap_err();
+        assert!(err.message.contains("deeper than 64"), "{err:?}");
+    }
+
+    #[test]
+    fn merge_keys_copy_what_the_mapping_does_not_set() {
+        let root = parse("base: &b {x: 1, y: 2}\nother: &o {z: 3}\nm:\n  <<: [*b, *o]\n  y: 5\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            root.to_json()["m"],
+            serde_json::json!({"y": 5, "x": 1, "z": 3})
+        );
+        let err = parse("m:\n  <<: 3\n").unwrap_err();
+        assert!(err.message.contains("merge key"), "{err:?}");
+        assert_eq!(err.mark.line, 2);
     }
 }

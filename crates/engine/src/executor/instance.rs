@@ -93,13 +93,16 @@ pub fn run_spec(registry: &Registry, path: &Path) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(spec.log.join(ERROR_FILE));
     let result = (|| -> anyhow::Result<()> {
         // A retry starts from an empty output (the work directory keeps its checkpoints).
+        // `out` is the attempt's own folder, named by the controller's spec (remove_dir_all
+        // does not follow symlinks inside it, and removes only the link if it is one).
         if spec.out.exists() {
             std::fs::remove_dir_all(&spec.out)
                 .with_context(|| format!("emptying {}", spec.out.display()))?;
         }
-        for d in [&spec.out, &spec.work] {
-            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-        }
+        std::fs::create_dir_all(&spec.out)
+            .with_context(|| format!("creating {}", spec.out.display()))?;
+        crate::owned::create_in_marked(&spec.work)
+            .with_context(|| format!("creating {}", spec.work.display()))?;
         let deps: Vec<DepArtifact> = spec
             .deps
             .iter()

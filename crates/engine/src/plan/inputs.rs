@@ -20,29 +20,52 @@ pub(super) fn inputs_of(
     let mut inputs = Vec::new();
     let mut excludes = Vec::new();
     let mut input_error = None;
+    let mut expanded = Vec::new();
     for pattern in &decl.inputs {
         let p = subst_str(file, pattern.mark, &pattern.value, vars, None)?;
         match p.strip_prefix('!') {
             Some(negated) => excludes.push(exclusion(file, root, pattern, negated)?),
-            None => {
-                // A malformed pattern is a mistake in the file; a missing file is only a
-                // problem for runs that need this stage.
-                if is_glob(&p) {
-                    check_glob(file, pattern, &p)?;
+            None => expanded.push((pattern, p)),
+        }
+    }
+    let state = root.join(".pipeline");
+    for (pattern, p) in expanded {
+        // A malformed pattern is a mistake in the file; a missing file is only a
+        // problem for runs that need this stage.
+        if is_glob(&p) {
+            check_glob(file, pattern, &p)?;
+        }
+        match resolve_inputs(file, root, pattern, &p) {
+            Ok(mut found) => {
+                found.retain(|i| !excludes.iter().any(|x| x.matches_path(&i.path)));
+                if let Some(inside) = found.iter().find(|i| i.path.starts_with(&state)) {
+                    return Err(into_the_store(file, pattern, &p, &inside.key));
                 }
-                match resolve_inputs(file, root, pattern, &p) {
-                    Ok(found) => inputs.extend(found),
-                    Err(e) => {
-                        input_error.get_or_insert(e);
-                    }
-                }
+                inputs.extend(found);
+            }
+            Err(e) => {
+                input_error.get_or_insert(e);
             }
         }
     }
-    inputs.retain(|i| !excludes.iter().any(|x| x.matches_path(&i.path)));
     inputs.sort_by(|a, b| a.key.cmp(&b.key));
     inputs.dedup_by(|a, b| a.key == b.key);
     Ok((inputs, input_error))
+}
+
+/// An input inside `.pipeline/` changes whenever a run commits, so the stage would flip between
+/// failing and re-running.
+fn into_the_store(
+    file: &PipelineFile,
+    pattern: &Located<String>,
+    expanded: &str,
+    first: &str,
+) -> UserError {
+    file.error_at(
+        pattern.mark,
+        format!("input pattern `{expanded}` reaches into the pipeline's own store (`{first}`)"),
+    )
+    .with_help("inputs are files of the workspace; take another stage's output with `deps:`, or add `!.pipeline/**` to `inputs`")
 }
 
 fn resolve_inputs(
@@ -135,8 +158,22 @@ fn exclusion(
 }
 
 /// A file, or every file below a directory (skipping the pipeline's own state and VCS dirs).
+/// A symlink to a directory is followed once: a link back up the tree is not walked again.
 fn collect_files(path: &Path, out: &mut Vec<PathBuf>) {
+    collect_files_once(path, out, &mut std::collections::HashSet::new());
+}
+
+fn collect_files_once(
+    path: &Path,
+    out: &mut Vec<PathBuf>,
+    seen: &mut std::collections::HashSet<(u64, u64)>,
+) {
+    use std::os::unix::fs::MetadataExt;
     if path.is_dir() {
+        let first_visit = std::fs::metadata(path).is_ok_and(|m| seen.insert((m.dev(), m.ino())));
+        if !first_visit {
+            return;
+        }
         let Ok(entries) = std::fs::read_dir(path) else {
             return;
         };
@@ -150,7 +187,7 @@ fn collect_files(path: &Path, out: &mut Vec<PathBuf>) {
             if name == ".pipeline" || name == ".git" {
                 continue;
             }
-            collect_files(&child, out);
+            collect_files_once(&child, out, seen);
         }
     } else if path.is_file() {
         out.push(path.to_path_buf());

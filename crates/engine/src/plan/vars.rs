@@ -163,8 +163,14 @@ pub(super) fn subst_value(
     })
 }
 
-/// Substitutes `${vars.x}` and (where `params` is given) `${params.x}`; any other `${…}` is
-/// left for the shell.
+/// `text` as one word of `sh`: in single quotes, each `'` written as `'\''`.
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// Substitutes `${vars.x}` and (where `params` is given) `${params.x}`, as they are or, with
+/// `:q` (`${params.x:q}`), quoted as one shell word; any other `${…}` is left for the shell.
+/// The plain form is spliced into `sh -c` as text (docs/cli-contract.md says so).
 pub fn subst_str(
     file: &PipelineFile,
     mark: Mark,
@@ -182,7 +188,12 @@ pub fn subst_str(
             rest = "";
             break;
         };
-        let reference = &after[..end];
+        let written = &after[..end];
+        // `${params.x:q}`: the value as one shell word (single-quoted), for `cmd`.
+        let (reference, quoted) = match written.strip_suffix(":q") {
+            Some(r) if r.starts_with("vars.") || r.starts_with("params.") => (r, true),
+            _ => (written, false),
+        };
         let (table, name, scope) = if let Some(n) = reference.strip_prefix("vars.") {
             (Some(vars), n, "var")
         } else if let Some(n) = reference.strip_prefix("params.") {
@@ -199,6 +210,7 @@ pub fn subst_str(
         };
         match table {
             Some(t) => match t.get(name) {
+                Some(v) if quoted => out.push_str(&shell_quote(&display_value(v))),
                 Some(v) => out.push_str(&display_value(v)),
                 None => {
                     let names: Vec<&str> = t.keys().map(String::as_str).collect();
@@ -212,7 +224,7 @@ pub fn subst_str(
             },
             None => {
                 out.push_str("${");
-                out.push_str(reference);
+                out.push_str(written);
                 out.push('}');
             }
         }

@@ -74,9 +74,11 @@ impl Stage for CmdStage {
                 command.env(dep_env_name(&dep.stage), &dep.dir);
             }
         }
-        let mut child = command.spawn().context("starting `sh -c`")?;
+        // Its own process group, ended (background processes included) before `wait` returns,
+        // so nothing writes into the output once it is hashed.
+        let mut group = crate::procgroup::spawn(&mut command).context("starting `sh -c`")?;
         ctx.progress.enable_steady_tick(Duration::from_millis(200));
-        let status = child.wait().context("waiting for the command")?;
+        let status = group.wait().context("waiting for the command")?;
         if !status.success() {
             match status.code() {
                 Some(code) => bail!("command exited with status {code}"),

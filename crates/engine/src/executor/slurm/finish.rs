@@ -72,8 +72,8 @@ pub fn commit_job(
     std::fs::write(out.join(MANIFEST), serde_json::to_vec_pretty(&manifest)?)
         .context("writing MANIFEST.json")?;
     commit(&out, &dest, &attempt.dir)?;
-    let _ = std::fs::remove_dir_all(&attempt.dir);
-    let _ = std::fs::remove_dir_all(p.ws.work_dir(&manifest.instance, fp));
+    let _ = crate::owned::remove(&p.ws, &attempt.dir);
+    let _ = crate::owned::remove(&p.ws, &p.ws.work_dir(&manifest.instance, fp));
     Ok((manifest, dest))
 }
 
@@ -89,8 +89,8 @@ pub fn keep_failed(p: &Pipeline, attempt: &Attempt, record: &mut StageRecord) ->
         p.ws.failed()
             .join(dir_name(&record.instance))
             .join(format!("{}{job}", record.run_id.replace(':', "-")));
-    let _ = std::fs::create_dir_all(kept.parent().unwrap_or(Path::new(".")));
-    let _ = std::fs::remove_dir_all(&kept);
+    let _ = crate::owned::create_marked(kept.parent().unwrap_or(Path::new(".")));
+    let _ = crate::owned::remove(&p.ws, &kept);
     if std::fs::rename(attempt.log(), &kept).is_err() {
         let _ = std::fs::create_dir_all(&kept);
     }

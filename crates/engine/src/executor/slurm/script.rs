@@ -74,6 +74,10 @@ impl Attempt {
     /// Writes the spec and the job script.
     pub fn prepare(&self, spec: &InstanceSpec, exe: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(self.log())
+            .and_then(|_| match self.dir.parent() {
+                Some(instance_folder) => crate::owned::mark(instance_folder),
+                None => Ok(()),
+            })
             .with_context(|| format!("creating {}", self.log().display()))?;
         std::fs::write(self.spec(), serde_json::to_vec_pretty(spec)?)
             .with_context(|| format!("writing {}", self.spec().display()))?;

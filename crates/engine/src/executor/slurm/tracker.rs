@@ -15,7 +15,7 @@ use super::commands::{self, Source, ToolError};
 use super::script::Attempt;
 use super::{Msg, Submission, finish};
 use crate::Pipeline;
-use crate::exec::{JobResult, write_summary};
+use crate::exec::{Failure, JobResult, write_summary};
 use crate::executor::{JobSettings, interrupted};
 use crate::manifest::{JobEntry, JobInfo, RunSummary, StageRecord};
 
@@ -116,7 +116,7 @@ impl<'scope, 'env> Tracker<'scope, 'env> {
 
     /// Records an orphan as done (cancelled or gone) and removes its directory.
     fn forget(&mut self, mut j: JobEntry, state: &str) {
-        let _ = std::fs::remove_dir_all(&j.attempt);
+        let _ = crate::owned::remove(&self.p.ws, &j.attempt);
         j.state = state.to_string();
         j.done = true;
         self.entries.push(j);
@@ -266,12 +266,15 @@ impl<'scope, 'env> Tracker<'scope, 'env> {
                 record.status = "failed".into();
                 record.error = Some(format!("{e:#}"));
                 let kept = finish::keep_failed(p, &job.attempt, &mut record);
-                let _ = std::fs::remove_dir_all(&job.attempt.dir);
-                (format!("{e:#}"), kept, record)
+                let _ = crate::owned::remove(&p.ws, &job.attempt.dir);
+                Box::new(Failure {
+                    error: format!("{e:#}"),
+                    log: kept,
+                    record,
+                })
             });
             let _ = tx.send(JobResult {
                 index: job.sub.index,
-                started: job.sub.started.clone(),
                 elapsed_ms: job.first.elapsed().as_millis() as u64,
                 result,
             });
@@ -285,12 +288,15 @@ impl<'scope, 'env> Tracker<'scope, 'env> {
         record.status = "failed".into();
         record.error = Some(error.clone());
         let kept = finish::keep_failed(self.p, &job.attempt, &mut record);
-        let _ = std::fs::remove_dir_all(&job.attempt.dir);
+        let _ = crate::owned::remove(&self.p.ws, &job.attempt.dir);
         let _ = self.results.send(JobResult {
             index: job.sub.index,
-            started: job.sub.started.clone(),
             elapsed_ms: job.first.elapsed().as_millis() as u64,
-            result: Err((error, kept, record)),
+            result: Err(Box::new(Failure {
+                error,
+                log: kept,
+                record,
+            })),
         });
     }
 

@@ -1,0 +1,146 @@
+//! How a run touches the store besides the stage itself: committing an output (one rename,
+//! or copy-then-rename across filesystems), clearing what killed runs left in `tmp/`, and the
+//! run summary in `runs/`.
+
+use std::path::Path;
+
+use anyhow::Context;
+use tracing::{info, warn};
+
+use crate::manifest::RunSummary;
+
+/// A `metrics.json` that is not JSON is committed as written, but `pipeline metrics` cannot
+/// show it: say so when it is made rather than leaving it out silently later.
+pub(super) fn warn_bad_metrics(instance: &str, out_dir: &Path) {
+    let path = out_dir.join("metrics.json");
+    let Ok(bytes) = std::fs::read(&path) else {
+        return;
+    };
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        warn!(
+            "stage {instance}: metrics.json is not valid JSON ({e}); `pipeline metrics` will leave it out"
+        );
+    }
+}
+
+/// Moves a finished output into place. An artifact already there (a `--force` re-run) is moved
+/// aside first; a crash in between leaves no artifact, and the next run makes it again.
+///
+/// When `.pipeline/artifacts` is on another filesystem than `.pipeline/tmp` (a symlink to
+/// another mount), a rename cannot cross it (EXDEV): the output is copied next to `dest`
+/// first, and that copy renamed into place, so the commit stays one rename.
+pub fn commit(out_dir: &Path, dest: &Path, tmp: &Path) -> anyhow::Result<()> {
+    if let Some(parent) = dest.parent() {
+        crate::owned::create_marked(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    if dest.exists() {
+        let old = tmp.join("replaced");
+        if let Err(e) = std::fs::rename(dest, &old) {
+            if !crosses_devices(&e) {
+                return Err(e).with_context(|| format!("moving the old {} aside", dest.display()));
+            }
+            std::fs::remove_dir_all(dest)
+                .with_context(|| format!("removing the old {}", dest.display()))?;
+        }
+    }
+    match std::fs::rename(out_dir, dest) {
+        Err(e) if crosses_devices(&e) => copy_then_rename(out_dir, dest),
+        other => other.with_context(|| format!("committing {}", dest.display())),
+    }
+}
+
+fn crosses_devices(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::CrossesDevices
+}
+
+fn copy_then_rename(out_dir: &Path, dest: &Path) -> anyhow::Result<()> {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let staging = dest.with_file_name(format!(".{name}.incoming-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    copy_tree(out_dir, &staging).with_context(|| {
+        format!(
+            "copying the output to {} (another filesystem)",
+            staging.display()
+        )
+    })?;
+    std::fs::rename(&staging, dest).with_context(|| format!("committing {}", dest.display()))
+}
+
+/// Directories and regular files only: an output was walked by [`crate::outputs`] already.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Temporary directories left by a killed run; only called while holding the lock. Entries
+/// the store did not make stay (`.pipeline/tmp` may be a symlink to a shared scratch disk).
+pub(super) fn clear_tmp(ws: &crate::workspace::Workspace) {
+    for e in std::fs::read_dir(ws.tmp()).into_iter().flatten().flatten() {
+        match crate::owned::remove(ws, &e.path()) {
+            Ok(()) => info!("removed {} left by an interrupted run", e.path().display()),
+            Err(refused) => info!("{refused}"),
+        }
+    }
+}
+
+/// Writes the run's summary (new file, then rename). The first write reserves
+/// [`SUMMARY_RESERVE`] bytes (JSON padded with spaces), so that a run that filled the disk
+/// can still overwrite its summary in place and say how it ended, instead of staying
+/// "running" (which `runs` shows as "interrupted").
+pub(crate) fn write_summary(dir: &Path, summary: &RunSummary) {
+    let path = dir.join(format!("{}.json", summary.run_id.replace(':', "-")));
+    let tmp = path.with_extension("json.tmp");
+    let Ok(mut bytes) = serde_json::to_vec_pretty(summary) else {
+        return;
+    };
+    if !path.exists() && bytes.len() < SUMMARY_RESERVE {
+        bytes.resize(SUMMARY_RESERVE, b' ');
+    }
+    let written = std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        if let Err(e2) = overwrite_in_place(&path, summary) {
+            warn!(
+                "could not write the run summary {}: {e} ({e2})",
+                path.display()
+            );
+        }
+    }
+}
+
+const SUMMARY_RESERVE: usize = 64 << 10;
+
+/// The summary written over the reserved bytes of the existing file (without its per-stage
+/// list if that does not fit).
+fn overwrite_in_place(path: &Path, summary: &RunSummary) -> std::io::Result<()> {
+    use std::io::Write;
+    let room = std::fs::metadata(path)?.len() as usize;
+    let mut bytes = serde_json::to_vec(summary).map_err(std::io::Error::other)?;
+    if bytes.len() > room {
+        let mut short = summary.clone();
+        short.stages.clear();
+        bytes = serde_json::to_vec(&short).map_err(std::io::Error::other)?;
+    }
+    if bytes.len() > room {
+        return Err(std::io::Error::other(
+            "the summary does not fit its reserved space",
+        ));
+    }
+    bytes.resize(room, b' ');
+    let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+    f.write_all(&bytes)?;
+    f.sync_data()
+}
