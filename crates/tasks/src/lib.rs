@@ -104,7 +104,7 @@ pub mod split;
 pub mod task;
 
 pub use error::TaskError;
-pub use metrics::{ConfusionMatrix, Metrics, MetricsError, evaluate};
+pub use metrics::{ConfusionMatrix, Metrics, MetricsBlock, MetricsError, evaluate};
 pub use protocol::{
     DevSpec, EvalSpec, Examples, FileSpec, Protocol, ProtocolSpec, ProtocolSummary, Split,
 };

@@ -436,6 +436,29 @@ impl ProtocolSpec {
         Ok(())
     }
 
+    /// The warnings for files the protocol reads that exist but are not among a stage's
+    /// declared `inputs` (so a change to them would not re-run it): one message per file,
+    /// naming the stage `instance`. The finetune and baseline stages log these.
+    pub fn undeclared(&self, instance: &str, root: &Path, inputs: &[PathBuf]) -> Vec<String> {
+        let declared: Vec<PathBuf> = inputs
+            .iter()
+            .map(|p| std::fs::canonicalize(p).unwrap_or(p.clone()))
+            .collect();
+        self.paths()
+            .into_iter()
+            .filter(|path| {
+                let full = root.join(path);
+                let full = std::fs::canonicalize(&full).unwrap_or(full);
+                full.exists() && !declared.contains(&full)
+            })
+            .map(|path| {
+                format!(
+                    "{instance}: {path} is not among the stage's `inputs:`, so a change to it will not re-run the stage"
+                )
+            })
+            .collect()
+    }
+
     /// Every file the protocol reads, as given, in order (train, dev, evaluation sets), each
     /// once: what the stage's `inputs` must cover for the cache to notice a changed file.
     pub fn paths(&self) -> Vec<&str> {

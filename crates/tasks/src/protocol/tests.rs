@@ -450,3 +450,43 @@ fn known_params_cover_the_parser() {
     }
     assert_eq!(crate::known_params().len(), 11);
 }
+
+#[test]
+fn tagging_protocol_reads_label2id_and_holds_out_sentences() {
+    let mut rows = String::from("text_a\tlabel\n");
+    for i in 0..40 {
+        if i % 4 == 0 {
+            let _ = writeln!(rows, "今 天 {i}\tO O O");
+        } else {
+            let _ = writeln!(rows, "王 明 {i}\tB-PER I-PER O");
+        }
+    }
+    let d = dir(&[
+        ("ner/dev.tsv", &rows),
+        ("ner/test.tsv", "text_a\tlabel\n北 京\tB-LOC I-LOC\n"),
+        ("ner/label2id.json", r#"{"O": 0, "B-PER": 1, "I-PER": 2, "B-LOC": 3, "I-LOC": 4}"#),
+    ]);
+    let p = spec(json!({
+        "task": {"name": "tagging", "header": true, "text": "text_a", "label": "label",
+                 "label2id": "ner/label2id.json"},
+        "train": "ner/dev.tsv", "dev_fraction": 0.1, "test": "ner/test.tsv"
+    }))
+    .unwrap()
+    .load(d.path())
+    .unwrap();
+    assert_eq!(p.labels, ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]);
+    assert_eq!((p.train.len(), p.dev.len(), p.eval[0].len()), (36, 4, 1));
+    // Stratified on "holds an entity": 1 of the 4 held out has none, as in train.
+    let dev = p.dev.examples.as_tagged().unwrap();
+    assert_eq!(dev.iter().filter(|e| e.tags.iter().all(|&t| t == 0)).count(), 1);
+    // Label counts are characters per tag.
+    assert_eq!(p.eval[0].label_counts, [0, 0, 0, 1, 1]);
+    assert_eq!(p.to_json()["kind"], "tagging");
+    // A missing label2id.json names its path.
+    let e = spec(json!({"task": {"name": "tagging", "label2id": "nope.json"},
+                        "train": "ner/dev.tsv", "dev_fraction": 0.1}))
+    .unwrap()
+    .load(d.path())
+    .unwrap_err();
+    assert!(e.to_string().starts_with("nope.json: no such file"), "{e}");
+}

@@ -280,3 +280,88 @@ fn choice_count_must_not_change() {
     let e = read_choices(&b""[..], "c.jsonl", &choice(None)).unwrap_err();
     assert!(matches!(e, TaskError::NoExamples { .. }));
 }
+
+fn single(name: &str) -> crate::task::SingleFormat {
+    match Task::from_value(&json!(name), "task").unwrap() {
+        Task::Single(s) => s,
+        _ => panic!(),
+    }
+}
+
+#[test]
+fn reads_single_texts_by_header_with_digit_labels() {
+    let f = single("chnsenticorp");
+    let data = "label\ttext_a\n1\t房间很干净\n0\t太吵了\n2\t不知道\n1\t\n";
+    let r = read_singles(data.as_bytes(), "s.tsv", &f, &f.labels).unwrap();
+    assert_eq!(r.examples.len(), 2);
+    assert_eq!(r.examples[0].text, "房间很干净");
+    assert_eq!(r.examples[0].label, 1);
+    assert_eq!(r.examples[1].line, 3);
+    assert_eq!(r.report.label_counts, [1, 1]);
+    let reasons: Vec<_> = r.report.bad.samples.iter().map(|b| (b.line, b.reason)).collect();
+    assert_eq!(
+        reasons,
+        [(4, BadReason::UnknownLabel), (5, BadReason::EmptyText)]
+    );
+    assert!(r.report.bad.samples[1].detail.contains("text is empty"));
+    // A header-less file read as ChnSentiCorp: its first line holds a label.
+    let e = read_singles("1\t好\n".as_bytes(), "s.tsv", &f, &f.labels).unwrap_err();
+    assert!(matches!(e, TaskError::HeaderLooksLikeData { .. }), "{e}");
+}
+
+fn tagging(v: serde_json::Value) -> crate::task::TagFormat {
+    match Task::from_value(&v, "task").unwrap() {
+        Task::Tagging(t) => t,
+        _ => panic!(),
+    }
+}
+
+#[test]
+fn reads_tagged_sentences_in_both_layouts() {
+    let f = tagging(json!("msra_ner"));
+    let data = "text_a\tlabel\n王 明 在 北 京\tB-PER I-PER O B-LOC I-LOC\n好 的\tO\n\
+                在 这\tO B-XYZ\n \tO\n";
+    let r = read_tags(data.as_bytes(), "n.tsv", &f, &f.labels).unwrap();
+    assert_eq!(r.examples.len(), 1);
+    assert_eq!(r.examples[0].text(), "王明在北京");
+    assert_eq!(r.examples[0].tags, [3, 4, 0, 1, 2]);
+    let reasons: Vec<_> = r.report.bad.samples.iter().map(|b| (b.line, b.reason)).collect();
+    assert_eq!(
+        reasons,
+        [
+            (3, BadReason::TagCount),
+            (4, BadReason::UnknownLabel),
+            (5, BadReason::EmptyText)
+        ]
+    );
+    assert_eq!(r.report.label_counts[0], 1);
+    let e = r.report.check_bad_fraction(0.5).unwrap_err().to_string();
+    assert!(e.contains("n.tsv:3 tag_count: 2 characters but 1 tags"), "{e}");
+
+    let c = tagging(json!({"name": "tagging", "layout": "conll", "labels": ["O", "B-PER", "I-PER"]}));
+    let data = "-DOCSTART- O\n\n王 B-PER\n明 I-PER\n好 O\n\n\n他 B-PER\n们\n\n李 B-PER";
+    let r = read_tags(data.as_bytes(), "c.txt", &c, &c.labels).unwrap();
+    assert_eq!(r.examples.len(), 2);
+    assert_eq!((r.examples[0].line, r.examples[1].line), (3, 11));
+    assert_eq!(r.examples[1].chars, ["李"]);
+    assert_eq!(r.report.bad.samples[0].line, 8);
+    assert_eq!(r.report.bad.samples[0].reason, BadReason::ColumnCount);
+    assert_eq!(r.report.rows, 3);
+}
+
+#[test]
+fn tagging_task_params_are_checked() {
+    let err = |v: serde_json::Value| Task::from_value(&v, "task").unwrap_err().to_string();
+    assert!(err(json!("tagging")).contains("needs its tags"));
+    assert!(err(json!({"name": "tagging", "layout": "conl", "labels": ["O", "B-X"]})).contains("unknown layout"));
+    assert!(err(json!({"name": "tagging", "labels": ["O", "O"]})).contains("listed twice"));
+    assert!(err(json!({"name": "msra_ner", "lables": []})).contains("did you mean `labels`"));
+    let t = tagging(json!({"name": "tagging", "label2id": "l.json"}));
+    assert!(t.labels.is_empty());
+    assert_eq!(
+        crate::task::tags_from_label2id(r#"{"O": 0, "B-LOC": 2, "I-LOC": 1}"#, "l.json").unwrap(),
+        ["O", "I-LOC", "B-LOC"]
+    );
+    let e = crate::task::tags_from_label2id(r#"{"O": 0, "B-LOC": 0}"#, "l.json").unwrap_err();
+    assert!(e.to_string().contains("both have id 0"), "{e}");
+}
