@@ -11,6 +11,10 @@
 //! transformers 5 writes the MLM decoder neither as weight (tied to the word embeddings) nor as
 //! bias (tied to `predictions.bias`); older checkpoints carry both. Reading accepts both, and
 //! writing does what transformers 5 does.
+//!
+//! The per-position heads (token classification, question answering) sit on transformers'
+//! `AlbertModel` without its pooler: their checkpoints have no `albert.pooler.*`, so loading
+//! them does not ask for it and saving them does not write it.
 
 use std::path::{Path, PathBuf};
 
@@ -23,9 +27,11 @@ use burn::store::{
 use burn::tensor::Device;
 
 use crate::config::AlbertConfig;
-use crate::model::{
-    Albert, AlbertForMultipleChoice, AlbertForPreTraining, AlbertForSequenceClassification,
+use crate::heads::{
+    AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForSequenceClassification,
+    AlbertForTokenClassification,
 };
+use crate::model::{Albert, AlbertForPreTraining};
 
 /// transformers' names → ours (applied when reading).
 const FROM_HF: &[(&str, &str)] = &[
@@ -103,6 +109,27 @@ enum Heads {
     BackboneOnly,
     /// Everything the module has must be in the file.
     All,
+    /// Everything but the backbone's pooler, which transformers' per-position heads lack.
+    AllButPooler,
+}
+
+/// The pooler's tensors (`albert.pooler.weight`, `.bias`), the same in both namings.
+const POOLER: &str = "albert.pooler.";
+
+impl Heads {
+    /// Whether a tensor the module has must be in the file.
+    fn requires(self, path: &str) -> bool {
+        match self {
+            Heads::BackboneOnly => path.starts_with("albert."),
+            Heads::All => true,
+            Heads::AllButPooler => !path.starts_with(POOLER),
+        }
+    }
+
+    /// Whether a tensor in the file that the module lacks is an error.
+    fn rejects_extra(self, path: &str) -> bool {
+        self != Heads::BackboneOnly || path.starts_with("albert.")
+    }
 }
 
 /// Loads `module`'s tensors from `file`, and turns burn-store's report into an error a user can
@@ -150,7 +177,7 @@ fn load_into<M: Module + ModuleSnapshot + Clone>(
         .missing
         .iter()
         .map(|(p, _)| p.as_str())
-        .filter(|p| heads == Heads::All || p.starts_with("albert."))
+        .filter(|p| heads.requires(p))
         .collect();
     if !missing.is_empty() {
         let heads_only = missing.iter().all(|p| !p.starts_with("albert."));
@@ -177,7 +204,7 @@ fn load_into<M: Module + ModuleSnapshot + Clone>(
         .iter()
         .map(String::as_str)
         .filter(|p| !IGNORED.contains(p))
-        .filter(|p| heads == Heads::All || p.starts_with("albert."))
+        .filter(|p| heads.rejects_extra(p))
         .collect();
     if !unexpected.is_empty() {
         bail!(
@@ -268,11 +295,20 @@ fn check_safetensors_header(file: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn save_from<M: Module + ModuleSnapshot>(module: &M, file: &Path) -> anyhow::Result<()> {
+fn save_from<M: Module + ModuleSnapshot>(
+    module: &M,
+    file: &Path,
+    heads: Heads,
+) -> anyhow::Result<()> {
     if file.exists() {
         std::fs::remove_file(file).with_context(|| format!("cannot replace {}", file.display()))?;
     }
-    let mut store = SafetensorsStore::from_file(file)
+    let mut store = SafetensorsStore::from_file(file);
+    if heads == Heads::AllButPooler {
+        // transformers would report an unused pooler as unexpected keys.
+        store = store.with_predicate(|path, _| !path.starts_with(POOLER));
+    }
+    let mut store = store
         .with_to_adapter(BurnToPyTorchAdapter)
         .remap(remapper(TO_HF))
         .clear_metadata()
@@ -329,18 +365,29 @@ struct BackboneHolder {
     albert: Albert,
 }
 
-/// Loads an `AlbertForSequenceClassification` checkpoint; `None` when the directory's model
-/// has no classifier head (the error then says so).
-pub fn load_classifier(
-    dir: &Path,
-    device: &Device,
-) -> anyhow::Result<(AlbertConfig, AlbertForSequenceClassification)> {
-    let config = read_config(dir)?;
-    let file = weights_file(dir)?;
-    let raw: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
-    let num_labels = raw
-        .get("id2label")
+/// `id2label` and `label2id` as transformers reads them (`{"0": "B-LOC"}`, `{"B-LOC": 0}`).
+fn label_maps(labels: &[String]) -> [(&'static str, serde_json::Value); 2] {
+    let id2label: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i.to_string(), serde_json::json!(l)))
+        .collect();
+    let label2id: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.clone(), serde_json::json!(i)))
+        .collect();
+    [("id2label", id2label.into()), ("label2id", label2id.into())]
+}
+
+/// The number of classes config.json declares: the size of `id2label`, else `num_labels`.
+fn num_labels(dir: &Path) -> anyhow::Result<usize> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let raw: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON", path.display()))?;
+    raw.get("id2label")
         .and_then(|v| v.as_object())
         .map(|m| m.len())
         .or_else(|| {
@@ -354,7 +401,42 @@ pub fn load_classifier(
                  (a pretrain artifact has no classifier head; fine-tune it first)",
                 dir.display()
             )
-        })?;
+        })
+}
+
+/// The label names of config.json's `id2label` in id order (`None` without one, or when its
+/// keys are not the ids 0..n).
+pub fn read_labels(dir: &Path) -> anyhow::Result<Option<Vec<String>>> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let raw: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON", path.display()))?;
+    let Some(map) = raw.get("id2label").and_then(|v| v.as_object()) else {
+        return Ok(None);
+    };
+    let mut labels = vec![None; map.len()];
+    for (k, v) in map {
+        let (Ok(i), Some(name)) = (k.parse::<usize>(), v.as_str()) else {
+            return Ok(None);
+        };
+        match labels.get_mut(i) {
+            Some(slot) => *slot = Some(name.to_string()),
+            None => return Ok(None),
+        }
+    }
+    Ok(labels.into_iter().collect())
+}
+
+/// Loads an `AlbertForSequenceClassification` checkpoint; `None` when the directory's model
+/// has no classifier head (the error then says so).
+pub fn load_classifier(
+    dir: &Path,
+    device: &Device,
+) -> anyhow::Result<(AlbertConfig, AlbertForSequenceClassification)> {
+    let config = read_config(dir)?;
+    let file = weights_file(dir)?;
+    let num_labels = num_labels(dir)?;
     let mut model = AlbertForSequenceClassification::new(&config, num_labels, 0.0, device);
     load_into(&mut model, &file, Heads::All).map_err(|e| {
         if e.to_string().contains("classifier") {
@@ -389,7 +471,7 @@ pub fn save_pretraining(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     write_config(dir, config, "AlbertForPreTraining", &[])?;
-    save_from(model, &dir.join("model.safetensors"))
+    save_from(model, &dir.join("model.safetensors"), Heads::All)
 }
 
 /// Writes a classifier with its label names (`id2label`/`label2id`, as transformers reads them).
@@ -400,23 +482,13 @@ pub fn save_classifier(
     labels: &[String],
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let id2label: serde_json::Map<String, serde_json::Value> = labels
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (i.to_string(), serde_json::json!(l)))
-        .collect();
-    let label2id: serde_json::Map<String, serde_json::Value> = labels
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (l.clone(), serde_json::json!(i)))
-        .collect();
     write_config(
         dir,
         config,
         "AlbertForSequenceClassification",
-        &[("id2label", id2label.into()), ("label2id", label2id.into())],
+        &label_maps(labels),
     )?;
-    save_from(model, &dir.join("model.safetensors"))
+    save_from(model, &dir.join("model.safetensors"), Heads::All)
 }
 
 /// Writes a multiple-choice model.
@@ -427,5 +499,61 @@ pub fn save_multiple_choice(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     write_config(dir, config, "AlbertForMultipleChoice", &[])?;
-    save_from(model, &dir.join("model.safetensors"))
+    save_from(model, &dir.join("model.safetensors"), Heads::All)
+}
+
+/// Loads an `AlbertForTokenClassification` checkpoint (transformers' or ours; the number of
+/// tags from config.json's `id2label` or `num_labels`, their names from [`read_labels`]).
+pub fn load_token_classifier(
+    dir: &Path,
+    device: &Device,
+) -> anyhow::Result<(AlbertConfig, AlbertForTokenClassification)> {
+    let config = read_config(dir)?;
+    let file = weights_file(dir)?;
+    let num_labels = num_labels(dir)?;
+    let mut model = AlbertForTokenClassification::new(&config, num_labels, 0.0, device);
+    load_into(&mut model, &file, Heads::AllButPooler)?;
+    Ok((config, model))
+}
+
+/// Writes a token classifier with its tag names (`id2label`/`label2id`), without the unused
+/// pooler, as transformers' `AlbertForTokenClassification.save_pretrained` does.
+pub fn save_token_classifier(
+    dir: &Path,
+    config: &AlbertConfig,
+    model: &AlbertForTokenClassification,
+    labels: &[String],
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    write_config(
+        dir,
+        config,
+        "AlbertForTokenClassification",
+        &label_maps(labels),
+    )?;
+    save_from(model, &dir.join("model.safetensors"), Heads::AllButPooler)
+}
+
+/// Loads an `AlbertForQuestionAnswering` checkpoint (transformers' or ours).
+pub fn load_question_answering(
+    dir: &Path,
+    device: &Device,
+) -> anyhow::Result<(AlbertConfig, AlbertForQuestionAnswering)> {
+    let config = read_config(dir)?;
+    let file = weights_file(dir)?;
+    let mut model = AlbertForQuestionAnswering::new(&config, device);
+    load_into(&mut model, &file, Heads::AllButPooler)?;
+    Ok((config, model))
+}
+
+/// Writes a span-extraction model without the unused pooler, as transformers'
+/// `AlbertForQuestionAnswering.save_pretrained` does.
+pub fn save_question_answering(
+    dir: &Path,
+    config: &AlbertConfig,
+    model: &AlbertForQuestionAnswering,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    write_config(dir, config, "AlbertForQuestionAnswering", &[])?;
+    save_from(model, &dir.join("model.safetensors"), Heads::AllButPooler)
 }

@@ -3,7 +3,9 @@
 //! - [`config`]: hyper-parameters from albert_zh JSON, Hugging Face `config.json` and pipeline
 //!   params, validation, parameter counts;
 //! - [`model`]: factorised embeddings, the shared encoder (`share_type` all / attention / ffn /
-//!   none, post-LN or pre-LN), pooler, MLM/SOP/classification/multiple-choice heads;
+//!   none, post-LN or pre-LN), pooler, MLM/SOP heads;
+//! - [`heads`]: the fine-tuning heads: sequence classification, multiple choice, token
+//!   classification, question answering;
 //! - [`hf`]: Hugging Face checkpoints in and out (`config.json` + `model.safetensors` or
 //!   `pytorch_model.bin`);
 //! - [`tf`]: TensorFlow 1 checkpoints of google-research/albert and brightmart/albert_zh in and
@@ -15,6 +17,7 @@ pub mod albert_zh_layout;
 pub mod config;
 pub mod device;
 mod fused;
+pub mod heads;
 pub mod hf;
 pub mod model;
 pub mod parallel;
@@ -24,7 +27,8 @@ pub mod train;
 pub use config::{
     Activation, AlbertConfig, ConfigError, Layout, LnType, ParameterCount, ShareType,
 };
-pub use model::{
-    Albert, AlbertForMultipleChoice, AlbertForPreTraining, AlbertForSequenceClassification,
-    AlbertInput, MlmTargets, PretrainOutput,
+pub use heads::{
+    AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForSequenceClassification,
+    AlbertForTokenClassification, SpanLogits,
 };
+pub use model::{Albert, AlbertForPreTraining, AlbertInput, MlmTargets, PretrainOutput};

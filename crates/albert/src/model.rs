@@ -1,8 +1,8 @@
 //! ALBERT as burn modules, written once against burn's runtime `Device` (flex, or libtorch with
 //! the `tch` feature): factorised embeddings, an encoder whose attention and feed-forward blocks
-//! are shared across layers as `share_type` says, post-LN or pre-LN, the pooler, and the heads
-//! (MLM with the decoder tied to the word embeddings, SOP, sequence classification, multiple
-//! choice).
+//! are shared across layers as `share_type` says, post-LN or pre-LN, the pooler, and the
+//! pretraining heads (MLM with the decoder tied to the word embeddings, SOP). The fine-tuning
+//! heads are in [`crate::heads`] (re-exported here under their old paths).
 //!
 //! Field names follow Hugging Face's `AlbertForPreTraining` where they can, so that
 //! [`crate::hf`] maps checkpoints with a handful of rules. Read [`AlbertEncoder::forward`] for the
@@ -17,8 +17,12 @@ use burn::tensor::activation::{gelu, log_softmax, relu, sigmoid, softmax};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::config::{Activation, AlbertConfig, Layout, LnType};
+pub use crate::heads::{
+    AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForSequenceClassification,
+    AlbertForTokenClassification, SpanLogits,
+};
 
-fn linear(d_in: usize, d_out: usize, c: &AlbertConfig, device: &Device) -> Linear {
+pub(crate) fn linear(d_in: usize, d_out: usize, c: &AlbertConfig, device: &Device) -> Linear {
     // transformers initialises weights N(0, initializer_range) and biases with zeros.
     let mut l = LinearConfig::new(d_in, d_out)
         .with_initializer(Initializer::Normal {
@@ -509,125 +513,4 @@ pub fn weighted_cross_entropy(
     let total = weights.clone().sum().clamp_min(1e-6);
     let loss = (picked * weights).sum().neg() / total;
     (loss, correct.detach())
-}
-
-/// ALBERT with a classifier on the pooled [CLS] (`AlbertForSequenceClassification`).
-#[derive(Module, Debug)]
-pub struct AlbertForSequenceClassification {
-    pub albert: Albert,
-    pub dropout: Dropout,
-    pub classifier: Linear,
-}
-
-impl AlbertForSequenceClassification {
-    pub fn new(c: &AlbertConfig, num_labels: usize, dropout: f64, device: &Device) -> Self {
-        AlbertForSequenceClassification {
-            albert: Albert::new(c, device),
-            dropout: DropoutConfig::new(dropout).init(),
-            classifier: linear(c.hidden_size, num_labels, c, device),
-        }
-    }
-
-    /// A classifier on top of an existing backbone (a pretrained one).
-    pub fn from_backbone(
-        albert: Albert,
-        c: &AlbertConfig,
-        num_labels: usize,
-        dropout: f64,
-        device: &Device,
-    ) -> Self {
-        AlbertForSequenceClassification {
-            albert,
-            dropout: DropoutConfig::new(dropout).init(),
-            classifier: linear(c.hidden_size, num_labels, c, device),
-        }
-    }
-
-    /// `[batch, num_labels]` logits.
-    pub fn forward(&self, input: &AlbertInput) -> Tensor<2> {
-        let pooled = self.albert.forward(input).pooler_output;
-        self.classifier.forward(self.dropout.forward(pooled))
-    }
-
-    /// Logits with the classifier's dropout given as a mask on the pooled output (`[batch, H]`,
-    /// already scaled by `1/(1-p)`; `None`: no dropout). Data-parallel training draws the masks
-    /// on one thread in a fixed order: workers drawing from the device's one random stream
-    /// concurrently would make runs irreproducible.
-    pub fn forward_with_dropout_mask(
-        &self,
-        input: &AlbertInput,
-        mask: Option<Tensor<2>>,
-    ) -> Tensor<2> {
-        let pooled = self.albert.forward(input).pooler_output;
-        self.classifier.forward(apply_mask(pooled, mask))
-    }
-
-    /// The dropout probability before the classifier.
-    pub fn dropout_prob(&self) -> f64 {
-        self.dropout.prob
-    }
-
-    pub fn num_labels(&self) -> usize {
-        self.classifier.weight.dims()[1]
-    }
-}
-
-/// ALBERT for multiple choice (`AlbertForMultipleChoice`): every (prompt, choice) pair is
-/// encoded, a one-output classifier scores it, and the scores of one question are compared.
-#[derive(Module, Debug)]
-pub struct AlbertForMultipleChoice {
-    pub albert: Albert,
-    pub dropout: Dropout,
-    pub classifier: Linear,
-}
-
-impl AlbertForMultipleChoice {
-    pub fn new(c: &AlbertConfig, dropout: f64, device: &Device) -> Self {
-        Self::from_backbone(Albert::new(c, device), c, dropout, device)
-    }
-
-    pub fn from_backbone(albert: Albert, c: &AlbertConfig, dropout: f64, device: &Device) -> Self {
-        AlbertForMultipleChoice {
-            albert,
-            dropout: DropoutConfig::new(dropout).init(),
-            classifier: linear(c.hidden_size, 1, c, device),
-        }
-    }
-
-    /// `input` holds `questions × choices` rows, the choices of a question adjacent;
-    /// returns `[questions, choices]` scores.
-    pub fn forward(&self, input: &AlbertInput, choices: usize) -> Tensor<2> {
-        let pooled = self.albert.forward(input).pooler_output;
-        let [rows, _] = pooled.dims();
-        self.classifier
-            .forward(self.dropout.forward(pooled))
-            .reshape([rows / choices, choices])
-    }
-
-    /// [`Self::forward`] with the dropout given as a mask (see
-    /// [`AlbertForSequenceClassification::forward_with_dropout_mask`]).
-    pub fn forward_with_dropout_mask(
-        &self,
-        input: &AlbertInput,
-        choices: usize,
-        mask: Option<Tensor<2>>,
-    ) -> Tensor<2> {
-        let pooled = self.albert.forward(input).pooler_output;
-        let [rows, _] = pooled.dims();
-        self.classifier
-            .forward(apply_mask(pooled, mask))
-            .reshape([rows / choices, choices])
-    }
-
-    /// The dropout probability before the classifier.
-    pub fn dropout_prob(&self) -> f64 {
-        self.dropout.prob
-    }
-}
-
-fn apply_mask(x: Tensor<2>, mask: Option<Tensor<2>>) -> Tensor<2> {
-    match mask {
-        Some(m) => x * m,
-        None => x,
-    }
 }

@@ -285,3 +285,230 @@ fn loaded_weights_train() {
         "no gradient for a loaded attention weight"
     );
 }
+
+/// The tag names of the token-classification fixture (tests/fixtures/make_hf_heads.py).
+const TAGS: [&str; 7] = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG"];
+
+fn int_rows(io: &Io, key: &str, device: &Device) -> Tensor<2, burn::tensor::Int> {
+    let (b, s, flat) = io.rows(key);
+    Tensor::from_data(burn::tensor::TensorData::new(flat, [b, s]), device)
+}
+
+fn int_vec(io: &Io, key: &str, device: &Device) -> Tensor<1, burn::tensor::Int> {
+    let v: Vec<i64> = io.json[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect();
+    let n = v.len();
+    Tensor::from_data(burn::tensor::TensorData::new(v, [n]), device)
+}
+
+fn scalar(t: Tensor<1>) -> f32 {
+    t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap()[0]
+}
+
+#[test]
+fn token_classifier_matches_transformers() {
+    let device = test_device();
+    let dir = fixtures().join("token_classifier_gelu_new");
+    let io = Io::load(&dir);
+    let (_, model) = hf::load_token_classifier(&dir, &device).unwrap();
+    assert_eq!(model.num_labels(), TAGS.len());
+    let logits = model.forward(&io.input(&device));
+    assert_eq!(logits.dims(), [3, 10, TAGS.len()]);
+    let diff = max_diff(logits.clone(), &io.floats("logits"));
+    eprintln!("token classifier: logits max |diff| = {diff:.2e}");
+    assert!(diff < 1e-4, "token classifier logits differ by {diff}");
+
+    // The loss ignores the −100 labels as transformers' CrossEntropyLoss does.
+    let labels = int_rows(&io, "labels", &device);
+    let (loss, _) = pipeline_albert::AlbertForTokenClassification::loss(logits, labels);
+    let expected = io.json["loss"].as_f64().unwrap() as f32;
+    let got = scalar(loss);
+    assert!((got - expected).abs() < 1e-4, "loss {got} vs {expected}");
+}
+
+#[test]
+fn question_answering_matches_transformers() {
+    let device = test_device();
+    let dir = fixtures().join("question_answering_gelu_new");
+    let io = Io::load(&dir);
+    let (_, model) = hf::load_question_answering(&dir, &device).unwrap();
+    let out = model.forward(&io.input(&device));
+    assert_eq!(out.start_logits.dims(), [3, 10]);
+    for (name, t) in [
+        ("start_logits", out.start_logits.clone()),
+        ("end_logits", out.end_logits.clone()),
+    ] {
+        let diff = max_diff(t, &io.floats(name));
+        eprintln!("question answering: {name} max |diff| = {diff:.2e}");
+        assert!(diff < 1e-4, "{name} differ by {diff}");
+    }
+    let (loss, _) = pipeline_albert::AlbertForQuestionAnswering::loss(
+        &out,
+        int_vec(&io, "start_positions", &device),
+        int_vec(&io, "end_positions", &device),
+    );
+    let expected = io.json["loss"].as_f64().unwrap() as f32;
+    let got = scalar(loss);
+    assert!((got - expected).abs() < 1e-4, "loss {got} vs {expected}");
+}
+
+/// The tensor names of a safetensors file.
+fn safetensors_keys(file: &Path) -> Vec<String> {
+    let bytes = std::fs::read(file).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    header
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| *k != "__metadata__")
+        .cloned()
+        .collect()
+}
+
+/// Runs tests/fixtures/check_hf_export.py on `dir` against the expected outputs of `io`.
+fn check_in_transformers(dir: &Path, io: &Path, what: &str) {
+    let Some(py) = python_with_transformers() else {
+        eprintln!(
+            "skipped the transformers check of {what}: no python with torch and transformers (scripts/setup-python.sh)"
+        );
+        return;
+    };
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/check_hf_export.py");
+    let result = Command::new(&py)
+        .arg(&script)
+        .arg(dir)
+        .arg(io)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert!(
+        result.status.success(),
+        "{what}: transformers does not reproduce our export\n{stdout}\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    eprintln!("{what}: transformers reproduces our export: {stdout}");
+}
+
+#[test]
+fn token_classifier_export_loads_back_in_rust_and_in_transformers() {
+    let device = test_device();
+    let dir = fixtures().join("token_classifier_gelu_new");
+    let io = Io::load(&dir);
+    let (config, model) = hf::load_token_classifier(&dir, &device).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let labels: Vec<String> = TAGS.iter().map(|t| t.to_string()).collect();
+    hf::save_token_classifier(out.path(), &config, &model, &labels).unwrap();
+
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["architectures"][0], "AlbertForTokenClassification");
+    assert_eq!(json["id2label"]["3"], "B-LOC");
+    assert_eq!(json["label2id"]["I-ORG"], 6);
+    assert_eq!(hf::read_labels(out.path()).unwrap(), Some(labels));
+    let keys = safetensors_keys(&out.path().join("model.safetensors"));
+    assert!(keys.iter().any(|k| k == "classifier.weight"), "{keys:?}");
+    assert!(!keys.iter().any(|k| k.contains("pooler")), "{keys:?}");
+
+    let (_, again) = hf::load_token_classifier(out.path(), &device).unwrap();
+    let diff = max_diff(again.forward(&io.input(&device)), &io.floats("logits"));
+    assert!(diff < 1e-4, "reloaded logits differ by {diff}");
+    check_in_transformers(out.path(), &dir.join("io.json"), "token classifier");
+}
+
+#[test]
+fn question_answering_export_loads_back_in_rust_and_in_transformers() {
+    let device = test_device();
+    let dir = fixtures().join("question_answering_gelu_new");
+    let io = Io::load(&dir);
+    let (config, model) = hf::load_question_answering(&dir, &device).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    hf::save_question_answering(out.path(), &config, &model).unwrap();
+
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["architectures"][0], "AlbertForQuestionAnswering");
+    let keys = safetensors_keys(&out.path().join("model.safetensors"));
+    assert!(keys.iter().any(|k| k == "qa_outputs.weight"), "{keys:?}");
+    assert!(!keys.iter().any(|k| k.contains("pooler")), "{keys:?}");
+
+    let (_, again) = hf::load_question_answering(out.path(), &device).unwrap();
+    let diff = max_diff(
+        again.forward(&io.input(&device)).end_logits,
+        &io.floats("end_logits"),
+    );
+    assert!(diff < 1e-4, "reloaded end logits differ by {diff}");
+    check_in_transformers(out.path(), &dir.join("io.json"), "question answering");
+}
+
+#[test]
+fn a_model_without_the_head_is_a_clear_error() {
+    let device = test_device();
+    // A pretraining checkpoint has the backbone but neither per-position head.
+    let pretrain = fixtures().join("gelu");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(pretrain.join("config.json")).unwrap())
+            .unwrap();
+    config["num_labels"] = 7.into();
+    std::fs::write(tmp.path().join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(
+        pretrain.join("model.safetensors"),
+        tmp.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let e = format!(
+        "{:#}",
+        hf::load_token_classifier(tmp.path(), &device).unwrap_err()
+    );
+    assert!(e.contains("classifier.weight"), "{e}");
+    let e = format!(
+        "{:#}",
+        hf::load_question_answering(tmp.path(), &device).unwrap_err()
+    );
+    assert!(e.contains("qa_outputs"), "{e}");
+    // Nor is a tagger a span extractor.
+    let tagger = fixtures().join("token_classifier_gelu_new");
+    let e = format!(
+        "{:#}",
+        hf::load_question_answering(&tagger, &device).unwrap_err()
+    );
+    assert!(e.contains("qa_outputs"), "{e}");
+}
+
+#[test]
+fn per_position_heads_train_from_a_pretrained_backbone() {
+    use burn::optim::GradientsParams;
+    let device = test_device().autodiff();
+    let dir = fixtures().join("gelu");
+    let io = Io::load(&dir);
+    let (config, backbone) = hf::load_backbone(&dir, &device).unwrap();
+    let tagger = pipeline_albert::AlbertForTokenClassification::from_backbone(
+        backbone.clone(),
+        &config,
+        3,
+        0.1,
+        &device,
+    );
+    let logits = tagger.forward(&io.input(&device));
+    let grads = GradientsParams::from_grads(logits.sum().backward(), &tagger);
+    assert!(grads.get::<2>(tagger.classifier.weight.id).is_some());
+    let q = &tagger.albert.encoder.attentions[0].query.weight;
+    assert!(
+        grads.get::<2>(q.id).is_some(),
+        "no gradient into the backbone"
+    );
+
+    let reader =
+        pipeline_albert::AlbertForQuestionAnswering::from_backbone(backbone, &config, &device);
+    let out = reader.forward(&io.input(&device));
+    let grads = GradientsParams::from_grads(out.start_logits.sum().backward(), &reader);
+    assert!(grads.get::<2>(reader.qa_outputs.weight.id).is_some());
+}

@@ -95,6 +95,7 @@
 //!   dev: data/my_nli/dev.tsv
 //! ```
 
+pub mod entities;
 mod error;
 pub mod metrics;
 mod params;
