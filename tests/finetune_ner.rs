@@ -72,8 +72,14 @@ fn msra_ner_tags_every_character_and_predicts_entities() {
     let test = &m["eval"]["test"];
     assert_eq!(test["examples"].as_u64().unwrap(), {
         // characters of the test file
-        let t = read(format!("{}/datasets/fixtures/msra_ner/test.tsv", env!("CARGO_MANIFEST_DIR")));
-        t.lines().skip(1).map(|l| l.split('\t').next().unwrap().split(' ').count() as u64).sum::<u64>()
+        let t = read(format!(
+            "{}/datasets/fixtures/msra_ner/test.tsv",
+            env!("CARGO_MANIFEST_DIR")
+        ));
+        t.lines()
+            .skip(1)
+            .map(|l| l.split('\t').next().unwrap().split(' ').count() as u64)
+            .sum::<u64>()
     });
     let e = &test["entities"];
     for k in ["precision", "recall", "f1"] {
@@ -95,7 +101,10 @@ fn msra_ner_tags_every_character_and_predicts_entities() {
         assert_eq!(r[3].split(' ').count(), n, "{r:?}");
         assert_eq!(r[4].split(' ').count(), n, "{r:?}");
     }
-    assert!(rows.iter().any(|r| r[2].split(' ').count() > 40), "a sentence longer than a window");
+    assert!(
+        rows.iter().any(|r| r[2].split(' ').count() > 40),
+        "a sentence longer than a window"
+    );
 
     let config = json_file(dir.join("config.json"));
     assert_eq!(config["architectures"][0], "AlbertForTokenClassification");
@@ -108,7 +117,10 @@ fn msra_ner_tags_every_character_and_predicts_entities() {
     let p = out.json();
     assert_eq!(p["tags"].as_array().unwrap().len(), text.chars().count());
     for ent in p["entities"].as_array().unwrap() {
-        let (s, e) = (ent["start"].as_u64().unwrap() as usize, ent["end"].as_u64().unwrap() as usize);
+        let (s, e) = (
+            ent["start"].as_u64().unwrap() as usize,
+            ent["end"].as_u64().unwrap() as usize,
+        );
         let surface: String = text.chars().skip(s).take(e - s).collect();
         assert_eq!(ent["text"], surface.as_str());
         assert!(["PER", "LOC", "ORG"].contains(&ent["type"].as_str().unwrap()));
@@ -116,7 +128,14 @@ fn msra_ner_tags_every_character_and_predicts_entities() {
     let out = ws.run(&["predict", "--stage", "finetune_msra_ner", text]);
     out.expect_code(0).assert_no_panic();
     ws.write("texts.txt", format!("{text}\n\n今天天气很好。\n"));
-    let out = ws.run(&["predict", "--stage", "finetune_msra_ner", "--input", "texts.txt", "--json"]);
+    let out = ws.run(&[
+        "predict",
+        "--stage",
+        "finetune_msra_ner",
+        "--input",
+        "texts.txt",
+        "--json",
+    ]);
     out.expect_code(0).assert_no_panic();
     assert_eq!(out.stdout.lines().count(), 2, "{}", out.stdout);
     let out = ws.run(&["predict", "--stage", "finetune_msra_ner", ""]);
@@ -125,9 +144,16 @@ fn msra_ner_tags_every_character_and_predicts_entities() {
 
     // The baselines: the training entities and per-character tags score F1 on test.
     let b = json_file(artifact(&v, "baseline_msra_ner").join("metrics.json"));
-    let names: Vec<&str> = b["baselines"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = b["baselines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["majority_tag", "lexicon"]);
-    let lex = b["baselines"][1]["eval"]["test"]["entities"]["micro"]["f1"].as_f64().unwrap();
+    let lex = b["baselines"][1]["eval"]["test"]["entities"]["micro"]["f1"]
+        .as_f64()
+        .unwrap();
     assert!(lex > 0.5, "the fixture reuses its names: {lex}");
 }
 
@@ -146,7 +172,9 @@ fn conll_layout_and_bad_sentences() {
       batch_size: 16
       max_seq_length: 32
 "#;
-    let ws = Ws::new(&yaml(&ft.replace("TRAIN", "${vars.data}/conll_ner/train.txt")));
+    let ws = Ws::new(&yaml(
+        &ft.replace("TRAIN", "${vars.data}/conll_ner/train.txt"),
+    ));
     let v = ws.run_ok(&["ft"]);
     let m = json_file(artifact(&v, "ft").join("metrics.json"));
     assert_eq!(m["protocol"]["eval"][0]["examples"], 20);
@@ -155,16 +183,23 @@ fn conll_layout_and_bad_sentences() {
     // Bad sentences: a tag count mismatch, an unknown tag: each at its line, and past
     // max_bad_fraction the stage fails.
     let ws = Ws::new(&yaml(&ft.replace("TRAIN", "bad.txt")));
-    ws.write("bad.txt", "王 B-PER\n明 I-PER\n\n北 B-LOC\n京 B-XYZ\n\n好\n\n");
+    ws.write(
+        "bad.txt",
+        "王 B-PER\n明 I-PER\n\n北 B-LOC\n京 B-XYZ\n\n好\n\n",
+    );
     let out = ws.run(&["run", "ft"]);
     out.expect_code(1).assert_no_panic();
     assert!(
-        out.stdout.contains("bad.txt:4 unknown_label") && out.stdout.contains("bad.txt:7 column_count"),
+        out.stdout.contains("bad.txt:4 unknown_label")
+            && out.stdout.contains("bad.txt:7 column_count"),
         "{}",
         out.describe()
     );
     // The TSV layout: a character/tag count mismatch and an empty sentence.
-    let ws = Ws::new(&yaml(&ft.replace("layout: conll", "layout: tsv").replace("TRAIN", "bad.tsv")));
+    let ws = Ws::new(&yaml(
+        &ft.replace("layout: conll", "layout: tsv")
+            .replace("TRAIN", "bad.tsv"),
+    ));
     ws.write("bad.tsv", "王 明\tB-PER I-PER\n北 京\tB-LOC\n \tO\n");
     let out = ws.run(&["run", "ft"]);
     out.expect_code(1).assert_no_panic();

@@ -103,9 +103,18 @@ fn chnsenticorp_trains_exports_and_predicts_single_texts() {
     let p = out.json();
     assert_eq!(p["text"], "这家酒店很好");
     assert!(["negative", "positive"].contains(&p["label"].as_str().unwrap()));
-    let human = ws.run(&["predict", "--stage", "finetune_chnsenticorp", "这家酒店很好"]);
+    let human = ws.run(&[
+        "predict",
+        "--stage",
+        "finetune_chnsenticorp",
+        "这家酒店很好",
+    ]);
     human.expect_code(0);
-    assert!(human.stdout.contains("probabilities: negative: "), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("probabilities: negative: "),
+        "{}",
+        human.stdout
+    );
 
     // A TSV of `text \t gold`: the stage's own predictions.
     ws.write(
@@ -136,7 +145,10 @@ fn chnsenticorp_trains_exports_and_predicts_single_texts() {
         .filter(|r| r[0] == "test")
         .map(|r| r[5].to_string())
         .collect();
-    assert_eq!(ours, stage, "predict disagrees with the stage's own predictions");
+    assert_eq!(
+        ours, stage,
+        "predict disagrees with the stage's own predictions"
+    );
 
     // Empty texts on the command line are refused as in a TSV; so are two texts.
     let out = ws.run(&["predict", "--stage", "finetune_chnsenticorp", " "]);
@@ -156,7 +168,10 @@ fn chnsenticorp_trains_exports_and_predicts_single_texts() {
         .collect();
     assert_eq!(names, ["majority", "ngram_lr"]);
     let lr = &b["baselines"][1]["eval"]["test"]["accuracy"];
-    assert!(lr.as_f64().unwrap() > 0.8, "the fixture's words give the class away: {lr}");
+    assert!(
+        lr.as_f64().unwrap() > 0.8,
+        "the fixture's words give the class away: {lr}"
+    );
     assert_eq!(b["protocol"]["train"]["examples"], 120);
 }
 
@@ -175,15 +190,26 @@ fn emotion_has_six_named_classes_and_bad_rows_fail_at_their_line() {
       batch_size: 16
       max_seq_length: 32
 "#;
-    let ws = Ws::new(&yaml(&ft.replace("TEST", "${vars.data}/smp2020_ewect/test.tsv")));
+    let ws = Ws::new(&yaml(
+        &ft.replace("TEST", "${vars.data}/smp2020_ewect/test.tsv"),
+    ));
     let v = ws.run_ok(&["ft"]);
     let m = json_file(artifact(&v, "ft").join("metrics.json"));
     assert_eq!(
         m["labels"],
         json!(["neutral", "angry", "happy", "sad", "fear", "surprise"])
     );
-    assert!(m["eval"]["test"]["f1"].is_null(), "no binary F1 for 6 classes");
-    assert_eq!(m["eval"]["test"]["confusion"]["counts"].as_array().unwrap().len(), 6);
+    assert!(
+        m["eval"]["test"]["f1"].is_null(),
+        "no binary F1 for 6 classes"
+    );
+    assert_eq!(
+        m["eval"]["test"]["confusion"]["counts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        6
+    );
 
     // A label outside 0–5 and an empty text: counted with file:line, over max_bad_fraction.
     let ws = Ws::new(&yaml(&ft.replace("TEST", "bad.tsv")));
@@ -204,5 +230,9 @@ fn emotion_has_six_named_classes_and_bad_rows_fail_at_their_line() {
     )));
     let out = ws.run(&["run", "ft"]);
     out.expect_code(2);
-    assert!(out.stderr.contains("did you mean `labels`"), "{}", out.describe());
+    assert!(
+        out.stderr.contains("did you mean `labels`"),
+        "{}",
+        out.describe()
+    );
 }

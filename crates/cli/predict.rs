@@ -56,7 +56,11 @@ fn read_rows(path: &Path, header: bool, labels: &[String], texts: usize) -> Resu
                 "{}:{n}: {} tab-separated columns; expected {} and optionally a gold label",
                 path.display(),
                 cols.len(),
-                if texts == 2 { "text_a, text_b" } else { "the text" }
+                if texts == 2 {
+                    "text_a, text_b"
+                } else {
+                    "the text"
+                }
             );
         }
         if cols[..texts].iter().any(|c| c.trim().is_empty()) {
@@ -108,7 +112,11 @@ fn read_texts(path: &Path, header: bool) -> Result<Vec<(usize, String)>> {
         let line = line.with_context(|| format!("reading {}", path.display()))?;
         let line = String::from_utf8(line)
             .map_err(|_| anyhow::anyhow!("{}:{n}: not valid UTF-8", path.display()))?;
-        let text = line.trim_end_matches(['\r', '\n']).split('\t').next().unwrap_or("");
+        let text = line
+            .trim_end_matches(['\r', '\n'])
+            .split('\t')
+            .next()
+            .unwrap_or("");
         if (header && n == 1) || text.trim().is_empty() {
             continue;
         }
@@ -260,9 +268,7 @@ fn classify_file(
     let bar = progress_bar(cli, args, rows.len(), what);
     let t0 = Instant::now();
     let all: Vec<Vec<String>> = rows.iter().map(|r| r.texts.clone()).collect();
-    let probs = class_probabilities(model, device, &all, args.batch_size, &|n| {
-        bar.inc(n as u64)
-    });
+    let probs = class_probabilities(model, device, &all, args.batch_size, &|n| bar.inc(n as u64));
     bar.finish_and_clear();
     let seconds = t0.elapsed().as_secs_f64();
     let (mut correct, mut with_gold) = (0usize, 0usize);
@@ -270,7 +276,11 @@ fn classify_file(
     let columns = if texts == 2 { "text_a\ttext_b" } else { "text" };
     if !args.json {
         let p_cols: Vec<String> = labels.iter().map(|l| format!("p_{l}")).collect();
-        writeln!(out, "line\t{columns}\tgold\tpredicted\t{}", p_cols.join("\t"))?;
+        writeln!(
+            out,
+            "line\t{columns}\tgold\tpredicted\t{}",
+            p_cols.join("\t")
+        )?;
     }
     for (r, p) in rows.iter().zip(&probs) {
         let k = argmax(p);
@@ -338,7 +348,14 @@ fn tag_texts(
         &model.encoder,
     );
     let workers = DataParallel::for_device(&device.device);
-    let out = outputs(&model.model, &split, batch_size, &workers, &device.device, progress);
+    let out = outputs(
+        &model.model,
+        &split,
+        batch_size,
+        &workers,
+        &device.device,
+        progress,
+    );
     let lengths: Vec<usize> = units.iter().map(|(u, _)| u.len()).collect();
     let tags = match out {
         Outputs::Positions(p) => tagging::merge(&split, &lengths, &p),
@@ -409,7 +426,9 @@ fn tag_file(
     let bar = progress_bar(cli, args, lines.len(), "texts");
     let texts: Vec<String> = lines.iter().map(|(_, t)| t.clone()).collect();
     let t0 = Instant::now();
-    let tagged = tag_texts(model, device, &texts, args.batch_size, &|n| bar.inc(n as u64));
+    let tagged = tag_texts(model, device, &texts, args.batch_size, &|n| {
+        bar.inc(n as u64)
+    });
     bar.finish_and_clear();
     let mut out = output(args)?;
     if !args.json {
@@ -417,7 +436,8 @@ fn tag_file(
     }
     for ((line, text), (tags, found)) in lines.iter().zip(&tagged) {
         if args.json {
-            let o = json!({"line": line, "text": text, "tags": tags, "entities": entities_json(found)});
+            let o =
+                json!({"line": line, "text": text, "tags": tags, "entities": entities_json(found)});
             writeln!(out, "{o}")?;
         } else {
             let ents: Vec<String> = found

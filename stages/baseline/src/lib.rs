@@ -39,7 +39,9 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use pipeline_engine::stage::{Stage, StageContext};
-use pipeline_tasks::{Metrics, MetricsBlock, PairExample, Protocol, ProtocolSpec, TaskKind, evaluate};
+use pipeline_tasks::{
+    Metrics, MetricsBlock, PairExample, Protocol, ProtocolSpec, TaskKind, evaluate,
+};
 use serde_json::{Map, Value, json};
 
 use features::{View, Vocabulary, char_jaccard, pair_features, pair_length};

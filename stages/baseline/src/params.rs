@@ -168,7 +168,11 @@ impl BaselineParams {
                     && (nli || m != Method::HypothesisLr)
             }
         };
-        METHODS.iter().map(|(_, m)| *m).filter(|m| suits(*m)).collect()
+        METHODS
+            .iter()
+            .map(|(_, m)| *m)
+            .filter(|m| suits(*m))
+            .collect()
     }
 }
 

@@ -78,7 +78,11 @@ impl Lexicon {
             let tags: Vec<&str> = e.tags.iter().map(|&t| labels[t].as_str()).collect();
             for ent in entities(&tags) {
                 let surface = e.chars[ent.start..ent.end].concat();
-                *seen.entry(surface).or_default().entry(ent.kind).or_default() += 1;
+                *seen
+                    .entry(surface)
+                    .or_default()
+                    .entry(ent.kind)
+                    .or_default() += 1;
             }
         }
         let mut ids = HashMap::new();
@@ -210,12 +214,20 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
             Method::MajorityTag => {
                 let m = MajorityTag::fit(train, labels.len());
                 let fit = json!({"characters": m.len()});
-                ("most frequent tag of each character", fit, scored(protocol, &|c| m.predict(c))?)
+                (
+                    "most frequent tag of each character",
+                    fit,
+                    scored(protocol, &|c| m.predict(c))?,
+                )
             }
             Method::Lexicon => {
                 let m = Lexicon::fit(train, labels);
                 let fit = json!({"entries": m.len(), "longest": m.longest});
-                ("training entities matched longest-first", fit, scored(protocol, &|c| m.predict(c))?)
+                (
+                    "training entities matched longest-first",
+                    fit,
+                    scored(protocol, &|c| m.predict(c))?,
+                )
             }
             other => bail!(
                 "method {} takes classification tasks; task {} is a tagging task (its methods: \

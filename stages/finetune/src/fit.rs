@@ -108,7 +108,11 @@ pub fn fit(
             tuner.device.seed(p.seed.wrapping_add(step));
             let rows: Vec<&[Encoded]> = batch.iter().map(|&i| &train.rows[i][..]).collect();
             let classes: Vec<usize> = batch.iter().map(|&i| train.labels[i]).collect();
-            let tags: Vec<&[i64]> = batch.iter().filter_map(|&i| train.tags.get(i)).map(|t| &t[..]).collect();
+            let tags: Vec<&[i64]> = batch
+                .iter()
+                .filter_map(|&i| train.tags.get(i))
+                .map(|t| &t[..])
+                .collect();
             let gold = if train.tags.is_empty() {
                 Gold::Classes(&classes)
             } else {
@@ -144,7 +148,9 @@ pub fn fit(
         train_seconds += seconds;
         let model = tuner.model.valid();
         let dev_decoded = predict_split(kind, &model, dev, p, &tuner.parallel, &eval_device);
-        let dev_scores = kind.score(dev, &dev_decoded, labels).map_err(|e| anyhow::anyhow!("dev metrics: {e}"))?;
+        let dev_scores = kind
+            .score(dev, &dev_decoded, labels)
+            .map_err(|e| anyhow::anyhow!("dev metrics: {e}"))?;
         let record = record(epoch, &sums, &dev_scores, labels.len(), seconds);
         log(&serde_json::to_string(&record)?);
         if best
@@ -174,11 +180,23 @@ pub fn fit(
 }
 
 /// The epoch's line of `metrics.jsonl`.
-fn record(epoch: usize, sums: &EpochSums, dev: &Scores, classes: usize, seconds: f64) -> EpochRecord {
+fn record(
+    epoch: usize,
+    sums: &EpochSums,
+    dev: &Scores,
+    classes: usize,
+    seconds: f64,
+) -> EpochRecord {
     let m = &dev.classes;
     // Predicted per label: the confusion matrix's column sums.
     let dev_predicted: Vec<usize> = (0..classes)
-        .map(|c| m.confusion.counts.iter().map(|row| row.get(c).copied().unwrap_or(0)).sum())
+        .map(|c| {
+            m.confusion
+                .counts
+                .iter()
+                .map(|row| row.get(c).copied().unwrap_or(0))
+                .sum()
+        })
         .collect();
     EpochRecord {
         epoch,

@@ -140,7 +140,17 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         config.hidden_size,
         p.hidden_dropout > 0.0,
     );
-    announce(ctx, p, &protocol, &sets, &source, &device, &tuner, total_steps, &log);
+    announce(
+        ctx,
+        p,
+        &protocol,
+        &sets,
+        &source,
+        &device,
+        &tuner,
+        total_steps,
+        &log,
+    );
     let task = Task {
         kind,
         labels: &protocol.labels,
@@ -155,7 +165,14 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
     )?;
     let evaluated = evaluate_sets(&fitted, &protocol, &sets, p, &tuner.parallel, &device, &log)?;
     std::fs::write(ctx.out_dir.join("predictions.tsv"), &evaluated.predictions)?;
-    write_model(ctx, spec.task.kind(), &fitted, &config, &protocol.labels, &source)?;
+    write_model(
+        ctx,
+        spec.task.kind(),
+        &fitted,
+        &config,
+        &protocol.labels,
+        &source,
+    )?;
     let metrics = summary(
         p, &protocol, &config, &source, &device, &tuner, &fitted, evaluated, started,
     );
@@ -290,7 +307,14 @@ fn evaluate_sets(
     predictions.add_decoded("dev", &protocol.dev.examples, &fitted.best.dev_decoded);
     let mut rows = 0usize;
     for (set, split) in sets.eval.iter().zip(&protocol.eval) {
-        let decoded = predict_split(task.kind, &fitted.best.model, set, p, workers, &device.device);
+        let decoded = predict_split(
+            task.kind,
+            &fitted.best.model,
+            set,
+            p,
+            workers,
+            &device.device,
+        );
         rows += set.rows.iter().map(Vec::len).sum::<usize>();
         let s = task.kind.score(set, &decoded, task.labels)?;
         let m = &s.classes;
@@ -299,7 +323,10 @@ fn evaluate_sets(
             set.name,
             m.accuracy,
             m.f1.map(|f| format!(", F1 {f:.4}")).unwrap_or_default(),
-            s.entities.as_ref().map(|e| format!(", entity F1 {:.4}", e.micro.f1)).unwrap_or_default(),
+            s.entities
+                .as_ref()
+                .map(|e| format!(", entity F1 {:.4}", e.micro.f1))
+                .unwrap_or_default(),
             m.examples
         ));
         eval.insert(set.name.clone(), scores_json(&s));

@@ -286,7 +286,10 @@ mod tests {
     #[test]
     fn defaults_nulls_and_protocol_keys() {
         let p = parse(json!({"task": "lcqmc", "epochs": null, "seed": 7})).unwrap();
-        assert_eq!((p.epochs, p.batch_size, p.max_seq_length, p.seed), (3, 32, 128, 7));
+        assert_eq!(
+            (p.epochs, p.batch_size, p.max_seq_length, p.seed),
+            (3, 32, 128, 7)
+        );
         assert_eq!(p.init, Init::Pretrained);
         assert!(p.group_by_length);
         let p = parse(json!({"init_from": "hf"})).unwrap();
@@ -296,15 +299,32 @@ mod tests {
     #[test]
     fn errors_name_the_param_as_before() {
         let err = |v: Value| parse(v).unwrap_err();
-        assert_eq!(err(json!({"epochs": 0})), "epochs must be at least 1 (got 0)");
-        assert_eq!(err(json!({"epochs": "3"})), "epochs must be a non-negative integer, not \"3\"");
-        assert_eq!(err(json!({"dropout": "x"})), "dropout must be a number, not \"x\"");
-        assert_eq!(err(json!({"init_from": 3})), "init_from must be a path, not 3");
+        assert_eq!(
+            err(json!({"epochs": 0})),
+            "epochs must be at least 1 (got 0)"
+        );
+        assert_eq!(
+            err(json!({"epochs": "3"})),
+            "epochs must be a non-negative integer, not \"3\""
+        );
+        assert_eq!(
+            err(json!({"dropout": "x"})),
+            "dropout must be a number, not \"x\""
+        );
+        assert_eq!(
+            err(json!({"init_from": 3})),
+            "init_from must be a path, not 3"
+        );
         assert_eq!(err(json!({"init": 3})), "init must be a string, not 3");
-        assert_eq!(err(json!({"group_by_length": 1})), "group_by_length must be true or false, not 1");
+        assert_eq!(
+            err(json!({"group_by_length": 1})),
+            "group_by_length must be true or false, not 1"
+        );
         assert!(err(json!({"init": "random", "init_from": "x"})).contains("exclude each other"));
         assert!(err(json!({"init": "pretrianed"})).starts_with("unknown init"));
-        assert!(err(json!({"pretrain_step": 0})).starts_with("pretrain_step must be a step number"));
+        assert!(
+            err(json!({"pretrain_step": 0})).starts_with("pretrain_step must be a step number")
+        );
         assert!(err(json!({"init": "random", "pretrain_step": 5})).contains("does not go with"));
         assert!(err(json!({"dropout": 1.0})).contains("must be in [0, 1)"));
         assert!(err(json!({"learning_rate": 0})).contains("positive"));

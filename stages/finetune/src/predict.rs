@@ -148,7 +148,12 @@ pub fn outputs(
     let first = || -> Vec<Encoded> { split.rows.iter().map(|r| r[0].clone()).collect() };
     match model {
         TaskModel::Pair(m) => Outputs::Rows(pair_probabilities(
-            m, &first(), batch_size, workers, device, progress,
+            m,
+            &first(),
+            batch_size,
+            workers,
+            device,
+            progress,
         )),
         TaskModel::Choice(m) => Outputs::Rows(choice_probabilities(
             m,
@@ -159,7 +164,12 @@ pub fn outputs(
             progress,
         )),
         TaskModel::Tags(m) => Outputs::Positions(tag_probabilities(
-            m, &first(), batch_size, workers, device, progress,
+            m,
+            &first(),
+            batch_size,
+            workers,
+            device,
+            progress,
         )),
     }
 }

@@ -87,12 +87,22 @@ impl FineTuner {
         let parts = self.parallel.split(batch.len());
         let counted = |r: &std::ops::Range<usize>| match gold {
             Gold::Classes(_) => r.len() as f64,
-            Gold::Tags(t) => t[r.clone()].iter().flat_map(|x| x.iter()).filter(|&&l| l != IGNORE).count() as f64,
+            Gold::Tags(t) => t[r.clone()]
+                .iter()
+                .flat_map(|x| x.iter())
+                .filter(|&&l| l != IGNORE)
+                .count() as f64,
         };
         let total = counted(&(0..batch.len())).max(1.0);
         // Inputs and masks are made here, in order: the masks come from the device's one
         // random stream.
-        let work: Vec<(AlbertInput, Tensor<1, Int>, Tensor<1>, Option<DropoutMask>, f64)> = parts
+        let work: Vec<(
+            AlbertInput,
+            Tensor<1, Int>,
+            Tensor<1>,
+            Option<DropoutMask>,
+            f64,
+        )> = parts
             .iter()
             .map(|r| {
                 let rows: Vec<&Encoded> = batch[r.clone()].iter().flat_map(|x| x.iter()).collect();
@@ -144,7 +154,12 @@ impl FineTuner {
 
     /// The gold ids and row weights of the examples `r`: a class and weight 1 per example, or
     /// for tags every position of the padded `[rows, seq]` batch, weight 0 where ignored.
-    fn gold_tensors(&self, gold: Gold, r: std::ops::Range<usize>, seq: usize) -> (Tensor<1, Int>, Tensor<1>) {
+    fn gold_tensors(
+        &self,
+        gold: Gold,
+        r: std::ops::Range<usize>,
+        seq: usize,
+    ) -> (Tensor<1, Int>, Tensor<1>) {
         let (ids, weights): (Vec<i64>, Vec<f32>) = match gold {
             Gold::Classes(labels) => labels[r].iter().map(|&l| (l as i64, 1.0)).unzip(),
             Gold::Tags(tags) => tags[r]

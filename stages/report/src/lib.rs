@@ -163,7 +163,9 @@ fn corpus_sentence(c: &Dep) -> String {
         .and_then(Value::as_object)
         .map(|m| m.keys().map(String::as_str).collect())
         .unwrap_or_default();
-    let leak = files.iter().any(|f| f.ends_with("chnsenticorp_reviews.txt"));
+    let leak = files
+        .iter()
+        .any(|f| f.ends_with("chnsenticorp_reviews.txt"));
     format!(
         "The pretraining corpus (`{}`) read {} file(s): {}. {}",
         c.instance,

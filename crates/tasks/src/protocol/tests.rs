@@ -464,7 +464,10 @@ fn tagging_protocol_reads_label2id_and_holds_out_sentences() {
     let d = dir(&[
         ("ner/dev.tsv", &rows),
         ("ner/test.tsv", "text_a\tlabel\n北 京\tB-LOC I-LOC\n"),
-        ("ner/label2id.json", r#"{"O": 0, "B-PER": 1, "I-PER": 2, "B-LOC": 3, "I-LOC": 4}"#),
+        (
+            "ner/label2id.json",
+            r#"{"O": 0, "B-PER": 1, "I-PER": 2, "B-LOC": 3, "I-LOC": 4}"#,
+        ),
     ]);
     let p = spec(json!({
         "task": {"name": "tagging", "header": true, "text": "text_a", "label": "label",
@@ -478,7 +481,12 @@ fn tagging_protocol_reads_label2id_and_holds_out_sentences() {
     assert_eq!((p.train.len(), p.dev.len(), p.eval[0].len()), (36, 4, 1));
     // Stratified on "holds an entity": 1 of the 4 held out has none, as in train.
     let dev = p.dev.examples.as_tagged().unwrap();
-    assert_eq!(dev.iter().filter(|e| e.tags.iter().all(|&t| t == 0)).count(), 1);
+    assert_eq!(
+        dev.iter()
+            .filter(|e| e.tags.iter().all(|&t| t == 0))
+            .count(),
+        1
+    );
     // Label counts are characters per tag.
     assert_eq!(p.eval[0].label_counts, [0, 0, 0, 1, 1]);
     assert_eq!(p.to_json()["kind"], "tagging");

@@ -298,7 +298,13 @@ fn reads_single_texts_by_header_with_digit_labels() {
     assert_eq!(r.examples[0].label, 1);
     assert_eq!(r.examples[1].line, 3);
     assert_eq!(r.report.label_counts, [1, 1]);
-    let reasons: Vec<_> = r.report.bad.samples.iter().map(|b| (b.line, b.reason)).collect();
+    let reasons: Vec<_> = r
+        .report
+        .bad
+        .samples
+        .iter()
+        .map(|b| (b.line, b.reason))
+        .collect();
     assert_eq!(
         reasons,
         [(4, BadReason::UnknownLabel), (5, BadReason::EmptyText)]
@@ -325,7 +331,13 @@ fn reads_tagged_sentences_in_both_layouts() {
     assert_eq!(r.examples.len(), 1);
     assert_eq!(r.examples[0].text(), "王明在北京");
     assert_eq!(r.examples[0].tags, [3, 4, 0, 1, 2]);
-    let reasons: Vec<_> = r.report.bad.samples.iter().map(|b| (b.line, b.reason)).collect();
+    let reasons: Vec<_> = r
+        .report
+        .bad
+        .samples
+        .iter()
+        .map(|b| (b.line, b.reason))
+        .collect();
     assert_eq!(
         reasons,
         [
@@ -336,9 +348,13 @@ fn reads_tagged_sentences_in_both_layouts() {
     );
     assert_eq!(r.report.label_counts[0], 1);
     let e = r.report.check_bad_fraction(0.5).unwrap_err().to_string();
-    assert!(e.contains("n.tsv:3 tag_count: 2 characters but 1 tags"), "{e}");
+    assert!(
+        e.contains("n.tsv:3 tag_count: 2 characters but 1 tags"),
+        "{e}"
+    );
 
-    let c = tagging(json!({"name": "tagging", "layout": "conll", "labels": ["O", "B-PER", "I-PER"]}));
+    let c =
+        tagging(json!({"name": "tagging", "layout": "conll", "labels": ["O", "B-PER", "I-PER"]}));
     let data = "-DOCSTART- O\n\n王 B-PER\n明 I-PER\n好 O\n\n\n他 B-PER\n们\n\n李 B-PER";
     let r = read_tags(data.as_bytes(), "c.txt", &c, &c.labels).unwrap();
     assert_eq!(r.examples.len(), 2);
@@ -353,7 +369,10 @@ fn reads_tagged_sentences_in_both_layouts() {
 fn tagging_task_params_are_checked() {
     let err = |v: serde_json::Value| Task::from_value(&v, "task").unwrap_err().to_string();
     assert!(err(json!("tagging")).contains("needs its tags"));
-    assert!(err(json!({"name": "tagging", "layout": "conl", "labels": ["O", "B-X"]})).contains("unknown layout"));
+    assert!(
+        err(json!({"name": "tagging", "layout": "conl", "labels": ["O", "B-X"]}))
+            .contains("unknown layout")
+    );
     assert!(err(json!({"name": "tagging", "labels": ["O", "O"]})).contains("listed twice"));
     assert!(err(json!({"name": "msra_ner", "lables": []})).contains("did you mean `labels`"));
     let t = tagging(json!({"name": "tagging", "label2id": "l.json"}));

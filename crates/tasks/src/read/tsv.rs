@@ -193,14 +193,17 @@ fn known_labels(format: &ClassView) -> String {
     s
 }
 
-/// The rows of a TSV classification file: texts (as many as the format has text columns, in
-/// order), the class id and the line.
+/// One row of a TSV classification file: its texts (as many as the format has text columns,
+/// in order), the class id and the line.
+type ClassRow = (Vec<String>, usize, usize);
+
+/// The rows of a TSV classification file and its report.
 fn read_classes(
     input: impl BufRead,
     name: &str,
     format: &ClassView,
     labels: &[String],
-) -> Result<(Vec<(Vec<String>, usize, usize)>, FileReport), TaskError> {
+) -> Result<(Vec<ClassRow>, FileReport), TaskError> {
     let lookup = label_lookup(format, labels)?;
     let mut report = FileReport::new(name, format.name, labels.len());
     let mut lines = Lines::new(input, name);

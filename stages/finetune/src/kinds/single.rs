@@ -24,7 +24,9 @@ impl Kind for Singles {
         let v = examples.as_singles().unwrap_or_default();
         EncodedSplit::classes(
             name,
-            v.iter().map(|e| vec![encoder.encode_single(&e.text)]).collect(),
+            v.iter()
+                .map(|e| vec![encoder.encode_single(&e.text)])
+                .collect(),
             v.iter().map(|e| e.label).collect(),
         )
     }

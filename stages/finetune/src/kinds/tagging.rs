@@ -61,7 +61,10 @@ pub fn owners(windows: &[(usize, usize)], n: usize) -> Vec<usize> {
             let context = |&(s, e): &(usize, usize)| (u - s).min(e - 1 - u);
             let mut best = 0;
             for (w, win) in windows.iter().enumerate() {
-                if win.0 <= u && u < win.1 && (!contains(&windows[best], u) || context(win) > context(&windows[best])) {
+                if win.0 <= u
+                    && u < win.1
+                    && (!contains(&windows[best], u) || context(win) > context(&windows[best]))
+                {
                     best = w;
                 }
             }
@@ -118,7 +121,11 @@ pub fn encode_sentence(
 
 /// The tag of every character of each example from the per-position probabilities of its
 /// windows.
-pub fn merge(split: &EncodedSplit, lengths: &[usize], positions: &[Vec<Vec<f32>>]) -> Vec<Vec<usize>> {
+pub fn merge(
+    split: &EncodedSplit,
+    lengths: &[usize],
+    positions: &[Vec<Vec<f32>>],
+) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = lengths.iter().map(|&n| vec![0; n]).collect();
     for (window, probs) in split.windows.iter().zip(positions) {
         for (j, unit) in window.decides.iter().enumerate() {
@@ -145,7 +152,9 @@ pub fn encode_sentences<'a>(
             split.tags.push(gold);
             split.windows.push(window);
         }
-        split.gold_tags.push(tags.map(<[usize]>::to_vec).unwrap_or_default());
+        split
+            .gold_tags
+            .push(tags.map(<[usize]>::to_vec).unwrap_or_default());
         examples += 1;
     }
     split.examples = examples;
@@ -273,7 +282,10 @@ mod tests {
                 assert_eq!(w.last().unwrap().1, n);
                 for &(s, e) in &w {
                     let used: usize = pieces[s..e].iter().sum();
-                    assert!(e > s && (used <= budget || e - s == 1), "{n} {budget} {w:?}");
+                    assert!(
+                        e > s && (used <= budget || e - s == 1),
+                        "{n} {budget} {w:?}"
+                    );
                 }
                 let own = owners(&w, n);
                 for (u, &o) in own.iter().enumerate() {
