@@ -89,7 +89,7 @@ fn chnsenticorp_trains_exports_and_predicts_single_texts() {
         "AlbertForSequenceClassification"
     );
     assert_eq!(config["id2label"]["1"], "positive");
-    assert_eq!(config["task_kind"], "single");
+    assert_eq!(config["finetuning_task"], "chnsenticorp");
 
     // One text.
     let out = ws.run(&[

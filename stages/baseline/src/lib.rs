@@ -280,7 +280,7 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
     let labels = &protocol.labels;
     let mut baselines = Vec::new();
     let single = kind == TaskKind::Single;
-    for method in p.methods_for(labels, kind) {
+    for method in p.methods_for_kind(labels, kind) {
         let t0 = Instant::now();
         let (description, fit, scored) = match method {
             Method::Majority => {

@@ -167,7 +167,7 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
     std::fs::write(ctx.out_dir.join("predictions.tsv"), &evaluated.predictions)?;
     write_model(
         ctx,
-        spec.task.kind(),
+        spec.task.name(),
         &fitted,
         &config,
         &protocol.labels,
@@ -342,14 +342,14 @@ fn evaluate_sets(
 /// The best model in the Hugging Face layout, with the tokenizer it was trained with.
 fn write_model(
     ctx: &StageContext,
-    kind: pipeline_tasks::TaskKind,
+    task: &str,
     fitted: &Fit,
     config: &pipeline_albert::AlbertConfig,
     labels: &[String],
     source: &Source,
 ) -> anyhow::Result<()> {
     fitted.best.model.save(ctx.out_dir, config, labels)?;
-    mark_task_kind(ctx.out_dir, kind)?;
+    mark_task(ctx.out_dir, task)?;
     for f in ["vocab.txt", "tokenizer.json"] {
         let src = source.dir.join(f);
         if src.is_file() {
@@ -366,13 +366,13 @@ fn write_model(
     Ok(())
 }
 
-/// Adds `task_kind` (`pair`, `single`, `choice`, `tagging`) to the exported config.json, so
-/// that `pipeline predict` knows whether a sequence classifier takes one text or two
-/// (transformers keeps unknown config keys as attributes and ignores them).
-fn mark_task_kind(dir: &Path, kind: pipeline_tasks::TaskKind) -> anyhow::Result<()> {
+/// Writes the task's name into the exported config.json as transformers'
+/// `finetuning_task`, so that `pipeline predict` knows whether a sequence classifier takes one
+/// text or two (the name's kind: `chnsenticorp` and `single` are single-text tasks).
+fn mark_task(dir: &Path, task: &str) -> anyhow::Result<()> {
     let path = dir.join("config.json");
     let mut config: Map<String, Value> = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
-    config.insert("task_kind".into(), json!(kind.name()));
+    config.insert("finetuning_task".into(), json!(task));
     std::fs::write(&path, serde_json::to_string_pretty(&config)? + "\n")?;
     Ok(())
 }

@@ -21,7 +21,7 @@ use crate::data::EncodedSplit;
 use crate::encode::{Encoded, Encoder, PairEncoder, batch_input};
 use crate::kinds::Outputs;
 use crate::task_model::TaskModel;
-use pipeline_tasks::TaskKind;
+use pipeline_tasks::{Task, TaskKind};
 
 fn probs_of(logits: Tensor<2>) -> Vec<Vec<f32>> {
     let [n, k] = logits.dims();
@@ -187,8 +187,8 @@ pub fn argmax(p: &[f32]) -> usize {
 /// token classifier, with its tokenizer and labels (tags).
 pub struct FineTuned {
     pub dir: PathBuf,
-    /// What it was fine-tuned for (`task_kind` in config.json; a sequence classifier without
-    /// it is a pair classifier, as every one was before single texts).
+    /// What it was fine-tuned for (the kind of config.json's `finetuning_task`; a sequence
+    /// classifier without it is a pair classifier, as every one was before single texts).
     pub kind: TaskKind,
     pub config: AlbertConfig,
     pub model: TaskModel,
@@ -214,9 +214,10 @@ impl FineTuned {
         )
         .with_context(|| format!("{}/config.json is not valid JSON", dir.display()))?;
         let arch = raw["architectures"][0].as_str().unwrap_or("");
-        let kind = match (raw["task_kind"].as_str(), arch) {
+        let named = raw["finetuning_task"].as_str().and_then(Task::kind_of_name);
+        let kind = match (named, arch) {
             (_, "AlbertForTokenClassification") => TaskKind::Tagging,
-            (Some("single"), _) => TaskKind::Single,
+            (Some(TaskKind::Single), _) => TaskKind::Single,
             _ => TaskKind::Pair,
         };
         let (config, model, outputs) = match arch {

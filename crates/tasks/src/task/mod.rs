@@ -283,6 +283,12 @@ impl Task {
         defaults(name).filter(|t| t.validate("task").is_ok())
     }
 
+    /// The kind of the built-in (or generic) task `name` (`lcqmc` → pair, `chnsenticorp` and
+    /// `single` → single, `msra_ner` and `tagging` → tagging); `None` for an unknown name.
+    pub fn kind_of_name(name: &str) -> Option<TaskKind> {
+        defaults(name).map(|t| t.kind())
+    }
+
     /// Parses a task from a param value: a built-in name, or a map with `name` and overrides.
     /// `at` is the param's path for error messages (`task`, `train[0].format`).
     pub fn from_value(v: &Value, at: &str) -> Result<Task, TaskError> {
