@@ -65,10 +65,15 @@ fn msra_ner_tags_every_character_and_predicts_entities() {
         m["labels"],
         json!(["O", "B-LOC", "I-LOC", "B-PER", "I-PER", "B-ORG", "I-ORG"])
     );
-    // The protocol: 100 sentences of dev, 10 % held out; 40 test sentences.
-    assert_eq!(m["protocol"]["dev_fraction"], 0.1);
-    assert_eq!(m["protocol"]["train"]["examples"], 90);
-    assert_eq!(m["protocol"]["dev"]["examples"], 10);
+    // The protocol: the 100 sentences of dev less those also in test (the fixture repeats
+    // short sentences: `drop_eval_overlap`), 10 % of the rest held out; 40 test sentences.
+    let pr = &m["protocol"];
+    assert_eq!(pr["dev_fraction"], 0.1);
+    let n = |v: &Value| v.as_u64().unwrap();
+    let dropped = n(&pr["train"]["dropped_eval_overlap"]);
+    assert!(dropped > 0);
+    assert_eq!(n(&pr["train"]["examples"]) + n(&pr["dev"]["examples"]) + dropped, 100);
+    assert_eq!(n(&pr["dev"]["examples"]), (100 - dropped) / 10);
     let test = &m["eval"]["test"];
     assert_eq!(test["examples"].as_u64().unwrap(), {
         // characters of the test file
