@@ -72,7 +72,10 @@ fn msra_ner_tags_every_character_and_predicts_entities() {
     let n = |v: &Value| v.as_u64().unwrap();
     let dropped = n(&pr["train"]["dropped_eval_overlap"]);
     assert!(dropped > 0);
-    assert_eq!(n(&pr["train"]["examples"]) + n(&pr["dev"]["examples"]) + dropped, 100);
+    assert_eq!(
+        n(&pr["train"]["examples"]) + n(&pr["dev"]["examples"]) + dropped,
+        100
+    );
     assert_eq!(n(&pr["dev"]["examples"]), (100 - dropped) / 10);
     let test = &m["eval"]["test"];
     assert_eq!(test["examples"].as_u64().unwrap(), {
