@@ -1,6 +1,14 @@
-//! `pipeline predict`: a fine-tuned sentence-pair classifier on one pair (printed like albert_zh's
-//! similarity.py), or on a TSV of pairs (a progress bar, an output TSV, accuracy when the input
-//! has gold labels).
+//! `pipeline predict`: a fine-tuned model on texts given on the command line or in a TSV.
+//!
+//! - a sentence-pair classifier on one pair (printed like albert_zh's similarity.py) or a TSV of
+//!   `text_a \t text_b [\t gold]`;
+//! - a single-text classifier on one text or a TSV of `text [\t gold]`;
+//! - a tagger (NER) on one text or a file of one text per line: the entities with their
+//!   character spans (`start..end`, 0-based, end exclusive, in characters of the text as given)
+//!   and types.
+//!
+//! A TSV gets a progress bar and an output TSV (or JSON lines), with the accuracy when it has
+//! gold labels.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -10,24 +18,27 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use pipeline_albert::device::{DeviceChoice, resolve};
+use pipeline_albert::device::{DeviceChoice, ResolvedDevice, resolve};
 use pipeline_albert::parallel::DataParallel;
+use pipeline_tasks::TaskKind;
+use pipeline_tasks::entities::entities;
 use serde_json::json;
 use stage_finetune::encode::Encoded;
-use stage_finetune::predict::{PairClassifier, argmax, pair_probabilities};
+use stage_finetune::kinds::{Outputs, tagging};
+use stage_finetune::predict::{FineTuned, argmax, outputs, pair_probabilities};
 
 use crate::args::{Cli, PredictArgs};
 use crate::model::model_dir;
 
-/// One input row: the texts, and the gold label when the file has a third column.
+/// One input row: the texts (one or two), and the gold label when the file has one.
 struct Row {
     line: usize,
-    a: String,
-    b: String,
+    texts: Vec<String>,
     gold: Option<usize>,
 }
 
-fn read_rows(path: &Path, header: bool, labels: &[String]) -> Result<Vec<Row>> {
+/// The rows of a TSV: `texts` text columns and an optional gold label after them.
+fn read_rows(path: &Path, header: bool, labels: &[String], texts: usize) -> Result<Vec<Row>> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut rows = Vec::new();
     for (i, line) in BufReader::new(file).split(b'\n').enumerate() {
@@ -40,182 +51,417 @@ fn read_rows(path: &Path, header: bool, labels: &[String]) -> Result<Vec<Row>> {
             continue;
         }
         let cols: Vec<&str> = line.split('\t').collect();
-        if cols.len() < 2 || cols.len() > 3 {
+        if cols.len() < texts || cols.len() > texts + 1 {
             bail!(
-                "{}:{n}: {} tab-separated columns; expected text_a, text_b and optionally a gold label",
+                "{}:{n}: {} tab-separated columns; expected {} and optionally a gold label",
                 path.display(),
-                cols.len()
+                cols.len(),
+                if texts == 2 {
+                    "text_a, text_b"
+                } else {
+                    "the text"
+                }
             );
         }
-        if cols[0].trim().is_empty() || cols[1].trim().is_empty() {
+        if cols[..texts].iter().any(|c| c.trim().is_empty()) {
             bail!("{}:{n}: an empty text", path.display());
         }
-        let gold = match cols.get(2).map(|s| s.trim()) {
+        let gold = match cols.get(texts).map(|s| s.trim()) {
             None => None,
-            Some(g) => match labels.iter().position(|l| l == g) {
-                Some(k) => Some(k),
-                None if n == 1 && !header => bail!(
-                    "{}:1: the label {g:?} is not one the model knows ({}); if the first line is a \
-                     header, pass --header",
-                    path.display(),
-                    labels.join(", ")
-                ),
-                None => bail!(
-                    "{}:{n}: the label {g:?} is not one the model knows ({})",
-                    path.display(),
-                    labels.join(", ")
-                ),
-            },
+            Some(g) => Some(gold_label(path, n, g, header, labels)?),
         };
         rows.push(Row {
             line: n,
-            a: cols[0].to_string(),
-            b: cols[1].to_string(),
+            texts: cols[..texts].iter().map(|s| s.to_string()).collect(),
             gold,
         });
     }
     if rows.is_empty() {
-        bail!("{} has no pairs to predict", path.display());
+        bail!(
+            "{} has no {} to predict",
+            path.display(),
+            if texts == 2 { "pairs" } else { "texts" }
+        );
     }
     Ok(rows)
+}
+
+fn gold_label(path: &Path, n: usize, g: &str, header: bool, labels: &[String]) -> Result<usize> {
+    match labels.iter().position(|l| l == g) {
+        Some(k) => Ok(k),
+        None if n == 1 && !header => bail!(
+            "{}:1: the label {g:?} is not one the model knows ({}); if the first line is a \
+             header, pass --header",
+            path.display(),
+            labels.join(", ")
+        ),
+        None => bail!(
+            "{}:{n}: the label {g:?} is not one the model knows ({})",
+            path.display(),
+            labels.join(", ")
+        ),
+    }
+}
+
+/// The lines of a file of texts to tag (the first column of a TSV), numbered from 1.
+fn read_texts(path: &Path, header: bool) -> Result<Vec<(usize, String)>> {
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in BufReader::new(file).split(b'\n').enumerate() {
+        let n = i + 1;
+        let line = line.with_context(|| format!("reading {}", path.display()))?;
+        let line = String::from_utf8(line)
+            .map_err(|_| anyhow::anyhow!("{}:{n}: not valid UTF-8", path.display()))?;
+        let text = line
+            .trim_end_matches(['\r', '\n'])
+            .split('\t')
+            .next()
+            .unwrap_or("");
+        if (header && n == 1) || text.trim().is_empty() {
+            continue;
+        }
+        out.push((n, text.to_string()));
+    }
+    if out.is_empty() {
+        bail!("{} has no texts to predict", path.display());
+    }
+    Ok(out)
 }
 
 pub fn predict(cli: &Cli, args: &PredictArgs) -> Result<ExitCode> {
     let dir = model_dir(cli, &args.source)?;
     let device = resolve(DeviceChoice::parse(&args.device).map_err(anyhow::Error::msg)?)
         .map_err(anyhow::Error::msg)?;
-    let clf = PairClassifier::load(&dir, args.max_seq_length, &device.device)?;
-    let workers = DataParallel::for_device(&device.device);
+    let model = FineTuned::load(&dir, args.max_seq_length, &device.device)?;
+    if let Some(i) = args.texts.iter().position(|t| t.trim().is_empty()) {
+        bail!(
+            "text {} on the command line is empty: give a text to predict",
+            i + 1
+        );
+    }
+    let texts = if model.kind == TaskKind::Pair { 2 } else { 1 };
     match (&args.texts[..], &args.input) {
-        ([a, b], None) => {
-            let enc = clf.encoder.encode(a, b);
-            let p = pair_probabilities(&clf.model, &[enc], 1, &workers, &device.device, &|_| {})
-                .pop()
-                .unwrap_or_default();
-            let k = argmax(&p);
-            if args.json {
-                let probs: serde_json::Map<String, serde_json::Value> = clf
-                    .labels
-                    .iter()
-                    .zip(&p)
-                    .map(|(l, x)| (l.clone(), json!(x)))
-                    .collect();
-                println!(
-                    "{}",
-                    json!({"text_a": a, "text_b": b, "label": clf.labels[k], "probabilities": probs})
-                );
-            } else {
-                let probs: Vec<String> = clf
-                    .labels
-                    .iter()
-                    .zip(&p)
-                    .map(|(l, x)| format!("{l}: {x:.4}"))
-                    .collect();
-                println!("{}\t(p = {:.4})", clf.labels[k], p[k]);
-                println!("probabilities: {}", probs.join(", "));
-            }
-            Ok(ExitCode::SUCCESS)
+        ([], Some(input)) if model.kind == TaskKind::Tagging => {
+            tag_file(cli, args, &model, &device, input)
         }
-        ([], Some(input)) => {
-            let rows = read_rows(input, args.header, &clf.labels)?;
-            let bar = if cli.quiet || args.json {
-                ProgressBar::hidden()
-            } else {
-                ProgressBar::new(rows.len() as u64)
-            };
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{bar:30.cyan/blue} {pos}/{len} pairs {per_sec} ETA {eta}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            let t0 = Instant::now();
-            let encoded: Vec<Encoded> = rows
-                .iter()
-                .map(|r| clf.encoder.encode(&r.a, &r.b))
-                .collect();
-            let probs = pair_probabilities(
-                &clf.model,
-                &encoded,
-                args.batch_size,
-                &workers,
-                &device.device,
-                &|n| bar.inc(n as u64),
-            );
-            bar.finish_and_clear();
-            let seconds = t0.elapsed().as_secs_f64();
-            let mut correct = 0usize;
-            let mut with_gold = 0usize;
-            let mut out: Box<dyn Write> = match &args.output {
-                Some(path) => Box::new(BufWriter::new(
-                    File::create(path)
-                        .with_context(|| format!("cannot write {}", path.display()))?,
-                )),
-                None => Box::new(BufWriter::new(std::io::stdout())),
-            };
-            let p_cols: Vec<String> = clf.labels.iter().map(|l| format!("p_{l}")).collect();
-            if !args.json {
-                writeln!(
-                    out,
-                    "line\ttext_a\ttext_b\tgold\tpredicted\t{}",
-                    p_cols.join("\t")
-                )?;
-            }
-            for (r, p) in rows.iter().zip(&probs) {
-                let k = argmax(p);
-                if let Some(g) = r.gold {
-                    with_gold += 1;
-                    correct += usize::from(g == k);
-                }
-                let gold = r.gold.map(|g| clf.labels[g].as_str()).unwrap_or("");
-                if args.json {
-                    writeln!(
-                        out,
-                        "{}",
-                        json!({"line": r.line, "text_a": r.a, "text_b": r.b, "gold": r.gold.map(|g| &clf.labels[g]),
-                               "label": clf.labels[k], "probabilities": p})
-                    )?;
-                } else {
-                    let ps: Vec<String> = p.iter().map(|x| format!("{x:.6}")).collect();
-                    writeln!(
-                        out,
-                        "{}\t{}\t{}\t{gold}\t{}\t{}",
-                        r.line,
-                        r.a.replace('\t', " "),
-                        r.b.replace('\t', " "),
-                        clf.labels[k],
-                        ps.join("\t")
-                    )?;
-                }
-            }
-            out.flush()?;
-            if !cli.quiet {
-                let acc = if with_gold > 0 {
-                    format!(
-                        ", accuracy {:.4} on {with_gold} gold labels",
-                        correct as f64 / with_gold as f64
-                    )
-                } else {
-                    String::new()
-                };
-                eprintln!(
-                    "{} pairs in {:.2} s ({:.0} pairs/s on {}){acc}",
-                    rows.len(),
-                    seconds,
-                    rows.len() as f64 / seconds.max(1e-9),
-                    device.name
-                );
-            }
-            Ok(ExitCode::SUCCESS)
+        ([], Some(input)) => classify_file(cli, args, &model, &device, input, texts),
+        ([text], None) if model.kind == TaskKind::Tagging => {
+            print_entities(args, &model, &device, text)
         }
-        ([], None) => bail!(
+        (given, None) if given.len() == texts => print_class(args, &model, &device, given),
+        ([], None) if texts == 2 => bail!(
             "give a pair to classify (`pipeline predict --stage finetune_lcqmc \"text a\" \"text b\"`) \
              or a file of pairs (`--input pairs.tsv`)"
         ),
-        (_, Some(_)) => bail!("give either two texts or --input FILE, not both"),
-        (texts, None) => bail!(
+        ([], None) => bail!(
+            "give a text (`pipeline predict --model DIR \"这家酒店很好\"`) or a file of texts \
+             (`--input texts.tsv`)"
+        ),
+        (_, Some(_)) => bail!("give either texts or --input FILE, not both"),
+        (given, None) if texts == 2 => bail!(
             "give exactly two texts (text_a and text_b), not {}",
-            texts.len()
+            given.len()
+        ),
+        (given, None) => bail!(
+            "this model classifies single texts: give exactly one text, not {}",
+            given.len()
         ),
     }
+}
+
+/// The encoded row of one example's texts.
+fn encode(model: &FineTuned, texts: &[String]) -> Encoded {
+    match texts {
+        [a, b] => model.encoder.encode(a, b),
+        [t] => model.encoder.encode_single(t),
+        _ => model.encoder.encode_single(""),
+    }
+}
+
+/// Class probabilities of rows of texts, in order.
+fn class_probabilities(
+    model: &FineTuned,
+    device: &ResolvedDevice,
+    rows: &[Vec<String>],
+    batch_size: usize,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Vec<Vec<f32>> {
+    let stage_finetune::task_model::TaskModel::Pair(m) = &model.model else {
+        return Vec::new();
+    };
+    let encoded: Vec<Encoded> = rows.iter().map(|t| encode(model, t)).collect();
+    let workers = DataParallel::for_device(&device.device);
+    pair_probabilities(m, &encoded, batch_size, &workers, &device.device, progress)
+}
+
+fn print_class(
+    args: &PredictArgs,
+    model: &FineTuned,
+    device: &ResolvedDevice,
+    texts: &[String],
+) -> Result<ExitCode> {
+    let p = class_probabilities(model, device, &[texts.to_vec()], 1, &|_| {})
+        .pop()
+        .unwrap_or_default();
+    let k = argmax(&p);
+    let labels = &model.labels;
+    if args.json {
+        let probs: serde_json::Map<String, serde_json::Value> = labels
+            .iter()
+            .zip(&p)
+            .map(|(l, x)| (l.clone(), json!(x)))
+            .collect();
+        let mut out = match texts {
+            [a, b] => json!({"text_a": a, "text_b": b}),
+            _ => json!({"text": texts[0]}),
+        };
+        out["label"] = json!(labels[k]);
+        out["probabilities"] = json!(probs);
+        println!("{out}");
+    } else {
+        let probs: Vec<String> = labels
+            .iter()
+            .zip(&p)
+            .map(|(l, x)| format!("{l}: {x:.4}"))
+            .collect();
+        println!("{}\t(p = {:.4})", labels[k], p[k]);
+        println!("probabilities: {}", probs.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn progress_bar(cli: &Cli, args: &PredictArgs, n: usize, what: &str) -> ProgressBar {
+    let bar = if cli.quiet || args.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(n as u64)
+    };
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{bar:30.cyan/blue}} {{pos}}/{{len}} {what} {{per_sec}} ETA {{eta}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+fn output(args: &PredictArgs) -> Result<Box<dyn Write>> {
+    Ok(match &args.output {
+        Some(path) => Box::new(BufWriter::new(
+            File::create(path).with_context(|| format!("cannot write {}", path.display()))?,
+        )),
+        None => Box::new(BufWriter::new(std::io::stdout())),
+    })
+}
+
+fn classify_file(
+    cli: &Cli,
+    args: &PredictArgs,
+    model: &FineTuned,
+    device: &ResolvedDevice,
+    input: &Path,
+    texts: usize,
+) -> Result<ExitCode> {
+    let labels = &model.labels;
+    let rows = read_rows(input, args.header, labels, texts)?;
+    let what = if texts == 2 { "pairs" } else { "texts" };
+    let bar = progress_bar(cli, args, rows.len(), what);
+    let t0 = Instant::now();
+    let all: Vec<Vec<String>> = rows.iter().map(|r| r.texts.clone()).collect();
+    let probs = class_probabilities(model, device, &all, args.batch_size, &|n| bar.inc(n as u64));
+    bar.finish_and_clear();
+    let seconds = t0.elapsed().as_secs_f64();
+    let (mut correct, mut with_gold) = (0usize, 0usize);
+    let mut out = output(args)?;
+    let columns = if texts == 2 { "text_a\ttext_b" } else { "text" };
+    if !args.json {
+        let p_cols: Vec<String> = labels.iter().map(|l| format!("p_{l}")).collect();
+        writeln!(
+            out,
+            "line\t{columns}\tgold\tpredicted\t{}",
+            p_cols.join("\t")
+        )?;
+    }
+    for (r, p) in rows.iter().zip(&probs) {
+        let k = argmax(p);
+        if let Some(g) = r.gold {
+            with_gold += 1;
+            correct += usize::from(g == k);
+        }
+        let gold = r.gold.map(|g| labels[g].as_str()).unwrap_or("");
+        if args.json {
+            let mut o = match &r.texts[..] {
+                [a, b] => json!({"line": r.line, "text_a": a, "text_b": b}),
+                t => json!({"line": r.line, "text": t[0]}),
+            };
+            o["gold"] = json!(r.gold.map(|g| &labels[g]));
+            o["label"] = json!(labels[k]);
+            o["probabilities"] = json!(p);
+            writeln!(out, "{o}")?;
+        } else {
+            let ps: Vec<String> = p.iter().map(|x| format!("{x:.6}")).collect();
+            let t: Vec<String> = r.texts.iter().map(|t| t.replace('\t', " ")).collect();
+            writeln!(
+                out,
+                "{}\t{}\t{gold}\t{}\t{}",
+                r.line,
+                t.join("\t"),
+                labels[k],
+                ps.join("\t")
+            )?;
+        }
+    }
+    out.flush()?;
+    if !cli.quiet {
+        let acc = if with_gold > 0 {
+            format!(
+                ", accuracy {:.4} on {with_gold} gold labels",
+                correct as f64 / with_gold as f64
+            )
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "{} {what} in {:.2} s ({:.0} {what}/s on {}){acc}",
+            rows.len(),
+            seconds,
+            rows.len() as f64 / seconds.max(1e-9),
+            device.name
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The tags of each text's characters (whitespace characters get `O`, the first tag), and
+/// the entities as `(type, start, end, surface)` in characters of the text.
+fn tag_texts(
+    model: &FineTuned,
+    device: &ResolvedDevice,
+    texts: &[String],
+    batch_size: usize,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Vec<(Vec<String>, Vec<(String, usize, usize, String)>)> {
+    let units: Vec<(Vec<String>, Vec<usize>)> = texts.iter().map(|t| tagging::units(t)).collect();
+    let split = tagging::encode_sentences(
+        "predict",
+        units.iter().map(|(u, _)| (&u[..], None)),
+        &model.encoder,
+    );
+    let workers = DataParallel::for_device(&device.device);
+    let out = outputs(
+        &model.model,
+        &split,
+        batch_size,
+        &workers,
+        &device.device,
+        progress,
+    );
+    let lengths: Vec<usize> = units.iter().map(|(u, _)| u.len()).collect();
+    let tags = match out {
+        Outputs::Positions(p) => tagging::merge(&split, &lengths, &p),
+        Outputs::Rows(_) => Vec::new(),
+    };
+    texts
+        .iter()
+        .zip(&units)
+        .zip(&tags)
+        .map(|((text, (_, at)), ids)| {
+            let chars: Vec<char> = text.chars().collect();
+            let mut full = vec![model.labels[0].clone(); chars.len()];
+            for (&pos, &t) in at.iter().zip(ids) {
+                full[pos] = model.labels[t].clone();
+            }
+            let found = entities(&full)
+                .into_iter()
+                .map(|e| {
+                    let surface: String = chars[e.start..e.end].iter().collect();
+                    (e.kind, e.start, e.end, surface)
+                })
+                .collect();
+            (full, found)
+        })
+        .collect()
+}
+
+fn entities_json(found: &[(String, usize, usize, String)]) -> serde_json::Value {
+    json!(
+        found
+            .iter()
+            .map(|(k, s, e, t)| json!({"type": k, "start": s, "end": e, "text": t}))
+            .collect::<Vec<_>>()
+    )
+}
+
+fn print_entities(
+    args: &PredictArgs,
+    model: &FineTuned,
+    device: &ResolvedDevice,
+    text: &str,
+) -> Result<ExitCode> {
+    let mut result = tag_texts(model, device, &[text.to_string()], 1, &|_| {});
+    let (tags, found) = result.pop().unwrap_or_default();
+    if args.json {
+        println!(
+            "{}",
+            json!({"text": text, "tags": tags, "entities": entities_json(&found)})
+        );
+    } else if found.is_empty() {
+        println!("no entities");
+    } else {
+        for (kind, start, end, surface) in &found {
+            println!("{kind}\t{start}..{end}\t{surface}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tag_file(
+    cli: &Cli,
+    args: &PredictArgs,
+    model: &FineTuned,
+    device: &ResolvedDevice,
+    input: &Path,
+) -> Result<ExitCode> {
+    let lines = read_texts(input, args.header)?;
+    let bar = progress_bar(cli, args, lines.len(), "texts");
+    let texts: Vec<String> = lines.iter().map(|(_, t)| t.clone()).collect();
+    let t0 = Instant::now();
+    let tagged = tag_texts(model, device, &texts, args.batch_size, &|n| {
+        bar.inc(n as u64)
+    });
+    bar.finish_and_clear();
+    let mut out = output(args)?;
+    if !args.json {
+        writeln!(out, "line\ttext\ttags\tentities")?;
+    }
+    for ((line, text), (tags, found)) in lines.iter().zip(&tagged) {
+        if args.json {
+            let o =
+                json!({"line": line, "text": text, "tags": tags, "entities": entities_json(found)});
+            writeln!(out, "{o}")?;
+        } else {
+            let ents: Vec<String> = found
+                .iter()
+                .map(|(k, s, e, t)| format!("{k}:{s}..{e}:{t}"))
+                .collect();
+            writeln!(
+                out,
+                "{line}\t{}\t{}\t{}",
+                text.replace('\t', " "),
+                tags.join(" "),
+                ents.join(" ")
+            )?;
+        }
+    }
+    out.flush()?;
+    if !cli.quiet {
+        let seconds = t0.elapsed().as_secs_f64();
+        eprintln!(
+            "{} texts in {seconds:.2} s ({:.0} texts/s on {})",
+            lines.len(),
+            lines.len() as f64 / seconds.max(1e-9),
+            device.name
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,11 +1,13 @@
-//! Fine-tuning tasks, without a model: reading sentence-pair and multiple-choice data sets,
+//! Fine-tuning tasks, without a model: reading sentence-pair, single-text, tagging (NER) and
+//! multiple-choice data sets,
 //! their label maps, the train/dev/evaluation protocols, and evaluation metrics. The finetune
 //! stage parses its params with [`ProtocolSpec::from_params`], loads the examples with
 //! [`ProtocolSpec::load`], writes [`Protocol::summary`] into metrics.json, and scores its
 //! predictions with [`metrics::evaluate`].
 //!
-//! - [`task`]: the built-in tasks (`lcqmc`, `afqmc`, `xnli`, `cmnli`, `ocnli`, `cnsd_snli`),
-//!   the generic `pair` task and the `choice` task; class labels and their order;
+//! - [`task`]: the built-in tasks (`lcqmc`, `afqmc`, `xnli`, `cmnli`, `ocnli`, `cnsd_snli`;
+//!   `chnsenticorp`, `smp2020_ewect`; `msra_ner`), the generic `pair`, `single` and `tagging`
+//!   tasks and the `choice` task; class labels (tags) and their order;
 //! - [`read`]: file readers that skip and count bad rows (with file:line samples), and fail
 //!   clearly on a wrong header, a missing file or a file with no examples; the JSONL format of
 //!   `choice` files;
@@ -18,7 +20,7 @@
 //!
 //! | param | default | what |
 //! |---|---|---|
-//! | `task` | required | a task name (`lcqmc`, `afqmc`, `xnli`, `cmnli`, `ocnli`, `cnsd_snli`, `choice`) or a map (`{name: pair, text_a: 0, text_b: 1, label: 2, header: false, labels: [...], label_map: {...}}`, or a built-in with overrides); defines the labels and the default format of every file |
+//! | `task` | required | a task name (`lcqmc`, `afqmc`, `xnli`, `cmnli`, `ocnli`, `cnsd_snli`, `choice`, `chnsenticorp`, `smp2020_ewect`, `msra_ner`) or a map (`{name: pair, text_a: 0, text_b: 1, label: 2, header: false, labels: [...], label_map: {...}}`, or a built-in with overrides); defines the labels and the default format of every file |
 //! | `train` | required | FILES: the training files |
 //! | `dev` | — | FILES: the model-selection set (the best epoch is chosen on it) |
 //! | `dev_fraction` | — | instead of `dev`: this share of the train examples, held out (stratified by label, seeded) |
@@ -112,12 +114,16 @@ pub mod span_features;
 pub mod squad;
 
 pub use error::TaskError;
-pub use metrics::{ConfusionMatrix, Metrics, MetricsError, evaluate};
+pub use metrics::{ConfusionMatrix, Metrics, MetricsBlock, MetricsError, evaluate};
 pub use protocol::{
     DevSpec, EvalSpec, Examples, FileSpec, Protocol, ProtocolSpec, ProtocolSummary, Split,
 };
-pub use read::{BadReason, BadRow, BadRows, ChoiceExample, FileReport, PairExample};
-pub use task::{ChoiceFormat, Column, PairFormat, Task, TaskKind};
+pub use read::{
+    BadReason, BadRow, BadRows, ChoiceExample, FileReport, PairExample, SingleExample, TagExample,
+};
+pub use task::{
+    ChoiceFormat, Column, PairFormat, SingleFormat, TagFormat, TagLayout, Task, TaskKind,
+};
 
 /// The param names a protocol reads, for the stage's `known_params` (the stage adds its
 /// training params to them).

@@ -7,7 +7,9 @@
 //! averages over the classes that occur in gold or predictions (`f1_score(average="macro")`
 //! without `labels`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::entities::EntityScores;
 
 /// Bad metric inputs (always a bug in the caller, but reported rather than panicking).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,7 +30,7 @@ pub enum MetricsError {
 }
 
 /// Counts of (gold, predicted) pairs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfusionMatrix {
     /// Class labels in class-id order.
     pub labels: Vec<String>,
@@ -168,6 +170,47 @@ pub struct Metrics {
     pub macro_f1: f64,
     pub per_class: Vec<ClassMetrics>,
     pub confusion: ConfusionMatrix,
+}
+
+/// One metrics block of the `metrics.json` the finetune and baseline stages write (per split:
+/// `dev`, each of `eval`), and the report reads: the class metrics every kind has, and a
+/// tagger's entity scores. One type for writer and reader, so that a renamed field fails to
+/// compile rather than blanking a table cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricsBlock {
+    pub examples: usize,
+    /// Of examples; of characters for a tagger.
+    pub accuracy: f64,
+    /// Binary F1 of class 1 (two-class tasks); null otherwise.
+    pub f1: Option<f64>,
+    pub macro_f1: f64,
+    pub confusion: ConfusionMatrix,
+    /// A tagger's entity precision, recall and F1 (overall, macro, per type) and token accuracy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entities: Option<EntityScores>,
+}
+
+impl MetricsBlock {
+    pub fn new(m: &Metrics, entities: Option<EntityScores>) -> MetricsBlock {
+        MetricsBlock {
+            examples: m.examples,
+            accuracy: m.accuracy,
+            f1: m.f1,
+            macro_f1: m.macro_f1,
+            confusion: m.confusion.clone(),
+            entities,
+        }
+    }
+
+    /// The table's figure: entity F1 for a tagger, accuracy otherwise.
+    pub fn headline(&self) -> f64 {
+        self.entities.as_ref().map_or(self.accuracy, |e| e.micro.f1)
+    }
+
+    /// The block as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
 }
 
 /// Every metric of one evaluation set.

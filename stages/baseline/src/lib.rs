@@ -33,13 +33,16 @@ pub mod logistic;
 pub mod params;
 pub mod reading;
 pub mod rules;
+pub mod tagging;
 
-use std::path::PathBuf;
+use std::borrow::Cow;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use pipeline_engine::stage::{Stage, StageContext};
-use pipeline_tasks::{Metrics, PairExample, Protocol, ProtocolSpec, evaluate};
+use pipeline_tasks::{
+    Metrics, MetricsBlock, PairExample, Protocol, ProtocolSpec, TaskKind, evaluate,
+};
 use serde_json::{Map, Value, json};
 
 use features::{View, Vocabulary, char_jaccard, pair_features, pair_length};
@@ -70,20 +73,8 @@ impl Stage for BaselineStage {
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
         let p = BaselineParams::parse(ctx.params).map_err(anyhow::Error::msg)?;
         let spec = protocol_spec(ctx.params).map_err(anyhow::Error::msg)?;
-        let declared: Vec<PathBuf> = ctx
-            .inputs
-            .iter()
-            .map(|f| std::fs::canonicalize(f).unwrap_or(f.clone()))
-            .collect();
-        for path in spec.paths() {
-            let full = ctx.root.join(path);
-            let full = std::fs::canonicalize(&full).unwrap_or(full);
-            if full.exists() && !declared.contains(&full) {
-                tracing::warn!(
-                    "{}: {path} is not among the stage's `inputs:`, so a change to it will not re-run the stage",
-                    ctx.instance
-                );
-            }
+        for warning in spec.undeclared(ctx.instance, ctx.root, ctx.inputs) {
+            tracing::warn!("{warning}");
         }
         let protocol = spec.load(ctx.root).map_err(|e| anyhow::anyhow!("{e}"))?;
         let metrics = run(&protocol, &p, &|line| {
@@ -108,19 +99,33 @@ fn protocol_spec(params: &Map<String, Value>) -> Result<ProtocolSpec, String> {
     ProtocolSpec::from_params(&protocol).map_err(|e| e.to_string())
 }
 
-/// The splits as pair examples: train, dev, then the evaluation sets by name.
+/// The splits as pair examples: train, dev, then the evaluation sets by name. A single-text
+/// task's examples are pairs with an empty `text_a` (the n-gram model then sees the text alone).
 struct Splits<'a> {
-    train: &'a [PairExample],
-    dev: &'a [PairExample],
-    eval: Vec<(&'a str, &'a [PairExample])>,
+    train: Cow<'a, [PairExample]>,
+    dev: Cow<'a, [PairExample]>,
+    eval: Vec<(&'a str, Cow<'a, [PairExample]>)>,
 }
 
-/// The pair examples of a split; a multiple-choice task has none.
+/// The pair examples of a split (single texts as pairs); a multiple-choice task has none.
 fn pairs<'a>(
     protocol: &Protocol,
     s: &'a pipeline_tasks::Split,
-) -> anyhow::Result<&'a [PairExample]> {
-    s.examples.as_pairs().with_context(|| {
+) -> anyhow::Result<Cow<'a, [PairExample]>> {
+    if let Some(v) = s.examples.as_singles() {
+        return Ok(Cow::Owned(
+            v.iter()
+                .map(|e| PairExample {
+                    text_a: String::new(),
+                    text_b: e.text.clone(),
+                    label: e.label,
+                    file: e.file,
+                    line: e.line,
+                })
+                .collect(),
+        ));
+    }
+    s.examples.as_pairs().map(Cow::Borrowed).with_context(|| {
         format!(
             "task {} is a multiple-choice task: the baselines take sentence-pair tasks \
              (lcqmc, afqmc, xnli, …) only; leave the baseline stage out for it",
@@ -144,13 +149,7 @@ fn splits(protocol: &Protocol) -> anyhow::Result<Splits<'_>> {
 
 /// One metrics block, the shape the finetune stage writes.
 fn metrics_json(m: &Metrics) -> Value {
-    json!({
-        "examples": m.examples,
-        "accuracy": m.accuracy,
-        "f1": m.f1,
-        "macro_f1": m.macro_f1,
-        "confusion": {"labels": m.confusion.labels, "counts": m.confusion.counts},
-    })
+    MetricsBlock::new(m, None).to_json()
 }
 
 fn labels_of(ex: &[PairExample]) -> Vec<usize> {
@@ -169,9 +168,9 @@ fn score(
         Ok(metrics_json(&m))
     };
     let mut out = Map::new();
-    out.insert("train".into(), block("train", s.train)?);
+    out.insert("train".into(), block("train", &s.train)?);
     if !s.dev.is_empty() {
-        out.insert("dev".into(), block("dev", s.dev)?);
+        out.insert("dev".into(), block("dev", &s.dev)?);
     }
     let mut eval = Map::new();
     for (name, ex) in &s.eval {
@@ -188,7 +187,7 @@ fn interval_baseline(
     value: fn(&PairExample) -> f64,
 ) -> anyhow::Result<(IntervalRule, Map<String, Value>)> {
     let values: Vec<f64> = s.train.iter().map(value).collect();
-    let rule = IntervalRule::fit(&values, &labels_of(s.train), labels.len(), labels.len());
+    let rule = IntervalRule::fit(&values, &labels_of(&s.train), labels.len(), labels.len());
     let scored = score(s, labels, &|ex| {
         ex.iter().map(|e| rule.predict(value(e))).collect()
     })?;
@@ -215,7 +214,7 @@ fn ngram_baseline(
             .map(|e| pair_features(&e.text_a, &e.text_b, p.ngram_max, view))
             .collect()
     };
-    let train_docs = docs(s.train);
+    let train_docs = docs(&s.train);
     let vocab = Vocabulary::fit(&train_docs, p.max_features, p.min_df);
     if vocab.is_empty() {
         bail!(
@@ -225,12 +224,12 @@ fn ngram_baseline(
     }
     let x = vocab.matrix(&train_docs);
     drop(train_docs);
-    let dev_x = vocab.matrix(&docs(s.dev));
+    let dev_x = vocab.matrix(&docs(&s.dev));
     let fitted = logistic::fit(
         &x,
-        &labels_of(s.train),
+        &labels_of(&s.train),
         &dev_x,
-        &labels_of(s.dev),
+        &labels_of(&s.dev),
         &p.alphas,
         p.max_iterations,
     )?;
@@ -270,6 +269,10 @@ fn length_by_class(ex: &[PairExample], labels: &[String]) -> Value {
 
 /// Every baseline on a loaded protocol: the metrics.json of the stage.
 pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyhow::Result<Value> {
+    let kind = protocol.spec.task.kind();
+    if kind == TaskKind::Tagging {
+        return tagging::run(protocol, p, log);
+    }
     let started = Instant::now();
     let s = splits(protocol)?;
     if s.train.is_empty() {
@@ -277,14 +280,20 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
     }
     let labels = &protocol.labels;
     let mut baselines = Vec::new();
-    for method in p.methods_for(labels) {
+    let single = kind == TaskKind::Single;
+    for method in p.methods_for_kind(labels, kind) {
         let t0 = Instant::now();
         let (description, fit, scored) = match method {
             Method::Majority => {
-                let c = majority(&labels_of(s.train), labels.len());
+                let c = majority(&labels_of(&s.train), labels.len());
                 let scored = score(&s, labels, &|ex| vec![c; ex.len()])?;
                 ("majority class", json!({"class": labels[c]}), scored)
             }
+            Method::MajorityTag | Method::Lexicon => bail!(
+                "method {} is a tagging baseline, and task {} is not a tagging task",
+                method.name(),
+                protocol.spec.task.name()
+            ),
             Method::Overlap | Method::Length => {
                 let (what, f): (&str, fn(&PairExample) -> f64) = if method == Method::Overlap {
                     ("character-overlap (Jaccard) threshold", jaccard)
@@ -298,16 +307,16 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
                 (what, fit, scored)
             }
             Method::NgramLr | Method::HypothesisLr => {
-                let view = if method == Method::NgramLr {
+                let view = if method == Method::NgramLr && !single {
                     View::Pair
                 } else {
                     View::Hypothesis
                 };
                 let (fit, scored) = ngram_baseline(&s, labels, p, view)?;
-                let what = if method == Method::NgramLr {
-                    "character n-gram logistic regression (pair)"
-                } else {
-                    "character n-gram logistic regression (hypothesis only)"
+                let what = match (method, single) {
+                    (Method::NgramLr, true) => "character n-gram logistic regression (text)",
+                    (Method::NgramLr, false) => "character n-gram logistic regression (pair)",
+                    _ => "character n-gram logistic regression (hypothesis only)",
                 };
                 (what, fit, scored)
             }
@@ -335,8 +344,8 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
         baselines.push(Value::Object(entry));
     }
     let mut length = Map::new();
-    length.insert("train".into(), length_by_class(s.train, labels));
-    length.insert("dev".into(), length_by_class(s.dev, labels));
+    length.insert("train".into(), length_by_class(&s.train, labels));
+    length.insert("dev".into(), length_by_class(&s.dev, labels));
     for (name, ex) in &s.eval {
         length.insert(name.to_string(), length_by_class(ex, labels));
     }

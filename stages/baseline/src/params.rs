@@ -1,6 +1,7 @@
 //! The `baseline` stage's own params (the data protocol's are `pipeline_tasks`'s), checked
 //! with errors that name the param.
 
+use pipeline_tasks::TaskKind;
 use serde_json::{Map, Value};
 
 /// The params the kind reads besides the protocol's.
@@ -33,6 +34,8 @@ pub enum Method {
     Length,
     NgramLr,
     HypothesisLr,
+    MajorityTag,
+    Lexicon,
 }
 
 pub const METHODS: &[(&str, Method)] = &[
@@ -41,6 +44,8 @@ pub const METHODS: &[(&str, Method)] = &[
     ("length", Method::Length),
     ("ngram_lr", Method::NgramLr),
     ("hypothesis_lr", Method::HypothesisLr),
+    ("majority_tag", Method::MajorityTag),
+    ("lexicon", Method::Lexicon),
 ];
 
 impl Method {
@@ -142,19 +147,32 @@ impl BaselineParams {
         })
     }
 
-    /// The methods to run for a task with these labels.
+    /// The methods to run for a sentence-pair task with these labels.
     pub fn methods_for(&self, labels: &[String]) -> Vec<Method> {
-        match &self.methods {
-            Some(m) => m.clone(),
-            None => {
-                let nli = labels.iter().any(|l| l == "entailment");
-                METHODS
-                    .iter()
-                    .map(|(_, m)| *m)
-                    .filter(|m| nli || *m != Method::HypothesisLr)
-                    .collect()
-            }
+        self.methods_for_kind(labels, TaskKind::Pair)
+    }
+
+    /// The methods to run for a task of `kind` with these labels: the given ones, or every
+    /// method that suits the kind (pairs: all the pair methods, `hypothesis_lr` for NLI only;
+    /// single texts: `majority`, `ngram_lr`; tagging: `majority_tag`, `lexicon`).
+    pub fn methods_for_kind(&self, labels: &[String], kind: TaskKind) -> Vec<Method> {
+        if let Some(m) = &self.methods {
+            return m.clone();
         }
+        let nli = labels.iter().any(|l| l == "entailment");
+        let suits = |m: Method| match kind {
+            TaskKind::Tagging => matches!(m, Method::MajorityTag | Method::Lexicon),
+            TaskKind::Single => matches!(m, Method::Majority | Method::NgramLr),
+            _ => {
+                !matches!(m, Method::MajorityTag | Method::Lexicon)
+                    && (nli || m != Method::HypothesisLr)
+            }
+        };
+        METHODS
+            .iter()
+            .map(|(_, m)| *m)
+            .filter(|m| suits(*m))
+            .collect()
     }
 }
 

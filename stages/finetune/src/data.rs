@@ -2,37 +2,51 @@
 //! per epoch, and batches of examples of similar length so that a batch pads to little more
 //! than its own examples (sentence pairs vary from ~15 to 128 tokens; padding every row to a
 //! batch's longest wasted a third of the fine-tuning compute on XNLI).
+//!
+//! The shuffle keeps its own SplitMix64 rather than `pipeline_shards`' (whose generator is
+//! crate-private and draws bounded numbers differently): switching would change every
+//! fine-tuning run's example order.
 
-use pipeline_tasks::Examples;
+use crate::encode::Encoded;
 
-use crate::encode::{Encoded, PairEncoder};
-
-/// Encoded examples of one split: rows per example (1 for pairs, N for choice) and labels.
+/// Encoded examples of one split, as features: the model rows of each (one for a pair, a
+/// single text or a tagging window; N for a choice question), its target, and for tagging what
+/// maps a position's prediction back to a character of its sentence.
 pub struct EncodedSplit {
     pub name: String,
     pub rows: Vec<Vec<Encoded>>,
+    /// The class id of each feature (0 for a tagging window, whose targets are `tags`).
     pub labels: Vec<usize>,
+    /// Tagging: the gold tag of each position of each feature, −100 where the loss ignores it
+    /// (special tokens, the non-first pieces of a character); empty for the other kinds.
+    pub tags: Vec<Vec<i64>>,
+    /// Tagging: each feature's window over its sentence; empty for the other kinds.
+    pub windows: Vec<Window>,
+    /// Tagging: the gold tag ids of each example's characters; empty for the other kinds.
+    pub gold_tags: Vec<Vec<usize>>,
+    /// How many examples the features came from.
+    pub examples: usize,
+}
+
+/// A window of a tagged sentence: which example, and for each position the character whose
+/// tag it decides (its first piece, in the window that gives it the most context), if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    pub example: usize,
+    pub decides: Vec<Option<usize>>,
 }
 
 impl EncodedSplit {
-    pub fn encode(name: &str, ex: &Examples, enc: &PairEncoder) -> EncodedSplit {
-        match ex {
-            Examples::Pair(v) => EncodedSplit {
-                name: name.into(),
-                rows: v
-                    .iter()
-                    .map(|e| vec![enc.encode(&e.text_a, &e.text_b)])
-                    .collect(),
-                labels: v.iter().map(|e| e.label).collect(),
-            },
-            Examples::Choice(v) => EncodedSplit {
-                name: name.into(),
-                rows: v
-                    .iter()
-                    .map(|e| e.choices.iter().map(|c| enc.encode(&e.prompt, c)).collect())
-                    .collect(),
-                labels: v.iter().map(|e| e.answer).collect(),
-            },
+    /// Features of a classification kind: one per example.
+    pub fn classes(name: &str, rows: Vec<Vec<Encoded>>, labels: Vec<usize>) -> EncodedSplit {
+        EncodedSplit {
+            name: name.into(),
+            examples: rows.len(),
+            rows,
+            labels,
+            tags: Vec::new(),
+            windows: Vec::new(),
+            gold_tags: Vec::new(),
         }
     }
 

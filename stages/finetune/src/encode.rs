@@ -1,5 +1,7 @@
-//! Sentence pairs to token ids, and encoded examples to padded batches: `[CLS] a [SEP] b [SEP]`
-//! with BERT's longest-first truncation, as albert_zh's `run_classifier.py` builds its inputs.
+//! Texts to token ids, and encoded rows to padded batches, as albert_zh's `run_classifier.py`
+//! and `run_ner.py` build their inputs: `[CLS] a [SEP] b [SEP]` with BERT's longest-first
+//! truncation for pairs, `[CLS] text [SEP]` (token types 0) for single texts, and for tagging
+//! the word pieces of each character (see [`crate::kinds::tagging`] for the windows).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,11 +13,14 @@ use pipeline_text::vocab::Vocab;
 use pipeline_text::wordpiece::{TokenizeWithOffsets, load_tokenizer};
 
 /// The tokenizer of a model directory and the special ids.
-pub struct PairEncoder {
+pub struct Encoder {
     tokenizer: Box<dyn TokenizeWithOffsets>,
     pub vocab: Arc<Vocab>,
     pub max_seq_length: usize,
 }
+
+/// The name the sentence-pair stage gave the encoder; every kind uses the one type.
+pub type PairEncoder = Encoder;
 
 /// One encoded row: ids and segment ids, unpadded.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,10 +29,10 @@ pub struct Encoded {
     pub types: Vec<u8>,
 }
 
-impl PairEncoder {
+impl Encoder {
     /// The tokenizer in `dir` (`vocab.txt` + `tokenizer.json`, as the vocab and pretrain stages
     /// write them).
-    pub fn load(dir: &Path, max_seq_length: usize) -> anyhow::Result<PairEncoder> {
+    pub fn load(dir: &Path, max_seq_length: usize) -> anyhow::Result<Encoder> {
         if max_seq_length < 5 {
             anyhow::bail!(
                 "max_seq_length = {max_seq_length} is too small: [CLS] a [SEP] b [SEP] needs at least 5"
@@ -35,19 +40,32 @@ impl PairEncoder {
         }
         let (vocab, tokenizer) = load_tokenizer(dir)
             .with_context(|| format!("loading the tokenizer of {}", dir.display()))?;
-        Ok(PairEncoder {
+        Ok(Encoder {
             tokenizer,
             vocab,
             max_seq_length,
         })
     }
 
-    fn tokens(&self, text: &str) -> Vec<u32> {
+    /// The token ids of `text`.
+    pub fn tokens(&self, text: &str) -> Vec<u32> {
         let mut ids = Vec::new();
         let mut starts = Vec::new();
         self.tokenizer
             .encode_with_offsets(text, &mut ids, &mut starts);
         ids
+    }
+
+    /// The word pieces of one character (a tagging unit): at least one, `[UNK]` for a unit
+    /// the tokenizer drops (a control character, a lone combining mark), so that every unit
+    /// has a position to be labelled at.
+    pub fn pieces(&self, unit: &str) -> Vec<u32> {
+        let ids = self.tokens(unit);
+        if ids.is_empty() {
+            vec![self.vocab.unk_id()]
+        } else {
+            ids
+        }
     }
 
     /// `[CLS] a [SEP] b [SEP]`, the longer of a and b trimmed from its end until the pair fits.
@@ -73,12 +91,30 @@ impl PairEncoder {
         types.resize(ids.len(), 1);
         Encoded { ids, types }
     }
+
+    /// `[CLS] text [SEP]`, token types all 0, the text cut from its end to fit.
+    pub fn encode_single(&self, text: &str) -> Encoded {
+        let mut t = self.tokens(text);
+        t.truncate(self.max_seq_length - 2);
+        self.wrap(&t)
+    }
+
+    /// `[CLS] ids [SEP]` with token types 0 (the caller keeps `ids` within the length).
+    pub fn wrap(&self, ids: &[u32]) -> Encoded {
+        let mut out = Vec::with_capacity(ids.len() + 2);
+        out.push(self.vocab.cls_id());
+        out.extend_from_slice(ids);
+        out.push(self.vocab.sep_id());
+        Encoded {
+            types: vec![0; out.len()],
+            ids: out,
+        }
+    }
 }
 
 /// Rows padded to the longest in the batch (rounded up to 8) as model input.
 pub fn batch_input(rows: &[&Encoded], device: &Device) -> AlbertInput {
-    let longest = rows.iter().map(|r| r.ids.len()).max().unwrap_or(1);
-    let seq = longest.div_ceil(8) * 8;
+    let seq = padded_length(rows);
     let n = rows.len();
     let mut ids = vec![0i64; n * seq];
     let mut types = vec![0i64; n * seq];
@@ -93,18 +129,24 @@ pub fn batch_input(rows: &[&Encoded], device: &Device) -> AlbertInput {
     AlbertInput::from_rows(n, seq, ids, types, mask, device)
 }
 
+/// The sequence length [`batch_input`] pads `rows` to.
+pub fn padded_length(rows: &[&Encoded]) -> usize {
+    let longest = rows.iter().map(|r| r.ids.len()).max().unwrap_or(1);
+    longest.div_ceil(8) * 8
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn encoder(max: usize) -> PairEncoder {
+    pub(crate) fn encoder(max: usize) -> Encoder {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/fixtures/vocab");
         let tmp = tempfile::tempdir().unwrap();
         std::fs::copy(dir.join("vocab.txt"), tmp.path().join("vocab.txt")).unwrap();
         let vocab = Vocab::load(&tmp.path().join("vocab.txt")).unwrap();
         let tok = pipeline_text::hf::wordpiece_tokenizer(&vocab, true).unwrap();
         pipeline_text::hf::write_tokenizer_json(&tok, &tmp.path().join("tokenizer.json")).unwrap();
-        PairEncoder::load(tmp.path(), max).unwrap()
+        Encoder::load(tmp.path(), max).unwrap()
     }
 
     #[test]
@@ -122,5 +164,18 @@ mod tests {
         assert!(x.types[sep + 1..].iter().all(|&t| t == 1));
         let short = e.encode("汤", "喝");
         assert_eq!(short.ids.len(), 5);
+    }
+
+    #[test]
+    fn single_texts_are_cls_text_sep_with_types_0() {
+        let e = encoder(6);
+        let x = e.encode_single("我喜欢妈妈做的汤");
+        assert_eq!(x.ids.len(), 6);
+        assert_eq!(x.ids[0], e.vocab.cls_id());
+        assert_eq!(x.ids[5], e.vocab.sep_id());
+        assert!(x.types.iter().all(|&t| t == 0));
+        assert_eq!(e.encode_single("汤").ids.len(), 3);
+        // A character the tokenizer drops still gets a position.
+        assert_eq!(e.pieces("\u{200b}"), [e.vocab.unk_id()]);
     }
 }

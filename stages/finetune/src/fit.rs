@@ -1,6 +1,6 @@
 //! The epochs of a fine-tuning run: each trains on the whole training split in
 //! length-grouped batches, then evaluates on the dev split; the epoch with the best dev
-//! accuracy is kept (its weights, its dev metrics and probabilities).
+//! score (accuracy; entity F1 for tagging) is kept (its weights, dev scores and predictions).
 
 use std::time::Instant;
 
@@ -8,38 +8,42 @@ use anyhow::bail;
 use burn::module::Module;
 use burn::tensor::Device;
 use pipeline_albert::parallel::DataParallel;
-use pipeline_tasks::{Metrics, evaluate};
 use serde::Serialize;
 
 use crate::data::{EncodedSplit, epoch_batches};
 use crate::encode::Encoded;
+use crate::kinds::{Decoded, Kind, Scores};
 use crate::params::TrainParams;
-use crate::predict::{argmax, choice_probabilities, pair_probabilities};
+use crate::predict::outputs;
 use crate::task_model::TaskModel;
-use crate::train::FineTuner;
+use crate::train::{FineTuner, Gold};
 
 /// One epoch, as `metrics.jsonl` and `metrics.json`'s history record it.
 #[derive(Debug, Clone, Serialize)]
 pub struct EpochRecord {
     pub epoch: usize,
     pub train_loss: f64,
+    /// Of examples (of labelled characters, tagging).
     pub train_accuracy: f64,
     pub dev_accuracy: f64,
     pub dev_f1: Option<f64>,
     pub dev_macro_f1: f64,
+    /// Tagging: the entity F1 on dev (what the best epoch is chosen by).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dev_entity_f1: Option<f64>,
     /// How the model's dev predictions spread over the labels (a model stuck on one class
     /// shows here first).
     pub dev_predicted: Vec<usize>,
     pub seconds: f64,
 }
 
-/// The epoch with the best dev accuracy: its weights (without autodiff), dev metrics and dev
-/// probabilities.
+/// The epoch with the best dev score: its weights (without autodiff), dev scores and dev
+/// predictions.
 pub struct BestEpoch {
     pub epoch: usize,
     pub model: TaskModel,
-    pub dev_metrics: Metrics,
-    pub dev_probs: Vec<Vec<f32>>,
+    pub dev_scores: Scores,
+    pub dev_decoded: Decoded,
 }
 
 /// What the epochs left.
@@ -52,42 +56,46 @@ pub struct Fit {
     pub tokens: u64,
 }
 
-/// Class (or choice) probabilities of every example of `split`, in order.
-pub fn probabilities(
+/// The predictions of `model` for every example of `split`, in order.
+pub fn predict_split(
+    kind: &dyn Kind,
     model: &TaskModel,
     split: &EncodedSplit,
     p: &TrainParams,
     workers: &DataParallel,
     device: &Device,
-) -> Vec<Vec<f32>> {
-    let noop = |_: usize| {};
-    match model {
-        TaskModel::Pair(m) => {
-            let rows: Vec<Encoded> = split.rows.iter().map(|r| r[0].clone()).collect();
-            pair_probabilities(m, &rows, p.eval_batch_size, workers, device, &noop)
-        }
-        TaskModel::Choice(m) => choice_probabilities(
-            m,
-            &split.rows,
-            (p.eval_batch_size / 4).max(1),
-            workers,
-            device,
-            &noop,
-        ),
-    }
+) -> Decoded {
+    let out = outputs(model, split, p.eval_batch_size, workers, device, &|_| {});
+    kind.decode(split, out)
+}
+
+/// Running sums of one epoch's training.
+#[derive(Default)]
+struct EpochSums {
+    loss: f64,
+    correct: f64,
+    counted: f64,
+    examples: usize,
+}
+
+/// The task being fitted: its kind and labels (tags).
+#[derive(Clone, Copy)]
+pub struct Task<'a> {
+    pub kind: &'static dyn Kind,
+    pub labels: &'a [String],
 }
 
 /// Trains `p.epochs` epochs on `train`, selecting on `dev`; `log` gets a line per epoch,
 /// `progress` the steps done.
 pub fn fit(
+    task: Task,
     tuner: &mut FineTuner,
     p: &TrainParams,
-    train: &EncodedSplit,
-    dev: &EncodedSplit,
-    labels: &[String],
+    (train, dev): (&EncodedSplit, &EncodedSplit),
     log: &dyn Fn(&str),
     progress: &dyn Fn(u64),
 ) -> anyhow::Result<Fit> {
+    let Task { kind, labels } = task;
     let lengths: Vec<usize> = (0..train.rows.len()).map(|i| train.length(i)).collect();
     let eval_device = tuner.device.clone().without_autodiff();
     let (mut history, mut best) = (Vec::new(), None::<BestEpoch>);
@@ -95,12 +103,22 @@ pub fn fit(
     for epoch in 1..=p.epochs {
         let t0 = Instant::now();
         let epoch_seed = p.seed ^ (epoch as u64).wrapping_mul(0x2545_F491_4F6C_DD1D);
-        let (mut loss_sum, mut correct, mut seen) = (0.0, 0.0, 0usize);
+        let mut sums = EpochSums::default();
         for batch in epoch_batches(&lengths, p.batch_size, epoch_seed, p.group_by_length) {
             tuner.device.seed(p.seed.wrapping_add(step));
             let rows: Vec<&[Encoded]> = batch.iter().map(|&i| &train.rows[i][..]).collect();
-            let gold: Vec<usize> = batch.iter().map(|&i| train.labels[i]).collect();
-            let r = tuner.step(step, &rows, &gold);
+            let classes: Vec<usize> = batch.iter().map(|&i| train.labels[i]).collect();
+            let tags: Vec<&[i64]> = batch
+                .iter()
+                .filter_map(|&i| train.tags.get(i))
+                .map(|t| &t[..])
+                .collect();
+            let gold = if train.tags.is_empty() {
+                Gold::Classes(&classes)
+            } else {
+                Gold::Tags(&tags)
+            };
+            let r = tuner.step_gold(step, &rows, gold);
             if !r.loss.is_finite() {
                 bail!(
                     "epoch {epoch}, step {}: the loss is {} (learning rate {:.3e}); training \
@@ -119,43 +137,31 @@ pub fn fit(
                 * 8;
             padded_tokens += (longest * batch.len()) as u64;
             tokens += batch.iter().map(|&i| lengths[i] as u64).sum::<u64>();
-            loss_sum += r.loss * batch.len() as f64;
-            correct += r.correct;
-            seen += batch.len();
+            sums.loss += r.loss * batch.len() as f64;
+            sums.correct += r.correct;
+            sums.counted += r.counted;
+            sums.examples += batch.len();
             step += 1;
             progress(step);
         }
         let seconds = t0.elapsed().as_secs_f64();
         train_seconds += seconds;
         let model = tuner.model.valid();
-        let dev_probs = probabilities(&model, dev, p, &tuner.parallel, &eval_device);
-        let dev_pred: Vec<usize> = dev_probs.iter().map(|q| argmax(q)).collect();
-        let dev_metrics = evaluate(&dev.labels, &dev_pred, labels)
+        let dev_decoded = predict_split(kind, &model, dev, p, &tuner.parallel, &eval_device);
+        let dev_scores = kind
+            .score(dev, &dev_decoded, labels)
             .map_err(|e| anyhow::anyhow!("dev metrics: {e}"))?;
-        let mut dev_predicted = vec![0usize; labels.len()];
-        for &k in &dev_pred {
-            dev_predicted[k.min(labels.len().saturating_sub(1))] += 1;
-        }
-        let record = EpochRecord {
-            epoch,
-            train_loss: loss_sum / seen.max(1) as f64,
-            train_accuracy: correct / seen.max(1) as f64,
-            dev_accuracy: dev_metrics.accuracy,
-            dev_f1: dev_metrics.f1,
-            dev_macro_f1: dev_metrics.macro_f1,
-            dev_predicted,
-            seconds,
-        };
+        let record = record(epoch, &sums, &dev_scores, labels.len(), seconds);
         log(&serde_json::to_string(&record)?);
         if best
             .as_ref()
-            .is_none_or(|b| dev_metrics.accuracy > b.dev_metrics.accuracy)
+            .is_none_or(|b| dev_scores.selection() > b.dev_scores.selection())
         {
             best = Some(BestEpoch {
                 epoch,
                 model,
-                dev_metrics,
-                dev_probs,
+                dev_scores,
+                dev_decoded,
             });
         }
         history.push(record);
@@ -171,4 +177,36 @@ pub fn fit(
         padded_tokens,
         tokens,
     })
+}
+
+/// The epoch's line of `metrics.jsonl`.
+fn record(
+    epoch: usize,
+    sums: &EpochSums,
+    dev: &Scores,
+    classes: usize,
+    seconds: f64,
+) -> EpochRecord {
+    let m = &dev.classes;
+    // Predicted per label: the confusion matrix's column sums.
+    let dev_predicted: Vec<usize> = (0..classes)
+        .map(|c| {
+            m.confusion
+                .counts
+                .iter()
+                .map(|row| row.get(c).copied().unwrap_or(0))
+                .sum()
+        })
+        .collect();
+    EpochRecord {
+        epoch,
+        train_loss: sums.loss / sums.examples.max(1) as f64,
+        train_accuracy: sums.correct / sums.counted.max(1.0),
+        dev_accuracy: m.accuracy,
+        dev_f1: m.f1,
+        dev_macro_f1: m.macro_f1,
+        dev_entity_f1: dev.entities.as_ref().map(|e| e.micro.f1),
+        dev_predicted,
+        seconds,
+    }
 }

@@ -1,6 +1,9 @@
 //! The `finetune` stage kind: sentence-pair classification (LCQMC, AFQMC, XNLI and the other
-//! Chinese NLI sets, or any TSV) and multiple choice, from a pretrained ALBERT, from random
-//! weights (the "no pretraining" baseline), or from a Hugging Face checkpoint.
+//! Chinese NLI sets, or any TSV), single-text classification (ChnSentiCorp, SMP2020-EWECT, or
+//! any TSV), token classification (MSRA NER, or any tagging file in TSV or CoNLL layout) and
+//! multiple choice, from a pretrained ALBERT, from random weights (the "no pretraining"
+//! baseline), or from a Hugging Face checkpoint. Every kind goes through the same stage, the
+//! shape of which [`kinds`] describes: a kind is one module there.
 //!
 //! The data protocol (train files, a dev file or a held-out fraction, named evaluation sets,
 //! bad-row handling) is `pipeline_tasks`'s; see that crate for its params. The training params:
@@ -11,7 +14,7 @@
 //! | `pretrain_step` | none | with `init: pretrained`, fine-tune the model the `pretrain` dep saved at this step (one of its `save_steps`) instead of its final one: a matrix over it gives downstream accuracy against pretraining tokens |
 //! | `init_from` | none | a Hugging Face ALBERT directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt, tokenizer.json), or a TensorFlow checkpoint of albert_zh or google-research/albert (directory, prefix or .index; albert_config.json and vocab.txt beside it) |
 //! | `device` | `auto` | `auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N` |
-//! | `epochs` | 3 | passes over the training set; the best on dev is kept |
+//! | `epochs` | 3 | passes over the training set; the best on dev (accuracy; entity F1 for tagging) is kept |
 //! | `batch_size` | 32 | |
 //! | `eval_batch_size` | 64 | |
 //! | `learning_rate` | 1e-4 | peak learning rate (albert_zh: 1e-4 … 2e-5) |
@@ -19,15 +22,16 @@
 //! | `weight_decay` | 0.01 | not applied to LayerNorm or bias |
 //! | `warmup_fraction` | 0.1 | share of the steps with linear warmup, then linear decay |
 //! | `max_grad_norm` | 1.0 | global-norm clipping; 0 disables |
-//! | `max_seq_length` | 128 | `[CLS] a [SEP] b [SEP]`, longest-first truncation |
+//! | `max_seq_length` | 128 | `[CLS] a [SEP] b [SEP]`, longest-first truncation; `[CLS] text [SEP]` cut at the end; for tagging, the window length (longer sentences are split into overlapping windows and merged back) |
 //! | `dropout` | 0.1 | dropout before the classifier |
 //! | `hidden_dropout` | 0.0 | dropout inside the encoder (albert_zh: none) |
 //! | `seed` | 42 | classifier initialisation, example order, dropout |
 //! | `group_by_length` | true | batch examples of similar length together (less padding; each batch is still a random draw) |
 //!
-//! Output: `config.json` + `model.safetensors` (`AlbertForSequenceClassification` or
-//! `AlbertForMultipleChoice` layout, with `id2label`), `vocab.txt`, `tokenizer.json`,
-//! `predictions.tsv` (every dev and evaluation example: texts, gold, predicted, probabilities),
+//! Output: `config.json` + `model.safetensors` (`AlbertForSequenceClassification`,
+//! `AlbertForTokenClassification` or `AlbertForMultipleChoice` layout, with `id2label`),
+//! `vocab.txt`, `tokenizer.json`, `predictions.tsv` (every dev and evaluation example: texts,
+//! gold, predicted, probabilities; for tagging the characters and the gold and predicted tags),
 //! `metrics.json` (protocol, per-epoch history, dev and evaluation metrics; see
 //! docs/metrics.md) and `metrics.jsonl` (one line per epoch).
 //!
@@ -37,6 +41,7 @@
 pub mod data;
 pub mod encode;
 pub mod fit;
+pub mod kinds;
 pub mod outputs;
 pub mod params;
 pub mod predict;
@@ -45,23 +50,23 @@ pub mod train;
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::bail;
 use pipeline_albert::device::{self, ResolvedDevice};
 use pipeline_albert::parallel::DataParallel;
 use pipeline_engine::stage::{Stage, StageContext};
-use pipeline_tasks::{Protocol, ProtocolSpec, evaluate};
+use pipeline_tasks::{Protocol, ProtocolSpec};
 use serde_json::{Map, Value, json};
 
 use data::EncodedSplit;
-use encode::PairEncoder;
-use fit::{Fit, fit, probabilities};
-use outputs::{Predictions, metrics_json};
+use encode::Encoder;
+use fit::{Fit, Task, fit, predict_split};
+use kinds::Kind;
+use outputs::{Predictions, scores_json};
 pub use params::{Init, TrainParams};
 use params::{TRAIN_PARAMS, known};
-use predict::argmax;
 use task_model::{Source, TaskModel, check_vocab};
 use train::FineTuner;
 
@@ -101,20 +106,8 @@ impl Stage for FinetuneStage {
             .collect();
         let spec =
             ProtocolSpec::from_params(&protocol_params).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let declared: Vec<PathBuf> = ctx
-            .inputs
-            .iter()
-            .map(|p| std::fs::canonicalize(p).unwrap_or(p.clone()))
-            .collect();
-        for path in spec.paths() {
-            let full = ctx.root.join(path);
-            let full = std::fs::canonicalize(&full).unwrap_or(full);
-            if full.exists() && !declared.contains(&full) {
-                tracing::warn!(
-                    "{}: {path} is not among the stage's `inputs:`, so a change to it will not re-run the stage",
-                    ctx.instance
-                );
-            }
+        for warning in spec.undeclared(ctx.instance, ctx.root, ctx.inputs) {
+            tracing::warn!("{warning}");
         }
         run(ctx, &train, &spec)
     }
@@ -127,17 +120,18 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
     let log = |line: &str| stage_log(ctx, line);
     let device = device::resolve(p.device).map_err(anyhow::Error::msg)?;
     let protocol = load_protocol(ctx, spec, &log)?;
+    let kind = kinds::of(spec.task.kind());
     let source = Source::of(ctx, p)?;
     let ad = device.device.clone().autodiff();
     ad.seed(p.seed);
-    let choices = protocol.num_choices.is_some();
-    let (config, model) = TaskModel::build(&source, p, protocol.labels.len(), choices, &ad)?;
-    let encoder = PairEncoder::load(
+    let head = kind.head(&protocol.labels);
+    let (config, model) = TaskModel::with_head(&source, p, head, &ad)?;
+    let encoder = Encoder::load(
         &source.dir,
         p.max_seq_length.min(config.max_position_embeddings),
     )?;
     check_vocab(&source.dir, encoder.vocab.len(), &config)?;
-    let sets = Sets::encode(&protocol, &encoder);
+    let sets = Sets::encode(kind, &protocol, &encoder);
     let total_steps = (sets.train.rows.len().div_ceil(p.batch_size) * p.epochs) as u64;
     let mut tuner = FineTuner::new(
         model,
@@ -157,21 +151,30 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         total_steps,
         &log,
     );
+    let task = Task {
+        kind,
+        labels: &protocol.labels,
+    };
     let fitted = fit(
+        task,
         &mut tuner,
         p,
-        &sets.train,
-        &sets.dev,
-        &protocol.labels,
+        (&sets.train, &sets.dev),
         &log,
         &|step| ctx.progress.set_position(step),
     )?;
-    let (eval_json, predictions, eval_rate) =
-        evaluate_sets(&fitted, &protocol, &sets, p, &tuner.parallel, &device, &log)?;
-    std::fs::write(ctx.out_dir.join("predictions.tsv"), predictions)?;
-    write_model(ctx, &fitted, &config, &protocol.labels, &source)?;
+    let evaluated = evaluate_sets(&fitted, &protocol, &sets, p, &tuner.parallel, &device, &log)?;
+    std::fs::write(ctx.out_dir.join("predictions.tsv"), &evaluated.predictions)?;
+    write_model(
+        ctx,
+        spec.task.name(),
+        &fitted,
+        &config,
+        &protocol.labels,
+        &source,
+    )?;
     let metrics = summary(
-        p, &protocol, &config, &source, &device, &tuner, &fitted, eval_json, eval_rate, started,
+        p, &protocol, &config, &source, &device, &tuner, &fitted, evaluated, started,
     );
     std::fs::write(
         ctx.out_dir.join("metrics.json"),
@@ -226,14 +229,14 @@ struct Sets {
 }
 
 impl Sets {
-    fn encode(protocol: &Protocol, encoder: &PairEncoder) -> Sets {
+    fn encode(kind: &dyn Kind, protocol: &Protocol, encoder: &Encoder) -> Sets {
         Sets {
-            train: EncodedSplit::encode("train", &protocol.train.examples, encoder),
-            dev: EncodedSplit::encode("dev", &protocol.dev.examples, encoder),
+            train: kind.encode("train", &protocol.train.examples, encoder),
+            dev: kind.encode("dev", &protocol.dev.examples, encoder),
             eval: protocol
                 .eval
                 .iter()
-                .map(|s| EncodedSplit::encode(&s.name, &s.examples, encoder))
+                .map(|s| kind.encode(&s.name, &s.examples, encoder))
                 .collect(),
         }
     }
@@ -256,8 +259,8 @@ fn announce(
          with {} data-parallel worker(s)",
         ctx.instance,
         protocol.spec.task.name(),
-        sets.train.rows.len(),
-        sets.dev.rows.len(),
+        sets.train.examples,
+        sets.dev.examples,
         sets.eval.len(),
         p.init.name(),
         source.dir.display(),
@@ -274,8 +277,17 @@ fn announce(
     ctx.progress.set_length(total_steps);
 }
 
-/// The best epoch's model on every evaluation set: metrics per set, `predictions.tsv` (dev
-/// rows included), and the evaluation's sentences/s.
+/// What the best model did on the evaluation sets.
+struct Evaluated {
+    /// Metrics per set, by name.
+    eval: Map<String, Value>,
+    /// `predictions.tsv` (dev rows included).
+    predictions: String,
+    /// Evaluation examples per second.
+    rate: f64,
+}
+
+/// The best epoch's model on every evaluation set.
 fn evaluate_sets(
     fitted: &Fit,
     protocol: &Protocol,
@@ -284,41 +296,60 @@ fn evaluate_sets(
     workers: &DataParallel,
     device: &ResolvedDevice,
     log: &dyn Fn(&str),
-) -> anyhow::Result<(Map<String, Value>, String, f64)> {
+) -> anyhow::Result<Evaluated> {
     let t0 = Instant::now();
-    let mut eval_json = Map::new();
-    let mut predictions = Predictions::new(&protocol.labels);
-    predictions.add("dev", &protocol.dev.examples, &fitted.best.dev_probs);
+    let task = Task {
+        kind: kinds::of(protocol.spec.task.kind()),
+        labels: &protocol.labels,
+    };
+    let mut eval = Map::new();
+    let mut predictions = Predictions::for_kind(task.kind, &protocol.labels);
+    predictions.add_decoded("dev", &protocol.dev.examples, &fitted.best.dev_decoded);
     let mut rows = 0usize;
     for (set, split) in sets.eval.iter().zip(&protocol.eval) {
-        let probs = probabilities(&fitted.best.model, set, p, workers, &device.device);
+        let decoded = predict_split(
+            task.kind,
+            &fitted.best.model,
+            set,
+            p,
+            workers,
+            &device.device,
+        );
         rows += set.rows.iter().map(Vec::len).sum::<usize>();
-        let pred: Vec<usize> = probs.iter().map(|q| argmax(q)).collect();
-        let m = evaluate(&set.labels, &pred, &protocol.labels)
-            .map_err(|e| anyhow::anyhow!("{} metrics: {e}", set.name))?;
+        let s = task.kind.score(set, &decoded, task.labels)?;
+        let m = &s.classes;
         log(&format!(
-            "{}: accuracy {:.4}{} on {} examples",
+            "{}: accuracy {:.4}{}{} on {} examples",
             set.name,
             m.accuracy,
             m.f1.map(|f| format!(", F1 {f:.4}")).unwrap_or_default(),
+            s.entities
+                .as_ref()
+                .map(|e| format!(", entity F1 {:.4}", e.micro.f1))
+                .unwrap_or_default(),
             m.examples
         ));
-        eval_json.insert(set.name.clone(), metrics_json(&m));
-        predictions.add(&set.name, &split.examples, &probs);
+        eval.insert(set.name.clone(), scores_json(&s));
+        predictions.add_decoded(&set.name, &split.examples, &decoded);
     }
-    let rate = rows as f64 / t0.elapsed().as_secs_f64().max(1e-9);
-    Ok((eval_json, predictions.into_string(), rate))
+    Ok(Evaluated {
+        eval,
+        predictions: predictions.into_string(),
+        rate: rows as f64 / t0.elapsed().as_secs_f64().max(1e-9),
+    })
 }
 
 /// The best model in the Hugging Face layout, with the tokenizer it was trained with.
 fn write_model(
     ctx: &StageContext,
+    task: &str,
     fitted: &Fit,
     config: &pipeline_albert::AlbertConfig,
     labels: &[String],
     source: &Source,
 ) -> anyhow::Result<()> {
     fitted.best.model.save(ctx.out_dir, config, labels)?;
+    mark_task(ctx.out_dir, task)?;
     for f in ["vocab.txt", "tokenizer.json"] {
         let src = source.dir.join(f);
         if src.is_file() {
@@ -341,6 +372,17 @@ fn write_model(
     Ok(())
 }
 
+/// Writes the task's name into the exported config.json as transformers'
+/// `finetuning_task`, so that `pipeline predict` knows whether a sequence classifier takes one
+/// text or two (the name's kind: `chnsenticorp` and `single` are single-text tasks).
+fn mark_task(dir: &Path, task: &str) -> anyhow::Result<()> {
+    let path = dir.join("config.json");
+    let mut config: Map<String, Value> = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    config.insert("finetuning_task".into(), json!(task));
+    std::fs::write(&path, serde_json::to_string_pretty(&config)? + "\n")?;
+    Ok(())
+}
+
 /// `metrics.json` (docs/metrics.md).
 #[allow(clippy::too_many_arguments)]
 fn summary(
@@ -351,15 +393,14 @@ fn summary(
     device: &ResolvedDevice,
     tuner: &FineTuner,
     fitted: &Fit,
-    eval: Map<String, Value>,
-    eval_rate: f64,
+    evaluated: Evaluated,
     started: Instant,
 ) -> Value {
     let examples_trained = (protocol.train.examples.len() * p.epochs) as f64;
     let train_s = fitted.train_seconds.max(1e-9);
     json!({
         "task": protocol.spec.task.name(),
-        "kind": if protocol.num_choices.is_some() { "choice" } else { "pair" },
+        "kind": protocol.spec.task.kind().name(),
         "labels": protocol.labels,
         "init": p.init.name(),
         "init_from": match &p.init { Init::Checkpoint(d) => Some(d.display().to_string()), _ => None },
@@ -384,13 +425,13 @@ fn summary(
         "seed": p.seed,
         "history": fitted.history,
         "best_epoch": fitted.best.epoch,
-        "dev": metrics_json(&fitted.best.dev_metrics),
-        "eval": eval,
+        "dev": scores_json(&fitted.best.dev_scores),
+        "eval": evaluated.eval,
         "train_seconds": fitted.train_seconds,
         "train_examples_per_s": examples_trained / train_s,
         "train_tokens_per_s": fitted.tokens as f64 / train_s,
         "padding_share": 1.0 - fitted.tokens as f64 / fitted.padded_tokens.max(1) as f64,
-        "eval_sentences_per_s": eval_rate,
+        "eval_sentences_per_s": evaluated.rate,
         "wall_seconds": started.elapsed().as_secs_f64(),
         "device": device.name,
         "data_parallel_workers": tuner.parallel.workers(),

@@ -1,85 +1,63 @@
 //! What a fine-tuning run leaves in its artifact besides the model: `predictions.tsv` (every
-//! dev and evaluation example with gold, prediction and probabilities) and the metric blocks
-//! of `metrics.json` (docs/metrics.md).
-
-use std::fmt::Write as _;
+//! dev and evaluation example with gold and prediction, in the kind's columns) and the metric
+//! blocks of `metrics.json` (docs/metrics.md).
 
 use pipeline_tasks::{Examples, Metrics};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::predict::argmax;
+use crate::kinds::{self, Decoded, Kind, Scores};
 
-/// One metrics block: accuracy, binary F1, macro-F1, confusion.
+/// One metrics block: accuracy, binary F1, macro-F1, confusion (and a tagger's entities).
 pub fn metrics_json(m: &Metrics) -> Value {
-    json!({
-        "examples": m.examples,
-        "accuracy": m.accuracy,
-        "f1": m.f1,
-        "macro_f1": m.macro_f1,
-        "confusion": {"labels": m.confusion.labels, "counts": m.confusion.counts},
+    scores_json(&Scores {
+        classes: m.clone(),
+        entities: None,
     })
+}
+
+/// [`metrics_json`] of a kind's scores.
+pub fn scores_json(s: &Scores) -> Value {
+    s.block().to_json()
 }
 
 /// `predictions.tsv`, built set by set.
 pub struct Predictions {
     text: String,
     labels: Vec<String>,
+    kind: &'static dyn Kind,
 }
 
 impl Predictions {
+    /// The columns of a classification task.
     pub fn new(labels: &[String]) -> Predictions {
-        let mut text = String::from("set\tline\ttext_a\ttext_b\tgold\tpredicted");
-        for l in labels {
-            text.push_str("\tp_");
-            text.push_str(l);
-        }
+        Self::for_kind(&kinds::pair::Pairs, labels)
+    }
+
+    /// The columns of `kind`.
+    pub fn for_kind(kind: &'static dyn Kind, labels: &[String]) -> Predictions {
+        let mut text = kind.prediction_header(labels);
         text.push('\n');
         Predictions {
             text,
             labels: labels.to_vec(),
+            kind,
         }
     }
 
     /// The rows of set `name`: its examples (in the protocol's order) and their probabilities.
     pub fn add(&mut self, name: &str, examples: &Examples, probs: &[Vec<f32>]) {
-        for (i, q) in probs.iter().enumerate() {
-            let (line, a, b, gold) = match examples {
-                Examples::Pair(v) => (
-                    v[i].line,
-                    v[i].text_a.clone(),
-                    v[i].text_b.clone(),
-                    v[i].label,
-                ),
-                Examples::Choice(v) => (
-                    v[i].line,
-                    v[i].prompt.clone(),
-                    v[i].choices.join(" | "),
-                    v[i].answer,
-                ),
-            };
-            let _ = write!(
-                self.text,
-                "{name}\t{line}\t{}\t{}\t{}\t{}",
-                clean_tsv(&a),
-                clean_tsv(&b),
-                self.labels[gold],
-                self.labels[argmax(q)]
-            );
-            for x in q {
-                let _ = write!(self.text, "\t{x:.6}");
-            }
-            self.text.push('\n');
-        }
+        self.add_decoded(name, examples, &Decoded::Classes(probs.to_vec()));
+    }
+
+    /// The rows of set `name` from the kind's predictions.
+    pub fn add_decoded(&mut self, name: &str, examples: &Examples, decoded: &Decoded) {
+        self.kind
+            .prediction_rows(name, examples, decoded, &self.labels, &mut self.text);
     }
 
     pub fn into_string(self) -> String {
         self.text
     }
-}
-
-/// Tabs and newlines inside a text would break predictions.tsv's columns.
-fn clean_tsv(s: &str) -> String {
-    s.replace(['\t', '\n', '\r'], " ")
 }
 
 #[cfg(test)]

@@ -1,10 +1,12 @@
 //! The training params of the `finetune` stage (the data protocol's params are
-//! `pipeline_tasks`'s), checked, with the defaults the crate docs list.
+//! `pipeline_tasks`'s): a serde struct with the defaults the crate docs list, checked, with
+//! errors that name the param.
 
 use std::path::{Path, PathBuf};
 
 use pipeline_albert::device::DeviceChoice;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 pub(crate) const TRAIN_PARAMS: &[&str] = &[
@@ -80,36 +82,102 @@ pub struct TrainParams {
     pub group_by_length: bool,
 }
 
-fn num(p: &Map<String, Value>, key: &str, default: f64) -> Result<f64, String> {
-    match p.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v
-            .as_f64()
-            .ok_or_else(|| format!("{key} must be a number, not {v}")),
+/// The params as given, typed (defaults for those left out; `null` means left out). Checked
+/// and combined into [`TrainParams`] by [`TrainParams::parse`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Given {
+    init: Option<String>,
+    init_from: Option<String>,
+    pretrain_step: Option<u64>,
+    device: String,
+    epochs: u64,
+    batch_size: u64,
+    eval_batch_size: u64,
+    learning_rate: f64,
+    optimizer: String,
+    weight_decay: f64,
+    warmup_fraction: f64,
+    max_grad_norm: f64,
+    max_seq_length: u64,
+    dropout: f64,
+    hidden_dropout: f64,
+    seed: u64,
+    group_by_length: bool,
+}
+
+impl Default for Given {
+    fn default() -> Self {
+        Given {
+            init: None,
+            init_from: None,
+            pretrain_step: None,
+            device: "auto".into(),
+            epochs: 3,
+            batch_size: 32,
+            eval_batch_size: 64,
+            learning_rate: 1e-4,
+            optimizer: "adamw".into(),
+            weight_decay: 0.01,
+            warmup_fraction: 0.1,
+            max_grad_norm: 1.0,
+            max_seq_length: 128,
+            dropout: 0.1,
+            hidden_dropout: 0.0,
+            seed: 42,
+            group_by_length: true,
+        }
     }
 }
 
-fn count(p: &Map<String, Value>, key: &str, default: u64, min: u64) -> Result<u64, String> {
-    let v = match p.get(key) {
-        None | Some(Value::Null) => default,
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| format!("{key} must be a non-negative integer, not {v}"))?,
-    };
+/// What a param of the wrong type is told: serde's message does not name the param.
+fn type_error(key: &str, v: &Value) -> String {
+    match key {
+        "init_from" => format!("init_from must be a path, not {v}"),
+        "init" | "device" | "optimizer" => format!("{key} must be a string, not {v}"),
+        "pretrain_step" => format!(
+            "pretrain_step must be a step number the pretrain dep saved (its save_steps), not {v}"
+        ),
+        "group_by_length" => format!("group_by_length must be true or false, not {v}"),
+        "epochs" | "batch_size" | "eval_batch_size" | "max_seq_length" | "seed" => {
+            format!("{key} must be a non-negative integer, not {v}")
+        }
+        _ => format!("{key} must be a number, not {v}"),
+    }
+}
+
+/// `key`'s value at least `min`.
+fn at_least(key: &str, v: u64, min: u64) -> Result<u64, String> {
     if v < min {
         return Err(format!("{key} must be at least {min} (got {v})"));
     }
     Ok(v)
 }
 
-impl TrainParams {
-    pub fn parse(p: &Map<String, Value>, root: &Path) -> Result<TrainParams, String> {
-        let init_from = match p.get("init_from") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(root.join(s)),
-            Some(v) => return Err(format!("init_from must be a path, not {v}")),
-        };
-        let init = match (p.get("init").and_then(Value::as_str), init_from) {
+impl Given {
+    /// The training params of `p` (the protocol's are left out), `null` meaning "left out".
+    fn of(p: &Map<String, Value>) -> Result<Given, String> {
+        let own: Map<String, Value> = p
+            .iter()
+            .filter(|(k, v)| TRAIN_PARAMS.contains(&k.as_str()) && !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        serde_json::from_value(Value::Object(own.clone())).map_err(|e| {
+            // Try each param alone to say which one is wrong, in today's words.
+            own.iter()
+                .find(|(k, v)| {
+                    let one = Map::from_iter([(k.to_string(), (*v).clone())]);
+                    serde_json::from_value::<Given>(Value::Object(one)).is_err()
+                })
+                .map(|(k, v)| type_error(k, v))
+                .unwrap_or_else(|| e.to_string())
+        })
+    }
+
+    /// Where the weights come from: `init` and `init_from` together.
+    fn init(&self, root: &Path) -> Result<Init, String> {
+        let init_from = self.init_from.as_ref().map(|s| root.join(s));
+        Ok(match (self.init.as_deref(), init_from) {
             (Some("checkpoint") | None, Some(dir)) => Init::Checkpoint(dir),
             (Some("checkpoint"), None) => {
                 return Err(
@@ -127,20 +195,19 @@ impl TrainParams {
                     "unknown init {other:?}: expected pretrained, random or checkpoint"
                 ));
             }
-        };
-        if let Some(v) = p.get("init")
-            && !v.is_string()
-        {
-            return Err(format!("init must be a string, not {v}"));
-        }
-        let pretrain_step = match p.get("pretrain_step") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
-                format!(
-                    "pretrain_step must be a step number the pretrain dep saved (its \
-                     save_steps), not {v}"
-                )
-            })?),
+        })
+    }
+}
+
+impl TrainParams {
+    /// Parses and checks the training params of `p` (other keys are the protocol's); the
+    /// error names the param, and the engine adds where in pipeline.yaml it is.
+    pub fn parse(p: &Map<String, Value>, root: &Path) -> Result<TrainParams, String> {
+        let g = Given::of(p)?;
+        let init = g.init(root)?;
+        let pretrain_step = match g.pretrain_step {
+            Some(0) => return Err(type_error("pretrain_step", &Value::from(0))),
+            other => other,
         };
         if pretrain_step.is_some() && init != Init::Pretrained {
             return Err(format!(
@@ -149,55 +216,40 @@ impl TrainParams {
                 init.name()
             ));
         }
-        let dropout = num(p, "dropout", 0.1)?;
-        let hidden_dropout = num(p, "hidden_dropout", 0.0)?;
-        for (k, d) in [("dropout", dropout), ("hidden_dropout", hidden_dropout)] {
+        for (k, d) in [("dropout", g.dropout), ("hidden_dropout", g.hidden_dropout)] {
             if !(0.0..1.0).contains(&d) {
                 return Err(format!("{k} = {d} must be in [0, 1)"));
             }
         }
-        let warmup_fraction = num(p, "warmup_fraction", 0.1)?;
-        if !(0.0..=1.0).contains(&warmup_fraction) {
+        if !(0.0..=1.0).contains(&g.warmup_fraction) {
             return Err(format!(
-                "warmup_fraction = {warmup_fraction} must be in [0, 1]"
+                "warmup_fraction = {} must be in [0, 1]",
+                g.warmup_fraction
             ));
         }
-        let learning_rate = num(p, "learning_rate", 1e-4)?;
-        if !(learning_rate > 0.0 && learning_rate.is_finite()) {
+        if !(g.learning_rate > 0.0 && g.learning_rate.is_finite()) {
             return Err(format!(
-                "learning_rate = {learning_rate} must be a positive number"
+                "learning_rate = {} must be a positive number",
+                g.learning_rate
             ));
         }
-        let device_name = match p.get("device") {
-            None | Some(Value::Null) => "auto",
-            Some(Value::String(s)) => s.as_str(),
-            Some(v) => return Err(format!("device must be a string, not {v}")),
-        };
         Ok(TrainParams {
             init,
             pretrain_step,
-            device: DeviceChoice::parse(device_name)?,
-            epochs: count(p, "epochs", 3, 1)? as usize,
-            batch_size: count(p, "batch_size", 32, 1)? as usize,
-            eval_batch_size: count(p, "eval_batch_size", 64, 1)? as usize,
-            learning_rate,
-            optimizer: OptimizerKind::parse(
-                p.get("optimizer")
-                    .and_then(Value::as_str)
-                    .unwrap_or("adamw"),
-            )?,
-            weight_decay: num(p, "weight_decay", 0.01)?,
-            warmup_fraction,
-            max_grad_norm: num(p, "max_grad_norm", 1.0)?,
-            max_seq_length: count(p, "max_seq_length", 128, 5)? as usize,
-            dropout,
-            hidden_dropout,
-            seed: count(p, "seed", 42, 0)?,
-            group_by_length: match p.get("group_by_length") {
-                None | Some(Value::Null) => true,
-                Some(Value::Bool(b)) => *b,
-                Some(v) => return Err(format!("group_by_length must be true or false, not {v}")),
-            },
+            device: DeviceChoice::parse(&g.device)?,
+            epochs: at_least("epochs", g.epochs, 1)? as usize,
+            batch_size: at_least("batch_size", g.batch_size, 1)? as usize,
+            eval_batch_size: at_least("eval_batch_size", g.eval_batch_size, 1)? as usize,
+            learning_rate: g.learning_rate,
+            optimizer: OptimizerKind::parse(&g.optimizer)?,
+            weight_decay: g.weight_decay,
+            warmup_fraction: g.warmup_fraction,
+            max_grad_norm: g.max_grad_norm,
+            max_seq_length: at_least("max_seq_length", g.max_seq_length, 5)? as usize,
+            dropout: g.dropout,
+            hidden_dropout: g.hidden_dropout,
+            seed: g.seed,
+            group_by_length: g.group_by_length,
         })
     }
 
@@ -219,5 +271,62 @@ impl TrainParams {
             total_steps,
             max_grad_norm: self.max_grad_norm,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<TrainParams, String> {
+        TrainParams::parse(v.as_object().unwrap(), Path::new("/ws"))
+    }
+
+    #[test]
+    fn defaults_nulls_and_protocol_keys() {
+        let p = parse(json!({"task": "lcqmc", "epochs": null, "seed": 7})).unwrap();
+        assert_eq!(
+            (p.epochs, p.batch_size, p.max_seq_length, p.seed),
+            (3, 32, 128, 7)
+        );
+        assert_eq!(p.init, Init::Pretrained);
+        assert!(p.group_by_length);
+        let p = parse(json!({"init_from": "hf"})).unwrap();
+        assert_eq!(p.init, Init::Checkpoint(PathBuf::from("/ws/hf")));
+    }
+
+    #[test]
+    fn errors_name_the_param_as_before() {
+        let err = |v: Value| parse(v).unwrap_err();
+        assert_eq!(
+            err(json!({"epochs": 0})),
+            "epochs must be at least 1 (got 0)"
+        );
+        assert_eq!(
+            err(json!({"epochs": "3"})),
+            "epochs must be a non-negative integer, not \"3\""
+        );
+        assert_eq!(
+            err(json!({"dropout": "x"})),
+            "dropout must be a number, not \"x\""
+        );
+        assert_eq!(
+            err(json!({"init_from": 3})),
+            "init_from must be a path, not 3"
+        );
+        assert_eq!(err(json!({"init": 3})), "init must be a string, not 3");
+        assert_eq!(
+            err(json!({"group_by_length": 1})),
+            "group_by_length must be true or false, not 1"
+        );
+        assert!(err(json!({"init": "random", "init_from": "x"})).contains("exclude each other"));
+        assert!(err(json!({"init": "pretrianed"})).starts_with("unknown init"));
+        assert!(
+            err(json!({"pretrain_step": 0})).starts_with("pretrain_step must be a step number")
+        );
+        assert!(err(json!({"init": "random", "pretrain_step": 5})).contains("does not go with"));
+        assert!(err(json!({"dropout": 1.0})).contains("must be in [0, 1)"));
+        assert!(err(json!({"learning_rate": 0})).contains("positive"));
     }
 }

@@ -1,6 +1,6 @@
-//! Batched prediction with a fine-tuned model: class probabilities for sentence pairs, or choice
-//! probabilities for multiple-choice questions. Used by the finetune stage's evaluation and by
-//! `pipeline predict`.
+//! Batched prediction with a fine-tuned model: class probabilities for sentence pairs and single
+//! texts, choice probabilities for multiple-choice questions, tag probabilities at every
+//! position for tagging. Used by the finetune stage's evaluation and by `pipeline predict`.
 //!
 //! Examples are batched in order of length (so that a batch pads to little more than its own
 //! rows; the results come back in the input's order), and on a CPU each batch is cut into one
@@ -12,9 +12,16 @@ use anyhow::{Context, bail};
 use burn::tensor::activation::softmax;
 use burn::tensor::{Device, Tensor};
 use pipeline_albert::parallel::DataParallel;
-use pipeline_albert::{AlbertConfig, AlbertForMultipleChoice, AlbertForSequenceClassification, hf};
+use pipeline_albert::{
+    AlbertConfig, AlbertForMultipleChoice, AlbertForSequenceClassification,
+    AlbertForTokenClassification, hf,
+};
 
-use crate::encode::{Encoded, PairEncoder, batch_input};
+use crate::data::EncodedSplit;
+use crate::encode::{Encoded, Encoder, PairEncoder, batch_input};
+use crate::kinds::Outputs;
+use crate::task_model::TaskModel;
+use pipeline_tasks::{Task, TaskKind};
 
 fn probs_of(logits: Tensor<2>) -> Vec<Vec<f32>> {
     let [n, k] = logits.dims();
@@ -26,19 +33,37 @@ fn probs_of(logits: Tensor<2>) -> Vec<Vec<f32>> {
     (0..n).map(|i| flat[i * k..(i + 1) * k].to_vec()).collect()
 }
 
-/// Probabilities of `items` in their order: batches of `batch_size` items taken in order of
-/// `length`, each split over `workers`, `probs(part)` computing one part's probabilities.
-fn batched<T: Sync>(
+/// Tag probabilities `[rows][position][tag]` of the real positions of each row.
+fn position_probs_of(logits: Tensor<3>, rows: &[&Encoded]) -> Vec<Vec<Vec<f32>>> {
+    let [n, s, k] = logits.dims();
+    let flat: Vec<f32> = softmax(logits, 2)
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .unwrap_or_default();
+    (0..n)
+        .map(|i| {
+            let len = rows.get(i).map_or(0, |r| r.ids.len()).min(s);
+            (0..len)
+                .map(|j| flat[(i * s + j) * k..(i * s + j + 1) * k].to_vec())
+                .collect()
+        })
+        .collect()
+}
+
+/// Results for `items` in their order: batches of `batch_size` items taken in order of
+/// `length`, each split over `workers`, `probs(part)` computing one part's results.
+fn batched<T: Sync, R: Clone + Default + Send>(
     items: &[T],
     length: impl Fn(&T) -> usize,
     batch_size: usize,
     workers: &DataParallel,
     progress: &(dyn Fn(usize) + Sync),
-    probs: impl Fn(&[&T]) -> Vec<Vec<f32>> + Sync,
-) -> Vec<Vec<f32>> {
+    probs: impl Fn(&[&T]) -> Vec<R> + Sync,
+) -> Vec<R> {
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by_key(|&i| length(&items[i]));
-    let mut out = vec![Vec::new(); items.len()];
+    let mut out = vec![R::default(); items.len()];
     for batch in order.chunks(batch_size.max(1)) {
         let ranges = workers.split(batch.len());
         let parts = workers.map(ranges.len(), |k| {
@@ -92,6 +117,63 @@ pub fn choice_probabilities(
     })
 }
 
+/// Tag probabilities at every real position of each row.
+pub fn tag_probabilities(
+    model: &AlbertForTokenClassification,
+    rows: &[Encoded],
+    batch_size: usize,
+    workers: &DataParallel,
+    device: &Device,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Vec<Vec<Vec<f32>>> {
+    batched(
+        rows,
+        |r| r.ids.len(),
+        batch_size,
+        workers,
+        progress,
+        |part| position_probs_of(model.forward(&batch_input(part, device)), part),
+    )
+}
+
+/// The head's outputs on every feature of `split`, in order.
+pub fn outputs(
+    model: &TaskModel,
+    split: &EncodedSplit,
+    batch_size: usize,
+    workers: &DataParallel,
+    device: &Device,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Outputs {
+    let first = || -> Vec<Encoded> { split.rows.iter().map(|r| r[0].clone()).collect() };
+    match model {
+        TaskModel::Pair(m) => Outputs::Rows(pair_probabilities(
+            m,
+            &first(),
+            batch_size,
+            workers,
+            device,
+            progress,
+        )),
+        TaskModel::Choice(m) => Outputs::Rows(choice_probabilities(
+            m,
+            &split.rows,
+            (batch_size / 4).max(1),
+            workers,
+            device,
+            progress,
+        )),
+        TaskModel::Tags(m) => Outputs::Positions(tag_probabilities(
+            m,
+            &first(),
+            batch_size,
+            workers,
+            device,
+            progress,
+        )),
+    }
+}
+
 /// The index of the largest probability.
 pub fn argmax(p: &[f32]) -> usize {
     p.iter()
@@ -101,23 +183,27 @@ pub fn argmax(p: &[f32]) -> usize {
         .unwrap_or(0)
 }
 
-/// A fine-tuned sentence-pair classifier ready to predict: the model, its tokenizer and labels.
-pub struct PairClassifier {
+/// A fine-tuned model ready to predict: a sequence classifier (pairs or single texts) or a
+/// token classifier, with its tokenizer and labels (tags).
+pub struct FineTuned {
     pub dir: PathBuf,
+    /// What it was fine-tuned for (the kind of config.json's `finetuning_task`; a sequence
+    /// classifier without it is a pair classifier, as every one was before single texts).
+    pub kind: TaskKind,
     pub config: AlbertConfig,
-    pub model: AlbertForSequenceClassification,
-    pub encoder: PairEncoder,
+    pub model: TaskModel,
+    pub encoder: Encoder,
     pub labels: Vec<String>,
 }
 
-impl PairClassifier {
-    /// Loads a fine-tune artifact (or any `AlbertForSequenceClassification` directory with
-    /// `id2label`, `vocab.txt` and `tokenizer.json`).
-    pub fn load(
-        dir: &Path,
-        max_seq_length: usize,
-        device: &Device,
-    ) -> anyhow::Result<PairClassifier> {
+/// The name `pipeline predict` knew the classifier by.
+pub type PairClassifier = FineTuned;
+
+impl FineTuned {
+    /// Loads a fine-tune artifact (or any `AlbertForSequenceClassification` or
+    /// `AlbertForTokenClassification` directory with `id2label`, `vocab.txt` and
+    /// `tokenizer.json`).
+    pub fn load(dir: &Path, max_seq_length: usize, device: &Device) -> anyhow::Result<FineTuned> {
         let raw: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(dir.join("config.json")).with_context(|| {
                 format!(
@@ -128,8 +214,24 @@ impl PairClassifier {
         )
         .with_context(|| format!("{}/config.json is not valid JSON", dir.display()))?;
         let arch = raw["architectures"][0].as_str().unwrap_or("");
-        if arch != "AlbertForSequenceClassification" {
-            bail!(
+        let named = raw["finetuning_task"].as_str().and_then(Task::kind_of_name);
+        let kind = match (named, arch) {
+            (_, "AlbertForTokenClassification") => TaskKind::Tagging,
+            (Some(TaskKind::Single), _) => TaskKind::Single,
+            _ => TaskKind::Pair,
+        };
+        let (config, model, outputs) = match arch {
+            "AlbertForSequenceClassification" => {
+                let (c, m) = hf::load_classifier(dir, device)?;
+                let n = m.num_labels();
+                (c, TaskModel::Pair(m), n)
+            }
+            "AlbertForTokenClassification" => {
+                let (c, m) = hf::load_token_classifier(dir, device)?;
+                let n = m.num_labels();
+                (c, TaskModel::Tags(m), n)
+            }
+            _ => bail!(
                 "{} holds a {} model, not a sentence-pair classifier: `pipeline predict` needs a \
                  fine-tuned model (a `finetune` stage's artifact), e.g. --stage finetune_lcqmc",
                 dir.display(),
@@ -138,9 +240,8 @@ impl PairClassifier {
                 } else {
                     arch.to_string()
                 }
-            );
-        }
-        let (config, model) = hf::load_classifier(dir, device)?;
+            ),
+        };
         let mut labels: Vec<(usize, String)> = raw["id2label"]
             .as_object()
             .map(|m| {
@@ -151,22 +252,28 @@ impl PairClassifier {
             .unwrap_or_default();
         labels.sort();
         let labels: Vec<String> = labels.into_iter().map(|(_, l)| l).collect();
-        if labels.len() != model.num_labels() {
+        if labels.len() != outputs {
             bail!(
                 "{}/config.json: id2label has {} labels but the classifier has {} outputs",
                 dir.display(),
                 labels.len(),
-                model.num_labels()
+                outputs
             );
         }
         let encoder = PairEncoder::load(dir, max_seq_length.min(config.max_position_embeddings))?;
-        Ok(PairClassifier {
+        Ok(FineTuned {
             dir: dir.to_path_buf(),
+            kind,
             config,
             model,
             encoder,
             labels,
         })
+    }
+
+    /// Whether it tags characters (a token classifier) rather than classifying texts.
+    pub fn is_tagger(&self) -> bool {
+        matches!(self.model, TaskModel::Tags(_))
     }
 }
 

@@ -1,5 +1,5 @@
-//! The model being fine-tuned: a pair classifier or a multiple-choice head on an ALBERT
-//! backbone taken from the `pretrain` dep (its weights, or its architecture with fresh weights)
+//! The model being fine-tuned: a sequence classifier (pairs, single texts), a multiple-choice
+//! head or a token classifier (tagging) on an ALBERT backbone taken from the `pretrain` dep (its weights, or its architecture with fresh weights)
 //! or from a checkpoint directory, with the dropout the params ask for.
 
 use std::path::{Path, PathBuf};
@@ -9,19 +9,30 @@ use burn::module::Module;
 use burn::nn::DropoutConfig;
 use burn::tensor::{Device, Distribution, Tensor};
 use pipeline_albert::{
-    Albert, AlbertConfig, AlbertForMultipleChoice, AlbertForSequenceClassification, AlbertInput, hf,
+    Albert, AlbertConfig, AlbertForMultipleChoice, AlbertForSequenceClassification,
+    AlbertForTokenClassification, AlbertInput, hf,
 };
 use pipeline_engine::stage::StageContext;
 use serde_json::{Value, json};
 
+use crate::kinds::Head;
 use crate::params::{Init, TrainParams};
 
-/// A pair classifier or a multiple-choice model.
+/// A sequence classifier, a multiple-choice model or a token classifier.
 #[derive(Module, Debug)]
 #[allow(clippy::large_enum_variant)]
 pub enum TaskModel {
     Pair(AlbertForSequenceClassification),
     Choice(AlbertForMultipleChoice),
+    Tags(AlbertForTokenClassification),
+}
+
+/// The classifier's dropout as a mask: on the pooled `[rows, H]` output of the sequence and
+/// choice heads, or on the `[rows, seq, H]` hidden states of the token head.
+#[derive(Debug, Clone)]
+pub enum DropoutMask {
+    Pooled(Tensor<2>),
+    Hidden(Tensor<3>),
 }
 
 /// Where the backbone came from.
@@ -142,6 +153,21 @@ impl TaskModel {
         choices: bool,
         device: &Device,
     ) -> anyhow::Result<(AlbertConfig, TaskModel)> {
+        let head = if choices {
+            Head::Choice
+        } else {
+            Head::Classes(labels)
+        };
+        Self::with_head(source, p, head, device)
+    }
+
+    /// [`TaskModel::build`] for any head.
+    pub fn with_head(
+        source: &Source,
+        p: &TrainParams,
+        head: Head,
+        device: &Device,
+    ) -> anyhow::Result<(AlbertConfig, TaskModel)> {
         let (config, backbone) = match &p.init {
             Init::Random => {
                 let c = with_dropout(&hf::read_config(&source.dir)?, p.hidden_dropout);
@@ -156,14 +182,16 @@ impl TaskModel {
         };
         let config = with_dropout(&config, p.hidden_dropout);
         let backbone = set_hidden_dropout(backbone, p.hidden_dropout);
-        let model = if choices {
-            TaskModel::Choice(AlbertForMultipleChoice::from_backbone(
+        let model = match head {
+            Head::Choice => TaskModel::Choice(AlbertForMultipleChoice::from_backbone(
                 backbone, &config, p.dropout, device,
-            ))
-        } else {
-            TaskModel::Pair(AlbertForSequenceClassification::from_backbone(
-                backbone, &config, labels, p.dropout, device,
-            ))
+            )),
+            Head::Classes(n) => TaskModel::Pair(AlbertForSequenceClassification::from_backbone(
+                backbone, &config, n, p.dropout, device,
+            )),
+            Head::Tags(n) => TaskModel::Tags(AlbertForTokenClassification::from_backbone(
+                backbone, &config, n, p.dropout, device,
+            )),
         };
         Ok((config, model))
     }
@@ -174,29 +202,59 @@ impl TaskModel {
     }
 
     /// Logits `[examples, classes or choices]` of `input` (`choices` rows per example for a
-    /// choice model), the classifier's dropout given as a mask.
+    /// choice model; for a token model `[rows × seq, tags]`, every position a row), the
+    /// classifier's dropout given as a mask.
     pub fn logits(
         &self,
         input: &AlbertInput,
         choices: usize,
-        mask: Option<Tensor<2>>,
+        mask: Option<DropoutMask>,
     ) -> Tensor<2> {
+        let pooled = |m: Option<DropoutMask>| match m {
+            Some(DropoutMask::Pooled(t)) => Some(t),
+            _ => None,
+        };
         match self {
-            TaskModel::Pair(m) => m.forward_with_dropout_mask(input, mask),
-            TaskModel::Choice(m) => m.forward_with_dropout_mask(input, choices, mask),
+            TaskModel::Pair(m) => m.forward_with_dropout_mask(input, pooled(mask)),
+            TaskModel::Choice(m) => m.forward_with_dropout_mask(input, choices, pooled(mask)),
+            TaskModel::Tags(m) => {
+                let hidden = match mask {
+                    Some(DropoutMask::Hidden(t)) => Some(t),
+                    _ => None,
+                };
+                let logits = m.forward_with_dropout_mask(input, hidden);
+                let [b, s, n] = logits.dims();
+                logits.reshape([b * s, n])
+            }
         }
     }
 
-    /// A dropout mask for `rows` pooled vectors of width `hidden`, scaled by `1/(1-p)`; `None`
-    /// without dropout. Drawn from `device`'s random stream (call it in a fixed order).
-    pub fn dropout_mask(&self, rows: usize, hidden: usize, device: &Device) -> Option<Tensor<2>> {
+    /// A dropout mask for `rows` rows of `seq` positions and width `hidden`, scaled by
+    /// `1/(1-p)`; `None` without dropout. Drawn from `device`'s random stream (call it in a
+    /// fixed order).
+    pub fn dropout_mask(
+        &self,
+        rows: usize,
+        seq: usize,
+        hidden: usize,
+        device: &Device,
+    ) -> Option<DropoutMask> {
         let p = match self {
             TaskModel::Pair(m) => m.dropout_prob(),
             TaskModel::Choice(m) => m.dropout_prob(),
+            TaskModel::Tags(m) => m.dropout_prob(),
         };
-        (p > 0.0).then(|| {
-            Tensor::<2>::random([rows, hidden], Distribution::Bernoulli(1.0 - p), device)
-                .div_scalar(1.0 - p)
+        if p <= 0.0 {
+            return None;
+        }
+        let keep = Distribution::Bernoulli(1.0 - p);
+        Some(match self {
+            TaskModel::Tags(_) => DropoutMask::Hidden(
+                Tensor::<3>::random([rows, seq, hidden], keep, device).div_scalar(1.0 - p),
+            ),
+            _ => DropoutMask::Pooled(
+                Tensor::<2>::random([rows, hidden], keep, device).div_scalar(1.0 - p),
+            ),
         })
     }
 
@@ -205,6 +263,7 @@ impl TaskModel {
         match self {
             TaskModel::Pair(m) => hf::save_classifier(dir, config, m, labels),
             TaskModel::Choice(m) => hf::save_multiple_choice(dir, config, m),
+            TaskModel::Tags(m) => hf::save_token_classifier(dir, config, m, labels),
         }
     }
 }

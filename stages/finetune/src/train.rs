@@ -10,16 +10,27 @@ use pipeline_albert::model::weighted_cross_entropy;
 use pipeline_albert::parallel::DataParallel;
 use pipeline_albert::train::{OptimConfig, clip_global_norm};
 
-use crate::encode::{Encoded, batch_input};
-use crate::task_model::TaskModel;
+use crate::encode::{Encoded, batch_input, padded_length};
+use crate::kinds::tagging::IGNORE;
+use crate::task_model::{DropoutMask, TaskModel};
+
+/// The gold of a batch: a class per example, or a tag per position of each example's row
+/// (−100 where ignored).
+#[derive(Debug, Clone, Copy)]
+pub enum Gold<'a> {
+    Classes(&'a [usize]),
+    Tags(&'a [&'a [i64]]),
+}
 
 /// What one step did.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StepResult {
-    /// Mean cross-entropy over the batch's examples.
+    /// Mean cross-entropy over the batch's examples (over its labelled positions, tagging).
     pub loss: f64,
     /// Correct argmax predictions in the batch.
     pub correct: f64,
+    /// What `correct` is out of: the examples, or the labelled positions.
+    pub counted: f64,
     /// The global gradient norm before clipping (0 when the step was refused).
     pub grad_norm: f64,
 }
@@ -65,32 +76,52 @@ impl FineTuner {
     /// examples, so the gradient is the whole batch's mean. A non-finite loss leaves the model
     /// unchanged and is returned for the caller to report.
     pub fn step(&mut self, step: u64, batch: &[&[Encoded]], labels: &[usize]) -> StepResult {
+        self.step_gold(step, batch, Gold::Classes(labels))
+    }
+
+    /// [`FineTuner::step`] for any gold. For tags a micro-batch's share is its share of the
+    /// labelled positions, so the loss is the batch's mean over positions, as transformers'.
+    pub fn step_gold(&mut self, step: u64, batch: &[&[Encoded]], gold: Gold) -> StepResult {
         let lr = self.optim_config.lr_at(step);
         let choices = batch.first().map_or(1, |r| r.len().max(1));
         let parts = self.parallel.split(batch.len());
-        let total = batch.len() as f64;
+        let counted = |r: &std::ops::Range<usize>| match gold {
+            Gold::Classes(_) => r.len() as f64,
+            Gold::Tags(t) => t[r.clone()]
+                .iter()
+                .flat_map(|x| x.iter())
+                .filter(|&&l| l != IGNORE)
+                .count() as f64,
+        };
+        let total = counted(&(0..batch.len())).max(1.0);
         // Inputs and masks are made here, in order: the masks come from the device's one
         // random stream.
-        let work: Vec<(AlbertInput, Tensor<1, Int>, Option<Tensor<2>>, f64)> = parts
+        let work: Vec<(
+            AlbertInput,
+            Tensor<1, Int>,
+            Tensor<1>,
+            Option<DropoutMask>,
+            f64,
+        )> = parts
             .iter()
             .map(|r| {
                 let rows: Vec<&Encoded> = batch[r.clone()].iter().flat_map(|x| x.iter()).collect();
-                let gold: Vec<i64> = labels[r.clone()].iter().map(|&l| l as i64).collect();
+                let seq = padded_length(&rows);
+                let (gold, weights) = self.gold_tensors(gold, r.clone(), seq);
                 (
                     batch_input(&rows, &self.device),
-                    Tensor::from_data(TensorData::new(gold, [r.len()]), &self.device),
+                    gold,
+                    weights,
                     self.model
-                        .dropout_mask(rows.len(), self.hidden, &self.device),
-                    r.len() as f64 / total,
+                        .dropout_mask(rows.len(), seq, self.hidden, &self.device),
+                    counted(r) / total,
                 )
             })
             .collect();
         let (grads, results) = self.parallel.backward(&self.model, work.len(), |m, k| {
-            let (input, gold, mask, share) = &work[k];
+            let (input, gold, weights, mask, share) = &work[k];
             let logits = m.logits(input, choices, mask.clone());
-            let [n, _] = logits.dims();
-            let weights = Tensor::ones([n], &logits.device());
-            let (loss, correct) = weighted_cross_entropy(logits, gold.clone(), weights);
+            let (loss, correct) = weighted_cross_entropy(logits, gold.clone(), weights.clone());
             let loss_v = loss.clone().detach().into_scalar::<f64>();
             let correct = correct.into_scalar::<f64>();
             (
@@ -98,6 +129,7 @@ impl FineTuner {
                 StepResult {
                     loss: loss_v * share,
                     correct,
+                    counted: 0.0,
                     grad_norm: 0.0,
                 },
             )
@@ -107,8 +139,10 @@ impl FineTuner {
             .fold(StepResult::default(), |a, r| StepResult {
                 loss: a.loss + r.loss,
                 correct: a.correct + r.correct,
+                counted: 0.0,
                 grad_norm: 0.0,
             });
+        result.counted = total;
         if result.loss.is_finite() {
             let (grads, norm) =
                 clip_global_norm(&self.model, grads, self.optim_config.max_grad_norm);
@@ -116,5 +150,28 @@ impl FineTuner {
             self.model = self.optim.step(lr, self.model.clone(), grads);
         }
         result
+    }
+
+    /// The gold ids and row weights of the examples `r`: a class and weight 1 per example, or
+    /// for tags every position of the padded `[rows, seq]` batch, weight 0 where ignored.
+    fn gold_tensors(
+        &self,
+        gold: Gold,
+        r: std::ops::Range<usize>,
+        seq: usize,
+    ) -> (Tensor<1, Int>, Tensor<1>) {
+        let (ids, weights): (Vec<i64>, Vec<f32>) = match gold {
+            Gold::Classes(labels) => labels[r].iter().map(|&l| (l as i64, 1.0)).unzip(),
+            Gold::Tags(tags) => tags[r]
+                .iter()
+                .flat_map(|row| (0..seq).map(move |j| row.get(j).copied().unwrap_or(IGNORE)))
+                .map(|l| if l == IGNORE { (0, 0.0) } else { (l, 1.0) })
+                .unzip(),
+        };
+        let n = ids.len();
+        (
+            Tensor::from_data(TensorData::new(ids, [n]), &self.device),
+            Tensor::from_data(TensorData::new(weights, [n]), &self.device),
+        )
     }
 }

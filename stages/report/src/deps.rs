@@ -17,6 +17,8 @@ pub enum DepKind {
     Baseline,
     /// The `mask` stage (pretraining data).
     Mask,
+    /// The `clean` stage (the pretraining corpus): which files it read.
+    Clean,
     Other,
 }
 
@@ -79,6 +81,8 @@ fn classify(stage: &str, metrics: &Value) -> DepKind {
         DepKind::Pretrain
     } else if metrics.get("masked_lm_prob").is_some() && metrics.get("train").is_some() {
         DepKind::Mask
+    } else if metrics.get("documents_in").is_some() && metrics.get("formats").is_some() {
+        DepKind::Clean
     } else if stage.starts_with("pretrain") {
         DepKind::Pretrain
     } else if stage.starts_with("finetune") {

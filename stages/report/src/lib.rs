@@ -153,6 +153,39 @@ impl Stage for ReportStage {
     }
 }
 
+/// The files a `clean` instance read (its metrics.json's `formats`, one entry per input
+/// file), and whether the ChnSentiCorp reviews, which hold every ChnSentiCorp test text, were
+/// among them.
+fn corpus_sentence(c: &Dep) -> String {
+    let files: Vec<&str> = c
+        .metrics
+        .get("formats")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let leak = files
+        .iter()
+        .any(|f| f.ends_with("chnsenticorp_reviews.txt"));
+    format!(
+        "The pretraining corpus (`{}`) read {} file(s): {}. {}",
+        c.instance,
+        files.len(),
+        files
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if leak {
+            "**It includes `corpus/misc/chnsenticorp_reviews.txt`, which holds every ChnSentiCorp \
+             train, dev and test text: ChnSentiCorp scores of models pretrained on it are \
+             contaminated.**"
+        } else {
+            "`corpus/misc/chnsenticorp_reviews.txt` (every ChnSentiCorp test text) is not among \
+             them."
+        }
+    )
+}
+
 /// The report's files and its metrics.json.
 pub struct Report {
     pub files: Files,
@@ -206,6 +239,10 @@ pub fn build(
             d.instance
         ));
     }
+    let cleans: Vec<&Dep> = all_deps
+        .iter()
+        .filter(|d| d.kind == DepKind::Clean && !d.metrics.is_null())
+        .collect();
     for d in all_deps.iter().filter(|d| d.kind == DepKind::Other) {
         notes.push(format!(
             "{}: not a pretraining or fine-tuning artifact; not used",
@@ -286,6 +323,9 @@ pub fn build(
         body.push_str("\n\n");
         if let Some(m) = masks.first() {
             let _ = write!(body, "{}\n\n", mask_sentence(m));
+        }
+        for c in &cleans {
+            let _ = write!(body, "{}\n\n", corpus_sentence(c));
         }
         body.push_str(&add_table(&t, Map::new(), &mut files, &mut tables)?);
         body.push_str(&figure_md(&plots::pretraining(&pretrain), &mut figures));

@@ -19,6 +19,8 @@ pub struct Published {
     pub pretraining: PretrainPublished,
     pub lcqmc: TaskPublished,
     pub xnli: TaskPublished,
+    pub chnsenticorp: TaskPublished,
+    pub msra_ner: TaskPublished,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -114,6 +116,8 @@ impl Published {
             &self.pretraining.source,
             &self.lcqmc.source,
             &self.xnli.source,
+            &self.chnsenticorp.source,
+            &self.msra_ner.source,
         ];
         named.extend(
             self.model_size
@@ -134,6 +138,8 @@ impl Published {
         match task {
             "lcqmc" => Some(&self.lcqmc),
             "xnli" => Some(&self.xnli),
+            "chnsenticorp" => Some(&self.chnsenticorp),
+            "msra_ner" => Some(&self.msra_ner),
             _ => None,
         }
     }

@@ -1,0 +1,331 @@
+//! What a loaded protocol holds: the examples of each split (of the task's kind), the splits,
+//! and the summary metrics.json records.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{DevSpec, ProtocolSpec};
+use crate::read::{ChoiceExample, FileReport, PairExample, SingleExample, TagExample};
+use crate::split::{self, Stream};
+use crate::task::TaskKind;
+
+/// The examples of a split, of the task's kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Examples {
+    Pair(Vec<PairExample>),
+    Choice(Vec<ChoiceExample>),
+    Single(Vec<SingleExample>),
+    Tagging(Vec<TagExample>),
+}
+
+/// `$body` with `$v` bound to the examples of whatever kind `$ex` holds.
+macro_rules! each {
+    ($ex:expr, $v:ident => $body:expr) => {
+        match $ex {
+            Examples::Pair($v) => $body,
+            Examples::Choice($v) => $body,
+            Examples::Single($v) => $body,
+            Examples::Tagging($v) => $body,
+        }
+    };
+}
+
+impl Examples {
+    /// No examples, of `kind`.
+    pub fn empty(kind: TaskKind) -> Examples {
+        match kind {
+            TaskKind::Pair => Examples::Pair(Vec::new()),
+            TaskKind::Choice => Examples::Choice(Vec::new()),
+            TaskKind::Single => Examples::Single(Vec::new()),
+            TaskKind::Tagging => Examples::Tagging(Vec::new()),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        each!(self, v => v.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The gold class ids, in order (a tagging example has one per character: see
+    /// [`Examples::strata`] for one per sentence).
+    pub fn labels(&self) -> Vec<usize> {
+        match self {
+            Examples::Pair(v) => v.iter().map(|e| e.label).collect(),
+            Examples::Choice(v) => v.iter().map(|e| e.answer).collect(),
+            Examples::Single(v) => v.iter().map(|e| e.label).collect(),
+            Examples::Tagging(v) => v.iter().flat_map(|e| e.tags.iter().copied()).collect(),
+        }
+    }
+
+    /// One stratum per example for the seeded held-out and capped draws: the class id; for a
+    /// tagging sentence, whether it holds any tag but tag 0 (`O`), so that a held-out set has
+    /// the share of sentences without entities that train has.
+    pub fn strata(&self) -> Vec<usize> {
+        match self {
+            Examples::Tagging(v) => v
+                .iter()
+                .map(|e| usize::from(e.tags.iter().any(|&t| t != 0)))
+                .collect(),
+            other => other.labels(),
+        }
+    }
+
+    /// Examples per class id (for a tagging task: characters per tag).
+    pub fn label_counts(&self, classes: usize) -> Vec<usize> {
+        let mut counts = vec![0; classes];
+        for l in self.labels() {
+            counts[l] += 1;
+        }
+        counts
+    }
+
+    /// The file index of each example, in order.
+    pub fn files(&self) -> Vec<usize> {
+        each!(self, v => v.iter().map(|e| e.file).collect())
+    }
+
+    /// The examples at `indices`, in that order.
+    pub fn select(&self, indices: &[usize]) -> Examples {
+        match self {
+            Examples::Pair(v) => Examples::Pair(pick(v, indices)),
+            Examples::Choice(v) => Examples::Choice(pick(v, indices)),
+            Examples::Single(v) => Examples::Single(pick(v, indices)),
+            Examples::Tagging(v) => Examples::Tagging(pick(v, indices)),
+        }
+    }
+
+    pub fn as_pairs(&self) -> Option<&[PairExample]> {
+        match self {
+            Examples::Pair(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn as_choices(&self) -> Option<&[ChoiceExample]> {
+        match self {
+            Examples::Choice(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn as_singles(&self) -> Option<&[SingleExample]> {
+        match self {
+            Examples::Single(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn as_tagged(&self) -> Option<&[TagExample]> {
+        match self {
+            Examples::Tagging(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Each example's texts joined (labels left out), for the overlap count.
+    pub(super) fn texts(&self) -> HashSet<String> {
+        self.texts_iter().collect()
+    }
+
+    pub(super) fn count_in(&self, seen: &HashSet<String>) -> usize {
+        self.texts_iter().filter(|t| seen.contains(t)).count()
+    }
+
+    pub(super) fn texts_iter(&self) -> Box<dyn Iterator<Item = String> + '_> {
+        match self {
+            Examples::Pair(v) => Box::new(v.iter().map(|e| format!("{}\t{}", e.text_a, e.text_b))),
+            Examples::Choice(v) => Box::new(
+                v.iter()
+                    .map(|e| format!("{}\t{}", e.prompt, e.choices.join("\t"))),
+            ),
+            Examples::Single(v) => Box::new(v.iter().map(|e| e.text.clone())),
+            Examples::Tagging(v) => Box::new(v.iter().map(TagExample::text)),
+        }
+    }
+}
+
+fn pick<T: Clone>(v: &[T], indices: &[usize]) -> Vec<T> {
+    indices.iter().map(|&i| v[i].clone()).collect()
+}
+
+/// One split of a loaded protocol: train, dev, or a named evaluation set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Split {
+    /// `train`, `dev`, or the evaluation set's name.
+    pub name: String,
+    pub examples: Examples,
+    /// The files read for this split (indices into [`Protocol::files`]); empty for a dev set
+    /// held out of train.
+    pub files: Vec<usize>,
+    /// Examples there were before holding out and capping (for a held-out dev set: the train
+    /// pool it came from).
+    pub available: usize,
+    /// Whether this is a dev set held out of the train files.
+    pub held_out_from_train: bool,
+    /// Examples per class id.
+    pub label_counts: Vec<usize>,
+    /// For dev and evaluation sets: how many examples have exactly the texts of a training
+    /// example (duplicates across files, or a leak).
+    pub overlap_with_train: Option<usize>,
+    /// The cap applied (`max_train_examples` / `max_eval_examples`) if it removed examples.
+    pub capped_to: Option<usize>,
+    /// For train: examples dropped because a dev or evaluation example has the same texts
+    /// (`drop_eval_overlap`).
+    pub dropped_eval_overlap: usize,
+}
+
+impl Split {
+    pub(super) fn new(
+        name: &str,
+        examples: Examples,
+        files: Vec<usize>,
+        available: usize,
+    ) -> Split {
+        Split {
+            name: name.to_string(),
+            examples,
+            files,
+            available,
+            held_out_from_train: false,
+            label_counts: Vec::new(),
+            overlap_with_train: None,
+            capped_to: None,
+            dropped_eval_overlap: 0,
+        }
+    }
+
+    pub(super) fn cap(&mut self, max: usize, seed: u64, stream: Stream) {
+        if self.examples.len() > max {
+            let keep = split::subsample(&self.examples.strata(), max, seed, stream);
+            self.examples = self.examples.select(&keep);
+            self.capped_to = Some(max);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.examples.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.examples.is_empty()
+    }
+}
+
+/// A loaded protocol: the examples of every split and what each file held.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Protocol {
+    pub spec: ProtocolSpec,
+    /// The class labels in class-id order (for a choice task `0` … `N-1`).
+    pub labels: Vec<String>,
+    /// N of a choice task.
+    pub num_choices: Option<usize>,
+    /// Every file read, in order; [`PairExample::file`] indexes it.
+    pub files: Vec<FileReport>,
+    pub train: Split,
+    pub dev: Split,
+    pub eval: Vec<Split>,
+}
+
+/// One split in [`ProtocolSummary`].
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitSummary {
+    pub name: String,
+    pub examples: usize,
+    pub available: usize,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub held_out_from_train: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capped_to: Option<usize>,
+    pub label_counts: Vec<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlap_with_train: Option<usize>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_eval_overlap: usize,
+    pub files: Vec<FileReport>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// What metrics.json records of a protocol.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProtocolSummary {
+    pub task: String,
+    pub kind: TaskKind,
+    pub labels: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_choices: Option<usize>,
+    pub split_seed: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dev_fraction: Option<f64>,
+    pub max_train_examples: Option<usize>,
+    pub max_eval_examples: Option<usize>,
+    pub max_bad_fraction: f64,
+    pub drop_eval_overlap: bool,
+    pub train: SplitSummary,
+    pub dev: SplitSummary,
+    pub eval: Vec<SplitSummary>,
+}
+
+impl Protocol {
+    pub fn num_classes(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// The path (as given) of the file an example came from.
+    pub fn file_path(&self, file: usize) -> &str {
+        self.files.get(file).map_or("", |f| f.path.as_str())
+    }
+
+    /// Total bad rows over every file read.
+    pub fn bad_rows(&self) -> usize {
+        self.files.iter().map(|f| f.bad.total).sum()
+    }
+
+    fn split_summary(&self, s: &Split) -> SplitSummary {
+        SplitSummary {
+            name: s.name.clone(),
+            examples: s.len(),
+            available: s.available,
+            held_out_from_train: s.held_out_from_train,
+            capped_to: s.capped_to,
+            label_counts: s.label_counts.clone(),
+            overlap_with_train: s.overlap_with_train,
+            dropped_eval_overlap: s.dropped_eval_overlap,
+            files: s.files.iter().map(|&i| self.files[i].clone()).collect(),
+        }
+    }
+
+    /// The protocol as metrics.json records it.
+    pub fn summary(&self) -> ProtocolSummary {
+        ProtocolSummary {
+            task: self.spec.task.name().to_string(),
+            kind: self.spec.task.kind(),
+            labels: self.labels.clone(),
+            num_choices: self.num_choices,
+            split_seed: self.spec.split_seed,
+            dev_fraction: match self.spec.dev {
+                DevSpec::Fraction(f) => Some(f),
+                DevSpec::Files(_) => None,
+            },
+            max_train_examples: self.spec.max_train_examples,
+            max_eval_examples: self.spec.max_eval_examples,
+            max_bad_fraction: self.spec.max_bad_fraction,
+            drop_eval_overlap: self.spec.drop_eval_overlap,
+            train: self.split_summary(&self.train),
+            dev: self.split_summary(&self.dev),
+            eval: self.eval.iter().map(|s| self.split_summary(s)).collect(),
+        }
+    }
+
+    /// [`Protocol::summary`] as JSON.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.summary()).unwrap_or(Value::Null)
+    }
+}

@@ -1,0 +1,412 @@
+//! Readers: one data file in, its valid examples and a report of what was skipped out.
+//!
+//! Real benchmark files are messy, so a bad row does not stop a reader: it is counted by
+//! reason ([`BadReason`]), up to [`BadRows::MAX_SAMPLES`] of them are kept with file, line and
+//! detail, and the row is skipped. The caller decides how many bad rows are acceptable with
+//! [`FileReport::check_bad_fraction`] (the protocol does it with its `max_bad_fraction` param).
+//! What is certainly a mistake in the params rather than in the data fails at once: a header
+//! where none is expected, a missing header column, a file with no example at all.
+//!
+//! Lines are numbered from 1 as an editor shows them (the header is line 1). Blank lines are
+//! skipped and counted apart; a UTF-8 byte-order mark and CRLF line ends are accepted. Texts are
+//! trimmed of surrounding whitespace.
+//!
+//! # Sentence-pair files (TSV)
+//!
+//! Tab-separated, one example per line, columns as the [`PairFormat`] says (see
+//! [`crate::task`]). A row is bad when it has the wrong number of columns (`column_count`), an
+//! empty text (`empty_text`), a label the format does not know (`unknown_label`), or is not
+//! valid UTF-8 (`invalid_utf8`).
+//!
+//! # Single-text files (TSV)
+//!
+//! As sentence pairs, with one text column ([`SingleFormat`]): ChnSentiCorp's and
+//! SMP2020-EWECT's `label \t text_a` rows under a header. The same bad rows.
+//!
+//! # Tagging files
+//!
+//! A sentence per TSV row, its characters separated by spaces in one column and as many tags,
+//! separated by spaces, in another (MSRA NER: header `text_a \t label`); or CoNLL's layout,
+//! a character and its tag per line (whitespace-separated), a blank line between sentences
+//! (`-DOCSTART-` lines are breaks too). A sentence is bad when its character and tag counts
+//! differ (`tag_count`), it holds a tag not in the tag set (`unknown_label`), it is empty
+//! (`empty_text`), a row or line has too few columns (`column_count`), or it is not valid
+//! UTF-8; a CoNLL sentence is counted at the line of its first character.
+//!
+//! # Multiple-choice files (JSONL)
+//!
+//! One JSON object per line:
+//!
+//! ```json
+//! {"prompt": "下雨天出门要带什么？", "choices": ["雨伞", "墨镜", "泳衣", "风筝"], "answer": 0}
+//! ```
+//!
+//! - `prompt`: the question or context, a non-empty string;
+//! - `choices`: the candidate answers, at least 2 non-empty strings, **the same number on every
+//!   line of a file** (a line with another count is an error naming file and line, since it
+//!   means the file is not what the task thinks it is, and a choice head scores a fixed N);
+//! - `answer`: the 0-based index of the correct choice;
+//! - any other keys (`id`, `source`, …) are ignored.
+//!
+//! A line is bad when it is not a JSON object with those three fields of those types
+//! (`invalid_json`), has an empty prompt or choice (`empty_text`), an answer out of range
+//! (`bad_answer`), fewer than 2 choices (`too_few_choices`), or is not valid UTF-8.
+
+mod choice;
+mod tagging;
+mod tsv;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::{TaskError, format_samples};
+#[cfg(doc)]
+use crate::task::{PairFormat, SingleFormat};
+pub use choice::{ChoiceFile, read_choice_file, read_choices};
+pub use tagging::{TagFile, read_tag_file, read_tags};
+pub use tsv::{PairFile, SingleFile, read_pair_file, read_pairs, read_single_file, read_singles};
+
+/// A sentence-pair example.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PairExample {
+    pub text_a: String,
+    pub text_b: String,
+    /// The class id: the label's position in the task's labels.
+    pub label: usize,
+    /// Which file it came from: 0 from a reader, an index into [`crate::Protocol::files`] in a
+    /// protocol.
+    pub file: usize,
+    /// 1-based line number in that file.
+    pub line: usize,
+}
+
+/// A multiple-choice example.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ChoiceExample {
+    pub prompt: String,
+    pub choices: Vec<String>,
+    /// Index of the correct choice; also the class id.
+    pub answer: usize,
+    /// As in [`PairExample::file`].
+    pub file: usize,
+    pub line: usize,
+}
+
+/// A single-text example.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SingleExample {
+    pub text: String,
+    /// The class id.
+    pub label: usize,
+    /// As in [`PairExample::file`].
+    pub file: usize,
+    pub line: usize,
+}
+
+/// A tagged sentence: its characters (the units the tags belong to: one character each in
+/// MSRA NER, a whitespace-free token in general) and one tag id per character.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TagExample {
+    pub chars: Vec<String>,
+    /// Tag ids (positions in the task's tag set), one per character.
+    pub tags: Vec<usize>,
+    /// As in [`PairExample::file`].
+    pub file: usize,
+    /// The line of the sentence (of its first character in CoNLL).
+    pub line: usize,
+}
+
+impl TagExample {
+    /// The sentence as one string (the characters joined).
+    pub fn text(&self) -> String {
+        self.chars.concat()
+    }
+}
+
+/// Why a row was skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BadReason {
+    ColumnCount,
+    UnknownLabel,
+    EmptyText,
+    InvalidUtf8,
+    InvalidJson,
+    BadAnswer,
+    TooFewChoices,
+    TagCount,
+}
+
+impl BadReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BadReason::ColumnCount => "column_count",
+            BadReason::UnknownLabel => "unknown_label",
+            BadReason::EmptyText => "empty_text",
+            BadReason::InvalidUtf8 => "invalid_utf8",
+            BadReason::InvalidJson => "invalid_json",
+            BadReason::BadAnswer => "bad_answer",
+            BadReason::TooFewChoices => "too_few_choices",
+            BadReason::TagCount => "tag_count",
+        }
+    }
+}
+
+impl fmt::Display for BadReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One skipped row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BadRow {
+    /// The file as the params name it.
+    pub file: String,
+    pub line: usize,
+    pub reason: BadReason,
+    /// What exactly: `unknown label "-" (known: contradiction, entailment, neutral, …)`.
+    pub detail: String,
+}
+
+/// The bad rows of one file: counts by reason and the first few rows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BadRows {
+    pub total: usize,
+    pub by_reason: BTreeMap<BadReason, usize>,
+    /// The first [`BadRows::MAX_SAMPLES`] bad rows.
+    pub samples: Vec<BadRow>,
+}
+
+impl BadRows {
+    /// How many bad rows are kept with their details.
+    pub const MAX_SAMPLES: usize = 20;
+
+    pub fn record(&mut self, file: &str, line: usize, reason: BadReason, detail: String) {
+        self.total += 1;
+        *self.by_reason.entry(reason).or_default() += 1;
+        if self.samples.len() < Self::MAX_SAMPLES {
+            self.samples.push(BadRow {
+                file: file.to_string(),
+                line,
+                reason,
+                detail,
+            });
+        }
+    }
+
+    /// `unknown_label 12, empty_text 1`, or `none`.
+    pub fn counts_line(&self) -> String {
+        if self.total == 0 {
+            return "none".into();
+        }
+        self.by_reason
+            .iter()
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// What reading one file found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileReport {
+    /// The path as the params give it (not resolved), so metrics.json is the same everywhere.
+    pub path: String,
+    /// The format it was read with (`cmnli`, `pair`, `choice`, …).
+    pub format: String,
+    /// Whether a header line was skipped.
+    pub header: bool,
+    /// Data rows: every non-blank line but the header.
+    pub rows: usize,
+    /// Valid examples (`rows - bad.total`).
+    pub examples: usize,
+    pub blank_lines: usize,
+    /// Examples per class id.
+    pub label_counts: Vec<usize>,
+    pub bad: BadRows,
+    /// Set by a protocol for a train file: its examples dropped because a dev or evaluation
+    /// example has the same texts.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_eval_overlap: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl FileReport {
+    fn new(path: &str, format: &str, classes: usize) -> FileReport {
+        FileReport {
+            path: path.to_string(),
+            format: format.to_string(),
+            header: false,
+            rows: 0,
+            examples: 0,
+            blank_lines: 0,
+            label_counts: vec![0; classes],
+            bad: BadRows::default(),
+            dropped_eval_overlap: 0,
+        }
+    }
+
+    /// The share of data rows that were bad (0 for a file without rows).
+    pub fn bad_fraction(&self) -> f64 {
+        if self.rows == 0 {
+            0.0
+        } else {
+            self.bad.total as f64 / self.rows as f64
+        }
+    }
+
+    /// An error naming the file, the counts by reason and sample lines when more than
+    /// `max_bad_fraction` of the rows are bad.
+    pub fn check_bad_fraction(&self, max_bad_fraction: f64) -> Result<(), TaskError> {
+        let fraction = self.bad_fraction();
+        if fraction > max_bad_fraction {
+            return Err(TaskError::TooManyBadRows {
+                path: self.path.clone(),
+                bad: self.bad.total,
+                rows: self.rows,
+                pct: 100.0 * fraction,
+                max: max_bad_fraction,
+                counts: self.bad.counts_line(),
+                samples: self.bad.samples.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn no_examples(&self) -> TaskError {
+        TaskError::NoExamples {
+            path: self.path.clone(),
+            rows: self.rows,
+            bad: self.bad.total,
+            samples: if self.bad.total == 0 {
+                String::new()
+            } else {
+                format!(
+                    ": {}; e.g. {}",
+                    self.bad.counts_line(),
+                    format_samples(&self.bad.samples)
+                )
+            },
+        }
+    }
+}
+
+fn open(path: &Path, name: &str) -> Result<BufReader<File>, TaskError> {
+    match File::open(path) {
+        Ok(f) => Ok(BufReader::new(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(TaskError::NotFound {
+            path: name.to_string(),
+            resolved: path.to_path_buf(),
+        }),
+        Err(e) => Err(TaskError::Io {
+            path: name.to_string(),
+            source: e,
+        }),
+    }
+}
+
+/// Lines as raw bytes, numbered from 1, without the line end and (on line 1) the UTF-8 BOM.
+/// Bytes rather than `String`s so that one invalid line is a bad row, not a failed file.
+struct Lines<R> {
+    input: R,
+    name: String,
+    line: usize,
+    buf: Vec<u8>,
+}
+
+impl<R: BufRead> Lines<R> {
+    fn new(input: R, name: &str) -> Self {
+        Lines {
+            input,
+            name: name.to_string(),
+            line: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    fn next_line(&mut self) -> Result<Option<(usize, &[u8])>, TaskError> {
+        self.buf.clear();
+        let n = self
+            .input
+            .read_until(b'\n', &mut self.buf)
+            .map_err(|e| TaskError::Io {
+                path: self.name.clone(),
+                source: e,
+            })?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.line += 1;
+        let mut bytes: &[u8] = &self.buf;
+        if self.line == 1 {
+            bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        }
+        bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        Ok(Some((self.line, bytes)))
+    }
+}
+
+/// What a reader made of one data line.
+enum Parsed<T> {
+    Example(T),
+    Bad(BadReason, String),
+}
+
+/// The data lines of a file after its header: blank lines are counted and skipped, every other
+/// line is a row; a row that is not UTF-8, or that `parse` (given the line number, the row
+/// number from 1 and the text) finds bad, is recorded in the report's bad rows, the one place
+/// where that happens; the rest are the examples. Sets `report.examples`.
+fn collect<R: BufRead, T>(
+    lines: &mut Lines<R>,
+    report: &mut FileReport,
+    mut parse: impl FnMut(usize, usize, &str) -> Result<Parsed<T>, TaskError>,
+) -> Result<Vec<T>, TaskError> {
+    let mut examples = Vec::new();
+    while let Some((line, bytes)) = lines.next_line()? {
+        if is_blank(bytes) {
+            report.blank_lines += 1;
+            continue;
+        }
+        report.rows += 1;
+        let parsed = match utf8(bytes) {
+            Ok(text) => parse(line, report.rows, text)?,
+            Err(detail) => Parsed::Bad(BadReason::InvalidUtf8, detail),
+        };
+        match parsed {
+            Parsed::Example(e) => examples.push(e),
+            Parsed::Bad(reason, detail) => report.bad.record(&report.path, line, reason, detail),
+        }
+    }
+    report.examples = examples.len();
+    Ok(examples)
+}
+
+fn is_blank(bytes: &[u8]) -> bool {
+    bytes.iter().all(u8::is_ascii_whitespace)
+}
+
+fn utf8(bytes: &[u8]) -> Result<&str, String> {
+    std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8 at byte {}", e.valid_up_to()))
+}
+
+fn quote(s: &str) -> String {
+    let short: String = s.chars().take(40).collect();
+    if short.len() < s.len() {
+        format!("{short:?}…")
+    } else {
+        format!("{short:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests;
