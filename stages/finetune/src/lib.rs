@@ -155,12 +155,22 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         kind,
         labels: &protocol.labels,
     };
+    // Each epoch's line also goes to a live TensorBoard file in the work area (issue 25), so
+    // that `tensorboard --logdir .pipeline/work` shows a fine-tuning run in progress; the
+    // artifact's copy is rebuilt from metrics.jsonl when the stage ends (`write_model`).
+    let live = std::cell::RefCell::new(live_events(ctx));
+    let log_epoch = |line: &str| {
+        log(line);
+        if let Some(w) = live.borrow_mut().as_mut() {
+            write_live_event(w, line);
+        }
+    };
     let fitted = fit(
         task,
         &mut tuner,
         p,
         (&sets.train, &sets.dev),
-        &log,
+        &log_epoch,
         &|step| ctx.progress.set_position(step),
     )?;
     let evaluated = evaluate_sets(&fitted, &protocol, &sets, p, &tuner.parallel, &device, &log)?;
@@ -181,6 +191,27 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         serde_json::to_string_pretty(&metrics)? + "\n",
     )?;
     Ok(())
+}
+
+/// A new live event file in the work area; none (with a warning) where it cannot be made:
+/// watching is a convenience, never a reason to fail a run.
+fn live_events(ctx: &StageContext) -> Option<pipeline_tbevents::EventWriter> {
+    let path = ctx.work_dir.join(pipeline_tbevents::FILE_NAME);
+    pipeline_tbevents::EventWriter::create(&path, pipeline_tbevents::now())
+        .map_err(|e| tracing::warn!(target: "finetune", "no live TensorBoard events: {e}"))
+        .ok()
+}
+
+/// One epoch line of metrics.jsonl as an event (its numeric fields as scalars at its epoch).
+fn write_live_event(w: &mut pipeline_tbevents::EventWriter, line: &str) {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+        return;
+    };
+    if let Some((step, values)) = pipeline_tbevents::scalars_of_line(&v, "epoch")
+        && let Err(e) = w.scalars(step, pipeline_tbevents::now(), &values)
+    {
+        tracing::warn!(target: "finetune", "live TensorBoard events: {e}");
+    }
 }
 
 /// A line in the stage's log (and the tracing log).

@@ -127,7 +127,11 @@ impl<'a> Scheduler<'a> {
             Freshness::Stale { reasons } => reasons,
         };
         // A stale instance that the remote holds is pulled instead of run (issue 25).
-        let cache = self.opts.remote.as_deref().filter(|_| !self.opts.force.contains(&i));
+        let cache = self
+            .opts
+            .remote
+            .as_deref()
+            .filter(|_| !self.opts.force.contains(&i));
         if let Some((o, output, dir)) =
             crate::remote::pull_instead_of_run(cache, &p.ws, index, inst, &fp)?
         {
