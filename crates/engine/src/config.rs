@@ -217,7 +217,7 @@ impl Cx<'_> {
             ));
         };
         let mut out: Vec<(Located<String>, &Node)> = Vec::with_capacity(entries.len());
-        for (k, v) in entries {
+        for (k, v) in entries.iter() {
             let Some(name) = k.scalar_text() else {
                 return Err(self.err(
                     k.mark,
@@ -403,7 +403,7 @@ impl Cx<'_> {
                     format!("matrix values must be scalars, found {}", bad.type_name()),
                 ));
             }
-            matrix.push((axis, items.clone()));
+            matrix.push((axis, items.to_vec()));
         }
         Ok(matrix)
     }
@@ -508,7 +508,7 @@ impl Cx<'_> {
 
 /// A file's bytes, refused when larger than `limit` (read through `take`, so `/dev/zero` or a
 /// file still growing cannot make the read unbounded).
-fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut bytes = Vec::new();
     std::fs::File::open(path)?

@@ -60,7 +60,7 @@ pub fn parse_remotes(path: &Path, source: &str, node: &Node) -> Result<Remotes, 
         ));
     };
     let mut default: Option<Located<String>> = None;
-    for (k, v) in pairs {
+    for (k, v) in pairs.iter() {
         let (Some(name), Some(value)) = (k.scalar_text(), v.scalar_text()) else {
             return Err(err(
                 v.mark,

@@ -5,6 +5,7 @@
 //! report positions for syntax errors only, not for the semantic checks done afterwards).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
@@ -22,6 +23,9 @@ pub struct Node {
     pub value: NodeValue,
 }
 
+/// Lists and mappings are shared (`Arc`), not copied, between an anchor, the tree and each
+/// alias of it: nested anchors (`&a [&b [&c [...]]]`) once kept a full copy of every anchored
+/// node, so ~63 levels in a 4 MiB file could hold ~10 GB before any alias was counted.
 #[derive(Debug, Clone)]
 pub enum NodeValue {
     /// `plain` scalars are unquoted and resolve to null, bools and numbers as YAML 1.2 says;
@@ -30,8 +34,8 @@ pub enum NodeValue {
         text: String,
         plain: bool,
     },
-    Seq(Vec<Node>),
-    Map(Vec<(Node, Node)>),
+    Seq(Arc<Vec<Node>>),
+    Map(Arc<Vec<(Node, Node)>>),
 }
 
 impl Node {
@@ -163,17 +167,37 @@ fn to_mark(m: &Marker) -> Mark {
     }
 }
 
-enum Open {
-    Seq(Mark, usize, Vec<Node>),
-    Map(Mark, usize, Vec<(Node, Node)>, Option<Node>),
-}
-
-/// An anchored node with what copying it costs: its weight (nodes plus scalar bytes) and its
-/// height (levels of nesting).
-struct Anchored {
-    node: Node,
+/// What a node costs to copy out in full (as `to_json` and the config reader do): its weight
+/// (nodes plus scalar bytes) and its height (levels of nesting).
+#[derive(Debug, Clone, Copy)]
+struct Size {
     weight: usize,
     height: usize,
+}
+
+impl Size {
+    const CONTAINER: Size = Size {
+        weight: 1,
+        height: 1,
+    };
+
+    /// A container's size after one more child.
+    fn add(&mut self, child: Size) {
+        self.weight += child.weight;
+        self.height = self.height.max(child.height + 1);
+    }
+}
+
+/// An open list or mapping: where it starts, its anchor, what it holds so far and their size.
+enum Open {
+    Seq(Mark, usize, Vec<Node>, Size),
+    Map(Mark, usize, Vec<(Node, Node)>, Option<Node>, Size),
+}
+
+/// An anchored node (shared with the tree, see [`NodeValue`]) and its size.
+struct Anchored {
+    node: Node,
+    size: Size,
 }
 
 #[derive(Default)]
@@ -186,46 +210,32 @@ struct Builder {
     error: Option<SyntaxError>,
 }
 
-/// Nodes plus scalar bytes, and levels of nesting, of a tree.
-fn measure(node: &Node) -> (usize, usize) {
-    match &node.value {
-        NodeValue::Scalar { text, .. } => (1 + text.len(), 0),
-        NodeValue::Seq(items) => items.iter().fold((1, 1), |(w, h), n| {
-            let (nw, nh) = measure(n);
-            (w + nw, h.max(nh + 1))
-        }),
-        NodeValue::Map(entries) => entries.iter().fold((1, 1), |(w, h), (k, v)| {
-            let (kw, kh) = measure(k);
-            let (vw, vh) = measure(v);
-            (w + kw + vw, h.max(kh.max(vh) + 1))
-        }),
-    }
-}
-
 impl Builder {
     fn fail(&mut self, mark: Mark, message: String) {
         self.error.get_or_insert(SyntaxError { mark, message });
     }
 
-    fn push_node(&mut self, node: Node, anchor: usize) {
+    /// Adds a finished node to the open container (or makes it the root). Sizes add up as
+    /// nodes finish, so no tree is walked twice (nested anchors once measured each level's
+    /// subtree again).
+    fn push_node(&mut self, node: Node, size: Size, anchor: usize) {
         if anchor > 0 {
-            let (weight, height) = measure(&node);
-            self.anchors.insert(
-                anchor,
-                Anchored {
-                    node: node.clone(),
-                    weight,
-                    height,
-                },
-            );
+            let node = node.clone();
+            self.anchors.insert(anchor, Anchored { node, size });
         }
         match self.stack.last_mut() {
             None => self.root = Some(node),
-            Some(Open::Seq(_, _, items)) => items.push(node),
-            Some(Open::Map(_, _, entries, pending_key)) => match pending_key.take() {
-                None => *pending_key = Some(node),
-                Some(key) => entries.push((key, node)),
-            },
+            Some(Open::Seq(_, _, items, total)) => {
+                total.add(size);
+                items.push(node);
+            }
+            Some(Open::Map(_, _, entries, pending_key, total)) => {
+                total.add(size);
+                match pending_key.take() {
+                    None => *pending_key = Some(node),
+                    Some(key) => entries.push((key, node)),
+                }
+            }
         }
     }
 
@@ -247,14 +257,14 @@ impl Builder {
         let Some(a) = self.anchors.get(&id) else {
             return self.fail(mark, "alias to an unknown anchor".into());
         };
-        if self.stack.len() + a.height > limits::DEPTH {
+        if self.stack.len() + a.size.height > limits::DEPTH {
             let msg = format!(
                 "this alias nests lists and mappings deeper than {} levels",
                 limits::DEPTH
             );
             return self.fail(mark, msg);
         }
-        if self.alias_weight + a.weight > limits::ALIAS_WEIGHT {
+        if self.alias_weight + a.size.weight > limits::ALIAS_WEIGHT {
             let msg = format!(
                 "aliases expand to more than {} nodes and bytes (nested aliases multiply: \
                  the \"billion laughs\" pattern); write the values out or use fewer levels",
@@ -262,19 +272,21 @@ impl Builder {
             );
             return self.fail(mark, msg);
         }
-        self.alias_weight += a.weight;
+        self.alias_weight += a.size.weight;
+        let size = a.size;
         let mut node = a.node.clone();
         node.mark = mark;
-        self.push_node(node, 0);
+        self.push_node(node, size, 0);
     }
 
-    fn close_map(&mut self, mark: Mark, anchor: usize, entries: Vec<(Node, Node)>) {
+    fn close_map(&mut self, mark: Mark, anchor: usize, entries: Vec<(Node, Node)>, size: Size) {
         match merge_keys(entries) {
             Ok(entries) => self.push_node(
                 Node {
                     mark,
-                    value: NodeValue::Map(entries),
+                    value: NodeValue::Map(Arc::new(entries)),
                 },
+                size,
                 anchor,
             ),
             Err((at, msg)) => self.fail(at, msg),
@@ -288,22 +300,30 @@ impl Builder {
         match ev {
             Event::Scalar(text, style, anchor, _tag) => {
                 let plain = matches!(style, TScalarStyle::Plain);
+                let size = Size {
+                    weight: 1 + text.len(),
+                    height: 0,
+                };
                 let value = NodeValue::Scalar { text, plain };
-                self.push_node(Node { mark, value }, anchor);
+                self.push_node(Node { mark, value }, size, anchor);
             }
-            Event::SequenceStart(anchor, _) => self.open(mark, Open::Seq(mark, anchor, Vec::new())),
+            Event::SequenceStart(anchor, _) => {
+                let open = Open::Seq(mark, anchor, Vec::new(), Size::CONTAINER);
+                self.open(mark, open)
+            }
             Event::MappingStart(anchor, _) => {
-                self.open(mark, Open::Map(mark, anchor, Vec::new(), None))
+                let open = Open::Map(mark, anchor, Vec::new(), None, Size::CONTAINER);
+                self.open(mark, open)
             }
             Event::SequenceEnd => {
-                if let Some(Open::Seq(m, anchor, items)) = self.stack.pop() {
-                    let value = NodeValue::Seq(items);
-                    self.push_node(Node { mark: m, value }, anchor);
+                if let Some(Open::Seq(m, anchor, items, size)) = self.stack.pop() {
+                    let value = NodeValue::Seq(Arc::new(items));
+                    self.push_node(Node { mark: m, value }, size, anchor);
                 }
             }
             Event::MappingEnd => {
-                if let Some(Open::Map(m, anchor, entries, _)) = self.stack.pop() {
-                    self.close_map(m, anchor, entries);
+                if let Some(Open::Map(m, anchor, entries, _, size)) = self.stack.pop() {
+                    self.close_map(m, anchor, entries, size);
                 }
             }
             Event::Alias(id) => self.alias(mark, id),
@@ -323,9 +343,9 @@ fn merge_keys(entries: Vec<(Node, Node)>) -> Result<Vec<(Node, Node)>, (Mark, St
     let (merges, mut own): (Vec<_>, Vec<_>) = entries.into_iter().partition(|(k, _)| is_merge(k));
     let mut sources = Vec::new();
     for (_, v) in merges {
-        match v.value {
+        match &v.value {
             NodeValue::Map(_) => sources.push(v),
-            NodeValue::Seq(items) => sources.extend(items),
+            NodeValue::Seq(items) => sources.extend(items.iter().cloned()),
             NodeValue::Scalar { .. } => {
                 return Err((
                     v.mark,
@@ -334,17 +354,21 @@ fn merge_keys(entries: Vec<(Node, Node)>) -> Result<Vec<(Node, Node)>, (Mark, St
             }
         }
     }
+    // A set, not a scan of `own` per merged key: both sides may have ~10^5 keys.
+    let mut taken: std::collections::HashSet<Option<String>> = own
+        .iter()
+        .map(|(k, _)| k.scalar_text().map(str::to_string))
+        .collect();
     for source in sources {
-        let NodeValue::Map(extra) = source.value else {
+        let NodeValue::Map(extra) = &source.value else {
             return Err((
                 source.mark,
                 "a merge key `<<` takes a mapping (`<<: *base`) or a list of them".into(),
             ));
         };
-        for (k, v) in extra {
-            let taken = own.iter().any(|(o, _)| o.scalar_text() == k.scalar_text());
-            if !taken {
-                own.push((k, v));
+        for (k, v) in extra.iter() {
+            if taken.insert(k.scalar_text().map(str::to_string)) {
+                own.push((k.clone(), v.clone()));
             }
         }
     }
@@ -402,6 +426,27 @@ mod tests {
         let err = parse(&text).unwrap_err();
         assert!(err.message.contains("billion laughs"), "{err:?}");
         assert!(err.mark.line > 1 && err.mark.line <= 12, "{err:?}");
+    }
+
+    #[test]
+    fn nested_anchors_share_their_nodes() {
+        // 60 anchored levels around one list: each level once held its own copy of the list.
+        let inner = vec!["x"; 1000].join(", ");
+        let text = format!("a: {}[{inner}]{}\nb: *l0\n", (0..60).map(|i| format!("&l{i} [")).collect::<String>(), "]".repeat(60));
+        let root = parse(&text).unwrap().unwrap();
+        let NodeValue::Map(entries) = &root.value else {
+            panic!()
+        };
+        let (NodeValue::Seq(a), NodeValue::Seq(b)) = (&entries[0].1.value, &entries[1].1.value)
+        else {
+            panic!()
+        };
+        assert!(Arc::ptr_eq(a, b), "the alias shares the anchored list");
+        let mut deepest = b;
+        while let Some(Node { value: NodeValue::Seq(next), .. }) = deepest.first() {
+            deepest = next;
+        }
+        assert_eq!(deepest.len(), 1000);
     }
 
     #[test]

@@ -89,7 +89,7 @@ pub fn parse_block(
         .with_help("e.g. `executor: {kind: slurm, partition: gpu, time: \"24:00:00\"}`"));
     };
     let mut seen: Vec<&str> = Vec::new();
-    for (k, v) in entries {
+    for (k, v) in entries.iter() {
         let Some(key) = k.scalar_text() else {
             return Err(err(
                 k.mark,
