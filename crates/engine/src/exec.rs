@@ -25,7 +25,7 @@ use crate::stage::DepArtifact;
 use scheduler::{Scheduler, Step};
 use store::clear_tmp;
 pub use store::commit;
-pub(crate) use store::write_summary;
+pub(crate) use store::{move_entry, write_summary};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -247,7 +247,7 @@ pub fn run(
     let (tx, rx) = mpsc::channel::<JobResult>();
     let mut cluster_jobs = Vec::new();
 
-    std::thread::scope(|scope| -> anyhow::Result<()> {
+    let scoped = std::thread::scope(|scope| -> anyhow::Result<()> {
         let cluster = (!remote.is_empty()).then(|| {
             crate::executor::slurm::Cluster::start(scope, p, remote, summary.clone(), tx.clone())
         });
@@ -287,7 +287,7 @@ pub fn run(
             cluster_jobs = c.finish();
         }
         Ok(())
-    })?;
+    });
     index.flush();
 
     let result = RunResult {
@@ -296,7 +296,10 @@ pub fn run(
         index_note: index.note.clone(),
     };
     summary.jobs = cluster_jobs;
-    finish_summary(p, &mut summary, &result);
+    // A store write that failed (the index on a full disk) ends the run here: the summary
+    // says so, rather than staying "running", which `runs` shows as "interrupted".
+    finish_summary(p, &mut summary, &result, scoped.as_ref().err());
+    scoped?;
     Ok(result)
 }
 
@@ -362,20 +365,28 @@ fn start_summary(p: &Pipeline, opts: &RunOptions) -> RunSummary {
     summary
 }
 
-/// The summary of a finished run: how it ended, why if it did not succeed, and each stage.
-fn finish_summary(p: &Pipeline, summary: &mut RunSummary, result: &RunResult) {
+/// The summary of a finished run: how it ended, why if it did not succeed (`error`: what
+/// stopped the run itself, else the first stage's error), and each stage.
+fn finish_summary(
+    p: &Pipeline,
+    summary: &mut RunSummary,
+    result: &RunResult,
+    error: Option<&anyhow::Error>,
+) {
     summary.finished = Some(now_string());
-    summary.status = if result.ok() {
+    summary.status = if error.is_some() {
+        "failed".into()
+    } else if result.ok() {
         "ok".into()
     } else if crate::executor::interrupted() {
         "interrupted".into()
     } else {
         "failed".into()
     };
-    summary.cause = result
-        .outcomes
-        .iter()
-        .find_map(|o| o.error.as_deref())
+    let run_error = error.map(|e| format!("{e:#}"));
+    summary.cause = run_error
+        .as_deref()
+        .or_else(|| result.outcomes.iter().find_map(|o| o.error.as_deref()))
         .map(|e| e.chars().take(500).collect());
     summary.counts = result.counts();
     summary.stages = result

@@ -13,6 +13,7 @@ use crate::exec::{hash_tree, predict};
 use crate::index::{Index, list_artifacts};
 use crate::manifest::{LOG_DIR, MANIFEST, Manifest, now_string};
 use crate::workspace::dir_name;
+use crate::yaml::NodeValue;
 
 #[derive(Debug, Serialize)]
 pub struct Removed {
@@ -121,8 +122,10 @@ fn referenced(
 }
 
 /// The other pipeline files of the workspace: YAML files beside this one whose top level has a
-/// `stages:` key. One that does not load stops `gc`: what it references cannot be known, and
-/// guessing would delete artifacts it still uses.
+/// `stages` key (in any YAML spelling: block, flow, quoted). One that does not load stops
+/// `gc`: what it references cannot be known, and guessing would delete artifacts it still uses.
+/// So does a `*.yaml` that cannot be read as YAML at all (too large, not UTF-8, a syntax error),
+/// since it may be a pipeline file mid-edit.
 fn other_pipelines(p: &Pipeline) -> Result<Vec<Pipeline>, UserError> {
     let this = p.plan.file.path.canonicalize().ok();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&p.plan.root)
@@ -136,28 +139,42 @@ fn other_pipelines(p: &Pipeline) -> Result<Vec<Pipeline>, UserError> {
     files.sort();
     let mut out = Vec::new();
     for f in files {
-        let Ok(text) = std::fs::read_to_string(&f) else {
-            continue;
+        let stop = |why: String| {
+            UserError::new(format!(
+                "gc cannot tell which artifacts {} still uses, so it removes nothing: {why}",
+                f.display()
+            ))
+            .with_help(
+                "that file shares this workspace's .pipeline/; fix it or move it to another directory, then run gc again",
+            )
         };
-        let declares_stages = text.lines().any(|l| l.starts_with("stages:"));
-        if !declares_stages {
+        if !declares_stages(&f).map_err(stop)? {
             continue;
         }
-        match Pipeline::load(&f, &[], p.registry.clone()) {
-            Ok(q) => out.push(q),
-            Err(e) => {
-                return Err(UserError::new(format!(
-                    "gc cannot tell which artifacts {} still uses, so it removes nothing: {}",
-                    f.display(),
-                    e.message
-                ))
-                .with_help(
-                    "that file shares this workspace's .pipeline/; fix it or move it to another directory, then run gc again",
-                ));
-            }
-        }
+        out.push(Pipeline::load(&f, &[], p.registry.clone()).map_err(|e| stop(e.message))?);
     }
     Ok(out)
+}
+
+/// Whether `file`'s top level is a mapping with a `stages` key, read with the pipeline file's
+/// own bounded reader and YAML loader (a multi-gigabyte `*.yaml` beside the pipeline is not
+/// read whole); an error when that cannot be told.
+fn declares_stages(file: &Path) -> Result<bool, String> {
+    let bytes = crate::config::read_bounded(file, crate::yaml::limits::FILE_BYTES)
+        .map_err(|e| format!("it cannot be read as a pipeline file ({e})"))?;
+    let text = String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_string())?;
+    let root = crate::yaml::parse(&text).map_err(|e| {
+        format!(
+            "it is not YAML that can be read ({}:{}: {})",
+            e.mark.line, e.mark.col, e.message
+        )
+    })?;
+    Ok(match root.map(|r| r.value) {
+        Some(NodeValue::Map(entries)) => entries
+            .iter()
+            .any(|(k, _)| k.scalar_text() == Some("stages")),
+        _ => false,
+    })
 }
 
 fn parent_name(dir: &Path) -> String {
@@ -268,11 +285,8 @@ pub fn verify(p: &Pipeline) -> anyhow::Result<VerifyReport> {
             p.ws.quarantine()
                 .join(&instance_dir)
                 .join(format!("{fp}-{}", now_string().replace(':', "-")));
-        if let Some(parent) = dest.parent() {
-            crate::owned::create_marked(parent)?;
-        }
-        std::fs::rename(&dir, &dest)
-            .map_err(|e| anyhow::anyhow!("quarantining {}: {e}", dir.display()))?;
+        crate::exec::move_entry(&p.ws, &dir, &dest)
+            .map_err(|e| anyhow::anyhow!("quarantining {}: {e:#}", dir.display()))?;
         report.ok = false;
         report.corrupt.push(Corrupt {
             instance,

@@ -149,24 +149,28 @@ fn is_marked(dir: &Path) -> bool {
     std::fs::symlink_metadata(dir.join(MARK)).is_ok_and(|m| m.is_file())
 }
 
-/// Removes the instance folders of `area` that hold nothing but their marker (after `gc`).
+/// Removes the instance folders of `area` that hold their marker and nothing else (after
+/// `gc`). An empty folder without the marker is not ours: `area` may be a symlink to a
+/// scratch disk where someone else keeps an empty directory.
 pub fn remove_empty_folders(area: &Path) {
     for e in std::fs::read_dir(area).into_iter().flatten().flatten() {
         let dir = e.path();
         let Ok(meta) = std::fs::symlink_metadata(&dir) else {
             continue;
         };
-        if !meta.is_dir() {
-            continue;
-        }
-        let only_mark = std::fs::read_dir(&dir)
-            .map(|entries| entries.flatten().all(|x| x.file_name() == MARK))
-            .unwrap_or(false);
-        if only_mark {
+        if meta.is_dir() && holds_only_its_mark(&dir) {
             let _ = std::fs::remove_file(dir.join(MARK));
             let _ = std::fs::remove_dir(&dir);
         }
     }
+}
+
+fn holds_only_its_mark(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let names: Vec<_> = entries.flatten().take(2).map(|e| e.file_name()).collect();
+    names.len() == 1 && names[0] == MARK && is_marked(dir)
 }
 
 #[cfg(test)]
@@ -208,5 +212,18 @@ mod tests {
         assert!(!work.exists());
         remove_empty_folders(&ws.state.join("work"));
         assert!(!ws.state.join("work/a").exists());
+    }
+
+    #[test]
+    fn empty_folders_without_the_mark_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let area = dir.path().join("area");
+        std::fs::create_dir_all(area.join("foreign")).unwrap();
+        create_marked(&area.join("ours")).unwrap();
+        std::fs::create_dir_all(area.join("marker-is-a-dir").join(MARK)).unwrap();
+        remove_empty_folders(&area);
+        assert!(area.join("foreign").is_dir(), "an empty foreign folder stays");
+        assert!(area.join("marker-is-a-dir").join(MARK).is_dir());
+        assert!(!area.join("ours").exists());
     }
 }

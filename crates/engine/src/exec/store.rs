@@ -8,6 +8,7 @@ use anyhow::Context;
 use tracing::{info, warn};
 
 use crate::manifest::RunSummary;
+use crate::workspace::Workspace;
 
 /// A `metrics.json` that is not JSON is committed as written, but `pipeline metrics` cannot
 /// show it: say so when it is made rather than leaving it out silently later.
@@ -70,24 +71,63 @@ fn copy_then_rename(out_dir: &Path, dest: &Path) -> anyhow::Result<()> {
     std::fs::rename(&staging, dest).with_context(|| format!("committing {}", dest.display()))
 }
 
-/// Directories and regular files only: an output was walked by [`crate::outputs`] already.
+/// Copies directories and regular files, and a symlink as a link (never followed: a corrupt
+/// artifact that `verify` moves aside may hold one pointing at `/dev/zero` or outside); a
+/// FIFO, socket or device is an error. A committed output holds none of these (it was walked
+/// by [`crate::outputs`]).
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    let kind = std::fs::symlink_metadata(from)?.file_type();
+    if kind.is_symlink() {
+        return std::os::unix::fs::symlink(std::fs::read_link(from)?, to);
+    }
+    if kind.is_file() {
+        return std::fs::copy(from, to).map(|_| ());
+    }
+    if !kind.is_dir() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file, directory or symlink",
+            from.display()
+        )));
+    }
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), &target)?;
-        }
+        copy_tree(&entry.path(), &to.join(entry.file_name()))?;
     }
     Ok(())
 }
 
+/// Moves an entry of the store to `dest` (`verify`'s quarantine): one rename, or across
+/// filesystems the copy-then-rename of a commit, after which the original goes through
+/// [`crate::owned::remove`] (a symlink planted in the store is moved as a link: removing the
+/// link leaves its target alone).
+pub(crate) fn move_entry(ws: &Workspace, from: &Path, dest: &Path) -> anyhow::Result<()> {
+    if let Some(parent) = dest.parent() {
+        crate::owned::create_marked(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    match std::fs::rename(from, dest) {
+        Err(e) if crosses_devices(&e) => copy_then_rename(from, dest)?,
+        other => return other.with_context(|| format!("moving {}", from.display())),
+    }
+    let is_link = std::fs::symlink_metadata(from).is_ok_and(|m| m.file_type().is_symlink());
+    let removed = if is_link {
+        std::fs::remove_file(from).map_err(|e| e.to_string())
+    } else {
+        crate::owned::remove(ws, from).map_err(|e| e.to_string())
+    };
+    removed.map_err(|why| {
+        anyhow::anyhow!(
+            "{} was copied to {} (another filesystem) but not removed: {why}",
+            from.display(),
+            dest.display()
+        )
+    })
+}
+
 /// Temporary directories left by a killed run; only called while holding the lock. Entries
 /// the store did not make stay (`.pipeline/tmp` may be a symlink to a shared scratch disk).
-pub(super) fn clear_tmp(ws: &crate::workspace::Workspace) {
+pub(super) fn clear_tmp(ws: &Workspace) {
     for e in std::fs::read_dir(ws.tmp()).into_iter().flatten().flatten() {
         match crate::owned::remove(ws, &e.path()) {
             Ok(()) => info!("removed {} left by an interrupted run", e.path().display()),

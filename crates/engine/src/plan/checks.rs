@@ -10,7 +10,7 @@ use super::Instance;
 use super::coords::display_value;
 use crate::config::{Located, PipelineFile, StageDecl};
 use crate::error::UserError;
-use crate::stages::cmd::dep_env_name;
+use crate::stages::cmd::dep_env_vars;
 
 /// Two values of a matrix axis that name the same instance: equal (`5` twice) or written
 /// differently with the same text (`1` and `"1"`).
@@ -69,8 +69,9 @@ pub(super) fn unique_names(file: &PipelineFile, instances: &[Instance]) -> Resul
     Ok(())
 }
 
-/// A `cmd` sees each dep as `PIPELINE_DEP_<NAME>` (upper-cased, other characters as `_`); two
-/// deps behind one variable would give the command one of them without a word.
+/// A `cmd` sees each dep as `PIPELINE_DEP_<NAME>` (upper-cased, other characters as `_`), and
+/// a lone expanded dep also under its stage's name ([`dep_env_vars`]); two deps behind one
+/// variable would give the command one of them without a word.
 pub(super) fn dep_env_names(
     file: &PipelineFile,
     decl: &StageDecl,
@@ -78,27 +79,30 @@ pub(super) fn dep_env_names(
     deps: &[usize],
     instances: &[Instance],
 ) -> Result<(), UserError> {
-    let mut seen: HashMap<String, &str> = HashMap::with_capacity(deps.len());
-    for &d in deps {
-        let name = instances[d].name.as_str();
-        let var = dep_env_name(name);
-        if let Some(other) = seen.insert(var.clone(), name)
-            && other != name
-        {
-            let mark = decl
-                .deps
-                .iter()
-                .find(|x| x.value == instances[d].stage)
-                .map_or(decl.name.mark, |x| x.mark);
-            return Err(file
-                .error_at(
-                    mark,
-                    format!(
-                        "stage `{instance}`: deps `{other}` and `{name}` would both be ${var}"
-                    ),
-                )
-                .with_help("the variable keeps ASCII letters and digits and turns every other character into `_`; rename one of the stages or values"));
+    let names: Vec<(&str, &str)> = deps
+        .iter()
+        .map(|&d| (instances[d].name.as_str(), instances[d].stage.as_str()))
+        .collect();
+    let mut seen: HashMap<String, usize> = HashMap::with_capacity(deps.len());
+    for (var, i) in dep_env_vars(&names) {
+        let Some(first) = seen.insert(var.clone(), i) else {
+            continue;
+        };
+        if names[first].0 == names[i].0 {
+            continue;
         }
+        let (other, name) = (names[first].0, names[i].0);
+        let mark = decl
+            .deps
+            .iter()
+            .find(|x| x.value == names[i].1)
+            .map_or(decl.name.mark, |x| x.mark);
+        return Err(file
+            .error_at(
+                mark,
+                format!("stage `{instance}`: deps `{other}` and `{name}` would both be ${var}"),
+            )
+            .with_help("the variable keeps ASCII letters and digits and turns every other character into `_`, and a dep that is the one instance of its stage is also seen under the stage's name; rename one of the stages or values"));
     }
     Ok(())
 }

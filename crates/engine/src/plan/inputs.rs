@@ -28,7 +28,7 @@ pub(super) fn inputs_of(
             None => expanded.push((pattern, p)),
         }
     }
-    let state = root.join(".pipeline");
+    let mut store = StoreReach::new(&root.join(".pipeline"));
     for (pattern, p) in expanded {
         // A malformed pattern is a mistake in the file; a missing file is only a
         // problem for runs that need this stage.
@@ -38,7 +38,7 @@ pub(super) fn inputs_of(
         match resolve_inputs(file, root, pattern, &p) {
             Ok(mut found) => {
                 found.retain(|i| !excludes.iter().any(|x| x.matches_path(&i.path)));
-                if let Some(inside) = found.iter().find(|i| i.path.starts_with(&state)) {
+                if let Some(inside) = found.iter().find(|i| store.reaches(&i.path)) {
                     return Err(into_the_store(file, pattern, &p, &inside.key));
                 }
                 inputs.extend(found);
@@ -51,6 +51,50 @@ pub(super) fn inputs_of(
     inputs.sort_by(|a, b| a.key.cmp(&b.key));
     inputs.dedup_by(|a, b| a.key == b.key);
     Ok((inputs, input_error))
+}
+
+/// Whether a path lies in the store once symlinks are resolved: `data -> .pipeline` in the
+/// workspace reaches it as surely as `.pipeline/artifacts` does. Each directory is resolved
+/// once (a stage may have 10^5 input files in a few folders); a file that is itself a symlink
+/// is resolved on its own.
+struct StoreReach {
+    /// The store as written and resolved (the same path while `.pipeline/` does not exist).
+    state: PathBuf,
+    resolved: PathBuf,
+    dirs: std::collections::HashMap<PathBuf, bool>,
+}
+
+impl StoreReach {
+    fn new(state: &Path) -> StoreReach {
+        StoreReach {
+            state: state.to_path_buf(),
+            resolved: state.canonicalize().unwrap_or_else(|_| state.to_path_buf()),
+            dirs: std::collections::HashMap::new(),
+        }
+    }
+
+    fn inside(&self, resolved: &Path) -> bool {
+        resolved.starts_with(&self.resolved) || resolved.starts_with(&self.state)
+    }
+
+    fn reaches(&mut self, path: &Path) -> bool {
+        if path.starts_with(&self.state) {
+            return true;
+        }
+        let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link {
+            return path.canonicalize().is_ok_and(|r| self.inside(&r));
+        }
+        let Some(dir) = path.parent() else {
+            return false;
+        };
+        if let Some(&known) = self.dirs.get(dir) {
+            return known;
+        }
+        let known = dir.canonicalize().is_ok_and(|r| self.inside(&r));
+        self.dirs.insert(dir.to_path_buf(), known);
+        known
+    }
 }
 
 /// An input inside `.pipeline/` changes whenever a run commits, so the stage would flip between

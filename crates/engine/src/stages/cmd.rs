@@ -5,6 +5,7 @@
 //! artifact directory), `PIPELINE_STAGE` (the instance name) and `PIPELINE_WORK` (scratch space
 //! kept across failed attempts). stdout and stderr are saved with the artifact.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -27,6 +28,26 @@ pub fn dep_env_name(name: &str) -> String {
         }
     }));
     out
+}
+
+/// Every `PIPELINE_DEP_…` variable a `cmd` sees, with the index into `deps` (`(instance,
+/// stage)` pairs) of the dep it names: each dep under its instance name, and an instance that
+/// expanded with its dep (`p@x=1`) also under the plain stage name (`PIPELINE_DEP_P`) when it
+/// is the only dep of that stage. The plan's collision check and the command's environment
+/// both come from here, so the check sees exactly what is exported.
+pub fn dep_env_vars<'a>(deps: &[(&'a str, &'a str)]) -> Vec<(String, usize)> {
+    let mut per_stage: HashMap<&str, usize> = HashMap::with_capacity(deps.len());
+    for (_, stage) in deps {
+        *per_stage.entry(stage).or_default() += 1;
+    }
+    let mut vars = Vec::with_capacity(deps.len() * 2);
+    for (i, (instance, stage)) in deps.iter().enumerate() {
+        vars.push((dep_env_name(instance), i));
+        if instance != stage && per_stage[stage] == 1 {
+            vars.push((dep_env_name(stage), i));
+        }
+    }
+    vars
 }
 
 impl Stage for CmdStage {
@@ -65,14 +86,13 @@ impl Stage for CmdStage {
             .env("PIPELINE_WORK", ctx.work_dir)
             .env("PIPELINE_STAGE", ctx.instance)
             .env("PIPELINE_PARAMS", serde_json::to_string(ctx.params)?);
-        for dep in ctx.deps {
-            command.env(dep_env_name(&dep.instance), &dep.dir);
-            // An instance that expanded with its dep also sees it under the plain stage name.
-            if dep.instance != dep.stage
-                && ctx.deps.iter().filter(|d| d.stage == dep.stage).count() == 1
-            {
-                command.env(dep_env_name(&dep.stage), &dep.dir);
-            }
+        let names: Vec<(&str, &str)> = ctx
+            .deps
+            .iter()
+            .map(|d| (d.instance.as_str(), d.stage.as_str()))
+            .collect();
+        for (var, i) in dep_env_vars(&names) {
+            command.env(var, &ctx.deps[i].dir);
         }
         // Its own process group, ended (background processes included) before `wait` returns,
         // so nothing writes into the output once it is hashed.
@@ -117,5 +137,22 @@ mod tests {
             dep_env_name("pre-train@share_type=all"),
             "PIPELINE_DEP_PRE_TRAIN_SHARE_TYPE_ALL"
         );
+    }
+
+    #[test]
+    fn a_lone_expanded_dep_is_also_seen_under_its_stage_name() {
+        let vars = dep_env_vars(&[("p@x=1", "p"), ("q@x=1", "q"), ("q@x=2", "q"), ("r", "r")]);
+        let names: Vec<&str> = vars.iter().map(|(v, _)| v.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "PIPELINE_DEP_P_X_1",
+                "PIPELINE_DEP_P",
+                "PIPELINE_DEP_Q_X_1",
+                "PIPELINE_DEP_Q_X_2",
+                "PIPELINE_DEP_R"
+            ]
+        );
+        assert_eq!(vars[1].1, 0);
     }
 }
