@@ -14,9 +14,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail, ensure};
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Result, ShardError};
 use crate::read::{Limits, ShardData, shard_instances};
 use crate::rng::{derive_seed, permutation};
 
@@ -74,18 +74,19 @@ impl BatchReaderConfig {
     }
 
     fn validate(&self) -> Result<()> {
-        ensure!(
-            self.batch_size >= 1,
-            "batch_size must be at least 1 (got 0)"
-        );
-        ensure!(
-            self.max_seq_length >= 1,
-            "max_seq_length must be at least 1 (got 0)"
-        );
-        ensure!(
-            self.epochs != Some(0),
-            "epochs must be at least 1, or absent for an endless reader"
-        );
+        if self.batch_size < 1 {
+            return Err(ShardError::Config("batch_size must be at least 1 (got 0)"));
+        }
+        if self.max_seq_length < 1 {
+            return Err(ShardError::Config(
+                "max_seq_length must be at least 1 (got 0)",
+            ));
+        }
+        if self.epochs == Some(0) {
+            return Err(ShardError::Config(
+                "epochs must be at least 1, or absent for an endless reader",
+            ));
+        }
         Ok(())
     }
 }
@@ -206,36 +207,33 @@ impl BatchReader {
     /// from [`crate::list_shards`]). Checks every file's schema and reads its row count now.
     pub fn open<P: AsRef<Path>>(files: &[P], config: BatchReaderConfig) -> Result<Self> {
         config.validate()?;
-        ensure!(
-            !files.is_empty(),
-            "the batch reader was given no shard files"
-        );
+        if files.is_empty() {
+            return Err(ShardError::NoFiles);
+        }
         let files: Vec<PathBuf> = files.iter().map(|p| p.as_ref().to_path_buf()).collect();
         let mut rows = Vec::with_capacity(files.len());
         for f in &files {
             let n = shard_instances(f)?;
-            ensure!(
-                n <= u32::MAX as u64,
-                "{}: {n} rows, more than one shard may hold ({})",
-                f.display(),
-                u32::MAX
-            );
+            if n > u32::MAX as u64 {
+                return Err(ShardError::TooManyRows {
+                    path: f.clone(),
+                    rows: n,
+                });
+            }
             rows.push(n);
         }
         let instances_per_epoch: u64 = rows.iter().sum();
         if config.epochs.is_none() {
             // An endless reader that can never fill a batch would spin forever.
-            ensure!(
-                instances_per_epoch > 0,
-                "the {} shard files hold no instances",
-                files.len()
-            );
-            ensure!(
-                !config.drop_last || instances_per_epoch >= config.batch_size as u64,
-                "the shards hold {instances_per_epoch} instances, fewer than one batch of \
-                 {} with drop_last: lower batch_size or give more data",
-                config.batch_size
-            );
+            if instances_per_epoch == 0 {
+                return Err(ShardError::NoInstances { files: files.len() });
+            }
+            if config.drop_last && instances_per_epoch < config.batch_size as u64 {
+                return Err(ShardError::LessThanABatch {
+                    instances: instances_per_epoch,
+                    batch_size: config.batch_size,
+                });
+            }
         }
         let mut reader = Self {
             files,
@@ -280,43 +278,20 @@ impl BatchReader {
     ) -> Result<Self> {
         let mut reader = Self::open(files, config)?;
         let p = position;
-        ensure!(
-            p.seed == reader.config.seed && p.shuffle == reader.config.shuffle,
-            "cannot resume: the saved reader position has seed {} shuffle {}, the config has \
-             seed {} shuffle {}",
-            p.seed,
-            p.shuffle,
-            reader.config.seed,
-            reader.config.shuffle
-        );
-        ensure!(
-            p.num_shards == reader.files.len()
-                && p.instances_per_epoch == reader.instances_per_epoch,
-            "cannot resume: the saved reader position is for {} shards holding {} instances, \
-             these {} shards hold {}: resume on the same shard files",
-            p.num_shards,
-            p.instances_per_epoch,
-            reader.files.len(),
-            reader.instances_per_epoch
-        );
-        ensure!(
-            p.shard_cursor <= reader.files.len(),
-            "cannot resume: shard cursor {} is past the {} shards",
-            p.shard_cursor,
-            reader.files.len()
-        );
+        reader.check_resumable(p)?;
         reader.start_epoch(p.epoch);
         reader.shard_cursor = p.shard_cursor;
         reader.row_cursor = p.row_cursor;
         reader.batches = p.batches;
         if p.shard_cursor < reader.files.len() {
             let rows = reader.rows[reader.shard_order[p.shard_cursor]];
-            ensure!(
-                p.row_cursor as u64 <= rows,
-                "cannot resume: row cursor {} is past the {rows} rows of {}",
-                p.row_cursor,
-                reader.files[reader.shard_order[p.shard_cursor]].display()
-            );
+            if p.row_cursor as u64 > rows {
+                return Err(ShardError::Resume(format!(
+                    "row cursor {} is past the {rows} rows of {}",
+                    p.row_cursor,
+                    reader.files[reader.shard_order[p.shard_cursor]].display()
+                )));
+            }
         }
         if let Some(k) = reader.config.epochs
             && p.epoch >= k
@@ -324,6 +299,35 @@ impl BatchReader {
             reader.finished = true;
         }
         Ok(reader)
+    }
+
+    /// Whether `p` was saved by a reader over these shards with this seed and shuffle flag.
+    fn check_resumable(&self, p: &ReaderPosition) -> Result<()> {
+        if p.seed != self.config.seed || p.shuffle != self.config.shuffle {
+            return Err(ShardError::Resume(format!(
+                "the saved reader position has seed {} shuffle {}, the config has seed {} \
+                 shuffle {}",
+                p.seed, p.shuffle, self.config.seed, self.config.shuffle
+            )));
+        }
+        if p.num_shards != self.files.len() || p.instances_per_epoch != self.instances_per_epoch {
+            return Err(ShardError::Resume(format!(
+                "the saved reader position is for {} shards holding {} instances, these {} \
+                 shards hold {}: resume on the same shard files",
+                p.num_shards,
+                p.instances_per_epoch,
+                self.files.len(),
+                self.instances_per_epoch
+            )));
+        }
+        if p.shard_cursor > self.files.len() {
+            return Err(ShardError::Resume(format!(
+                "shard cursor {} is past the {} shards",
+                p.shard_cursor,
+                self.files.len()
+            )));
+        }
+        Ok(())
     }
 
     /// The position after the last batch returned (save it with a checkpoint).
@@ -418,13 +422,11 @@ impl BatchReader {
         };
         let (data, _) = ShardData::load(path, Some(limits))?;
         if data.rows() as u64 != self.rows[file_index] {
-            bail!(
-                "{}: holds {} rows but its footer said {}: the file changed while being read, \
-                 or its footer is wrong",
-                path.display(),
-                data.rows(),
-                self.rows[file_index]
-            );
+            return Err(ShardError::RowsChanged {
+                path: path.clone(),
+                rows: data.rows(),
+                footer: self.rows[file_index],
+            });
         }
         let order = if self.config.shuffle {
             let seed = derive_seed(
@@ -475,7 +477,7 @@ impl BatchReader {
             }
             self.load_current()?;
             let Some(cur) = self.current.as_ref() else {
-                bail!("internal error: no shard decoded");
+                return Err(ShardError::Internal("no shard decoded"));
             };
             // Copy as many rows as the batch still needs from this shard.
             let take = (want - self.staging.rows()).min(cur.order.len() - self.row_cursor);

@@ -40,13 +40,16 @@
 #![warn(missing_docs)]
 
 mod batch;
+mod error;
 mod read;
 pub mod rng;
 pub mod schema;
 mod writer;
 
 pub use batch::{Batch, BatchReader, BatchReaderConfig, ReaderPosition};
+pub use error::{InstanceError, ShardError};
 pub use read::{list_shards, read_shard, shard_instances, shard_metadata};
+pub use schema::Metadata;
 pub use writer::{Instance, ShardInfo, ShardWriter, validate_instance};
 
 #[cfg(test)]

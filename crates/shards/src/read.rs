@@ -5,27 +5,29 @@
 //! A shard is decoded into flat column vectors (all rows' tokens end to end plus offsets), so a
 //! row is a few slices and reading one costs no allocation.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail, ensure};
 use arrow_array::{Array, Int8Array, Int32Array, ListArray, RecordBatch};
 use arrow_ipc::reader::FileReader;
 
-use crate::schema::{ColumnIndex, FOOTER_NUM_ROWS, check_schema, columns};
+use crate::error::{Result, ShardError};
+use crate::schema::{ColumnIndex, FOOTER_NUM_ROWS, Metadata, check_schema, columns};
 use crate::writer::Instance;
 
 /// Opens a shard and checks its schema.
 fn open(path: &Path) -> Result<(FileReader<BufReader<File>>, ColumnIndex)> {
-    let f = File::open(path).with_context(|| format!("cannot open shard {}", path.display()))?;
+    let f = File::open(path).map_err(|source| ShardError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let reader =
-        FileReader::try_new(BufReader::with_capacity(1 << 20, f), None).with_context(|| {
-            format!(
-                "{}: not a readable Arrow IPC file (truncated, or the writer was not finished?)",
-                path.display()
-            )
+        FileReader::try_new(BufReader::with_capacity(1 << 20, f), None).map_err(|source| {
+            ShardError::NotArrow {
+                path: path.to_path_buf(),
+                source,
+            }
         })?;
     let cols = check_schema(&reader.schema(), path)?;
     Ok((reader, cols))
@@ -36,18 +38,15 @@ fn open(path: &Path) -> Result<(FileReader<BufReader<File>>, ColumnIndex)> {
 pub fn shard_instances(path: &Path) -> Result<u64> {
     let (reader, _) = open(path)?;
     if let Some(n) = reader.custom_metadata().get(FOOTER_NUM_ROWS) {
-        return n.parse::<u64>().with_context(|| {
-            format!(
-                "{}: footer metadata `{FOOTER_NUM_ROWS}` is {n:?}, not a count",
-                path.display()
-            )
+        return n.parse::<u64>().map_err(|source| ShardError::FooterRows {
+            path: path.to_path_buf(),
+            value: n.clone(),
+            source,
         });
     }
     let mut rows = 0u64;
     for batch in reader {
-        let batch =
-            batch.with_context(|| format!("{}: cannot decode a record batch", path.display()))?;
-        rows += batch.num_rows() as u64;
+        rows += decoded(batch, path)?.num_rows() as u64;
     }
     Ok(rows)
 }
@@ -55,26 +54,43 @@ pub fn shard_instances(path: &Path) -> Result<u64> {
 /// A shard's schema metadata (`format`, `version`, and what the writer's caller recorded, e.g.
 /// the `mask` stage's `vocab_size`, `max_seq_length` and `max_predictions_per_seq`), read from
 /// the footer without decoding any row. Also checks the schema.
-pub fn shard_metadata(path: &Path) -> Result<BTreeMap<String, String>> {
+pub fn shard_metadata(path: &Path) -> Result<Metadata> {
     let (reader, _) = open(path)?;
-    Ok(reader
+    Ok(metadata_of(&reader))
+}
+
+/// The schema metadata of an open shard, in key order.
+fn metadata_of(reader: &FileReader<BufReader<File>>) -> Metadata {
+    reader
         .schema()
         .metadata()
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
-        .collect())
+        .collect()
+}
+
+/// A record batch as the reader gave it, its error naming the shard.
+fn decoded(
+    batch: std::result::Result<RecordBatch, arrow_schema::ArrowError>,
+    path: &Path,
+) -> Result<RecordBatch> {
+    batch.map_err(|source| ShardError::Decode {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// The shards `{prefix}-NNNNN.arrow` directly in `dir`, sorted by name (the order the writer
 /// numbered them): the file list to give [`crate::BatchReader`]. Other files (another prefix,
 /// e.g. the `eval` shards beside the `shard` ones) are left out.
 pub fn list_shards(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
+    let list_error = |source| ShardError::ListDir {
+        dir: dir.to_path_buf(),
+        source,
+    };
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir)
-        .with_context(|| format!("cannot list shard directory {}", dir.display()))?
-    {
-        let entry =
-            entry.with_context(|| format!("cannot list shard directory {}", dir.display()))?;
+    for entry in std::fs::read_dir(dir).map_err(list_error)? {
+        let entry = entry.map_err(list_error)?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let number = name
@@ -191,46 +207,56 @@ impl<'a> BatchColumns<'a> {
 
     /// Row `r` of the batch (row `row` of the file, for messages), checked against the schema's
     /// invariants and `limits`.
-    fn row(&self, r: usize, row: usize, file: &str, limits: Option<Limits>) -> Result<Row<'a>> {
+    fn row(&self, r: usize, row: usize, path: &Path, limits: Option<Limits>) -> Result<Row<'a>> {
+        let bad = |problem: String| {
+            Err(ShardError::BadRow {
+                path: path.to_path_buf(),
+                row,
+                problem,
+            })
+        };
         let span = |off: &[i32]| (off[r] as usize, off[r + 1] as usize);
         let (a, b) = span(self.ids_off);
         let n = b - a;
         let length = self.lengths.value(r);
-        ensure!(
-            length >= 0 && length as usize == n,
-            "{file}: row {row}: `length` is {length} but `input_ids` has {n} tokens"
-        );
+        if length < 0 || length as usize != n {
+            return bad(format!(
+                "`length` is {length} but `input_ids` has {n} tokens"
+            ));
+        }
         let (ta, tb) = span(self.types_off);
-        ensure!(
-            tb - ta == n,
-            "{file}: row {row}: `token_type_ids` has {} entries but `input_ids` has {n}",
-            tb - ta
-        );
+        if tb - ta != n {
+            return bad(format!(
+                "`token_type_ids` has {} entries but `input_ids` has {n}",
+                tb - ta
+            ));
+        }
         let (pa, pb) = span(self.positions_off);
         let (ma, mb) = span(self.masked_off);
-        ensure!(
-            pb - pa == mb - ma,
-            "{file}: row {row}: {} masked positions but {} masked ids",
-            pb - pa,
-            mb - ma
-        );
+        if pb - pa != mb - ma {
+            return bad(format!(
+                "{} masked positions but {} masked ids",
+                pb - pa,
+                mb - ma
+            ));
+        }
         let positions = &self.positions[pa..pb];
         let mut prev = -1i64;
         for &p in positions {
-            ensure!(
-                (p as i64) > prev && (p as usize) < n,
-                "{file}: row {row}: masked position {p} is out of order or outside the {n} \
-                 tokens (positions must be strictly ascending and < length)"
-            );
+            if (p as i64) <= prev || (p as usize) >= n {
+                return bad(format!(
+                    "masked position {p} is out of order or outside the {n} tokens (positions \
+                     must be strictly ascending and < length)"
+                ));
+            }
             prev = p as i64;
         }
         let label = self.labels.value(r);
-        ensure!(
-            label == 0 || label == 1,
-            "{file}: row {row}: sentence_order_label is {label}, must be 0 or 1"
-        );
+        if label != 0 && label != 1 {
+            return bad(format!("sentence_order_label is {label}, must be 0 or 1"));
+        }
         if let Some(l) = limits {
-            check_limits(l, n, pb - pa, row, file)?;
+            check_limits(l, n, pb - pa, row, path)?;
         }
         Ok(Row {
             ids: &self.ids[a..b],
@@ -243,20 +269,23 @@ impl<'a> BatchColumns<'a> {
 }
 
 /// A row of `n` tokens and `predictions` masked positions against the reader's limits.
-fn check_limits(l: Limits, n: usize, predictions: usize, row: usize, file: &str) -> Result<()> {
-    ensure!(
-        n <= l.max_seq_length,
-        "{file}: row {row} has {n} tokens, more than max_seq_length {}: the reader's \
-         max_seq_length must be at least the mask stage's",
-        l.max_seq_length
-    );
-    ensure!(
-        predictions <= l.max_predictions_per_seq,
-        "{file}: row {row} has {predictions} masked positions, more than \
-         max_predictions_per_seq {}: the reader's max_predictions_per_seq must be at \
-         least the mask stage's",
-        l.max_predictions_per_seq
-    );
+fn check_limits(l: Limits, n: usize, predictions: usize, row: usize, path: &Path) -> Result<()> {
+    if n > l.max_seq_length {
+        return Err(ShardError::TooLong {
+            path: path.to_path_buf(),
+            row,
+            tokens: n,
+            max: l.max_seq_length,
+        });
+    }
+    if predictions > l.max_predictions_per_seq {
+        return Err(ShardError::TooManyPredictions {
+            path: path.to_path_buf(),
+            row,
+            predictions,
+            max: l.max_predictions_per_seq,
+        });
+    }
     Ok(())
 }
 
@@ -315,19 +344,12 @@ impl ShardData {
 
     /// Decodes and validates every row of `path` (see `SCHEMA.md` for the invariants), checking
     /// `limits` too when given. Returns the data and the schema metadata.
-    pub fn load(path: &Path, limits: Option<Limits>) -> Result<(Self, BTreeMap<String, String>)> {
+    pub fn load(path: &Path, limits: Option<Limits>) -> Result<(Self, Metadata)> {
         let (reader, cols) = open(path)?;
-        let metadata: BTreeMap<String, String> = reader
-            .schema()
-            .metadata()
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let metadata = metadata_of(&reader);
         let mut data = ShardData::default();
         for batch in reader {
-            let batch = batch
-                .with_context(|| format!("{}: cannot decode a record batch", path.display()))?;
-            data.append(&batch, cols, path, limits)?;
+            data.append(&decoded(batch, path)?, cols, path, limits)?;
         }
         Ok((data, metadata))
     }
@@ -340,70 +362,74 @@ impl ShardData {
         path: &Path,
         limits: Option<Limits>,
     ) -> Result<()> {
-        let file = path.display().to_string();
         let first_row = self.rows();
         let columns = BatchColumns::of(batch, cols, path)?;
         for r in 0..batch.num_rows() {
-            let row = columns.row(r, first_row + r, &file, limits)?;
+            let row = columns.row(r, first_row + r, path, limits)?;
             self.push(row);
         }
         Ok(())
     }
 }
 
+/// A column's data that is not what the schema type promises.
+fn bad_column<T>(path: &Path, column: &'static str, problem: String) -> Result<T> {
+    Err(ShardError::BadColumn {
+        path: path.to_path_buf(),
+        column,
+        problem,
+    })
+}
+
 fn list_column<'a>(
     batch: &'a RecordBatch,
     i: usize,
-    name: &str,
+    name: &'static str,
     path: &Path,
 ) -> Result<&'a ListArray> {
     let col = batch.column(i);
     let Some(list) = col.as_any().downcast_ref::<ListArray>() else {
-        bail!("{}: column `{name}` is not a list array", path.display());
+        return bad_column(path, name, "is not a list array".into());
     };
-    ensure!(
-        list.null_count() == 0,
-        "{}: column `{name}` has {} null rows; every row needs a value",
-        path.display(),
-        list.null_count()
-    );
+    if list.null_count() != 0 {
+        return bad_column(
+            path,
+            name,
+            format!(
+                "has {} null rows; every row needs a value",
+                list.null_count()
+            ),
+        );
+    }
     Ok(list)
 }
 
 fn list_values<'a, T: Array + PrimitiveValues + 'static>(
     list: &'a ListArray,
-    name: &str,
+    name: &'static str,
     path: &Path,
 ) -> Result<&'a [T::Native]> {
     let Some(values) = list.values().as_any().downcast_ref::<T>() else {
-        bail!(
-            "{}: column `{name}` has the wrong item type",
-            path.display()
-        );
+        return bad_column(path, name, "has the wrong item type".into());
     };
-    ensure!(
-        values.null_count() == 0,
-        "{}: column `{name}` has null items",
-        path.display()
-    );
+    if values.null_count() != 0 {
+        return bad_column(path, name, "has null items".into());
+    }
     Ok(values.native_values())
 }
 
 fn scalar_column<'a, T: Array + 'static>(
     batch: &'a RecordBatch,
     i: usize,
-    name: &str,
+    name: &'static str,
     path: &Path,
 ) -> Result<&'a T> {
     let Some(col) = batch.column(i).as_any().downcast_ref::<T>() else {
-        bail!("{}: column `{name}` has the wrong type", path.display());
+        return bad_column(path, name, "has the wrong type".into());
     };
-    ensure!(
-        col.null_count() == 0,
-        "{}: column `{name}` has {} nulls",
-        path.display(),
-        col.null_count()
-    );
+    if col.null_count() != 0 {
+        return bad_column(path, name, format!("has {} nulls", col.null_count()));
+    }
     Ok(col)
 }
 
@@ -433,7 +459,7 @@ impl PrimitiveValues for Int8Array {
 ///
 /// Loads the whole shard: meant for tests and small evaluation sets; training uses
 /// [`crate::BatchReader`].
-pub fn read_shard(path: impl AsRef<Path>) -> Result<(Vec<Instance>, BTreeMap<String, String>)> {
+pub fn read_shard(path: impl AsRef<Path>) -> Result<(Vec<Instance>, Metadata)> {
     let path = path.as_ref();
     let (data, metadata) = ShardData::load(path, None)?;
     let mut out = Vec::with_capacity(data.rows());
@@ -442,36 +468,30 @@ pub fn read_shard(path: impl AsRef<Path>) -> Result<(Vec<Instance>, BTreeMap<Str
         // Checked: every value came from a validated column whose types are Int32/Int8 and
         // non-negative where it matters (positions, labels); token ids are reinterpreted as the
         // writer stored them.
-        let mut ids = Vec::with_capacity(row.ids.len());
-        for &t in row.ids {
-            ensure!(t >= 0, "{}: row {r}: negative token id {t}", path.display());
-            ids.push(t as u32);
-        }
-        let mut types = Vec::with_capacity(row.types.len());
-        for &t in row.types {
-            ensure!(
-                t >= 0,
-                "{}: row {r}: negative token type {t}",
-                path.display()
-            );
-            types.push(t as u8);
-        }
-        let mut masked = Vec::with_capacity(row.masked.len());
-        for &t in row.masked {
-            ensure!(
-                t >= 0,
-                "{}: row {r}: negative masked id {t}",
-                path.display()
-            );
-            masked.push(t as u32);
-        }
         out.push(Instance {
-            input_ids: ids,
-            token_type_ids: types,
+            input_ids: non_negative(row.ids, path, r, "token id")?,
+            token_type_ids: non_negative(row.types, path, r, "token type")?,
             masked_positions: row.positions.iter().map(|&p| p as u32).collect(),
-            masked_ids: masked,
+            masked_ids: non_negative(row.masked, path, r, "masked id")?,
             sentence_order_label: row.label as u8,
         });
     }
     Ok((out, metadata))
+}
+
+/// `values` as unsigned integers, or an error naming the row and the first negative `what`.
+fn non_negative<T, U>(values: &[T], path: &Path, row: usize, what: &str) -> Result<Vec<U>>
+where
+    T: Copy + std::fmt::Display + TryInto<U>,
+{
+    values
+        .iter()
+        .map(|&t| {
+            t.try_into().map_err(|_| ShardError::BadRow {
+                path: path.to_path_buf(),
+                row,
+                problem: format!("negative {what} {t}"),
+            })
+        })
+        .collect()
 }

@@ -6,8 +6,10 @@
 //! its algorithms would silently change every run. These few lines never change (a test pins
 //! their output).
 
-/// SplitMix64's output function (a strong 64-bit mixer).
-fn mix(mut z: u64) -> u64 {
+/// SplitMix64's output function, its finaliser: a strong 64-bit mixer in which every input bit
+/// affects every output bit (also the hash of the `clean` stage's near-duplicate sketches).
+#[inline]
+pub fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

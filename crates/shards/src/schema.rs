@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Result, bail};
 use arrow_schema::{DataType, Field, Schema};
+
+use crate::error::{Result, ShardError};
 
 /// Schema metadata key naming the format.
 pub const FORMAT_KEY: &str = "format";
@@ -25,6 +26,10 @@ pub const ROWS_PER_RECORD_BATCH: usize = 1024;
 pub const FOOTER_NUM_ROWS: &str = "num_rows";
 /// Footer metadata key with the shard's total token count (sum of `length`). Optional.
 pub const FOOTER_NUM_TOKENS: &str = "num_tokens";
+
+/// A shard's schema metadata: `format`, `version` and what the writer's caller recorded, in key
+/// order (so that it prints and serialises the same way every time).
+pub type Metadata = BTreeMap<String, String>;
 
 /// Column names, in the order the writer lays them out.
 pub mod columns {
@@ -63,10 +68,10 @@ fn expected_columns() -> [(&'static str, DataType); 6] {
 /// The shard schema with `format`/`version` and the caller's `metadata` as schema metadata.
 ///
 /// Errors if `metadata` tries to set `format` or `version` (reserved: they identify the layout).
-pub fn shard_schema(metadata: &BTreeMap<String, String>) -> Result<Schema> {
+pub fn shard_schema(metadata: &Metadata) -> Result<Schema> {
     for key in [FORMAT_KEY, VERSION_KEY] {
         if metadata.contains_key(key) {
-            bail!("shard metadata key `{key}` is reserved (the writer sets it); rename that key");
+            return Err(ShardError::ReservedKey { key });
         }
     }
     let fields: Vec<Field> = expected_columns()
@@ -102,35 +107,45 @@ pub(crate) struct ColumnIndex {
 /// Checks `schema` (read from `path`) against the contract: the `format` and `version` metadata,
 /// then every column's presence and type. Returns where each column is.
 pub(crate) fn check_schema(schema: &Schema, path: &Path) -> Result<ColumnIndex> {
-    let file = path.display();
     let meta = schema.metadata();
+    let path = || path.to_path_buf();
     match meta.get(FORMAT_KEY) {
         Some(f) if f == FORMAT => {}
-        Some(f) => bail!(
-            "{file}: schema metadata `{FORMAT_KEY}` is {f:?}, expected {FORMAT:?}: this is not a \
-             shard of ALBERT pretraining instances"
-        ),
-        None => bail!(
-            "{file}: schema metadata has no `{FORMAT_KEY}` key (expected {FORMAT:?}): this is not \
-             a shard written by pipeline-shards"
-        ),
+        Some(f) => {
+            return Err(ShardError::WrongFormat {
+                path: path(),
+                found: f.clone(),
+            });
+        }
+        None => return Err(ShardError::NoFormat { path: path() }),
     }
     match meta.get(VERSION_KEY) {
         Some(v) if v == VERSION => {}
-        Some(v) => bail!(
-            "{file}: shard format version {v:?}, but this reader supports version {VERSION:?}: \
-             re-run the `mask` stage with this build to regenerate the shards"
-        ),
-        None => bail!("{file}: schema metadata has no `{VERSION_KEY}` key"),
+        Some(v) => {
+            return Err(ShardError::WrongVersion {
+                path: path(),
+                found: v.clone(),
+            });
+        }
+        None => return Err(ShardError::NoVersion { path: path() }),
     }
     let mut idx = [0usize; 6];
-    for (slot, (name, want)) in idx.iter_mut().zip(expected_columns()) {
-        let Ok(i) = schema.index_of(name) else {
-            bail!("{file}: missing column `{name}` (expected type {want})");
+    for (slot, (column, expected)) in idx.iter_mut().zip(expected_columns()) {
+        let Ok(i) = schema.index_of(column) else {
+            return Err(ShardError::MissingColumn {
+                path: path(),
+                column,
+                expected,
+            });
         };
-        let got = schema.field(i).data_type();
-        if !same_type(got, &want) {
-            bail!("{file}: column `{name}` has type {got}, expected {want}");
+        let found = schema.field(i).data_type();
+        if !same_type(found, &expected) {
+            return Err(ShardError::ColumnType {
+                path: path(),
+                column,
+                found: found.clone(),
+                expected,
+            });
         }
         *slot = i;
     }

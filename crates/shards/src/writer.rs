@@ -6,20 +6,21 @@
 //! corpus size. Every instance is checked before it is written: a malformed row is a bug in the
 //! caller and must not reach the trainer.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail, ensure};
 use arrow_array::builder::OffsetBufferBuilder;
 use arrow_array::{ArrayRef, Int8Array, Int32Array, ListArray, RecordBatch};
 use arrow_ipc::writer::FileWriter;
 use arrow_schema::{DataType, Field, SchemaRef};
 use serde::{Deserialize, Serialize};
 
-use crate::schema::{FOOTER_NUM_ROWS, FOOTER_NUM_TOKENS, ROWS_PER_RECORD_BATCH, shard_schema};
+use crate::error::{InstanceError, Result, ShardError};
+use crate::schema::{
+    FOOTER_NUM_ROWS, FOOTER_NUM_TOKENS, Metadata, ROWS_PER_RECORD_BATCH, shard_schema,
+};
 
 /// One ALBERT pretraining instance: `[CLS] A [SEP] B [SEP]` with its masked-LM targets and
 /// sentence-order label. See `SCHEMA.md` for each field's meaning.
@@ -107,7 +108,7 @@ impl RowBuffer {
         ];
         self.id_lens.clear();
         self.mask_lens.clear();
-        Ok(RecordBatch::try_new(schema.clone(), columns)?)
+        RecordBatch::try_new(schema.clone(), columns).map_err(ShardError::BuildBatch)
     }
 }
 
@@ -143,19 +144,21 @@ impl ShardWriter {
         dir: &Path,
         prefix: &str,
         instances_per_shard: usize,
-        metadata: BTreeMap<String, String>,
+        metadata: Metadata,
     ) -> Result<Self> {
-        ensure!(
-            instances_per_shard > 0,
-            "instances_per_shard must be at least 1 (got 0)"
-        );
-        ensure!(
-            !prefix.is_empty() && !prefix.contains(['/', '\\']),
-            "shard prefix {prefix:?} must be a non-empty file name without path separators"
-        );
+        if instances_per_shard == 0 {
+            return Err(ShardError::NoInstancesPerShard);
+        }
+        if prefix.is_empty() || prefix.contains(['/', '\\']) {
+            return Err(ShardError::BadPrefix {
+                prefix: prefix.to_string(),
+            });
+        }
         let schema = Arc::new(shard_schema(&metadata)?);
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create shard directory {}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| ShardError::CreateDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
         Ok(Self {
             dir: dir.to_path_buf(),
             prefix: prefix.to_string(),
@@ -170,11 +173,9 @@ impl ShardWriter {
 
     /// Appends one instance (checked: see [`validate_instance`]).
     pub fn write(&mut self, inst: &Instance) -> Result<()> {
-        validate_instance(inst).with_context(|| {
-            format!(
-                "instance {} (0-based) given to the shard writer",
-                self.written
-            )
+        validate_instance(inst).map_err(|problem| ShardError::BadInstance {
+            index: self.written,
+            problem,
         })?;
         if self.open.is_none() {
             self.open_shard()?;
@@ -183,7 +184,7 @@ impl ShardWriter {
         self.written += 1;
         let full = {
             let Some(open) = self.open.as_mut() else {
-                bail!("internal error: no open shard");
+                return Err(ShardError::Internal("no open shard"));
             };
             open.info.instances += 1;
             open.info.tokens += inst.input_ids.len() as u64;
@@ -208,10 +209,14 @@ impl ShardWriter {
     fn open_shard(&mut self) -> Result<()> {
         let file = format!("{}-{:05}.arrow", self.prefix, self.done.len());
         let path = self.dir.join(&file);
-        let f = File::create(&path)
-            .with_context(|| format!("cannot create shard file {}", path.display()))?;
-        let writer = FileWriter::try_new(BufWriter::with_capacity(1 << 20, f), &self.schema)
-            .with_context(|| format!("cannot write the header of {}", path.display()))?;
+        let f = match File::create(&path) {
+            Ok(f) => f,
+            Err(source) => return Err(ShardError::CreateFile { path, source }),
+        };
+        let writer = match FileWriter::try_new(BufWriter::with_capacity(1 << 20, f), &self.schema) {
+            Ok(w) => w,
+            Err(source) => return Err(ShardError::WriteHeader { path, source }),
+        };
         self.open = Some(OpenShard {
             writer,
             path,
@@ -229,12 +234,15 @@ impl ShardWriter {
             return Ok(());
         }
         let Some(open) = self.open.as_mut() else {
-            bail!("internal error: rows buffered without an open shard");
+            return Err(ShardError::Internal("rows buffered without an open shard"));
         };
         let batch = self.buffer.take_batch(&self.schema)?;
         open.writer
             .write(&batch)
-            .with_context(|| format!("cannot write to shard {}", open.path.display()))
+            .map_err(|source| ShardError::Write {
+                path: open.path.clone(),
+                source,
+            })
     }
 
     fn close_shard(&mut self) -> Result<()> {
@@ -246,9 +254,12 @@ impl ShardWriter {
             .write_metadata(FOOTER_NUM_ROWS, open.info.instances.to_string());
         open.writer
             .write_metadata(FOOTER_NUM_TOKENS, open.info.tokens.to_string());
-        open.writer
-            .finish()
-            .with_context(|| format!("cannot finish shard {}", open.path.display()))?;
+        if let Err(source) = open.writer.finish() {
+            return Err(ShardError::Finish {
+                path: open.path,
+                source,
+            });
+        }
         self.done.push(open.info);
         Ok(())
     }
@@ -257,48 +268,50 @@ impl ShardWriter {
 /// Checks that an instance can be stored and read back meaningfully: ids fit Int32,
 /// `token_type_ids` is as long as `input_ids` and holds 0/1, masked positions are strictly
 /// ascending and inside the sequence, one masked id per position, and the label is 0 or 1.
-pub fn validate_instance(inst: &Instance) -> Result<()> {
+pub fn validate_instance(inst: &Instance) -> Result<(), InstanceError> {
     let n = inst.input_ids.len();
-    ensure!(
-        n <= i32::MAX as usize,
-        "input_ids has {n} tokens, more than Int32 can index"
-    );
-    if let Some(t) = inst.input_ids.iter().find(|&&t| t > i32::MAX as u32) {
-        bail!("token id {t} does not fit the Int32 `input_ids` column");
+    if n > i32::MAX as usize {
+        return Err(InstanceError::TooManyTokens { tokens: n });
     }
-    ensure!(
-        inst.token_type_ids.len() == n,
-        "token_type_ids has {} entries but input_ids has {n}",
-        inst.token_type_ids.len()
-    );
-    if let Some(t) = inst.token_type_ids.iter().find(|&&t| t > 1) {
-        bail!("token type {t}: token_type_ids must be 0 (segment A) or 1 (segment B)");
+    if let Some(&id) = inst.input_ids.iter().find(|&&t| t > i32::MAX as u32) {
+        return Err(InstanceError::TokenIdTooLarge { id });
     }
-    ensure!(
-        inst.masked_positions.len() == inst.masked_ids.len(),
-        "{} masked positions but {} masked ids",
-        inst.masked_positions.len(),
-        inst.masked_ids.len()
-    );
+    if inst.token_type_ids.len() != n {
+        return Err(InstanceError::TypeIdsLength {
+            types: inst.token_type_ids.len(),
+            tokens: n,
+        });
+    }
+    if let Some(&value) = inst.token_type_ids.iter().find(|&&t| t > 1) {
+        return Err(InstanceError::BadTokenType { value });
+    }
+    if inst.masked_positions.len() != inst.masked_ids.len() {
+        return Err(InstanceError::MaskedLengths {
+            positions: inst.masked_positions.len(),
+            ids: inst.masked_ids.len(),
+        });
+    }
     if let Some(w) = inst.masked_positions.windows(2).find(|w| w[0] >= w[1]) {
-        bail!(
-            "masked_positions must be strictly ascending, found {} then {}",
-            w[0],
-            w[1]
-        );
+        return Err(InstanceError::PositionsNotAscending {
+            first: w[0],
+            then: w[1],
+        });
     }
-    if let Some(&p) = inst.masked_positions.last()
-        && p as usize >= n
+    if let Some(&position) = inst.masked_positions.last()
+        && position as usize >= n
     {
-        bail!("masked position {p} is outside the {n} tokens of input_ids");
+        return Err(InstanceError::PositionOutside {
+            position,
+            tokens: n,
+        });
     }
-    if let Some(t) = inst.masked_ids.iter().find(|&&t| t > i32::MAX as u32) {
-        bail!("masked id {t} does not fit the Int32 `masked_ids` column");
+    if let Some(&id) = inst.masked_ids.iter().find(|&&t| t > i32::MAX as u32) {
+        return Err(InstanceError::MaskedIdTooLarge { id });
     }
-    ensure!(
-        inst.sentence_order_label <= 1,
-        "sentence_order_label is {}, must be 0 (in order) or 1 (swapped)",
-        inst.sentence_order_label
-    );
+    if inst.sentence_order_label > 1 {
+        return Err(InstanceError::BadLabel {
+            label: inst.sentence_order_label,
+        });
+    }
     Ok(())
 }

@@ -28,6 +28,9 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
+// The SplitMix64 finaliser: every input bit affects every output bit.
+use pipeline_shards::rng::mix;
+
 /// Bins of the one-permutation MinHash signature used for banding.
 pub const NUM_HASHES: usize = 64;
 /// LSH bands; `BANDS * ROWS == NUM_HASHES`.
@@ -166,7 +169,7 @@ const PROBES: usize = 24;
 
 /// The `attempt`-th bin probed to fill bin `j`.
 fn probe(j: usize, attempt: u64) -> usize {
-    (mix64(((j as u64) << 32 | attempt) ^ 0x5851_F42D_4C95_7F2D) >> 58) as usize
+    (mix(((j as u64) << 32 | attempt) ^ 0x5851_F42D_4C95_7F2D) >> 58) as usize
 }
 
 fn probe_table() -> &'static [[u8; PROBES]; NUM_HASHES] {
@@ -187,17 +190,7 @@ fn hash_window(w: u128) -> u64 {
     let lo = (w as u64) ^ 0x243F_6A88_85A3_08D3;
     let hi = ((w >> 64) as u64) ^ 0x1319_8A2E_0370_7344;
     let m = lo as u128 * hi as u128;
-    mix64((m as u64) ^ (m >> 64) as u64)
-}
-
-/// The splitmix64 finaliser: every input bit affects every output bit.
-#[inline]
-fn mix64(mut x: u64) -> u64 {
-    x ^= x >> 30;
-    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x ^= x >> 27;
-    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
+    mix((m as u64) ^ (m >> 64) as u64)
 }
 
 /// The LSH band keys of a signature (the band number is mixed in).
@@ -205,10 +198,10 @@ pub fn band_keys(sig: &Signature) -> [u64; BANDS] {
     let mut keys = [0u64; BANDS];
     for (b, key) in keys.iter_mut().enumerate() {
         let r = &sig[b * ROWS..(b + 1) * ROWS];
-        let x = (r[0] as u64 | (r[1] as u64) << 32) ^ mix64(b as u64 + 1);
+        let x = (r[0] as u64 | (r[1] as u64) << 32) ^ mix(b as u64 + 1);
         let y = (r[2] as u64 | (r[3] as u64) << 32) ^ 0xA409_3822_299F_31D0;
         let m = x as u128 * y as u128;
-        *key = mix64((m as u64) ^ (m >> 64) as u64 ^ x);
+        *key = mix((m as u64) ^ (m >> 64) as u64 ^ x);
     }
     keys
 }

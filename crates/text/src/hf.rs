@@ -16,9 +16,8 @@
 //! the reference the fast [`crate::wordpiece::WordPiece`] is tested against, and the tokenizer
 //! of Unigram vocabularies.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, anyhow};
 use serde_json::Value;
 use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
 use tokenizers::models::unigram::Unigram;
@@ -28,11 +27,59 @@ use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::template::TemplateProcessing;
 use tokenizers::{AddedToken, Tokenizer};
 
-use crate::vocab::{SPECIAL_TOKENS, Vocab};
+use crate::vocab::{SPECIAL_TOKENS, Vocab, VocabError};
 use crate::wordpiece::{CONTINUING_SUBWORD_PREFIX, MAX_INPUT_CHARS_PER_WORD, TokenizeWithOffsets};
 
-fn hf_err(e: tokenizers::Error) -> anyhow::Error {
-    anyhow!("{e}")
+/// Why a tokenizer could not be built, written or loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    /// The `tokenizers` library refused to build or serialise it (its message, as it gives it:
+    /// its errors are boxed trait objects, kept out of the source chain as before).
+    #[error("{0}")]
+    Library(String),
+    /// The vocabulary is unusable.
+    #[error(transparent)]
+    Vocab(#[from] VocabError),
+    /// `tokenizer.json` could not be written.
+    #[error("cannot write {}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The `tokenizer.json` of a vocab-stage artifact could not be read.
+    #[error("cannot read {} (the vocab stage writes it beside vocab.txt)", path.display())]
+    ReadJson {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `tokenizer.json` is not JSON.
+    #[error("{}: not valid JSON", path.display())]
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// The parser's reason.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// `tokenizer.json` is JSON but not a tokenizer the library can load.
+    #[error("{}: not a Hugging Face tokenizer.json: {message}", path.display())]
+    NotTokenizer {
+        /// The file.
+        path: PathBuf,
+        /// The library's reason.
+        message: String,
+    },
+}
+
+/// The library's error as its message (`tokenizers::Error` is a boxed trait object).
+fn hf_err(e: impl std::fmt::Display) -> TokenizerError {
+    TokenizerError::Library(e.to_string())
 }
 
 /// BERT's normaliser; accents are stripped exactly when lower-casing (`strip_accents: null`).
@@ -41,7 +88,7 @@ pub fn bert_normalizer(lowercase: bool) -> BertNormalizer {
 }
 
 /// The BERT WordPiece tokenizer over `vocab` (see the module doc).
-pub fn wordpiece_tokenizer(vocab: &Vocab, lowercase: bool) -> anyhow::Result<Tokenizer> {
+pub fn wordpiece_tokenizer(vocab: &Vocab, lowercase: bool) -> Result<Tokenizer, TokenizerError> {
     let map: ahash::AHashMap<String, u32> = vocab
         .tokens()
         .iter()
@@ -62,7 +109,10 @@ pub fn wordpiece_tokenizer(vocab: &Vocab, lowercase: bool) -> anyhow::Result<Tok
 
 /// A Unigram tokenizer from `(piece, log-probability)` pairs in id order (the special tokens
 /// among them); the vocabulary is the pieces.
-pub fn unigram_tokenizer(pieces: Vec<(String, f64)>, lowercase: bool) -> anyhow::Result<Tokenizer> {
+pub fn unigram_tokenizer(
+    pieces: Vec<(String, f64)>,
+    lowercase: bool,
+) -> Result<Tokenizer, TokenizerError> {
     let vocab = Vocab::from_tokens(
         pieces.iter().map(|(p, _)| p.clone()).collect(),
         Path::new("<unigram pieces>"),
@@ -72,17 +122,17 @@ pub fn unigram_tokenizer(pieces: Vec<(String, f64)>, lowercase: bool) -> anyhow:
 }
 
 /// Normaliser, pre-tokeniser, post-processor and special tokens, common to both models.
-fn finish(mut tok: Tokenizer, vocab: &Vocab, lowercase: bool) -> anyhow::Result<Tokenizer> {
+fn finish(mut tok: Tokenizer, vocab: &Vocab, lowercase: bool) -> Result<Tokenizer, TokenizerError> {
     tok.with_normalizer(Some(bert_normalizer(lowercase)));
     tok.with_pre_tokenizer(Some(BertPreTokenizer));
     let post = TemplateProcessing::builder()
         .try_single("[CLS] $A [SEP]")
-        .map_err(|e| anyhow!("{e}"))?
+        .map_err(hf_err)?
         .try_pair("[CLS] $A [SEP] $B:1 [SEP]:1")
-        .map_err(|e| anyhow!("{e}"))?
+        .map_err(hf_err)?
         .special_tokens(vec![("[CLS]", vocab.cls_id()), ("[SEP]", vocab.sep_id())])
         .build()
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(hf_err)?;
     tok.with_post_processor(Some(post));
     let specials: Vec<AddedToken> = SPECIAL_TOKENS
         .iter()
@@ -94,9 +144,12 @@ fn finish(mut tok: Tokenizer, vocab: &Vocab, lowercase: bool) -> anyhow::Result<
 
 /// Writes `tok` as pretty-printed JSON to `path` (deterministic: the library orders the
 /// vocabulary and added tokens by id).
-pub fn write_tokenizer_json(tok: &Tokenizer, path: &Path) -> anyhow::Result<()> {
+pub fn write_tokenizer_json(tok: &Tokenizer, path: &Path) -> Result<(), TokenizerError> {
     let text = tok.to_string(true).map_err(hf_err)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+    std::fs::write(path, text + "\n").map_err(|source| TokenizerError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// The lower-casing flag of a tokenizer.json that is exactly the BERT WordPiece tokenizer
@@ -162,9 +215,11 @@ impl HfTokenizer {
     }
 
     /// Loads a `tokenizer.json`.
-    pub fn from_file(path: &Path) -> anyhow::Result<HfTokenizer> {
-        let inner = Tokenizer::from_file(path)
-            .map_err(|e| anyhow!("{}: not a Hugging Face tokenizer.json: {e}", path.display()))?;
+    pub fn from_file(path: &Path) -> Result<HfTokenizer, TokenizerError> {
+        let inner = Tokenizer::from_file(path).map_err(|e| TokenizerError::NotTokenizer {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
         Ok(HfTokenizer { inner })
     }
 

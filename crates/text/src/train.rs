@@ -31,7 +31,6 @@ use std::io::Read as _;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, anyhow, bail};
 use compact_str::CompactString;
 use rayon::prelude::*;
 use tokenizers::models::bpe::{BPE, BpeTrainer};
@@ -39,7 +38,8 @@ use tokenizers::models::unigram::{Unigram, UnigramTrainer};
 use tokenizers::models::wordpiece::WordPiece as WordPieceModel;
 use tokenizers::{AddedToken, Model as _, Tokenizer};
 
-use crate::vocab::{SPECIAL_TOKENS, Vocab};
+use crate::hf::TokenizerError;
+use crate::vocab::{SPECIAL_TOKENS, Vocab, VocabError};
 use crate::wordpiece::{CONTINUING_SUBWORD_PREFIX, MAX_INPUT_CHARS_PER_WORD, basic_words};
 
 /// The vocabulary model to train.
@@ -103,6 +103,68 @@ pub struct TrainStats {
     pub chars_over_budget: u64,
 }
 
+/// Why a vocabulary could not be trained.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// A corpus file could not be opened.
+    #[error("cannot open {}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A corpus file could not be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The vocabulary size leaves no room for a single learnt token.
+    #[error(
+        "vocab size {vocab_size} leaves no room beyond the {special} special tokens (use at least \
+         {})",
+        special + 1
+    )]
+    TooSmall {
+        /// The size asked for.
+        vocab_size: usize,
+        /// How many special tokens there are.
+        special: usize,
+    },
+    /// The size does not fit the Unigram trainer's `u32`.
+    #[error("vocab size {vocab_size} is too large")]
+    TooLarge {
+        /// The size asked for.
+        vocab_size: usize,
+    },
+    /// The corpus holds no word.
+    #[error("no text to train on: the corpus files hold no words")]
+    NoText,
+    /// The `tokenizers` trainer failed; its message says how (it is a boxed trait object, kept
+    /// in the message as before).
+    #[error("{what}: {message}")]
+    Trainer {
+        /// Which step: "WordPiece training failed", "Unigram trainer", …
+        what: &'static str,
+        /// The library's message.
+        message: String,
+    },
+    /// The one-thread pool of Unigram training could not start.
+    #[error("cannot start a thread for Unigram training")]
+    ThreadPool(#[source] rayon::ThreadPoolBuildError),
+    /// The trained tokens do not make a vocabulary.
+    #[error(transparent)]
+    Vocab(#[from] VocabError),
+    /// The trained vocabulary's tokenizer could not be built.
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerError),
+}
+
 /// Word counts in byte order of the word (so any use of them is deterministic).
 pub type WordCounts = Vec<(String, u64)>;
 
@@ -116,7 +178,7 @@ pub fn count_words(
     files: &[PathBuf],
     lowercase: bool,
     progress: &dyn Fn(u64),
-) -> anyhow::Result<WordCounts> {
+) -> Result<WordCounts, TrainError> {
     let mut total: HashMap<String, u64> = HashMap::new();
     for path in files {
         for_each_block(path, |block| {
@@ -156,15 +218,18 @@ pub fn count_words(
 pub fn for_each_block(
     path: &Path,
     mut f: impl FnMut(&str) -> ControlFlow<()>,
-) -> anyhow::Result<()> {
-    let mut file =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+) -> Result<(), TrainError> {
+    let mut file = std::fs::File::open(path).map_err(|source| TrainError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut buf: Vec<u8> = Vec::with_capacity(BLOCK_BYTES + 4096);
     let mut chunk = vec![0u8; BLOCK_BYTES];
     loop {
-        let n = file
-            .read(&mut chunk)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let n = file.read(&mut chunk).map_err(|source| TrainError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         if n == 0 {
             break;
         }
@@ -241,23 +306,22 @@ pub fn train(
     files: &[PathBuf],
     cfg: &TrainConfig,
     progress: &dyn Fn(u64),
-) -> anyhow::Result<Trained> {
+) -> Result<Trained, TrainError> {
     let counts = count_words(files, cfg.lowercase, progress)?;
     train_on_counts(&counts, cfg)
 }
 
 /// Trains a vocabulary on word counts (as [`count_words`] gives them).
-pub fn train_on_counts(counts: &WordCounts, cfg: &TrainConfig) -> anyhow::Result<Trained> {
+pub fn train_on_counts(counts: &WordCounts, cfg: &TrainConfig) -> Result<Trained, TrainError> {
     let n_special = SPECIAL_TOKENS.len();
     if cfg.vocab_size <= n_special {
-        bail!(
-            "vocab size {} leaves no room beyond the {n_special} special tokens (use at least {})",
-            cfg.vocab_size,
-            n_special + 1
-        );
+        return Err(TrainError::TooSmall {
+            vocab_size: cfg.vocab_size,
+            special: n_special,
+        });
     }
     if counts.is_empty() {
-        bail!("no text to train on: the corpus files hold no words");
+        return Err(TrainError::NoText);
     }
     let mut stats = TrainStats {
         words: counts.iter().map(|(_, n)| n).sum(),
@@ -294,6 +358,14 @@ pub fn train_on_counts(counts: &WordCounts, cfg: &TrainConfig) -> anyhow::Result
     }
 }
 
+/// A failure of the `tokenizers` trainers, with the step it happened in.
+fn trainer_error(what: &'static str, e: impl std::fmt::Display) -> TrainError {
+    TrainError::Trainer {
+        what,
+        message: e.to_string(),
+    }
+}
+
 fn special_added_tokens() -> Vec<AddedToken> {
     SPECIAL_TOKENS
         .iter()
@@ -307,7 +379,7 @@ fn train_wordpiece(
     counts: &WordCounts,
     cfg: &TrainConfig,
     alphabet: &[(char, bool)],
-) -> anyhow::Result<Vec<String>> {
+) -> Result<Vec<String>, TrainError> {
     let mut chars: Vec<char> = alphabet.iter().map(|(c, _)| *c).collect();
     chars.sort_unstable();
     let mut conts: Vec<String> = alphabet
@@ -337,7 +409,7 @@ fn train_wordpiece(
     let mut bpe = BPE::default();
     trainer
         .do_train(&word_counts, &mut bpe)
-        .map_err(|e| anyhow!("WordPiece training failed: {e}"))?;
+        .map_err(|e| trainer_error("WordPiece training failed", e))?;
     // What WordPieceTrainer does with the BPE result.
     let wp = WordPieceModel::from_bpe(&bpe);
     let mut by_id: Vec<(u32, String)> = wp.get_vocab().into_iter().map(|(t, i)| (i, t)).collect();
@@ -366,7 +438,7 @@ fn train_unigram(
     counts: &WordCounts,
     cfg: &TrainConfig,
     alphabet: &[(char, bool)],
-) -> anyhow::Result<Vec<(String, f64)>> {
+) -> Result<Vec<(String, f64)>, TrainError> {
     let keep: HashSet<char> = alphabet.iter().map(|(c, _)| *c).collect();
     // Words with a character outside the alphabet are left out (they would make the trainer
     // require that character); each alphabet character is also a one-character sentence.
@@ -384,22 +456,23 @@ fn train_unigram(
         .into_iter()
         .map(|(w, n)| (w, u32::try_from(n).unwrap_or(u32::MAX)))
         .collect();
-    let vocab_size = u32::try_from(cfg.vocab_size)
-        .map_err(|_| anyhow!("vocab size {} is too large", cfg.vocab_size))?;
+    let vocab_size = u32::try_from(cfg.vocab_size).map_err(|_| TrainError::TooLarge {
+        vocab_size: cfg.vocab_size,
+    })?;
     let trainer = UnigramTrainer::builder()
         .vocab_size(vocab_size)
         .special_tokens(special_added_tokens())
         .unk_token(Some("[UNK]".to_string()))
         .show_progress(false)
         .build()
-        .map_err(|e| anyhow!("Unigram trainer: {e}"))?;
+        .map_err(|e| trainer_error("Unigram trainer", e))?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
-        .context("cannot start a thread for Unigram training")?;
+        .map_err(TrainError::ThreadPool)?;
     let mut model = Unigram::default();
     pool.install(|| trainer.do_train(sentences, &mut model))
-        .map_err(|e| anyhow!("Unigram training failed: {e}"))?;
+        .map_err(|e| trainer_error("Unigram training failed", e))?;
     let mut pieces: Vec<(String, f64)> = model
         .iter()
         .filter(|(p, _)| !SPECIAL_TOKENS.contains(&p.as_str()))
@@ -428,7 +501,7 @@ mod tests {
         vec![p]
     }
 
-    fn train_files(files: &[PathBuf], c: &TrainConfig) -> anyhow::Result<Trained> {
+    fn train_files(files: &[PathBuf], c: &TrainConfig) -> Result<Trained, TrainError> {
         train(files, c, &|_| ())
     }
 

@@ -27,17 +27,20 @@
 //! [`TokenizeWithOffsets`] is what the mask stage uses; [`load_tokenizer`] picks this fast
 //! tokenizer for WordPiece artifacts of the vocab stage and the Hugging Face one otherwise.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+mod basic;
+mod fx;
+
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use unicode_categories::UnicodeCategories;
 use unicode_normalization_alignments::char::{canonical_combining_class, decompose_canonical};
 
+use crate::hf::TokenizerError;
 use crate::vocab::Vocab;
+use basic::{SCRATCH, basic_tokenize, is_bert_whitespace, is_dropped};
+pub use basic::{basic_words, is_chinese_char, is_punctuation};
+use fx::FxMap;
 
 /// Longest word (in characters, after normalisation) that WordPiece splits; longer ones are
 /// `[UNK]`, as in BERT.
@@ -57,53 +60,35 @@ pub trait TokenizeWithOffsets: Send + Sync {
 /// our fast [`WordPiece`] when `tokenizer.json` is a BERT WordPiece tokenizer over the same
 /// vocabulary, with its lower-casing flag read from the normaliser; otherwise (Unigram, or a
 /// tokenizer.json we did not write) the Hugging Face tokenizer itself.
-pub fn load_tokenizer(dir: &Path) -> anyhow::Result<(Arc<Vocab>, Box<dyn TokenizeWithOffsets>)> {
+pub fn load_tokenizer(
+    dir: &Path,
+) -> Result<(Arc<Vocab>, Box<dyn TokenizeWithOffsets>), TokenizerError> {
     let vocab_path = dir.join("vocab.txt");
     let vocab = Arc::new(Vocab::load(&vocab_path)?);
     let json_path = dir.join("tokenizer.json");
-    let text = std::fs::read_to_string(&json_path).with_context(|| {
-        format!(
-            "cannot read {} (the vocab stage writes it beside vocab.txt)",
-            json_path.display()
-        )
-    })?;
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not valid JSON", json_path.display()))?;
+    let text = match std::fs::read_to_string(&json_path) {
+        Ok(text) => text,
+        Err(source) => {
+            return Err(TokenizerError::ReadJson {
+                path: json_path,
+                source,
+            });
+        }
+    };
+    let json: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(json) => json,
+        Err(source) => {
+            return Err(TokenizerError::NotJson {
+                path: json_path,
+                source,
+            });
+        }
+    };
     if let Some(lowercase) = crate::hf::bert_wordpiece_lowercase(&json, &vocab) {
         return Ok((vocab.clone(), Box::new(WordPiece::new(vocab, lowercase))));
     }
     let hf = crate::hf::HfTokenizer::from_file(&json_path)?;
     Ok((vocab, Box::new(hf)))
-}
-
-/// Whether `c` is in the CJK ranges of BERT's `_is_chinese_char`.
-pub fn is_chinese_char(c: char) -> bool {
-    matches!(
-        c as u32,
-        0x4E00..=0x9FFF
-            | 0x3400..=0x4DBF
-            | 0x20000..=0x2A6DF
-            | 0x2A700..=0x2B73F
-            | 0x2B740..=0x2B81F
-            | 0x2B920..=0x2CEAF
-            | 0xF900..=0xFAFF
-            | 0x2F800..=0x2FA1F
-    )
-}
-
-/// BERT's `_is_punctuation`: ASCII punctuation and the Unicode P* categories.
-pub fn is_punctuation(c: char) -> bool {
-    c.is_ascii_punctuation() || c.is_punctuation()
-}
-
-/// BERT's `_is_control` as the cleaning step applies it: characters dropped from the text.
-fn is_dropped(c: char) -> bool {
-    c == '\0' || c == '\u{FFFD}' || (!matches!(c, '\t' | '\n' | '\r') && c.is_other())
-}
-
-/// BERT's `_is_whitespace`.
-fn is_bert_whitespace(c: char) -> bool {
-    matches!(c, '\t' | '\n' | '\r') || c.is_whitespace()
 }
 
 // What the normaliser and pre-tokeniser do with one character, outside special tokens.
@@ -123,204 +108,6 @@ const COMPLEX: u8 = 5;
 /// A non-spacing mark when lower-casing: removed, but only after canonical reordering with its
 /// neighbours, so the word it is in (or starts) goes through the general path.
 const MARK: u8 = 6;
-
-/// A small, fast hasher for short string keys (the FxHash of rustc): the default SipHash would
-/// dominate the cost of tokenising ASCII words.
-#[derive(Default, Clone, Copy)]
-struct FxHasher {
-    hash: u64,
-}
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, mut bytes: &[u8]) {
-        while let Some((head, rest)) = bytes.split_first_chunk::<8>() {
-            self.add(u64::from_le_bytes(*head));
-            bytes = rest;
-        }
-        if let Some((head, rest)) = bytes.split_first_chunk::<4>() {
-            self.add(u32::from_le_bytes(*head) as u64);
-            bytes = rest;
-        }
-        for &b in bytes {
-            self.add(b as u64);
-        }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(i as u64);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.hash
-    }
-}
-
-type FxMap = HashMap<Box<str>, u32, BuildHasherDefault<FxHasher>>;
-
-/// Reusable buffers of the general path, per thread so that `&self` methods need no locking.
-#[derive(Default)]
-struct Scratch {
-    /// Normalised characters of the current run with the byte offset in the text of the
-    /// character each came from.
-    chars: Vec<(char, u32)>,
-    /// Decomposition buffer: (combining class, char, first char of its source's decomposition).
-    decomposed: Vec<(u8, char, bool)>,
-    /// Source offsets of the run's characters.
-    sources: Vec<u32>,
-    word: String,
-    /// For each byte of `word`, the text offset of the character it came from.
-    word_offsets: Vec<u32>,
-}
-
-thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
-}
-
-/// BERT's BasicTokenizer alone (cleaning, CJK isolation, lower-casing and accent stripping when
-/// `lowercase`, splitting on whitespace and punctuation): calls `on_word` with each normalised
-/// word in order. Special tokens are not matched. `on_word` must not call `basic_words` itself.
-pub fn basic_words(text: &str, lowercase: bool, mut on_word: impl FnMut(&str)) {
-    SCRATCH.with(|scratch| {
-        let mut sc = scratch.borrow_mut();
-        basic_tokenize(lowercase, text, 0, &mut sc, |word, _| on_word(word));
-    });
-}
-
-/// The Hugging Face `BertNormalizer` + `BertPreTokenizer`, character by character: calls
-/// `on_word(word, offsets)` for each normalised word, `offsets[i]` being the offset (in `text`,
-/// plus `base`) of the character that byte `i` of `word` came from.
-fn basic_tokenize(
-    lowercase: bool,
-    text: &str,
-    base: u32,
-    sc: &mut Scratch,
-    mut on_word: impl FnMut(&str, &[u32]),
-) {
-    // Cleaning and CJK isolation: a CJK char is a run of its own; whitespace ends runs; dropped
-    // characters do not.
-    let mut run_start: Option<usize> = None;
-    let mut end = 0;
-    let mut flush = |sc: &mut Scratch, from: usize, to: usize| {
-        normalize_run(lowercase, &text[from..to], base + from as u32, sc);
-        split_words(sc, &mut on_word);
-    };
-    for (at, c) in text.char_indices() {
-        end = at + c.len_utf8();
-        if is_dropped(c) {
-            continue;
-        }
-        let cjk = is_chinese_char(c);
-        if cjk || is_bert_whitespace(c) {
-            if let Some(from) = run_start.take() {
-                flush(sc, from, at);
-            }
-            if cjk {
-                flush(sc, at, end);
-            }
-            continue;
-        }
-        run_start.get_or_insert(at);
-    }
-    if let Some(from) = run_start {
-        flush(sc, from, end);
-    }
-}
-
-/// Normalises a run (no whitespace, each CJK char alone) into `sc.chars`: drops, NFD with
-/// canonical reordering, Mn removal and lower-casing when lower-casing. Each normalised
-/// char gets the text offset of a source char exactly as `tokenizers`' alignments do it:
-/// the first char of a decomposition takes the next source char, the others the previous.
-fn normalize_run(lowercase: bool, run: &str, base: u32, sc: &mut Scratch) {
-    sc.chars.clear();
-    if !lowercase {
-        for (at, c) in run.char_indices() {
-            if !is_dropped(c) {
-                sc.chars.push((c, base + at as u32));
-            }
-        }
-        return;
-    }
-    sc.decomposed.clear();
-    sc.sources.clear();
-    let mut pending = 0; // start of the non-starters not yet in canonical order
-    for (at, c) in run.char_indices() {
-        if is_dropped(c) {
-            continue;
-        }
-        sc.sources.push(base + at as u32);
-        let mut first = true;
-        decompose_canonical(c, |d| {
-            let ccc = canonical_combining_class(d);
-            if ccc == 0 {
-                sc.decomposed[pending..].sort_by_key(|k| k.0);
-                pending = sc.decomposed.len() + 1;
-            }
-            sc.decomposed.push((ccc, d, first));
-            first = false;
-        });
-    }
-    let tail = pending.min(sc.decomposed.len());
-    sc.decomposed[tail..].sort_by_key(|k| k.0);
-    let mut next_source = 0;
-    for &(_, d, first) in &sc.decomposed {
-        let src = if first {
-            next_source += 1;
-            sc.sources[next_source - 1]
-        } else {
-            sc.sources[next_source.max(1) - 1]
-        };
-        if d.is_mark_nonspacing() {
-            continue;
-        }
-        for l in d.to_lowercase() {
-            sc.chars.push((l, src));
-        }
-    }
-}
-
-/// Splits `sc.chars` on whitespace and punctuation (each punctuation char a word) and hands
-/// each word with its per-byte offsets to `on_word`.
-fn split_words(sc: &mut Scratch, on_word: &mut impl FnMut(&str, &[u32])) {
-    let Scratch {
-        chars,
-        word,
-        word_offsets,
-        ..
-    } = sc;
-    word.clear();
-    word_offsets.clear();
-    let mut emit = |word: &mut String, word_offsets: &mut Vec<u32>| {
-        if !word.is_empty() {
-            on_word(word, word_offsets);
-            word.clear();
-            word_offsets.clear();
-        }
-    };
-    for &(c, off) in chars.iter() {
-        if c.is_whitespace() {
-            emit(word, word_offsets);
-        } else if is_punctuation(c) {
-            emit(word, word_offsets);
-            word.push(c);
-            word_offsets.extend(std::iter::repeat_n(off, c.len_utf8()));
-            emit(word, word_offsets);
-        } else {
-            word.push(c);
-            word_offsets.extend(std::iter::repeat_n(off, c.len_utf8()));
-        }
-    }
-    emit(word, word_offsets);
-}
 
 /// BERT's BasicTokenizer + WordpieceTokenizer over a [`Vocab`]; see the module doc.
 pub struct WordPiece {
@@ -728,154 +515,4 @@ impl WordPiece {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn toy_vocab() -> Arc<Vocab> {
-        let tokens = [
-            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "我", "爱", "北", "京", "，", "。",
-            "hello", "world", "un", "##aff", "##able", "aff", "!", "the", "##s", "e", "##x", "a",
-            "1", "##2", "12", "é", "豈", "贵",
-        ];
-        Arc::new(
-            Vocab::from_tokens(
-                tokens.iter().map(|s| s.to_string()).collect(),
-                Path::new("toy"),
-            )
-            .unwrap(),
-        )
-    }
-
-    fn t(toks: &[&str], starts: &[u32]) -> (Vec<String>, Vec<u32>) {
-        (
-            toks.iter().map(|s| s.to_string()).collect(),
-            starts.to_vec(),
-        )
-    }
-
-    fn enc(wp: &WordPiece, text: &str) -> (Vec<String>, Vec<u32>) {
-        let (mut ids, mut starts) = (Vec::new(), Vec::new());
-        wp.encode_with_offsets(text, &mut ids, &mut starts);
-        let (mut rids, mut rstarts) = (Vec::new(), Vec::new());
-        wp.encode_reference(text, &mut rids, &mut rstarts);
-        assert_eq!(
-            (&ids, &starts),
-            (&rids, &rstarts),
-            "fast vs reference on {text:?}"
-        );
-        let toks = ids
-            .iter()
-            .map(|&id| wp.vocab.token(id).to_string())
-            .collect();
-        (toks, starts)
-    }
-
-    #[test]
-    fn basic_cases() {
-        let wp = WordPiece::new(toy_vocab(), true);
-        assert_eq!(
-            enc(&wp, "我爱北京，Hello World!"),
-            t(
-                &["我", "爱", "北", "京", "，", "hello", "world", "!"],
-                &[0, 3, 6, 9, 12, 15, 21, 26]
-            )
-        );
-        assert_eq!(
-            enc(&wp, "unaffable UNAFFABLE"),
-            t(
-                &["un", "##aff", "##able", "un", "##aff", "##able"],
-                &[0, 2, 5, 10, 12, 15]
-            )
-        );
-        // An unmatched piece makes the whole word [UNK]; a CJK char not in the vocab is [UNK].
-        assert_eq!(enc(&wp, "unaffz 天"), t(&["[UNK]", "[UNK]"], &[0, 7]));
-        // Accents stripped when lower-casing; control and zero-width characters dropped.
-        assert_eq!(enc(&wp, "É\u{200B}x\u{0}"), t(&["e", "##x"], &[0, 5]));
-        // The compatibility ideograph U+F900 decomposes (NFD) to 豈 U+8C48.
-        assert_eq!(enc(&wp, "\u{F900}"), t(&["豈"], &[0]));
-        // Literal special tokens.
-        assert_eq!(
-            enc(&wp, "a[MASK]b [SEP]"),
-            t(&["a", "[MASK]", "[UNK]", "[SEP]"], &[0, 1, 7, 9])
-        );
-        // Digits: greedy longest match.
-        assert_eq!(enc(&wp, "122"), t(&["12", "##2"], &[0, 2]));
-        // Long words are [UNK].
-        let long = "a".repeat(101);
-        assert_eq!(enc(&wp, &long).0, ["[UNK]"]);
-    }
-
-    #[test]
-    fn cased() {
-        let wp = WordPiece::new(toy_vocab(), false);
-        assert_eq!(enc(&wp, "Hello é").0, ["[UNK]", "é"]);
-        assert_eq!(enc(&wp, "hello e\u{301}").0, ["hello", "[UNK]"]);
-    }
-
-    #[test]
-    fn bert_chinese_sample() {
-        let Some(v) = crate::vocab::shared_bert_vocab() else {
-            return;
-        };
-        let wp = WordPiece::new(v.clone(), true);
-        let ids = wp.encode("我爱北京天安门。iPhone 12 unaffable!");
-        let toks: Vec<&str> = ids.iter().map(|&i| v.token(i)).collect();
-        assert_eq!(
-            &toks[..10],
-            [
-                "我", "爱", "北", "京", "天", "安", "门", "。", "iphone", "12"
-            ]
-        );
-        assert_eq!(
-            toks.concat().replace("##", ""),
-            "我爱北京天安门。iphone12unaffable!"
-        );
-    }
-
-    /// Throughput on real Chinese text, ours and Hugging Face's (prints MB/s; skipped without
-    /// the data). `cargo test --release -p pipeline-text wordpiece_throughput -- --ignored
-    /// --nocapture`
-    #[test]
-    #[ignore]
-    fn wordpiece_throughput() {
-        let Some(v) = crate::vocab::shared_bert_vocab() else {
-            return;
-        };
-        let hf = crate::hf::HfTokenizer::new(crate::hf::wordpiece_tokenizer(&v, true).unwrap());
-        let t = std::time::Instant::now();
-        let wp = WordPiece::new(v, true);
-        eprintln!("WordPiece::new: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
-        for f in [
-            "corpus/peoples_daily_199801/peoples_daily_199801_raw.txt",
-            "corpus/wiki_mrc_contexts/cmrc2018_dev_contexts.txt",
-            "corpus/misc/CLUECorpusSmall_sampled.txt",
-        ] {
-            let Some(p) = crate::vocab::shared_data_file(f) else {
-                return;
-            };
-            let bytes = std::fs::read(p).unwrap();
-            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4 << 20)]).into_owned();
-            let lines: Vec<&str> = text.lines().collect();
-            let time = |tok: &dyn TokenizeWithOffsets| {
-                let (mut ids, mut starts) = (Vec::new(), Vec::new());
-                let mut best = f64::MAX;
-                for _ in 0..3 {
-                    let t = std::time::Instant::now();
-                    for line in &lines {
-                        ids.clear();
-                        starts.clear();
-                        tok.encode_with_offsets(line, &mut ids, &mut starts);
-                    }
-                    best = best.min(t.elapsed().as_secs_f64());
-                }
-                text.len() as f64 / best / 1e6
-            };
-            eprintln!(
-                "{f}: {:.1} MB of text; ours {:.1} MB/s, Hugging Face {:.1} MB/s (one thread)",
-                text.len() as f64 / 1e6,
-                time(&wp),
-                time(&hf)
-            );
-        }
-    }
-}
+mod tests;
