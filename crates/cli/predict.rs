@@ -5,7 +5,8 @@
 //! - a single-text classifier on one text or a TSV of `text [\t gold]`;
 //! - a tagger (NER) on one text or a file of one text per line: the entities with their
 //!   character spans (`start..end`, 0-based, end exclusive, in characters of the text as given)
-//!   and types.
+//!   and types;
+//! - a span model (CMRC 2018), a C3 model or a `choice` model: see [`reading`].
 //!
 //! A TSV gets a progress bar and an output TSV (or JSON lines), with the accuracy when it has
 //! gold labels.
@@ -29,6 +30,8 @@ use stage_finetune::predict::{FineTuned, argmax, outputs, pair_probabilities};
 
 use crate::args::{Cli, PredictArgs};
 use crate::model::model_dir;
+
+mod reading;
 
 /// One input row: the texts (one or two), and the gold label when the file has one.
 struct Row {
@@ -129,16 +132,19 @@ fn read_texts(path: &Path, header: bool) -> Result<Vec<(usize, String)>> {
 }
 
 pub fn predict(cli: &Cli, args: &PredictArgs) -> Result<ExitCode> {
+    // Before anything is loaded: an empty text is a mistake on the command line (exit 2)
+    // whatever the model.
+    if let Some(i) = args.texts.iter().position(|t| t.trim().is_empty()) {
+        return Err(pipeline_engine::UserError::new(format!(
+            "text {} on the command line is empty: give a text to predict",
+            i + 1
+        ))
+        .into());
+    }
     let dir = model_dir(cli, &args.source)?;
     let device = resolve(DeviceChoice::parse(&args.device).map_err(anyhow::Error::msg)?)
         .map_err(anyhow::Error::msg)?;
     let model = FineTuned::load(&dir, args.max_seq_length, &device.device)?;
-    if let Some(i) = args.texts.iter().position(|t| t.trim().is_empty()) {
-        bail!(
-            "text {} on the command line is empty: give a text to predict",
-            i + 1
-        );
-    }
     let texts = if model.kind == TaskKind::Pair { 2 } else { 1 };
     match (&args.texts[..], &args.input) {
         ([], Some(input)) if model.kind == TaskKind::Tagging => {

@@ -98,12 +98,47 @@ pub fn read_config(dir: &Path) -> anyhow::Result<AlbertConfig> {
             dir.display()
         );
     }
-    let config = AlbertConfig::from_file(&path)?;
+    let config = read_config_file(&path)?;
     // Before any model of this config is allocated: the weights must be able to fill it.
     if let Ok(weights) = weights_file(dir) {
         crate::safetensors_header::check_weights(&weights, &config)?;
     }
     Ok(config)
+}
+
+/// The largest `config.json` read (a real one is under 2 KB; one with a 10^5-label
+/// `id2label` is a few MB).
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// `config.json` as JSON, read through `take` so that a huge file, or one still growing, is
+/// refused rather than read whole.
+fn read_config_json(path: &Path) -> anyhow::Result<serde_json::Value> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        bail!(
+            "{}: larger than {} MiB; a model's config.json is a few kilobytes",
+            path.display(),
+            MAX_CONFIG_BYTES >> 20
+        );
+    }
+    serde_json::from_slice(&bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{}:{}:{}: not valid JSON: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        )
+    })
+}
+
+fn read_config_file(path: &Path) -> anyhow::Result<AlbertConfig> {
+    let json = read_config_json(path)?;
+    AlbertConfig::from_json(&json)
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message))
 }
 
 /// Which heads a loader expects besides the backbone.
@@ -341,11 +376,7 @@ fn label_maps(labels: &[String]) -> [(&'static str, serde_json::Value); 2] {
 
 /// The number of classes config.json declares: the size of `id2label`, else `num_labels`.
 fn num_labels(dir: &Path) -> anyhow::Result<usize> {
-    let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let raw: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not valid JSON", path.display()))?;
+    let raw = read_config_json(&dir.join("config.json"))?;
     raw.get("id2label")
         .and_then(|v| v.as_object())
         .map(|m| m.len())
@@ -366,11 +397,7 @@ fn num_labels(dir: &Path) -> anyhow::Result<usize> {
 /// The label names of config.json's `id2label` in id order (`None` without one, or when its
 /// keys are not the ids 0..n).
 pub fn read_labels(dir: &Path) -> anyhow::Result<Option<Vec<String>>> {
-    let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let raw: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not valid JSON", path.display()))?;
+    let raw = read_config_json(&dir.join("config.json"))?;
     let Some(map) = raw.get("id2label").and_then(|v| v.as_object()) else {
         return Ok(None);
     };

@@ -24,14 +24,18 @@ const MAX_HEADER: u64 = 100 << 20;
 /// One tensor as the header describes it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct TensorInfo {
+    /// The element type as safetensors names it (`F32`, `BF16`, …).
     pub dtype: String,
+    /// Its dimensions.
     pub shape: Vec<u64>,
+    /// Its bytes, `[start, end)`, counted from the end of the header.
     pub data_offsets: (u64, u64),
 }
 
 /// What the header of a weights file says.
 #[derive(Debug, Clone)]
 pub struct Header {
+    /// Every tensor, by name.
     pub tensors: BTreeMap<String, TensorInfo>,
     /// Bytes of the file, header included.
     pub file_bytes: u64,
@@ -124,50 +128,188 @@ fn check_tensor(file: &Path, name: &str, t: &TensorInfo, data: u64) -> anyhow::R
     Ok(())
 }
 
-/// The sizes of `config` against the tensors of `header`: the embeddings must have the shapes
-/// the config says, so that a model of that config is only allocated when the file can fill it.
+/// The sizes of `config` against the tensors of `header`, so that a model of that config is
+/// only allocated when the file can fill it: every tensor the config gives a shape (by its
+/// transformers name) has that shape, the word embeddings and one attention and feed-forward
+/// block are there, the file has as many blocks as `num_hidden_layers` and `share_type` ask
+/// for, and it holds at least as many values as the backbone has parameters (which bounds
+/// every size at once, whatever the names).
 pub fn check_config(file: &Path, header: &Header, config: &AlbertConfig) -> anyhow::Result<()> {
-    let expect = [
-        (
-            "albert.embeddings.word_embeddings.weight",
-            [config.vocab_size as u64, config.embedding_size as u64],
-            "vocab_size × embedding_size",
-        ),
-        (
-            "albert.embeddings.position_embeddings.weight",
-            [
-                config.max_position_embeddings as u64,
-                config.embedding_size as u64,
-            ],
-            "max_position_embeddings × embedding_size",
-        ),
-    ];
-    // albert_zh's TF layout projects to the hidden size before adding positions, so its
-    // position table is max_position_embeddings × hidden_size (crates/albert/src/albert_zh_layout.rs).
-    let also = [
-        config.max_position_embeddings as u64,
-        config.hidden_size as u64,
-    ];
-    for (name, shape, what) in expect {
-        if let Some(t) = header.tensors.get(name)
-            && t.shape != shape
-            && !(name.ends_with("position_embeddings.weight") && t.shape == also)
+    for (name, t) in &header.tensors {
+        if let Some(shape) = expected_shapes(name, config)
+            && !shape.allowed.contains(&t.shape)
         {
             bail!(
-                "{}: config.json says {what} = {:?} but the weights have `{name}` of shape {:?}; \
+                "{}: config.json says {} = {:?} but the weights have `{name}` of shape {:?}; \
                  the config does not belong to these weights",
                 file.display(),
-                shape,
+                shape.what,
+                shape.allowed[0],
                 t.shape
+            );
+        }
+    }
+    check_blocks(file, header, config)?;
+    let need = backbone_parameters(config);
+    let held = header
+        .tensors
+        .values()
+        .map(|t| t.shape.iter().fold(1u64, |n, &d| n.saturating_mul(d)))
+        .fold(0u64, u64::saturating_add);
+    if need > held {
+        bail!(
+            "{}: config.json implies {need} backbone parameters ({}) but the weights hold {held} \
+             values; the config does not belong to these weights",
+            file.display(),
+            describe(config)
+        );
+    }
+    Ok(())
+}
+
+/// A tensor's shape as the config implies it: the first is the one named in errors.
+struct Expected {
+    allowed: Vec<Vec<u64>>,
+    what: &'static str,
+}
+
+/// The shapes `config` gives the tensor `name` (transformers' names; PyTorch linears are
+/// `[out, in]`), none for a tensor whose shape it does not fix.
+fn expected_shapes(name: &str, c: &AlbertConfig) -> Option<Expected> {
+    let [v, e, h, i, p, t] = [
+        c.vocab_size,
+        c.embedding_size,
+        c.hidden_size,
+        c.intermediate_size,
+        c.max_position_embeddings,
+        c.type_vocab_size,
+    ]
+    .map(|n| n as u64);
+    // albert_zh's TF layout projects to the hidden size before adding positions and token
+    // types, so those tables are H wide (crates/albert/src/albert_zh_layout.rs).
+    let (allowed, what) = match name {
+        "albert.embeddings.word_embeddings.weight" => {
+            (vec![vec![v, e]], "vocab_size × embedding_size")
+        }
+        "albert.embeddings.position_embeddings.weight" => (
+            vec![vec![p, e], vec![p, h]],
+            "max_position_embeddings × embedding_size",
+        ),
+        "albert.embeddings.token_type_embeddings.weight" => (
+            vec![vec![t, e], vec![t, h]],
+            "type_vocab_size × embedding_size",
+        ),
+        "albert.encoder.embedding_hidden_mapping_in.weight" => {
+            (vec![vec![h, e]], "hidden_size × embedding_size")
+        }
+        "albert.pooler.weight" => (vec![vec![h, h]], "hidden_size × hidden_size"),
+        n if ATTENTION_WEIGHTS.iter().any(|s| n.ends_with(s)) => {
+            (vec![vec![h, h]], "hidden_size × hidden_size")
+        }
+        n if n.ends_with(FFN_IN) => (vec![vec![i, h]], "intermediate_size × hidden_size"),
+        n if n.ends_with(FFN_OUT) => (vec![vec![h, i]], "hidden_size × intermediate_size"),
+        _ => return None,
+    };
+    Some(Expected { allowed, what })
+}
+
+const WORDS: &str = "albert.embeddings.word_embeddings.weight";
+const ATTENTION_WEIGHTS: [&str; 4] = [
+    ".attention.query.weight",
+    ".attention.key.weight",
+    ".attention.value.weight",
+    ".attention.dense.weight",
+];
+const FFN_IN: &str = ".ffn.weight";
+const FFN_OUT: &str = ".ffn_output.weight";
+
+/// The word embeddings are there, and as many attention and feed-forward blocks as the config
+/// uses (`share_type` shares some across `num_hidden_layers`).
+fn check_blocks(file: &Path, header: &Header, config: &AlbertConfig) -> anyhow::Result<()> {
+    if !header.tensors.contains_key(WORDS) {
+        bail!(
+            "{}: the weights have no `{WORDS}`: not an ALBERT checkpoint in transformers' names",
+            file.display()
+        );
+    }
+    let count = |suffix: &str| {
+        header
+            .tensors
+            .keys()
+            .filter(|n| n.ends_with(suffix))
+            .count()
+    };
+    let (need_attn, need_ffn) = config.share_type.blocks(config.num_hidden_layers);
+    let have = [
+        ("attention", count(ATTENTION_WEIGHTS[0]), need_attn),
+        ("feed-forward", count(FFN_IN), need_ffn),
+    ];
+    for (what, have, need) in have {
+        if have < need {
+            bail!(
+                "{}: config.json says num_hidden_layers = {} with share_type {}, which uses {need} \
+                 {what} block(s), but the weights have {have}; the config does not belong to \
+                 these weights",
+                file.display(),
+                config.num_hidden_layers,
+                config.share_type
             );
         }
     }
     Ok(())
 }
 
+/// The parameters of the backbone a config builds (pooler and heads left out, so this is a
+/// lower bound for every checkpoint of it): [`AlbertConfig::parameter_count`]'s embeddings and
+/// encoder, computed saturating, since the sizes here come from an untrusted `config.json`
+/// and that count's plain arithmetic overflows on them.
+fn backbone_parameters(c: &AlbertConfig) -> u64 {
+    let [v, e, h, i, p, t] = [
+        c.vocab_size,
+        c.embedding_size,
+        c.hidden_size,
+        c.intermediate_size,
+        c.max_position_embeddings,
+        c.type_vocab_size,
+    ]
+    .map(|n| n as u64);
+    let mul = |a: u64, b: u64| a.saturating_mul(b);
+    let width = crate::albert_zh_layout::embedding_width(c) as u64;
+    let embeddings = [mul(v, e), mul(p, width), mul(t, width), mul(2, width)];
+    let projection = mul(e, h).saturating_add(match c.layout {
+        crate::config::Layout::Google => h,
+        crate::config::Layout::AlbertZh => 0,
+    });
+    let attention = mul(4, mul(h, h).saturating_add(h)).saturating_add(mul(2, h));
+    let ffn = [mul(h, i), i, mul(i, h), h, mul(2, h)];
+    let (n_attn, n_ffn) = c.share_type.blocks(c.num_hidden_layers);
+    let sum = |xs: &[u64]| xs.iter().fold(0u64, |a, &b| a.saturating_add(b));
+    sum(&[
+        sum(&embeddings),
+        projection,
+        mul(n_attn as u64, attention),
+        mul(n_ffn as u64, sum(&ffn)),
+    ])
+}
+
+fn describe(c: &AlbertConfig) -> String {
+    format!(
+        "vocab_size {}, embedding_size {}, hidden_size {}, intermediate_size {}, \
+         num_hidden_layers {} with share_type {}",
+        c.vocab_size,
+        c.embedding_size,
+        c.hidden_size,
+        c.intermediate_size,
+        c.num_hidden_layers,
+        c.share_type
+    )
+}
+
 /// The checks a model directory gets before a model is built from it: for `model.safetensors`
-/// its header and the config's sizes against it; for any weights file, that it can hold the
-/// word embeddings the config asks for (2 bytes a value at least).
+/// its header and the config's sizes against it; for any other weights file (a pickled
+/// `pytorch_model.bin`, whose tensors cannot be listed without unpickling it), that it is large
+/// enough for the backbone the config implies at 2 bytes a value (fp16, the smallest
+/// checkpoints use).
 pub fn check_weights(weights: &Path, config: &AlbertConfig) -> anyhow::Result<()> {
     if weights.extension().is_some_and(|e| e == "safetensors") {
         let header = read(weights)?;
@@ -176,16 +318,14 @@ pub fn check_weights(weights: &Path, config: &AlbertConfig) -> anyhow::Result<()
     let size = std::fs::metadata(weights)
         .with_context(|| format!("cannot read {}", weights.display()))?
         .len();
-    let need = (config.vocab_size as u64)
-        .saturating_mul(config.embedding_size as u64)
-        .saturating_mul(2);
+    let need = backbone_parameters(config).saturating_mul(2);
     if need > size {
         bail!(
-            "{}: config.json says vocab_size {} × embedding_size {}, which needs at least {need} \
+            "{}: config.json implies a backbone of {} values ({}), which needs at least {need} \
              bytes of weights, but the file has {size}",
             weights.display(),
-            config.vocab_size,
-            config.embedding_size
+            backbone_parameters(config),
+            describe(config)
         );
     }
     Ok(())
@@ -202,6 +342,21 @@ mod tests {
         bytes.extend(vec![0u8; data]);
         std::fs::write(&p, bytes).unwrap();
         p
+    }
+
+    #[test]
+    fn backbone_parameters_agree_with_the_parameter_count() {
+        for name in crate::config::NAMED_CONFIGS {
+            let mut c = AlbertConfig::named(name).unwrap();
+            for layout in [crate::config::Layout::Google, crate::config::Layout::AlbertZh] {
+                c.layout = layout;
+                let count = c.parameter_count();
+                assert_eq!(backbone_parameters(&c), count.embeddings + count.encoder, "{name}");
+            }
+        }
+        let mut absurd = AlbertConfig::named("tiny").unwrap();
+        absurd.hidden_size = usize::MAX / 2;
+        assert_eq!(backbone_parameters(&absurd), u64::MAX);
     }
 
     #[test]
