@@ -116,6 +116,8 @@ pub mod squad;
 pub use error::TaskError;
 pub use metrics::{ConfusionMatrix, Metrics, MetricsBlock, MetricsError, evaluate};
 pub use protocol::{
+// The unlabelled texts of a protocol's splits, for the pretraining corpus (the `clean` stage).
+pub mod texts;
     DevSpec, EvalSpec, Examples, FileSpec, Protocol, ProtocolSpec, ProtocolSummary, Split,
 };
 pub use read::{

@@ -25,13 +25,30 @@
 //! | `near_dup` | `true` | also drop near-duplicates (MinHash over character 5-shingles) |
 //! | `near_dup_threshold` | `0.8` | estimated Jaccard similarity from which a document is a near-duplicate, in (0, 1] |
 //! | `shard_bytes` | `67108864` | start a new output file after this many bytes (at a document boundary) |
+//! | `task_text` | none | fine-tuning protocols whose **train** texts join the corpus (task-adaptive pretraining): a list of the finetune stage's protocol maps, `[{task: chnsenticorp, train: …, dev: …, test: …}, {task: msra_ner, train: …, dev_fraction: 0.1, test: …}]`, each with an optional `name`; the texts are the train split exactly as finetune loads it (after `drop_eval_overlap`, `dev_fraction`, `max_train_examples`), one document per example, its texts as paragraphs |
+//! | `add_task_text` | `true` | add `task_text`'s train texts (a scalar, so that a matrix axis can compare the corpus with and without them; their dev and test texts are excluded either way) |
+//! | `exclude_texts_of` | none | protocols (the same map form) whose dev and evaluation texts must never enter the corpus; `task_text`'s own are excluded too |
+//! | `exclude_min_chars` | `12` | held-out texts shorter than this are not matched (too common to mean a leak) |
+//! | `exclude_window` | `32` | held-out texts at least this long match by any shared passage of 1.5× this many characters; shorter ones must be contained whole |
+//!
+//! # Task text and decontamination
+//!
+//! Files a `task_text` or `exclude_texts_of` entry names are task files, not corpus, even when
+//! the stage's `inputs:` list them (list them there so that a change to them re-runs the stage;
+//! one that is not listed gets a warning). A paragraph of the corpus (or of a task text) that
+//! contains a held-out text, after both are normalised alike ([`decontam`]), is dropped and
+//! counted against that task; a document with nothing else left is dropped
+//! (`drops.contaminated`). Task texts are cleaned after the corpus, so a text the corpus
+//! already has counts as its duplicate.
 //!
 //! # Output
 //!
 //! - `corpus-00000.txt`, `corpus-00001.txt`, …: one sentence per line, a blank line between
 //!   documents;
 //! - `metrics.json`: counts only (deterministic): files, documents and characters in and out,
-//!   sentences out, invalid UTF-8 lines, drops by reason, the format read for each file.
+//!   sentences out, invalid UTF-8 lines, drops by reason, the format read for each file; with
+//!   `task_text`, per task what it added (`task_text`); with held-out texts, per task what they
+//!   dropped (`decontamination`).
 //!
 //! Lines that are not valid UTF-8 are skipped and listed (file:line) in `clean.log` in the log
 //! directory, with one warning. An empty result is an error that says what dropped what.
@@ -42,7 +59,10 @@
 
 #![warn(missing_docs)]
 
+mod decontam;
 mod params;
+mod task_text;
+mod writer;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -61,7 +81,11 @@ use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-pub use params::{CleanParams, FormatRules, known_params};
+use decontam::{HeldOut, SourceCounts};
+pub use params::{CleanParams, FormatRules, TaskParams, known_params};
+pub use task_text::TaskEntry;
+use task_text::TaskTextCounts;
+use writer::ShardWriter;
 
 /// The `clean` stage kind.
 pub struct CleanStage;
@@ -84,8 +108,8 @@ impl Stage for CleanStage {
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
-        let (params, rules) = CleanParams::parse(ctx.params)?;
-        Cleaner::new(ctx, params, rules)?.run()
+        let (params, rules, tasks) = CleanParams::parse(ctx.params)?;
+        Cleaner::new(ctx, params, rules, tasks)?.run()
     }
 }
 
@@ -101,6 +125,20 @@ enum DropReason {
     ShortDocument,
     FewSentences,
     LongDocument,
+    /// Every paragraph held a dev or test text.
+    Contaminated,
+}
+
+impl DropReason {
+    fn key(self) -> &'static str {
+        match self {
+            DropReason::Empty => "empty",
+            DropReason::ShortDocument => "short_document",
+            DropReason::FewSentences => "too_few_sentences",
+            DropReason::LongDocument => "long_document",
+            DropReason::Contaminated => "contaminated",
+        }
+    }
 }
 
 /// Drops by reason, as `metrics.json` shows them.
@@ -113,8 +151,44 @@ struct Drops {
     short_document: u64,
     too_few_sentences: u64,
     long_document: u64,
+    /// Documents with nothing left once the paragraphs holding a held-out text went.
+    contaminated: u64,
     duplicate: u64,
     near_duplicate: u64,
+}
+
+impl Drops {
+    /// Counts a dropped document by its reason's key ([`DropReason::key`], `duplicate`,
+    /// `near_duplicate`).
+    fn count(&mut self, key: &str) {
+        *match key {
+            "empty" => &mut self.empty,
+            "short_document" => &mut self.short_document,
+            "too_few_sentences" => &mut self.too_few_sentences,
+            "long_document" => &mut self.long_document,
+            "contaminated" => &mut self.contaminated,
+            "duplicate" => &mut self.duplicate,
+            _ => &mut self.near_duplicate,
+        } += 1;
+    }
+}
+
+/// What the held-out texts dropped, as `metrics.json` shows it.
+#[derive(Debug, Default, Serialize)]
+struct Decontamination {
+    min_chars: usize,
+    window: usize,
+    /// Paragraphs dropped, over every task.
+    paragraphs_dropped: u64,
+    /// Per task: its files, held-out texts and the paragraphs they dropped.
+    tasks: BTreeMap<String, DecontamTask>,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct DecontamTask {
+    files: Vec<String>,
+    #[serde(flatten)]
+    counts: SourceCounts,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -134,6 +208,12 @@ struct Metrics {
     shards: u64,
     drops: Drops,
     formats: BTreeMap<String, Format>,
+    /// Per `task_text` entry: what its train texts added (absent without task text).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    task_text: BTreeMap<String, TaskTextCounts>,
+    /// Absent when no held-out text is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decontamination: Option<Decontamination>,
 }
 
 /// One document after the parallel part.
@@ -141,6 +221,8 @@ struct Processed {
     chars_in: u64,
     short_sentences: u64,
     long_cut: u64,
+    /// The task of each paragraph dropped for holding its held-out text.
+    contaminated: Vec<usize>,
     outcome: Result<Kept, DropReason>,
 }
 
@@ -159,9 +241,19 @@ struct Cleaner<'a> {
     normalizer: Normalizer,
     splitter: SentenceSplitter,
     dedup: Option<Deduplicator>,
+    tasks: TaskParams,
+    held_out: HeldOut,
     metrics: Metrics,
     log: BufWriter<File>,
     writer: ShardWriter,
+}
+
+/// Where the documents of a wave come from.
+#[derive(Clone, Copy)]
+enum Source<'t> {
+    Corpus,
+    /// A `task_text` entry, by name.
+    Task(&'t str),
 }
 
 impl<'a> Cleaner<'a> {
@@ -169,6 +261,7 @@ impl<'a> Cleaner<'a> {
         ctx: &'a StageContext<'a>,
         params: CleanParams,
         rules: FormatRules,
+        tasks: TaskParams,
     ) -> anyhow::Result<Self> {
         let normalizer = Normalizer::new(NormalizeOptions {
             to_simplified: params.to_simplified,
@@ -187,6 +280,8 @@ impl<'a> Cleaner<'a> {
             ctx,
             splitter: SentenceSplitter::new(params.max_sentence_chars),
             writer: ShardWriter::new(ctx.out_dir, params.shard_bytes),
+            held_out: HeldOut::new(params.exclude_min_chars, params.exclude_window),
+            tasks,
             params,
             rules,
             normalizer,
@@ -198,27 +293,124 @@ impl<'a> Cleaner<'a> {
 
     fn run(mut self) -> anyhow::Result<()> {
         let ctx = self.ctx;
-        let mut files: Vec<PathBuf> = ctx.inputs.to_vec();
-        files.sort();
-        files.dedup();
-        if files.is_empty() {
-            bail!(
-                "no input files: list the corpus files under `inputs:` (e.g. \"${{vars.data}}/corpus/*/*.txt\")"
-            );
-        }
+        let task_docs = self.load_tasks()?;
+        let files = self.corpus_files(!task_docs.is_empty())?;
         let total: u64 = files
             .iter()
             .map(|f| fs::metadata(f).map(|m| m.len()).unwrap_or(0))
             .sum();
         ctx.progress.set_length(total);
-        // A thread reads (and validates UTF-8) while the rayon pool cleans the previous wave.
+        let (files_with_invalid, first_invalid) = self.read_corpus(&files)?;
+        for (name, docs) in task_docs {
+            self.add_task_text(&name, docs)?;
+        }
+        if self.metrics.invalid_utf8_lines > 0 {
+            // Not `ctx.log_dir`'s path: that is a temporary folder, renamed into the artifact
+            // (or the failed-runs folder) when the stage ends.
+            tracing::warn!(
+                "{} lines of invalid UTF-8 skipped in {files_with_invalid} file(s), the first at {}; all are listed in clean.log in the stage's log folder (`pipeline show {}` prints it)",
+                self.metrics.invalid_utf8_lines,
+                first_invalid.as_deref().unwrap_or("?"),
+                ctx.instance
+            );
+        }
+        self.log.flush()?;
+        if self.metrics.documents_out == 0 {
+            bail!("{}", self.why_empty());
+        }
+        self.metrics.decontamination = self.decontamination();
+        self.metrics.shards = self.writer.finish()?;
+        let path = ctx.out_dir.join("metrics.json");
+        let mut json = serde_json::to_string_pretty(&self.metrics)?;
+        json.push('\n');
+        fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Reads the task entries: the held-out texts of every one into the decontamination index,
+    /// and (with `add_task_text`) the train texts of `task_text`'s as documents, by task.
+    fn load_tasks(&mut self) -> anyhow::Result<Vec<(String, Vec<Document>)>> {
+        let ctx = self.ctx;
+        let entries: Vec<(&task_text::TaskEntry, bool)> = self
+            .tasks
+            .task_text
+            .iter()
+            .map(|e| (e, self.params.add_task_text))
+            .chain(self.tasks.exclude_texts_of.iter().map(|e| (e, false)))
+            .collect();
+        let mut docs = Vec::new();
+        for (entry, train) in entries {
+            for warning in entry.spec.undeclared(ctx.instance, ctx.root, ctx.inputs) {
+                tracing::warn!("{warning}");
+            }
+            let loaded = task_text::load(entry, ctx.root, train)?;
+            writeln!(
+                self.log,
+                "task {}: {} train examples added, {} held-out texts ({})",
+                loaded.name,
+                loaded.train.len(),
+                loaded.held_out.len(),
+                loaded.files.join(", ")
+            )?;
+            self.held_out.add_source(
+                &loaded.name,
+                &loaded.files,
+                loaded.held_out.iter().map(String::as_str),
+                &self.normalizer,
+            );
+            if train {
+                self.metrics.task_text.insert(
+                    loaded.name.clone(),
+                    TaskTextCounts {
+                        files: loaded.files.clone(),
+                        examples: loaded.train.len() as u64,
+                        texts: loaded.train.iter().map(|f| f.len() as u64).sum(),
+                        ..TaskTextCounts::default()
+                    },
+                );
+                docs.push((loaded.name.clone(), task_text::documents(&loaded)));
+            }
+        }
+        Ok(docs)
+    }
+
+    /// The corpus: the stage's inputs less the files the task entries read.
+    fn corpus_files(&self, task_text: bool) -> anyhow::Result<Vec<PathBuf>> {
+        let ctx = self.ctx;
+        let all: Vec<&task_text::TaskEntry> = self
+            .tasks
+            .task_text
+            .iter()
+            .chain(&self.tasks.exclude_texts_of)
+            .collect();
+        let task_files = task_text::task_files(&all, ctx.root);
+        let mut files: Vec<PathBuf> = ctx
+            .inputs
+            .iter()
+            .filter(|f| !task_files.contains(&task_text::canonical(f)))
+            .cloned()
+            .collect();
+        files.sort();
+        files.dedup();
+        if files.is_empty() && !task_text {
+            bail!(
+                "no input files: list the corpus files under `inputs:` (e.g. \"${{vars.data}}/corpus/*/*.txt\")"
+            );
+        }
+        Ok(files)
+    }
+
+    /// Cleans the corpus files: a thread reads (and validates UTF-8) while the rayon pool
+    /// cleans the previous wave. Returns the files with invalid lines, and the first such line.
+    fn read_corpus(&mut self, files: &[PathBuf]) -> anyhow::Result<(u64, Option<String>)> {
+        let ctx = self.ctx;
         let mut files_with_invalid = 0u64;
         let mut first_invalid: Option<String> = None;
         let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(1);
         let rules = self.rules.clone();
         std::thread::scope(|scope| -> anyhow::Result<()> {
             let reader = {
-                let (rules, format, files) = (&rules, self.params.format, &files);
+                let (rules, format) = (&rules, self.params.format);
                 scope.spawn(move || read_all(ctx, files, rules, format, tx))
             };
             let mut result = Ok(());
@@ -236,26 +428,47 @@ impl<'a> Cleaner<'a> {
             // A reading error explains a processing one that follows from it, not the reverse.
             read.and(result)
         })?;
-        if self.metrics.invalid_utf8_lines > 0 {
-            // Not `ctx.log_dir`'s path: that is a temporary folder, renamed into the artifact
-            // (or the failed-runs folder) when the stage ends.
-            tracing::warn!(
-                "{} lines of invalid UTF-8 skipped in {files_with_invalid} file(s), the first at {}; all are listed in clean.log in the stage's log folder (`pipeline show {}` prints it)",
-                self.metrics.invalid_utf8_lines,
-                first_invalid.as_deref().unwrap_or("?"),
-                ctx.instance
-            );
+        Ok((files_with_invalid, first_invalid))
+    }
+
+    /// Cleans a task's train texts like the corpus, after it, in blocks.
+    fn add_task_text(&mut self, name: &str, docs: Vec<Document>) -> anyhow::Result<()> {
+        let mut docs = docs.into_iter().peekable();
+        while docs.peek().is_some() {
+            let wave: Vec<Vec<Document>> = (0..rayon::current_num_threads().max(1))
+                .map(|_| docs.by_ref().take(BLOCK_DOCS).collect::<Vec<_>>())
+                .filter(|b| !b.is_empty())
+                .collect();
+            self.process(wave, Source::Task(name))?;
         }
-        self.log.flush()?;
-        if self.metrics.documents_out == 0 {
-            bail!("{}", self.why_empty());
-        }
-        self.metrics.shards = self.writer.finish()?;
-        let path = ctx.out_dir.join("metrics.json");
-        let mut json = serde_json::to_string_pretty(&self.metrics)?;
-        json.push('\n');
-        fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?;
         Ok(())
+    }
+
+    /// The decontamination counts; `None` when no held-out text was configured.
+    fn decontamination(&self) -> Option<Decontamination> {
+        if self.held_out.sources.is_empty() {
+            return None;
+        }
+        let tasks: BTreeMap<String, DecontamTask> = self
+            .held_out
+            .sources
+            .iter()
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    DecontamTask {
+                        files: s.files.clone(),
+                        counts: s.counts.clone(),
+                    },
+                )
+            })
+            .collect();
+        Some(Decontamination {
+            min_chars: self.params.exclude_min_chars,
+            window: self.params.exclude_window,
+            paragraphs_dropped: tasks.values().map(|t| t.counts.paragraphs_dropped).sum(),
+            tasks,
+        })
     }
 
     /// Handles one message of the reader, in order.
@@ -306,13 +519,13 @@ impl<'a> Cleaner<'a> {
                     }
                 }
             }
-            Msg::Wave(wave) => self.process(wave)?,
+            Msg::Wave(wave) => self.process(wave, Source::Corpus)?,
         }
         Ok(())
     }
 
     /// Processes blocks in parallel, then deduplicates and writes in input order.
-    fn process(&mut self, wave: Vec<Vec<Document>>) -> anyhow::Result<()> {
+    fn process(&mut self, wave: Vec<Vec<Document>>, source: Source<'_>) -> anyhow::Result<()> {
         let results: Vec<Vec<Processed>> = {
             let this = &*self;
             wave.par_iter()
@@ -321,40 +534,51 @@ impl<'a> Cleaner<'a> {
         };
         drop(wave);
         for p in results.into_iter().flatten() {
+            for &task in &p.contaminated {
+                self.held_out.count_drop(task);
+            }
             let m = &mut self.metrics;
             m.documents_in += 1;
             m.chars_in += p.chars_in;
             m.drops.short_sentence += p.short_sentences;
             m.long_sentences_cut += p.long_cut;
-            let kept = match p.outcome {
-                Ok(k) => k,
-                Err(reason) => {
-                    *match reason {
-                        DropReason::Empty => &mut m.drops.empty,
-                        DropReason::ShortDocument => &mut m.drops.short_document,
-                        DropReason::FewSentences => &mut m.drops.too_few_sentences,
-                        DropReason::LongDocument => &mut m.drops.long_document,
-                    } += 1;
-                    continue;
-                }
+            let verdict = match p.outcome {
+                Err(reason) => Err(reason.key()),
+                Ok(kept) => match self.dedup.as_mut().zip(kept.fingerprint.as_ref()) {
+                    Some((dedup, fp)) => match dedup.check(fp) {
+                        Verdict::Unique => Ok(kept),
+                        Verdict::Duplicate => Err("duplicate"),
+                        Verdict::NearDuplicate => Err("near_duplicate"),
+                    },
+                    None => Ok(kept),
+                },
             };
-            if let (Some(dedup), Some(fp)) = (&mut self.dedup, &kept.fingerprint) {
-                match dedup.check(fp) {
-                    Verdict::Unique => {}
-                    Verdict::Duplicate => {
-                        m.drops.duplicate += 1;
-                        continue;
+            let counts = match source {
+                Source::Task(name) => self.metrics.task_text.get_mut(name),
+                Source::Corpus => None,
+            };
+            match verdict {
+                Err(reason) => {
+                    self.metrics.drops.count(reason);
+                    if let Some(c) = counts {
+                        c.chars_in += p.chars_in;
+                        *c.dropped.entry(reason).or_default() += 1;
                     }
-                    Verdict::NearDuplicate => {
-                        m.drops.near_duplicate += 1;
-                        continue;
+                }
+                Ok(kept) => {
+                    if let Some(c) = counts {
+                        c.chars_in += p.chars_in;
+                        c.documents_out += 1;
+                        c.chars_out += kept.chars;
+                        c.sentences_out += kept.sentences;
                     }
+                    let m = &mut self.metrics;
+                    m.documents_out += 1;
+                    m.chars_out += kept.chars;
+                    m.sentences_out += kept.sentences;
+                    self.writer.write(&kept.text)?;
                 }
             }
-            m.documents_out += 1;
-            m.chars_out += kept.chars;
-            m.sentences_out += kept.sentences;
-            self.writer.write(&kept.text)?;
         }
         Ok(())
     }
@@ -369,6 +593,8 @@ impl<'a> Cleaner<'a> {
         let mut chars = 0u64;
         let mut sentences = 0u64;
         let mut any_text = false;
+        let mut contaminated = Vec::new();
+        let mut kept_paragraphs = 0usize;
         for para in &doc.paragraphs {
             chars_in += count_chars(para);
             let norm = self.normalizer.normalize(para);
@@ -376,6 +602,11 @@ impl<'a> Cleaner<'a> {
                 continue;
             }
             any_text = true;
+            if let Some(task) = self.held_out.find(&norm) {
+                contaminated.push(task);
+                continue;
+            }
+            kept_paragraphs += 1;
             let mut pieces = Vec::new();
             long_cut += self.splitter.split_into(&norm, &mut pieces) as u64;
             for s in &pieces {
@@ -392,6 +623,8 @@ impl<'a> Cleaner<'a> {
         }
         let outcome = if !any_text {
             Err(DropReason::Empty)
+        } else if kept_paragraphs == 0 {
+            Err(DropReason::Contaminated)
         } else if (chars as usize) < p.min_doc_chars || sentences == 0 {
             Err(DropReason::ShortDocument)
         } else if (sentences as usize) < p.min_doc_sentences {
@@ -411,6 +644,7 @@ impl<'a> Cleaner<'a> {
             chars_in,
             short_sentences,
             long_cut,
+            contaminated,
             outcome,
         }
     }
@@ -457,6 +691,11 @@ impl<'a> Cleaner<'a> {
         add(
             d.long_document,
             format!("too long (max_doc_chars = {})", p.max_doc_chars),
+        );
+        add(
+            d.contaminated,
+            "made only of paragraphs that hold a dev or test text (exclude_texts_of, task_text)"
+                .into(),
         );
         add(d.duplicate, "duplicates".into());
         add(
@@ -576,62 +815,7 @@ fn count_chars(s: &str) -> u64 {
     s.bytes().filter(|&b| (b as i8) >= -0x40).count() as u64
 }
 
-/// Writes documents into `corpus-NNNNN.txt` files, a new one after `shard_bytes` bytes.
-struct ShardWriter {
-    dir: PathBuf,
-    shard_bytes: u64,
-    index: u64,
-    file: Option<(PathBuf, BufWriter<File>)>,
-    bytes: u64,
-}
-
-impl ShardWriter {
-    fn new(dir: &Path, shard_bytes: u64) -> Self {
-        ShardWriter {
-            dir: dir.to_path_buf(),
-            shard_bytes,
-            index: 0,
-            file: None,
-            bytes: 0,
-        }
-    }
-
-    /// Writes one document (its sentences, each ending in `\n`).
-    fn write(&mut self, doc: &str) -> anyhow::Result<()> {
-        if self.file.is_some() && self.bytes >= self.shard_bytes {
-            self.close()?;
-        }
-        let separator: &[u8] = if self.file.is_some() { b"\n" } else { b"" };
-        if self.file.is_none() {
-            let path = self.dir.join(format!("corpus-{:05}.txt", self.index));
-            let f = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-            self.index += 1;
-            self.bytes = 0;
-            self.file = Some((path, BufWriter::with_capacity(1 << 20, f)));
-        }
-        if let Some((path, out)) = &mut self.file {
-            out.write_all(separator)
-                .and_then(|_| out.write_all(doc.as_bytes()))
-                .with_context(|| format!("writing {}", path.display()))?;
-            self.bytes += (separator.len() + doc.len()) as u64;
-        }
-        Ok(())
-    }
-
-    fn close(&mut self) -> anyhow::Result<()> {
-        if let Some((path, mut out)) = self.file.take() {
-            out.flush()
-                .with_context(|| format!("writing {}", path.display()))?;
-        }
-        Ok(())
-    }
-
-    /// Closes the last shard; returns the number of shards.
-    fn finish(mut self) -> anyhow::Result<u64> {
-        self.close()?;
-        Ok(self.index)
-    }
-}
-
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod task_tests;

@@ -10,6 +10,8 @@ use pipeline_text::corpus::Format;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::task_text::{TaskEntry, parse_entries};
+
 /// Every param the kind takes (see the crate documentation for what each does): the fields
 /// of [`CleanParams`].
 pub fn known_params() -> &'static [&'static str] {
@@ -44,6 +46,18 @@ pub struct CleanParams {
     pub near_dup_threshold: f64,
     /// Start a new output file after this many bytes.
     pub shard_bytes: u64,
+    /// Fine-tuning protocols whose train texts join the corpus; kept raw here, parsed by
+    /// [`CleanParams::parse`] into [`TaskParams::task_text`].
+    pub task_text: Value,
+    /// Whether `task_text` is added (a scalar, so that it can be a matrix axis: the same
+    /// protocols with and without their text).
+    pub add_task_text: bool,
+    /// Fine-tuning protocols whose dev and evaluation texts must not enter the corpus; raw.
+    pub exclude_texts_of: Value,
+    /// Held-out texts shorter than this (characters) are not matched.
+    pub exclude_min_chars: usize,
+    /// Held-out texts this long or longer match by shared passages of this many characters.
+    pub exclude_window: usize,
 }
 
 impl Default for CleanParams {
@@ -61,8 +75,22 @@ impl Default for CleanParams {
             near_dup: true,
             near_dup_threshold: 0.8,
             shard_bytes: 64 * 1024 * 1024,
+            task_text: Value::Null,
+            add_task_text: true,
+            exclude_texts_of: Value::Null,
+            exclude_min_chars: 12,
+            exclude_window: 32,
         }
     }
+}
+
+/// The task entries of `task_text` and `exclude_texts_of`, parsed (no file read yet).
+#[derive(Debug, Clone, Default)]
+pub struct TaskParams {
+    /// `task_text`: protocols whose train texts join the corpus.
+    pub task_text: Vec<TaskEntry>,
+    /// `exclude_texts_of`: protocols whose dev and evaluation texts are kept out.
+    pub exclude_texts_of: Vec<TaskEntry>,
 }
 
 /// Smallest `shard_bytes`: below it a shard would hold a handful of documents.
@@ -70,16 +98,22 @@ pub const MIN_SHARD_BYTES: u64 = 1024;
 
 impl CleanParams {
     /// Parses and checks the params; the error names the param and what it allows.
-    pub fn parse(params: &Map<String, Value>) -> Result<(CleanParams, FormatRules), ParamError> {
+    pub fn parse(
+        params: &Map<String, Value>,
+    ) -> Result<(CleanParams, FormatRules, TaskParams), ParamError> {
         let p: CleanParams = from_params(params, |name| match name {
             "format" => " (auto, lines, paragraphs or wiki)",
-            "to_simplified" | "dedup" | "near_dup" => " (true or false)",
+            "to_simplified" | "dedup" | "near_dup" | "add_task_text" => " (true or false)",
             "near_dup_threshold" => " (a number in (0, 1])",
             _ => " (a whole number ≥ 0)",
         })?;
         let rules = FormatRules::parse(&p.formats)?;
         p.check()?;
-        Ok((p, rules))
+        let tasks = TaskParams {
+            task_text: parse_entries(&p.task_text, "task_text")?,
+            exclude_texts_of: parse_entries(&p.exclude_texts_of, "exclude_texts_of")?,
+        };
+        Ok((p, rules, tasks))
     }
 
     fn check(&self) -> Result<(), ParamError> {
@@ -103,6 +137,15 @@ impl CleanParams {
                 "param `near_dup_threshold` is {}; it must be in (0, 1] (the estimated Jaccard similarity from which a document counts as a near-duplicate)",
                 self.near_dup_threshold
             ).into());
+        }
+        if self.exclude_min_chars < 2 || self.exclude_window < self.exclude_min_chars {
+            return Err(format!(
+                "params `exclude_min_chars` ({}) and `exclude_window` ({}): need 2 ≤ \
+                 exclude_min_chars ≤ exclude_window (texts shorter than the first are not \
+                 matched; longer than the second match by shared passages of that length)",
+                self.exclude_min_chars, self.exclude_window
+            )
+            .into());
         }
         if self.shard_bytes < MIN_SHARD_BYTES {
             return Err(format!(
@@ -207,7 +250,9 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<(CleanParams, FormatRules), String> {
-        CleanParams::parse(v.as_object().unwrap()).map_err(|e| e.0)
+        CleanParams::parse(v.as_object().unwrap())
+            .map(|(p, r, _)| (p, r))
+            .map_err(|e| e.0)
     }
 
     #[test]
@@ -237,6 +282,17 @@ mod tests {
                 "max_doc_chars",
             ),
             (json!({"shard_bytes": 10}), "shard_bytes"),
+            (json!({"exclude_min_chars": 1}), "exclude_min_chars"),
+            (
+                json!({"exclude_min_chars": 20, "exclude_window": 10}),
+                "exclude_window",
+            ),
+            (json!({"add_task_text": "yes"}), "param `add_task_text`"),
+            (json!({"task_text": "lcqmc"}), "param `task_text` must be a list"),
+            (
+                json!({"exclude_texts_of": [{"task": "nope", "train": "a", "dev": "b"}]}),
+                "exclude_texts_of[0]",
+            ),
             (json!({"formats": "wiki"}), "param `formats`"),
             (json!({"formats": {"[": "wiki"}}), "not a valid glob"),
             (json!({"formats": {"*": "xml"}}), "unknown corpus format"),
