@@ -101,6 +101,10 @@ rm -f {marker}
 echo "${{SLURM_JOB_ID:-?}} $(hostname) $(date +%s)" >> {starts}
 {exe} run-instance {spec}
 code=$?
+# Slurm signals every process of the job at once: the stage may die of the signal (and this
+# shell resume) before the trap above runs. Ended by one of those signals, it leaves no marker
+# either (a requeued job was judged failed with exit 143 when the stage was the faster one).
+case "$code" in 129|130|138|140|143) echo "pipeline: the job was signalled; no exit marker" >&2; exit "$code" ;; esac
 printf '%s\n' "$code" > {marker}.tmp && mv -f {marker}.tmp {marker}
 exit "$code"
 "#,
