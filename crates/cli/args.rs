@@ -135,8 +135,9 @@ pub enum Command {
     /// checkpoint): its outputs on given ids, or its config and size.
     #[command(subcommand)]
     Model(ModelCommand),
-    /// Classify sentence pairs with a fine-tuned model (a `finetune` stage's artifact): one pair
-    /// given as two texts, or a TSV of pairs (text_a, text_b, optionally a gold label).
+    /// Predict with a fine-tuned model (a `finetune` stage's artifact): classify a pair or a
+    /// text, tag a text, answer a question from a context (span extraction), or pick a choice
+    /// (C3); one example on the command line or a file of them.
     Predict(PredictArgs),
     /// Measure training or inference throughput on synthetic batches of a fixed shape
     /// (compare with `benches/hf_baseline.py`).
@@ -155,14 +156,28 @@ pub enum Command {
 #[command(after_help = "Examples:
   pipeline predict --stage finetune_lcqmc \"我喜欢妈妈做的汤\" \"妈妈做的汤我很喜欢喝\"
   pipeline predict --model DIR --input pairs.tsv --output predictions.tsv
-  pipeline predict --stage 'finetune_xnli@init=pretrained,share_type=all' --input test.tsv --header --json")]
+  pipeline predict --stage 'finetune_xnli@init=pretrained,share_type=all' --input test.tsv --header --json
+  pipeline predict --stage finetune_cmrc2018 --question \"周杰毕业于哪所大学？\" --context \"2005年，周杰毕业于浙江大学。\"
+  pipeline predict --stage finetune_cmrc2018 --input cmrc2018/dev.json --json
+  pipeline predict --stage finetune_c3 --context \"男：你去哪儿？女：去医院。\" --question \"女的去哪儿？\" --choice 医院 --choice 车站")]
 pub struct PredictArgs {
     #[command(flatten)]
     pub source: ModelSource,
-    /// text_a and text_b of one pair.
+    /// text_a and text_b of one pair (one text for a single-text classifier or a tagger).
     #[arg(value_name = "TEXT")]
     pub texts: Vec<String>,
-    /// A TSV of pairs: text_a, text_b and optionally a gold label (accuracy is then printed).
+    /// Span extraction and C3: the question.
+    #[arg(long, value_name = "Q")]
+    pub question: Option<String>,
+    /// Span extraction and C3: the context (the passage, or the dialogue's lines joined).
+    #[arg(long, value_name = "C")]
+    pub context: Option<String>,
+    /// C3: one choice (repeat for each, 2 to 4, in order).
+    #[arg(long = "choice", value_name = "TEXT")]
+    pub choices: Vec<String>,
+    /// A file of examples: a TSV of pairs (text_a, text_b, optionally a gold label; accuracy
+    /// is then printed), of texts, or of texts to tag; SQuAD v1 JSON for a span model (EM and
+    /// F1 printed where it has answers); C3 JSON for a C3 model.
     #[arg(long, value_name = "FILE")]
     pub input: Option<PathBuf>,
     /// Where to write the predictions for --input (default: stdout).
@@ -173,8 +188,10 @@ pub struct PredictArgs {
     pub header: bool,
     #[arg(long, default_value_t = 64)]
     pub batch_size: usize,
-    #[arg(long, default_value_t = 128)]
-    pub max_seq_length: usize,
+    /// Tokens per row (default 128; 256 for span extraction, the window's length, with the
+    /// question cut to a quarter of it and windows overlapping by up to 64 tokens).
+    #[arg(long)]
+    pub max_seq_length: Option<usize>,
     /// auto, cpu, flex, tch-cpu or cuda:N.
     #[arg(long, default_value = "auto")]
     pub device: String,
@@ -268,6 +285,10 @@ pub enum BenchCommand {
     Train(BenchArgs),
     /// AlbertModel forward passes: sentences/s, peak RSS.
     Infer(BenchArgs),
+    /// Fine-tuning steps (AdamW) of the span-extraction head (AlbertForQuestionAnswering)
+    /// beside the sequence-classification head at the same shapes, alternately: tokens/s of
+    /// each and the median of the per-round ratios (--masked is not used).
+    Finetune(BenchArgs),
 }
 
 #[derive(Debug, Args)]

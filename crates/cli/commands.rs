@@ -85,6 +85,7 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
         Command::Predict(args) => crate::predict::predict(cli, args),
         Command::Bench(BenchCommand::Train(args)) => crate::bench::train(args),
         Command::Bench(BenchCommand::Infer(args)) => crate::bench::infer(args),
+        Command::Bench(BenchCommand::Finetune(args)) => crate::bench::finetune(args),
         Command::RunInstance { spec } => Ok(
             match pipeline_engine::executor::instance::run_spec(&registry(), spec) {
                 Ok(()) => ExitCode::SUCCESS,

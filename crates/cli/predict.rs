@@ -5,7 +5,8 @@
 //! - a single-text classifier on one text or a TSV of `text [\t gold]`;
 //! - a tagger (NER) on one text or a file of one text per line: the entities with their
 //!   character spans (`start..end`, 0-based, end exclusive, in characters of the text as given)
-//!   and types.
+//!   and types;
+//! - a span model (CMRC 2018), a C3 model or a `choice` model: see [`reading`].
 //!
 //! A TSV gets a progress bar and an output TSV (or JSON lines), with the accuracy when it has
 //! gold labels.
@@ -29,6 +30,8 @@ use stage_finetune::predict::{FineTuned, argmax, outputs, pair_probabilities};
 
 use crate::args::{Cli, PredictArgs};
 use crate::model::model_dir;
+
+mod reading;
 
 /// One input row: the texts (one or two), and the gold label when the file has one.
 struct Row {

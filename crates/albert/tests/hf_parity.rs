@@ -356,6 +356,50 @@ fn question_answering_matches_transformers() {
     assert!((got - expected).abs() < 1e-4, "loss {got} vs {expected}");
 }
 
+#[test]
+fn multiple_choice_matches_transformers() {
+    let device = test_device();
+    let dir = fixtures().join("multiple_choice_gelu_new");
+    let io = Io::load(&dir);
+    let (_, model) = hf::load_multiple_choice(&dir, &device).unwrap();
+    let choices = io.json["num_choices"].as_u64().unwrap() as usize;
+    let logits = model.forward(&io.input(&device), choices);
+    assert_eq!(logits.dims(), [2, 3]);
+    let diff = max_diff(logits.clone(), &io.floats("logits"));
+    eprintln!("multiple choice: logits max |diff| = {diff:.2e}");
+    assert!(diff < 1e-4, "multiple-choice logits differ by {diff}");
+    // transformers' loss: the mean cross-entropy over the questions.
+    let labels = int_vec(&io, "labels", &device);
+    let ones = Tensor::ones([2], &device);
+    let (loss, _) = pipeline_albert::model::weighted_cross_entropy(logits, labels, ones);
+    let expected = io.json["loss"].as_f64().unwrap() as f32;
+    let got = scalar(loss);
+    assert!((got - expected).abs() < 1e-4, "loss {got} vs {expected}");
+}
+
+#[test]
+fn multiple_choice_export_loads_back_in_rust_and_in_transformers() {
+    let device = test_device();
+    let dir = fixtures().join("multiple_choice_gelu_new");
+    let io = Io::load(&dir);
+    let (config, model) = hf::load_multiple_choice(&dir, &device).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    hf::save_multiple_choice(out.path(), &config, &model).unwrap();
+
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["architectures"][0], "AlbertForMultipleChoice");
+    let keys = safetensors_keys(&out.path().join("model.safetensors"));
+    assert!(keys.iter().any(|k| k == "classifier.weight"), "{keys:?}");
+    assert!(keys.iter().any(|k| k.contains("pooler")), "{keys:?}");
+
+    let (_, again) = hf::load_multiple_choice(out.path(), &device).unwrap();
+    let diff = max_diff(again.forward(&io.input(&device), 3), &io.floats("logits"));
+    assert!(diff < 1e-4, "reloaded logits differ by {diff}");
+    check_in_transformers(out.path(), &dir.join("io.json"), "multiple choice");
+}
+
 /// The tensor names of a safetensors file.
 fn safetensors_keys(file: &Path) -> Vec<String> {
     let bytes = std::fs::read(file).unwrap();

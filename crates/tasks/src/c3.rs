@@ -123,6 +123,8 @@ pub struct C3Example {
     pub real_choices: usize,
     /// Index of the right choice (< `real_choices`).
     pub answer: usize,
+    /// Which file of a protocol it came from (0 as read; the protocol numbers its files).
+    pub file: usize,
 }
 
 impl C3Example {
@@ -312,6 +314,7 @@ impl C3File {
             choices,
             real_choices,
             answer,
+            file: 0,
         });
     }
 }

@@ -103,6 +103,14 @@ pub enum TaskError {
     /// The examples cannot be split as asked (too few examples for a held-out dev set, …).
     #[error("{0}")]
     Split(String),
+
+    /// A SQuAD v1 file (CMRC 2018) that cannot be used; the message names the file.
+    #[error(transparent)]
+    Squad(#[from] crate::squad::SquadError),
+
+    /// A C3 file that cannot be used; the message names the file.
+    #[error(transparent)]
+    C3(#[from] crate::c3::C3Error),
 }
 
 impl TaskError {

@@ -20,7 +20,7 @@
 //!
 //! | param | default | what |
 //! |---|---|---|
-//! | `task` | required | a task name (`lcqmc`, `afqmc`, `xnli`, `cmnli`, `ocnli`, `cnsd_snli`, `choice`, `chnsenticorp`, `smp2020_ewect`, `msra_ner`) or a map (`{name: pair, text_a: 0, text_b: 1, label: 2, header: false, labels: [...], label_map: {...}}`, or a built-in with overrides); defines the labels and the default format of every file |
+//! | `task` | required | a task name (`lcqmc`, `afqmc`, `xnli`, `cmnli`, `ocnli`, `cnsd_snli`, `choice`, `chnsenticorp`, `smp2020_ewect`, `msra_ner`, `cmrc2018`, `squad`, `c3`) or a map (`{name: pair, text_a: 0, text_b: 1, label: 2, header: false, labels: [...], label_map: {...}}`, or a built-in with overrides); defines the labels and the default format of every file |
 //! | `train` | required | FILES: the training files |
 //! | `dev` | — | FILES: the model-selection set (the best epoch is chosen on it) |
 //! | `dev_fraction` | — | instead of `dev`: this share of the train examples, held out (stratified by label, seeded) |
@@ -31,6 +31,7 @@
 //! | `max_eval_examples` | none | cap dev and each evaluation set, for smoke runs only: capped results are not comparable with published ones |
 //! | `max_bad_fraction` | 0.01 | fail when more than this share of a file's rows are bad (wrong column count, unknown label, empty text, invalid UTF-8) |
 //! | `drop_eval_overlap` | true | drop train examples whose texts are those of a dev-file or evaluation example, before holding out dev (counted per file in metrics.json) |
+//! | `test_fraction` | — | reading tasks (`cmrc2018`, `squad`, `c3`) only: this share of the train files' articles (documents) held out as the evaluation set `test`, beside `dev_fraction`'s for dev; both by group, seeded ([`protocol`]'s `reading`) |
 //!
 //! FILES is a path, a `{path: P, format: F}` entry (F: a task name or map, when this file's
 //! format differs from the task's; its labels must be labels of the task), or a list of those.
@@ -85,6 +86,17 @@
 //!   test: ${vars.data}/choice/test.jsonl
 //! ```
 //!
+//! CMRC 2018 and C3 (labelled dev sets only in the shared data: our protocol is a seeded
+//! 80 / 10 / 10 split of dev by article or document: train, select, report):
+//!
+//! ```yaml
+//! params:
+//!   task: cmrc2018            # or c3, or squad for any SQuAD v1 file
+//!   train: ${vars.data}/cmrc2018/dev.json
+//!   dev_fraction: 0.1
+//!   test_fraction: 0.1
+//! ```
+//!
 //! A TSV with its own columns and label spellings:
 //!
 //! ```yaml
@@ -104,6 +116,8 @@ pub mod protocol;
 pub mod read;
 pub mod split;
 pub mod task;
+// The unlabelled texts of a protocol's splits, for the pretraining corpus (the `clean` stage).
+pub mod texts;
 
 // Reading comprehension (CMRC 2018 span extraction, C3 multiple choice): the readers, the split
 // by article or document, span features and their decoding.
@@ -114,17 +128,19 @@ pub mod span_features;
 pub mod squad;
 
 pub use error::TaskError;
-pub use metrics::{ConfusionMatrix, Metrics, MetricsBlock, MetricsError, evaluate};
+pub use metrics::{
+    ConfusionMatrix, Metrics, MetricsBlock, MetricsError, SpanMetricsBlock, evaluate,
+};
 pub use protocol::{
-// The unlabelled texts of a protocol's splits, for the pretraining corpus (the `clean` stage).
-pub mod texts;
     DevSpec, EvalSpec, Examples, FileSpec, Protocol, ProtocolSpec, ProtocolSummary, Split,
 };
 pub use read::{
-    BadReason, BadRow, BadRows, ChoiceExample, FileReport, PairExample, SingleExample, TagExample,
+    BadReason, BadRow, BadRows, ChoiceExample, FileReport, PairExample, ReadingReport,
+    SingleExample, TagExample,
 };
 pub use task::{
-    ChoiceFormat, Column, PairFormat, SingleFormat, TagFormat, TagLayout, Task, TaskKind,
+    ChoiceFormat, Column, PairFormat, ReadingFormat, SingleFormat, TagFormat, TagLayout, Task,
+    TaskKind,
 };
 
 /// The param names a protocol reads, for the stage's `known_params` (the stage adds its

@@ -213,6 +213,40 @@ impl MetricsBlock {
     }
 }
 
+/// A span-extraction metrics block (CMRC 2018, SQuAD): exact match and F1 as CMRC 2018's
+/// official script computes them ([`crate::cmrc_eval`]), as fractions (the script prints
+/// percentages: × 100), so that every block of metrics.json has one scale.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpanMetricsBlock {
+    /// Questions scored (those without a prediction count 0).
+    pub examples: usize,
+    pub exact_match: f64,
+    pub f1: f64,
+    /// Questions without a prediction (no window had a context token).
+    pub unanswered: usize,
+}
+
+impl SpanMetricsBlock {
+    /// From the script's percentages.
+    pub fn from_scores(s: &crate::cmrc_eval::CmrcScores) -> SpanMetricsBlock {
+        SpanMetricsBlock {
+            examples: s.total,
+            exact_match: s.em / 100.0,
+            f1: s.f1 / 100.0,
+            unanswered: s.skipped,
+        }
+    }
+
+    /// The table's figure (and what a span model is selected by): F1.
+    pub fn headline(&self) -> f64 {
+        self.f1
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
 /// Every metric of one evaluation set.
 pub fn evaluate(
     gold: &[usize],

@@ -101,6 +101,22 @@ pub enum SpanError {
 }
 
 impl SpanConfig {
+    /// The defaults at window length `max_seq_length`, the question cut and the stride
+    /// shrunk where the window is too short for them (a quarter of it for the question, and
+    /// half of what remains for the overlap), so that any length from 8 up makes windows:
+    /// what `pipeline predict` uses at its `--max-seq-length`.
+    pub fn for_length(max_seq_length: usize) -> SpanConfig {
+        let d = SpanConfig::default();
+        let max_query_length = d.max_query_length.min(max_seq_length / 4).max(1);
+        let window = max_seq_length.saturating_sub(max_query_length + 3);
+        SpanConfig {
+            max_seq_length,
+            max_query_length,
+            doc_stride: d.doc_stride.min(window.saturating_sub(1) / 2),
+            ..d
+        }
+    }
+
     /// Checks that every window can hold more than `doc_stride` context tokens.
     pub fn validate(&self) -> Result<(), SpanError> {
         for (what, v) in [

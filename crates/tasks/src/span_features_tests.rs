@@ -84,6 +84,13 @@ fn windows_overlap_by_the_stride_and_end_with_the_context() {
 #[test]
 fn configs_that_cannot_make_windows_are_errors() {
     SpanConfig::default().validate().unwrap();
+    // `for_length` fits the question and the stride to any window from 8 tokens up.
+    assert_eq!(SpanConfig::for_length(256), SpanConfig::default());
+    for n in 8..600 {
+        SpanConfig::for_length(n).validate().unwrap();
+    }
+    let c = SpanConfig::for_length(128);
+    assert_eq!((c.max_query_length, c.doc_stride), (32, 46));
     let e = cfg(128, 64, 64).validate().unwrap_err();
     assert!(matches!(e, SpanError::Config { window: 61, .. }), "{e}");
     assert!(e.to_string().contains("not more than doc_stride 64"));

@@ -198,8 +198,10 @@ pub struct SquadExample {
     pub context: Arc<str>,
     /// Trimmed (`run_qa.py` strips the question's leading whitespace).
     pub question: String,
-    /// At least one.
+    /// At least one (none only from [`read_squad_questions`]).
     pub answers: Vec<SquadAnswer>,
+    /// Which file of a protocol it came from (0 as read; the protocol numbers its files).
+    pub file: usize,
 }
 
 impl SquadExample {
@@ -251,6 +253,16 @@ pub const MAX_FILE_BYTES: u64 = 1 << 30;
 
 /// Reads a SQuAD v1 file (see the module doc for what is dropped, repaired, counted).
 pub fn read_squad(path: &Path) -> Result<SquadFile, SquadError> {
+    read(path, false)
+}
+
+/// [`read_squad`] for prediction: questions without answers (no `answers`, or an empty list)
+/// are kept, with none.
+pub fn read_squad_questions(path: &Path) -> Result<SquadFile, SquadError> {
+    read(path, true)
+}
+
+fn read(path: &Path, unanswered: bool) -> Result<SquadFile, SquadError> {
     let name = path.display().to_string();
     let io = |source| SquadError::Io {
         path: name.clone(),
@@ -265,6 +277,7 @@ pub fn read_squad(path: &Path) -> Result<SquadFile, SquadError> {
         });
     }
     let mut b = Builder::new(&name);
+    b.unanswered = unanswered;
     for_each_element(BufReader::new(file), Some("data"), |article| {
         b.article(article)
     })
@@ -357,6 +370,8 @@ pub fn char_offset(text: &str, byte: usize) -> usize {
 struct Builder {
     file: SquadFile,
     ids: HashSet<String>,
+    /// Keep questions without answers (prediction).
+    unanswered: bool,
 }
 
 impl Builder {
@@ -378,6 +393,7 @@ impl Builder {
                 },
             },
             ids: HashSet::new(),
+            unanswered: false,
         }
     }
 
@@ -465,8 +481,11 @@ impl Builder {
             Some(Value::String(_)) => return drop(self, SquadIssue::EmptyQuestion, "empty"),
             _ => return drop(self, SquadIssue::MissingField, "no `question` string"),
         };
-        let Some(Value::Array(raw)) = qa.get("answers") else {
-            return drop(self, SquadIssue::MissingField, "no `answers` array");
+        let none = Vec::new();
+        let raw = match qa.get("answers") {
+            Some(Value::Array(raw)) => raw,
+            None if self.unanswered => &none,
+            _ => return drop(self, SquadIssue::MissingField, "no `answers` array"),
         };
         if self.ids.contains(&id) {
             return drop(self, SquadIssue::DuplicateId, "id seen before in this file");
@@ -475,7 +494,7 @@ impl Builder {
             .iter()
             .filter_map(|a| self.answer(&id, context, a))
             .collect();
-        if answers.is_empty() {
+        if answers.is_empty() && !self.unanswered {
             return drop(self, SquadIssue::NoAnswers, "no usable answer");
         }
         let r = &mut self.file.report;
@@ -491,6 +510,7 @@ impl Builder {
             context: context.clone(),
             question,
             answers,
+            file: 0,
         });
         true
     }

@@ -13,6 +13,9 @@
 //! | `length` | the same rule on the pair's length in characters: the shortcut LCQMC's dev set (our training data) offers | idem |
 //! | `ngram_lr` | logistic regression on character n-grams of `text_a`, of `text_b`, and those in both | weights (linfa-logistic, L-BFGS), `alpha` chosen on dev |
 //! | `hypothesis_lr` | the same on `text_b` alone (NLI only: what the hypothesis gives away) | idem |
+//! | `majority_tag`, `lexicon` | tagging: the most frequent tag of each character; the training entities matched longest-first ([`tagging`]) | tag counts, entities |
+//! | `sliding_window`, `best_sentence` | span extraction (CMRC 2018): the context span, or the sentence, most like the question, scored with CMRC 2018's EM and F1 ([`reading`], [`comprehension`]) | nothing |
+//! | `choice_overlap`, `majority_position` | C3: the choice with the most characters in the context and question; the most frequent training answer position | answer-position counts |
 //!
 //! | param | default | what |
 //! |---|---|---|
@@ -28,6 +31,7 @@
 //! finetune stage's: `{examples, accuracy, f1, macro_f1, confusion}`, and what was fitted) and
 //! `length` (mean pair length per class in every split: the LCQMC length shortcut, measured).
 
+pub mod comprehension;
 pub mod features;
 pub mod logistic;
 pub mod params;
@@ -273,6 +277,9 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
     if kind == TaskKind::Tagging {
         return tagging::run(protocol, p, log);
     }
+    if kind.is_reading() {
+        return comprehension::run(protocol, p, log);
+    }
     let started = Instant::now();
     let s = splits(protocol)?;
     if s.train.is_empty() {
@@ -291,6 +298,15 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
             }
             Method::MajorityTag | Method::Lexicon => bail!(
                 "method {} is a tagging baseline, and task {} is not a tagging task",
+                method.name(),
+                protocol.spec.task.name()
+            ),
+            Method::SlidingWindow
+            | Method::BestSentence
+            | Method::ChoiceOverlap
+            | Method::MajorityPosition => bail!(
+                "method {} is a reading-comprehension baseline (tasks cmrc2018, squad, c3), and \
+                 task {} is not one",
                 method.name(),
                 protocol.spec.task.name()
             ),

@@ -36,6 +36,10 @@ pub enum Method {
     HypothesisLr,
     MajorityTag,
     Lexicon,
+    SlidingWindow,
+    BestSentence,
+    ChoiceOverlap,
+    MajorityPosition,
 }
 
 pub const METHODS: &[(&str, Method)] = &[
@@ -46,6 +50,10 @@ pub const METHODS: &[(&str, Method)] = &[
     ("hypothesis_lr", Method::HypothesisLr),
     ("majority_tag", Method::MajorityTag),
     ("lexicon", Method::Lexicon),
+    ("sliding_window", Method::SlidingWindow),
+    ("best_sentence", Method::BestSentence),
+    ("choice_overlap", Method::ChoiceOverlap),
+    ("majority_position", Method::MajorityPosition),
 ];
 
 impl Method {
@@ -154,7 +162,9 @@ impl BaselineParams {
 
     /// The methods to run for a task of `kind` with these labels: the given ones, or every
     /// method that suits the kind (pairs: all the pair methods, `hypothesis_lr` for NLI only;
-    /// single texts: `majority`, `ngram_lr`; tagging: `majority_tag`, `lexicon`).
+    /// single texts: `majority`, `ngram_lr`; tagging: `majority_tag`, `lexicon`; span
+    /// extraction: `sliding_window`, `best_sentence`; C3: `choice_overlap`,
+    /// `majority_position`).
     pub fn methods_for_kind(&self, labels: &[String], kind: TaskKind) -> Vec<Method> {
         if let Some(m) = &self.methods {
             return m.clone();
@@ -163,9 +173,15 @@ impl BaselineParams {
         let suits = |m: Method| match kind {
             TaskKind::Tagging => matches!(m, Method::MajorityTag | Method::Lexicon),
             TaskKind::Single => matches!(m, Method::Majority | Method::NgramLr),
-            _ => {
-                !matches!(m, Method::MajorityTag | Method::Lexicon)
-                    && (nli || m != Method::HypothesisLr)
+            TaskKind::Span => matches!(m, Method::SlidingWindow | Method::BestSentence),
+            TaskKind::ReadingChoice => {
+                matches!(m, Method::ChoiceOverlap | Method::MajorityPosition)
+            }
+            TaskKind::Pair | TaskKind::Choice => {
+                matches!(
+                    m,
+                    Method::Majority | Method::Overlap | Method::Length | Method::NgramLr
+                ) || (nli && m == Method::HypothesisLr)
             }
         };
         METHODS

@@ -192,6 +192,7 @@ mod tests {
             choices: padded,
             real_choices: choices.len(),
             answer,
+            file: 0,
         }
     }
 

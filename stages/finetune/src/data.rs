@@ -10,22 +10,88 @@
 use crate::encode::Encoded;
 
 /// Encoded examples of one split, as features: the model rows of each (one for a pair, a
-/// single text or a tagging window; N for a choice question), its target, and for tagging what
-/// maps a position's prediction back to a character of its sentence.
+/// single text, a tagging window or a span window; N for a choice question), the target each
+/// is trained towards, and what maps the head's outputs on the features back to examples.
 pub struct EncodedSplit {
     pub name: String,
     pub rows: Vec<Vec<Encoded>>,
-    /// The class id of each feature (0 for a tagging window, whose targets are `tags`).
-    pub labels: Vec<usize>,
-    /// Tagging: the gold tag of each position of each feature, −100 where the loss ignores it
-    /// (special tokens, the non-first pieces of a character); empty for the other kinds.
-    pub tags: Vec<Vec<i64>>,
-    /// Tagging: each feature's window over its sentence; empty for the other kinds.
-    pub windows: Vec<Window>,
-    /// Tagging: the gold tag ids of each example's characters; empty for the other kinds.
-    pub gold_tags: Vec<Vec<usize>>,
+    /// One target per feature.
+    pub targets: Targets,
+    /// How the features' outputs become one prediction per example.
+    pub decoding: Decoding,
     /// How many examples the features came from.
     pub examples: usize,
+    /// Examples the encoding could not serve whole, by cause (e.g. `answer_in_no_window`),
+    /// with their ids: metrics.json's `encoding` block.
+    pub notes: EncodeNotes,
+}
+
+/// What each feature is trained towards.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Targets {
+    /// A class (or the right choice) per feature.
+    Classes(Vec<usize>),
+    /// A tag at each position of each feature, −100 where the loss ignores it (special tokens,
+    /// the non-first pieces of a character).
+    Tags(Vec<Vec<i64>>),
+    /// The answer's start and end positions in each feature (both 0, `[CLS]`, where the
+    /// window does not hold the whole answer).
+    Spans(Vec<(usize, usize)>),
+}
+
+impl Targets {
+    /// The class ids (empty for the other targets).
+    pub fn classes(&self) -> &[usize] {
+        match self {
+            Targets::Classes(c) => c,
+            _ => &[],
+        }
+    }
+}
+
+/// What maps the head's outputs on the features back to one prediction per example.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decoding {
+    /// One feature per example, its output taken as it is.
+    Direct,
+    /// A choice question per feature, of which the first `real[i]` choices are real (the
+    /// rest padding, never predicted).
+    Choices { real: Vec<usize> },
+    /// Tagging: each feature's window over its sentence, and the gold tag ids of each
+    /// example's characters.
+    Tagging {
+        windows: Vec<Window>,
+        gold_tags: Vec<Vec<usize>>,
+    },
+    /// Span extraction: the windows and their contexts ([`crate::kinds::span`]).
+    Spans(Box<crate::kinds::span::SpanSplit>),
+}
+
+/// Examples set aside or served in part while encoding, by cause, with every id.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct EncodeNotes(pub std::collections::BTreeMap<&'static str, Vec<String>>);
+
+impl EncodeNotes {
+    pub fn record(&mut self, cause: &'static str, id: &str) {
+        self.0.entry(cause).or_default().push(id.to_string());
+    }
+
+    pub fn count(&self, cause: &str) -> usize {
+        self.0.get(cause).map_or(0, Vec::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `{cause: {count, ids}}` for metrics.json.
+    pub fn to_json(&self) -> serde_json::Value {
+        self.0
+            .iter()
+            .map(|(k, ids)| (k.to_string(), serde_json::json!({"count": ids.len(), "ids": ids})))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    }
 }
 
 /// A window of a tagged sentence: which example, and for each position the character whose
@@ -43,10 +109,9 @@ impl EncodedSplit {
             name: name.into(),
             examples: rows.len(),
             rows,
-            labels,
-            tags: Vec::new(),
-            windows: Vec::new(),
-            gold_tags: Vec::new(),
+            targets: Targets::Classes(labels),
+            decoding: Decoding::Direct,
+            notes: EncodeNotes::default(),
         }
     }
 

@@ -1,7 +1,9 @@
 //! Texts to token ids, and encoded rows to padded batches, as albert_zh's `run_classifier.py`
 //! and `run_ner.py` build their inputs: `[CLS] a [SEP] b [SEP]` with BERT's longest-first
-//! truncation for pairs, `[CLS] text [SEP]` (token types 0) for single texts, and for tagging
-//! the word pieces of each character (see [`crate::kinds::tagging`] for the windows).
+//! truncation for pairs, `[CLS] text [SEP]` (token types 0) for single texts, for tagging
+//! the word pieces of each character (see [`crate::kinds::tagging`] for the windows), for C3
+//! `[CLS] context [SEP] question [SEP] choice [SEP]` as CLUE's baseline builds it, and for span
+//! extraction the tokens with their offsets ([`crate::kinds::span`] makes the windows).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,6 +11,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use burn::tensor::Device;
 use pipeline_albert::AlbertInput;
+use pipeline_tasks::span_features::{SpanConfig, Specials};
 use pipeline_text::vocab::Vocab;
 use pipeline_text::wordpiece::{TokenizeWithOffsets, load_tokenizer};
 
@@ -17,6 +20,8 @@ pub struct Encoder {
     tokenizer: Box<dyn TokenizeWithOffsets>,
     pub vocab: Arc<Vocab>,
     pub max_seq_length: usize,
+    /// The windows of span extraction (its `max_seq_length` is the window's length).
+    pub span: SpanConfig,
 }
 
 /// The name the sentence-pair stage gave the encoder; every kind uses the one type.
@@ -44,7 +49,58 @@ impl Encoder {
             tokenizer,
             vocab,
             max_seq_length,
+            span: SpanConfig::for_length(max_seq_length),
         })
+    }
+
+    /// Appends the token ids of `text` and their start bytes (span extraction).
+    pub fn tokens_with_offsets(&self, text: &str, ids: &mut Vec<u32>, starts: &mut Vec<u32>) {
+        self.tokenizer.encode_with_offsets(text, ids, starts);
+    }
+
+    /// `[CLS]` and `[SEP]`.
+    pub fn specials(&self) -> Specials {
+        Specials {
+            cls: self.vocab.cls_id(),
+            sep: self.vocab.sep_id(),
+        }
+    }
+
+    /// `[CLS] context [SEP] question [SEP] choice [SEP]`, token types 0 up to the first
+    /// `[SEP]` and 1 after, as CLUE's C3 baseline (`run_c3.py`) builds a choice's row: the
+    /// longest of context, choice and question loses its last token until the three fit in
+    /// `max_seq_length - 4` (the context first on a tie, then the choice). Also whether the
+    /// context was cut.
+    pub fn encode_context_choice(
+        &self,
+        context: &str,
+        question: &str,
+        choice: &str,
+    ) -> (Encoded, bool) {
+        let (mut a, mut b, mut c) = (self.tokens(context), self.tokens(choice), self.tokens(question));
+        let context_tokens = a.len();
+        let budget = self.max_seq_length.saturating_sub(4);
+        while a.len() + b.len() + c.len() > budget {
+            if a.len() >= b.len() && a.len() >= c.len() {
+                a.pop();
+            } else if b.len() >= a.len() && b.len() >= c.len() {
+                b.pop();
+            } else {
+                c.pop();
+            }
+        }
+        let (cls, sep) = (self.vocab.cls_id(), self.vocab.sep_id());
+        let mut ids = Vec::with_capacity(a.len() + b.len() + c.len() + 4);
+        ids.push(cls);
+        ids.extend_from_slice(&a);
+        ids.push(sep);
+        let mut types = vec![0u8; ids.len()];
+        ids.extend_from_slice(&c);
+        ids.push(sep);
+        ids.extend_from_slice(&b);
+        ids.push(sep);
+        types.resize(ids.len(), 1);
+        (Encoded { ids, types }, a.len() < context_tokens)
     }
 
     /// The token ids of `text`.
@@ -136,7 +192,7 @@ pub fn padded_length(rows: &[&Encoded]) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn encoder(max: usize) -> Encoder {
@@ -164,6 +220,24 @@ mod tests {
         assert!(x.types[sep + 1..].iter().all(|&t| t == 1));
         let short = e.encode("汤", "喝");
         assert_eq!(short.ids.len(), 5);
+    }
+
+    #[test]
+    fn choices_are_context_question_choice_as_clue_builds_them() {
+        let e = encoder(16);
+        let (x, cut) = e.encode_context_choice("汤", "喝", "汤");
+        let (cls, sep) = (e.vocab.cls_id(), e.vocab.sep_id());
+        let tok = |t: &str| e.tokens(t)[0];
+        assert_eq!(x.ids, [cls, tok("汤"), sep, tok("喝"), sep, tok("汤"), sep]);
+        assert_eq!(x.types, [0, 0, 0, 1, 1, 1, 1]);
+        assert!(!cut);
+        // The longest (the context) is cut first, to max_seq_length - 4 tokens of text.
+        let (x, cut) = e.encode_context_choice("我喜欢妈妈做的汤我很喜欢喝汤", "喝", "汤");
+        assert_eq!(x.ids.len(), 16);
+        assert!(cut);
+        // A padding choice (empty) keeps its [SEP].
+        let (x, _) = e.encode_context_choice("汤", "喝", "");
+        assert_eq!(x.ids.len(), 6);
     }
 
     #[test]

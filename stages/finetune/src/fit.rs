@@ -1,6 +1,7 @@
 //! The epochs of a fine-tuning run: each trains on the whole training split in
 //! length-grouped batches, then evaluates on the dev split; the epoch with the best dev
-//! score (accuracy; entity F1 for tagging) is kept (its weights, dev scores and predictions).
+//! score (accuracy; entity F1 for tagging; F1 for spans) is kept (its weights, dev scores
+//! and predictions).
 
 use std::time::Instant;
 
@@ -10,7 +11,7 @@ use burn::tensor::Device;
 use pipeline_albert::parallel::DataParallel;
 use serde::Serialize;
 
-use crate::data::{EncodedSplit, epoch_batches};
+use crate::data::{EncodedSplit, Targets, epoch_batches};
 use crate::encode::Encoded;
 use crate::kinds::{Decoded, Kind, Scores};
 use crate::params::TrainParams;
@@ -23,16 +24,25 @@ use crate::train::{FineTuner, Gold};
 pub struct EpochRecord {
     pub epoch: usize,
     pub train_loss: f64,
-    /// Of examples (of labelled characters, tagging).
+    /// Of examples (of labelled characters, tagging; of windows whose start and end are both
+    /// right, spans).
     pub train_accuracy: f64,
-    pub dev_accuracy: f64,
+    /// Classification kinds and tagging (absent for spans).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dev_accuracy: Option<f64>,
+    /// Binary F1 of a two-class task; a span task's F1 (what its best epoch is chosen by).
     pub dev_f1: Option<f64>,
-    pub dev_macro_f1: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dev_macro_f1: Option<f64>,
     /// Tagging: the entity F1 on dev (what the best epoch is chosen by).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dev_entity_f1: Option<f64>,
+    /// Spans: the exact match on dev.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dev_exact_match: Option<f64>,
     /// How the model's dev predictions spread over the labels (a model stuck on one class
-    /// shows here first).
+    /// shows here first); absent for spans.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dev_predicted: Vec<usize>,
     pub seconds: f64,
 }
@@ -107,18 +117,20 @@ pub fn fit(
         for batch in epoch_batches(&lengths, p.batch_size, epoch_seed, p.group_by_length) {
             tuner.device.seed(p.seed.wrapping_add(step));
             let rows: Vec<&[Encoded]> = batch.iter().map(|&i| &train.rows[i][..]).collect();
-            let classes: Vec<usize> = batch.iter().map(|&i| train.labels[i]).collect();
-            let tags: Vec<&[i64]> = batch
-                .iter()
-                .filter_map(|&i| train.tags.get(i))
-                .map(|t| &t[..])
-                .collect();
-            let gold = if train.tags.is_empty() {
-                Gold::Classes(&classes)
-            } else {
-                Gold::Tags(&tags)
+            let r = match &train.targets {
+                Targets::Classes(c) => {
+                    let classes: Vec<usize> = batch.iter().map(|&i| c[i]).collect();
+                    tuner.step_gold(step, &rows, Gold::Classes(&classes))
+                }
+                Targets::Tags(t) => {
+                    let tags: Vec<&[i64]> = batch.iter().map(|&i| &t[i][..]).collect();
+                    tuner.step_gold(step, &rows, Gold::Tags(&tags))
+                }
+                Targets::Spans(s) => {
+                    let spans: Vec<(usize, usize)> = batch.iter().map(|&i| s[i]).collect();
+                    tuner.step_gold(step, &rows, Gold::Spans(&spans))
+                }
             };
-            let r = tuner.step_gold(step, &rows, gold);
             if !r.loss.is_finite() {
                 bail!(
                     "epoch {epoch}, step {}: the loss is {} (learning rate {:.3e}); training \
@@ -187,25 +199,30 @@ fn record(
     classes: usize,
     seconds: f64,
 ) -> EpochRecord {
-    let m = &dev.classes;
+    let m = dev.classes.as_ref();
     // Predicted per label: the confusion matrix's column sums.
-    let dev_predicted: Vec<usize> = (0..classes)
-        .map(|c| {
-            m.confusion
-                .counts
-                .iter()
-                .map(|row| row.get(c).copied().unwrap_or(0))
-                .sum()
+    let dev_predicted: Vec<usize> = m
+        .map(|m| {
+            (0..classes)
+                .map(|c| {
+                    m.confusion
+                        .counts
+                        .iter()
+                        .map(|row| row.get(c).copied().unwrap_or(0))
+                        .sum()
+                })
+                .collect()
         })
-        .collect();
+        .unwrap_or_default();
     EpochRecord {
         epoch,
         train_loss: sums.loss / sums.examples.max(1) as f64,
         train_accuracy: sums.correct / sums.counted.max(1.0),
-        dev_accuracy: m.accuracy,
-        dev_f1: m.f1,
-        dev_macro_f1: m.macro_f1,
+        dev_accuracy: m.map(|m| m.accuracy),
+        dev_f1: m.and_then(|m| m.f1).or(dev.spans.as_ref().map(|s| s.f1)),
+        dev_macro_f1: m.map(|m| m.macro_f1),
         dev_entity_f1: dev.entities.as_ref().map(|e| e.micro.f1),
+        dev_exact_match: dev.spans.as_ref().map(|s| s.exact_match),
         dev_predicted,
         seconds,
     }

@@ -1,7 +1,8 @@
 //! The `finetune` stage kind: sentence-pair classification (LCQMC, AFQMC, XNLI and the other
 //! Chinese NLI sets, or any TSV), single-text classification (ChnSentiCorp, SMP2020-EWECT, or
-//! any TSV), token classification (MSRA NER, or any tagging file in TSV or CoNLL layout) and
-//! multiple choice, from a pretrained ALBERT, from random weights (the "no pretraining"
+//! any TSV), token classification (MSRA NER, or any tagging file in TSV or CoNLL layout),
+//! multiple choice (any JSONL; C3 with its contexts), and span extraction (CMRC 2018, any
+//! SQuAD v1 file), from a pretrained ALBERT, from random weights (the "no pretraining"
 //! baseline), or from a Hugging Face checkpoint. Every kind goes through the same stage, the
 //! shape of which [`kinds`] describes: a kind is one module there.
 //!
@@ -14,7 +15,7 @@
 //! | `pretrain_step` | none | with `init: pretrained`, fine-tune the model the `pretrain` dep saved at this step (one of its `save_steps`) instead of its final one: a matrix over it gives downstream accuracy against pretraining tokens |
 //! | `init_from` | none | a Hugging Face ALBERT directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt, tokenizer.json), or a TensorFlow checkpoint of albert_zh or google-research/albert (directory, prefix or .index; albert_config.json and vocab.txt beside it) |
 //! | `device` | `auto` | `auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N` |
-//! | `epochs` | 3 | passes over the training set; the best on dev (accuracy; entity F1 for tagging) is kept |
+//! | `epochs` | 3 | passes over the training set; the best on dev (accuracy; entity F1 for tagging; F1 for span extraction) is kept |
 //! | `batch_size` | 32 | |
 //! | `eval_batch_size` | 64 | |
 //! | `learning_rate` | 1e-4 | peak learning rate (albert_zh: 1e-4 … 2e-5) |
@@ -22,14 +23,19 @@
 //! | `weight_decay` | 0.01 | not applied to LayerNorm or bias |
 //! | `warmup_fraction` | 0.1 | share of the steps with linear warmup, then linear decay |
 //! | `max_grad_norm` | 1.0 | global-norm clipping; 0 disables |
-//! | `max_seq_length` | 128 | `[CLS] a [SEP] b [SEP]`, longest-first truncation; `[CLS] text [SEP]` cut at the end; for tagging, the window length (longer sentences are split into overlapping windows and merged back) |
+//! | `max_seq_length` | 128 (256 for span extraction) | `[CLS] a [SEP] b [SEP]`, longest-first truncation; `[CLS] text [SEP]` cut at the end; for tagging, the window length (longer sentences are split into overlapping windows and merged back); for C3, `[CLS] context [SEP] question [SEP] choice [SEP]` cut longest-first; for span extraction the window's length |
+//! | `doc_stride` | 64 | span extraction: the overlap of consecutive windows of a context, in tokens |
+//! | `max_query_length` | 64 | span extraction: the question is cut to this many tokens |
+//! | `max_answer_length` | 50 | span extraction: the longest answer decoded, in tokens |
+//! | `n_best_size` | 20 | span extraction: the candidates the answer's probability is a softmax over |
 //! | `dropout` | 0.1 | dropout before the classifier |
 //! | `hidden_dropout` | 0.0 | dropout inside the encoder (albert_zh: none) |
 //! | `seed` | 42 | classifier initialisation, example order, dropout |
 //! | `group_by_length` | true | batch examples of similar length together (less padding; each batch is still a random draw) |
 //!
 //! Output: `config.json` + `model.safetensors` (`AlbertForSequenceClassification`,
-//! `AlbertForTokenClassification` or `AlbertForMultipleChoice` layout, with `id2label`),
+//! `AlbertForTokenClassification` (with `id2label`), `AlbertForMultipleChoice` or
+//! `AlbertForQuestionAnswering` layout, `finetuning_task` the task's name),
 //! `vocab.txt`, `tokenizer.json`, `predictions.tsv` (every dev and evaluation example: texts,
 //! gold, predicted, probabilities; for tagging the characters and the gold and predicted tags),
 //! `metrics.json` (protocol, per-epoch history, dev and evaluation metrics; see
@@ -126,10 +132,22 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
     ad.seed(p.seed);
     let head = kind.head(&protocol.labels);
     let (config, model) = TaskModel::with_head(&source, p, head, &ad)?;
-    let encoder = Encoder::load(
+    let mut encoder = Encoder::load(
         &source.dir,
         p.max_seq_length.min(config.max_position_embeddings),
     )?;
+    encoder.span = pipeline_tasks::span_features::SpanConfig {
+        max_seq_length: encoder.max_seq_length,
+        ..p.span
+    };
+    if spec.task.kind() == pipeline_tasks::TaskKind::Span {
+        encoder.span.validate().map_err(|e| {
+            anyhow::anyhow!(
+                "the model has {} positions: {e}",
+                config.max_position_embeddings
+            )
+        })?;
+    }
     check_vocab(&source.dir, encoder.vocab.len(), &config)?;
     let sets = Sets::encode(kind, &protocol, &encoder);
     let total_steps = (sets.train.rows.len().div_ceil(p.batch_size) * p.epochs) as u64;
@@ -183,9 +201,10 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         &protocol.labels,
         &source,
     )?;
-    let metrics = summary(
+    let mut metrics = summary(
         p, &protocol, &config, &source, &device, &tuner, &fitted, evaluated, started,
     );
+    add_encoding(&mut metrics, &sets, &encoder, spec.task.kind());
     std::fs::write(
         ctx.out_dir.join("metrics.json"),
         serde_json::to_string_pretty(&metrics)? + "\n",
@@ -348,18 +367,7 @@ fn evaluate_sets(
         );
         rows += set.rows.iter().map(Vec::len).sum::<usize>();
         let s = task.kind.score(set, &decoded, task.labels)?;
-        let m = &s.classes;
-        log(&format!(
-            "{}: accuracy {:.4}{}{} on {} examples",
-            set.name,
-            m.accuracy,
-            m.f1.map(|f| format!(", F1 {f:.4}")).unwrap_or_default(),
-            s.entities
-                .as_ref()
-                .map(|e| format!(", entity F1 {:.4}", e.micro.f1))
-                .unwrap_or_default(),
-            m.examples
-        ));
+        log(&format!("{}: {}", set.name, s.summary()));
         eval.insert(set.name.clone(), scores_json(&s));
         predictions.add_decoded(&set.name, &split.examples, &decoded);
     }
@@ -412,6 +420,28 @@ fn mark_task(dir: &Path, task: &str) -> anyhow::Result<()> {
     config.insert("finetuning_task".into(), json!(task));
     std::fs::write(&path, serde_json::to_string_pretty(&config)? + "\n")?;
     Ok(())
+}
+
+/// A span task's window parameters (`span_features`), and what encoding each split could
+/// not serve whole, by cause with the example ids (`encoding`, when anything).
+fn add_encoding(
+    metrics: &mut Value,
+    sets: &Sets,
+    encoder: &Encoder,
+    kind: pipeline_tasks::TaskKind,
+) {
+    if kind == pipeline_tasks::TaskKind::Span {
+        metrics["span_features"] = json!(encoder.span);
+    }
+    let notes: Map<String, Value> = std::iter::once(&sets.train)
+        .chain(std::iter::once(&sets.dev))
+        .chain(&sets.eval)
+        .filter(|s| !s.notes.is_empty())
+        .map(|s| (s.name.clone(), s.notes.to_json()))
+        .collect();
+    if !notes.is_empty() {
+        metrics["encoding"] = Value::Object(notes);
+    }
 }
 
 /// `metrics.json` (docs/metrics.md).

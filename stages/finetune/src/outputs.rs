@@ -9,15 +9,12 @@ use crate::kinds::{self, Decoded, Kind, Scores};
 
 /// One metrics block: accuracy, binary F1, macro-F1, confusion (and a tagger's entities).
 pub fn metrics_json(m: &Metrics) -> Value {
-    scores_json(&Scores {
-        classes: m.clone(),
-        entities: None,
-    })
+    scores_json(&Scores::classes(m.clone(), None))
 }
 
-/// [`metrics_json`] of a kind's scores.
+/// [`metrics_json`] of a kind's scores (a span kind's EM and F1).
 pub fn scores_json(s: &Scores) -> Value {
-    s.block().to_json()
+    s.to_json()
 }
 
 /// `predictions.tsv`, built set by set.

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use pipeline_albert::device::DeviceChoice;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
+use pipeline_tasks::span_features::SpanConfig;
+use pipeline_tasks::{Task, TaskKind};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -27,6 +29,18 @@ pub(crate) const TRAIN_PARAMS: &[&str] = &[
     "hidden_dropout",
     "seed",
     "group_by_length",
+    "doc_stride",
+    "max_query_length",
+    "max_answer_length",
+    "n_best_size",
+];
+
+/// The span-extraction params (tasks `cmrc2018`, `squad`).
+const SPAN_PARAMS: &[&str] = &[
+    "doc_stride",
+    "max_query_length",
+    "max_answer_length",
+    "n_best_size",
 ];
 
 pub fn known() -> &'static [&'static str] {
@@ -80,6 +94,9 @@ pub struct TrainParams {
     pub seed: u64,
     /// Batch examples of similar length together (fewer padding tokens per batch).
     pub group_by_length: bool,
+    /// Span extraction: the windows and the decoding (`max_seq_length` is the window's
+    /// length); the defaults, unchecked, for the other kinds.
+    pub span: SpanConfig,
 }
 
 /// The params as given, typed (defaults for those left out; `null` means left out). Checked
@@ -99,11 +116,15 @@ struct Given {
     weight_decay: f64,
     warmup_fraction: f64,
     max_grad_norm: f64,
-    max_seq_length: u64,
+    max_seq_length: Option<u64>,
     dropout: f64,
     hidden_dropout: f64,
     seed: u64,
     group_by_length: bool,
+    doc_stride: Option<u64>,
+    max_query_length: Option<u64>,
+    max_answer_length: Option<u64>,
+    n_best_size: Option<u64>,
 }
 
 impl Default for Given {
@@ -121,11 +142,15 @@ impl Default for Given {
             weight_decay: 0.01,
             warmup_fraction: 0.1,
             max_grad_norm: 1.0,
-            max_seq_length: 128,
+            max_seq_length: None,
             dropout: 0.1,
             hidden_dropout: 0.0,
             seed: 42,
             group_by_length: true,
+            doc_stride: None,
+            max_query_length: None,
+            max_answer_length: None,
+            n_best_size: None,
         }
     }
 }
@@ -139,7 +164,8 @@ fn type_error(key: &str, v: &Value) -> String {
             "pretrain_step must be a step number the pretrain dep saved (its save_steps), not {v}"
         ),
         "group_by_length" => format!("group_by_length must be true or false, not {v}"),
-        "epochs" | "batch_size" | "eval_batch_size" | "max_seq_length" | "seed" => {
+        "epochs" | "batch_size" | "eval_batch_size" | "max_seq_length" | "seed" | "doc_stride"
+        | "max_query_length" | "max_answer_length" | "n_best_size" => {
             format!("{key} must be a non-negative integer, not {v}")
         }
         _ => format!("{key} must be a number, not {v}"),
@@ -197,6 +223,43 @@ impl Given {
             }
         })
     }
+
+    /// The span windows and decoding: the defaults ([`SpanConfig::default`], chosen for the
+    /// CPU: see `pipeline_tasks::span_features`) with the params given, checked for a span
+    /// task; refused for another task.
+    fn span(&self, kind: Option<TaskKind>) -> Result<(u64, SpanConfig), String> {
+        let given = [
+            self.doc_stride,
+            self.max_query_length,
+            self.max_answer_length,
+            self.n_best_size,
+        ];
+        if kind != Some(TaskKind::Span) {
+            if let Some((k, _)) = SPAN_PARAMS.iter().zip(given).find(|(_, v)| v.is_some()) {
+                return Err(format!(
+                    "{k} is a span-extraction param (tasks cmrc2018, squad), not one of this task"
+                ));
+            }
+            return Ok((self.max_seq_length.unwrap_or(128), SpanConfig::default()));
+        }
+        let d = SpanConfig::default();
+        let n = |v: Option<u64>, default: usize| v.map_or(default, |v| v as usize);
+        let cfg = SpanConfig {
+            max_seq_length: n(self.max_seq_length, d.max_seq_length),
+            doc_stride: n(self.doc_stride, d.doc_stride),
+            max_query_length: n(self.max_query_length, d.max_query_length),
+            max_answer_length: n(self.max_answer_length, d.max_answer_length),
+            n_best_size: n(self.n_best_size, d.n_best_size),
+        };
+        cfg.validate().map_err(|e| e.to_string())?;
+        Ok((cfg.max_seq_length as u64, cfg))
+    }
+}
+
+/// The kind of the params' `task`, when it is a task (the protocol's parser says what is wrong
+/// with it otherwise).
+fn task_kind(p: &Map<String, Value>) -> Option<TaskKind> {
+    Task::from_value(p.get("task")?, "task").ok().map(|t| t.kind())
 }
 
 impl TrainParams {
@@ -233,6 +296,7 @@ impl TrainParams {
                 g.learning_rate
             ));
         }
+        let (max_seq_length, span) = g.span(task_kind(p))?;
         Ok(TrainParams {
             init,
             pretrain_step,
@@ -245,11 +309,12 @@ impl TrainParams {
             weight_decay: g.weight_decay,
             warmup_fraction: g.warmup_fraction,
             max_grad_norm: g.max_grad_norm,
-            max_seq_length: at_least("max_seq_length", g.max_seq_length, 5)? as usize,
+            max_seq_length: at_least("max_seq_length", max_seq_length, 5)? as usize,
             dropout: g.dropout,
             hidden_dropout: g.hidden_dropout,
             seed: g.seed,
             group_by_length: g.group_by_length,
+            span,
         })
     }
 
@@ -328,5 +393,20 @@ mod tests {
         assert!(err(json!({"init": "random", "pretrain_step": 5})).contains("does not go with"));
         assert!(err(json!({"dropout": 1.0})).contains("must be in [0, 1)"));
         assert!(err(json!({"learning_rate": 0})).contains("positive"));
+        assert!(err(json!({"task": "lcqmc", "doc_stride": 64})).contains("span-extraction"));
+        assert!(err(json!({"task": "cmrc2018", "max_seq_length": 128})).contains("doc_stride"));
+    }
+
+    #[test]
+    fn span_tasks_default_to_the_cpu_windows() {
+        let p = parse(json!({"task": "cmrc2018"})).unwrap();
+        assert_eq!(p.max_seq_length, 256);
+        assert_eq!(p.span, SpanConfig::default());
+        let p = parse(json!({"task": "squad", "max_seq_length": 128, "doc_stride": 32,
+                             "max_answer_length": 30}))
+        .unwrap();
+        assert_eq!((p.span.max_seq_length, p.span.doc_stride), (128, 32));
+        assert_eq!(p.span.max_answer_length, 30);
+        assert_eq!(parse(json!({"task": "c3"})).unwrap().max_seq_length, 128);
     }
 }

@@ -1,6 +1,7 @@
 //! Batched prediction with a fine-tuned model: class probabilities for sentence pairs and single
 //! texts, choice probabilities for multiple-choice questions, tag probabilities at every
-//! position for tagging. Used by the finetune stage's evaluation and by `pipeline predict`.
+//! position for tagging, start and end logits at every position for span extraction. Used by
+//! the finetune stage's evaluation and by `pipeline predict`.
 //!
 //! Examples are batched in order of length (so that a batch pads to little more than its own
 //! rows; the results come back in the input's order), and on a CPU each batch is cut into one
@@ -13,8 +14,8 @@ use burn::tensor::activation::softmax;
 use burn::tensor::{Device, Tensor};
 use pipeline_albert::parallel::DataParallel;
 use pipeline_albert::{
-    AlbertConfig, AlbertForMultipleChoice, AlbertForSequenceClassification,
-    AlbertForTokenClassification, hf,
+    AlbertConfig, AlbertForMultipleChoice, AlbertForQuestionAnswering,
+    AlbertForSequenceClassification, AlbertForTokenClassification, hf,
 };
 
 use crate::data::EncodedSplit;
@@ -47,6 +48,29 @@ fn position_probs_of(logits: Tensor<3>, rows: &[&Encoded]) -> Vec<Vec<Vec<f32>>>
             (0..len)
                 .map(|j| flat[(i * s + j) * k..(i * s + j + 1) * k].to_vec())
                 .collect()
+        })
+        .collect()
+}
+
+/// Start and end logits `[rows][position]` of the real positions of each row.
+fn span_logits_of(
+    start: Tensor<2>,
+    end: Tensor<2>,
+    rows: &[&Encoded],
+) -> Vec<(Vec<f32>, Vec<f32>)> {
+    let [n, s] = start.dims();
+    let flat = |t: Tensor<2>| -> Vec<f32> {
+        t.into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .unwrap_or_default()
+    };
+    let (start, end) = (flat(start), flat(end));
+    (0..n)
+        .map(|i| {
+            let len = rows.get(i).map_or(0, |r| r.ids.len()).min(s);
+            let row = |v: &[f32]| v.get(i * s..i * s + len).unwrap_or_default().to_vec();
+            (row(&start), row(&end))
         })
         .collect()
 }
@@ -136,6 +160,28 @@ pub fn tag_probabilities(
     )
 }
 
+/// Start and end logits at every real position of each row.
+pub fn span_logits(
+    model: &AlbertForQuestionAnswering,
+    rows: &[Encoded],
+    batch_size: usize,
+    workers: &DataParallel,
+    device: &Device,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Vec<(Vec<f32>, Vec<f32>)> {
+    batched(
+        rows,
+        |r| r.ids.len(),
+        batch_size,
+        workers,
+        progress,
+        |part| {
+            let out = model.forward(&batch_input(part, device));
+            span_logits_of(out.start_logits, out.end_logits, part)
+        },
+    )
+}
+
 /// The head's outputs on every feature of `split`, in order.
 pub fn outputs(
     model: &TaskModel,
@@ -171,20 +217,32 @@ pub fn outputs(
             device,
             progress,
         )),
+        TaskModel::Span(m) => Outputs::Spans(span_logits(
+            m,
+            &first(),
+            batch_size,
+            workers,
+            device,
+            progress,
+        )),
     }
 }
 
-/// The index of the largest probability.
+/// The index of the largest probability, the first on a tie (as numpy's and torch's argmax,
+/// and C3's `best_real_choice`).
 pub fn argmax(p: &[f32]) -> usize {
-    p.iter()
-        .enumerate()
-        .max_by(|a, b| a.1.total_cmp(b.1))
-        .map(|(i, _)| i)
-        .unwrap_or(0)
+    let mut best = 0;
+    for (i, x) in p.iter().enumerate().skip(1) {
+        if x.total_cmp(&p[best]).is_gt() {
+            best = i;
+        }
+    }
+    best
 }
 
-/// A fine-tuned model ready to predict: a sequence classifier (pairs or single texts) or a
-/// token classifier, with its tokenizer and labels (tags).
+/// A fine-tuned model ready to predict: a sequence classifier (pairs or single texts), a token
+/// classifier, a multiple-choice model (C3) or a span extractor (CMRC 2018), with its tokenizer
+/// and labels (tags; none for a span extractor).
 pub struct FineTuned {
     pub dir: PathBuf,
     /// What it was fine-tuned for (the kind of config.json's `finetuning_task`; a sequence
@@ -201,9 +259,16 @@ pub type PairClassifier = FineTuned;
 
 impl FineTuned {
     /// Loads a fine-tune artifact (or any `AlbertForSequenceClassification` or
-    /// `AlbertForTokenClassification` directory with `id2label`, `vocab.txt` and
-    /// `tokenizer.json`).
-    pub fn load(dir: &Path, max_seq_length: usize, device: &Device) -> anyhow::Result<FineTuned> {
+    /// `AlbertForTokenClassification` directory with `id2label`, or `AlbertForMultipleChoice`
+    /// or `AlbertForQuestionAnswering` directory, with `vocab.txt` and `tokenizer.json`).
+    /// `max_seq_length`: tokens per row; `None`: 128, or 256 for a span model (the window,
+    /// with [`pipeline_tasks::span_features::SpanConfig::for_length`]'s question cut and
+    /// stride).
+    pub fn load(
+        dir: &Path,
+        max_seq_length: Option<usize>,
+        device: &Device,
+    ) -> anyhow::Result<FineTuned> {
         let raw: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(dir.join("config.json")).with_context(|| {
                 format!(
@@ -217,19 +282,30 @@ impl FineTuned {
         let named = raw["finetuning_task"].as_str().and_then(Task::kind_of_name);
         let kind = match (named, arch) {
             (_, "AlbertForTokenClassification") => TaskKind::Tagging,
+            (_, "AlbertForQuestionAnswering") => TaskKind::Span,
+            (Some(TaskKind::ReadingChoice), _) => TaskKind::ReadingChoice,
+            (_, "AlbertForMultipleChoice") => TaskKind::Choice,
             (Some(TaskKind::Single), _) => TaskKind::Single,
             _ => TaskKind::Pair,
         };
         let (config, model, outputs) = match arch {
+            "AlbertForQuestionAnswering" => {
+                let (c, m) = hf::load_question_answering(dir, device)?;
+                (c, TaskModel::Span(m), None)
+            }
+            "AlbertForMultipleChoice" => {
+                let (c, m) = hf::load_multiple_choice(dir, device)?;
+                (c, TaskModel::Choice(m), None)
+            }
             "AlbertForSequenceClassification" => {
                 let (c, m) = hf::load_classifier(dir, device)?;
                 let n = m.num_labels();
-                (c, TaskModel::Pair(m), n)
+                (c, TaskModel::Pair(m), Some(n))
             }
             "AlbertForTokenClassification" => {
                 let (c, m) = hf::load_token_classifier(dir, device)?;
                 let n = m.num_labels();
-                (c, TaskModel::Tags(m), n)
+                (c, TaskModel::Tags(m), Some(n))
             }
             _ => bail!(
                 "{} holds a {} model, not a sentence-pair classifier: `pipeline predict` needs a \
@@ -251,15 +327,22 @@ impl FineTuned {
             })
             .unwrap_or_default();
         labels.sort();
-        let labels: Vec<String> = labels.into_iter().map(|(_, l)| l).collect();
-        if labels.len() != outputs {
-            bail!(
+        let mut labels: Vec<String> = labels.into_iter().map(|(_, l)| l).collect();
+        match outputs {
+            Some(n) if labels.len() != n => bail!(
                 "{}/config.json: id2label has {} labels but the classifier has {} outputs",
                 dir.display(),
                 labels.len(),
-                outputs
-            );
+                n
+            ),
+            Some(_) => {}
+            // A choice model's classes are the answer positions; a span model has none (its
+            // `id2label`, if any, names transformers' two outputs, start and end).
+            None if kind == TaskKind::Span => labels.clear(),
+            None => labels = pipeline_tasks::task::choice_labels(4),
         }
+        let default = if kind == TaskKind::Span { 256 } else { 128 };
+        let max_seq_length = max_seq_length.unwrap_or(default);
         let encoder = PairEncoder::load(dir, max_seq_length.min(config.max_position_embeddings))?;
         Ok(FineTuned {
             dir: dir.to_path_buf(),
@@ -274,6 +357,12 @@ impl FineTuned {
     /// Whether it tags characters (a token classifier) rather than classifying texts.
     pub fn is_tagger(&self) -> bool {
         matches!(self.model, TaskModel::Tags(_))
+    }
+
+    /// The span features' parameters a span model predicts with: the defaults, the window no
+    /// longer than the encoder's `max_seq_length`.
+    pub fn span_config(&self) -> pipeline_tasks::span_features::SpanConfig {
+        self.encoder.span
     }
 }
 
@@ -299,5 +388,7 @@ mod tests {
             assert_eq!(back, items, "{workers} workers");
         }
         assert_eq!(argmax(&[0.1, 0.7, 0.2]), 1);
+        assert_eq!(argmax(&[0.4, 0.2, 0.4]), 0, "the first on a tie");
+        assert_eq!(argmax(&[]), 0);
     }
 }

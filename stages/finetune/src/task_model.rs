@@ -1,16 +1,20 @@
 //! The model being fine-tuned: a sequence classifier (pairs, single texts), a multiple-choice
-//! head or a token classifier (tagging) on an ALBERT backbone taken from the `pretrain` dep (its weights, or its architecture with fresh weights)
-//! or from a checkpoint directory, with the dropout the params ask for.
+//! head, a token classifier (tagging) or a span extractor (question answering) on an ALBERT
+//! backbone taken from the `pretrain` dep (its weights, or its architecture with fresh
+//! weights) or from a checkpoint directory, with the dropout the params ask for. Its loss
+//! against a batch's gold ([`TaskModel::loss`]) is the head's own, so the training loop is the
+//! same for every kind.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use burn::module::Module;
 use burn::nn::DropoutConfig;
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{Device, Distribution, Int, Tensor};
+use pipeline_albert::model::weighted_cross_entropy;
 use pipeline_albert::{
-    Albert, AlbertConfig, AlbertForMultipleChoice, AlbertForSequenceClassification,
-    AlbertForTokenClassification, AlbertInput, hf,
+    Albert, AlbertConfig, AlbertForMultipleChoice, AlbertForQuestionAnswering,
+    AlbertForSequenceClassification, AlbertForTokenClassification, AlbertInput, hf,
 };
 use pipeline_engine::stage::StageContext;
 use serde_json::{Value, json};
@@ -18,13 +22,28 @@ use serde_json::{Value, json};
 use crate::kinds::Head;
 use crate::params::{Init, TrainParams};
 
-/// A sequence classifier, a multiple-choice model or a token classifier.
+/// A sequence classifier, a multiple-choice model, a token classifier or a span extractor.
 #[derive(Module, Debug)]
 #[allow(clippy::large_enum_variant)]
 pub enum TaskModel {
     Pair(AlbertForSequenceClassification),
     Choice(AlbertForMultipleChoice),
     Tags(AlbertForTokenClassification),
+    Span(AlbertForQuestionAnswering),
+}
+
+/// A batch's gold as tensors: class ids with a weight each (for tags, every position, weight
+/// 0 where ignored), or the answers' start and end positions.
+#[derive(Debug, Clone)]
+pub enum GoldTensors {
+    Classes {
+        ids: Tensor<1, Int>,
+        weights: Tensor<1>,
+    },
+    Spans {
+        start: Tensor<1, Int>,
+        end: Tensor<1, Int>,
+    },
 }
 
 /// The classifier's dropout as a mask: on the pooled `[rows, H]` output of the sequence and
@@ -192,6 +211,10 @@ impl TaskModel {
             Head::Tags(n) => TaskModel::Tags(AlbertForTokenClassification::from_backbone(
                 backbone, &config, n, p.dropout, device,
             )),
+            // transformers' AlbertForQuestionAnswering has no dropout before its head.
+            Head::Span => TaskModel::Span(AlbertForQuestionAnswering::from_backbone(
+                backbone, &config, device,
+            )),
         };
         Ok((config, model))
     }
@@ -201,32 +224,51 @@ impl TaskModel {
         matches!(self, TaskModel::Choice(_))
     }
 
-    /// Logits `[examples, classes or choices]` of `input` (`choices` rows per example for a
-    /// choice model; for a token model `[rows × seq, tags]`, every position a row), the
-    /// classifier's dropout given as a mask.
-    pub fn logits(
+    /// The loss of `input` against `gold` (`choices` rows per example for a choice model),
+    /// the classifier's dropout given as a mask, and how many predictions were right: the
+    /// weighted cross-entropy of the logits (`[examples, classes or choices]`; for a token
+    /// model every position a row), or for a span model transformers' mean of the start and
+    /// end cross-entropies (right: rows whose start and end are both right). A gold of the
+    /// wrong shape for the head gives a NaN loss, which the step refuses.
+    pub fn loss(
         &self,
         input: &AlbertInput,
         choices: usize,
         mask: Option<DropoutMask>,
-    ) -> Tensor<2> {
+        gold: GoldTensors,
+    ) -> (Tensor<1>, Tensor<1>) {
         let pooled = |m: Option<DropoutMask>| match m {
             Some(DropoutMask::Pooled(t)) => Some(t),
             _ => None,
         };
-        match self {
-            TaskModel::Pair(m) => m.forward_with_dropout_mask(input, pooled(mask)),
-            TaskModel::Choice(m) => m.forward_with_dropout_mask(input, choices, pooled(mask)),
-            TaskModel::Tags(m) => {
+        let logits = match (self, gold) {
+            (TaskModel::Span(m), GoldTensors::Spans { start, end }) => {
+                return AlbertForQuestionAnswering::loss(&m.forward(input), start, end);
+            }
+            (TaskModel::Span(_), GoldTensors::Classes { .. }) | (_, GoldTensors::Spans { .. }) => {
+                let nan = Tensor::<1>::from_floats([f32::NAN], &input.input_ids.device());
+                return (nan.clone(), nan.mul_scalar(0.0));
+            }
+            (TaskModel::Pair(m), GoldTensors::Classes { ids, weights }) => {
+                (m.forward_with_dropout_mask(input, pooled(mask)), ids, weights)
+            }
+            (TaskModel::Choice(m), GoldTensors::Classes { ids, weights }) => (
+                m.forward_with_dropout_mask(input, choices, pooled(mask)),
+                ids,
+                weights,
+            ),
+            (TaskModel::Tags(m), GoldTensors::Classes { ids, weights }) => {
                 let hidden = match mask {
                     Some(DropoutMask::Hidden(t)) => Some(t),
                     _ => None,
                 };
                 let logits = m.forward_with_dropout_mask(input, hidden);
                 let [b, s, n] = logits.dims();
-                logits.reshape([b * s, n])
+                (logits.reshape([b * s, n]), ids, weights)
             }
-        }
+        };
+        let (logits, ids, weights) = logits;
+        weighted_cross_entropy(logits, ids, weights)
     }
 
     /// A dropout mask for `rows` rows of `seq` positions and width `hidden`, scaled by
@@ -243,6 +285,7 @@ impl TaskModel {
             TaskModel::Pair(m) => m.dropout_prob(),
             TaskModel::Choice(m) => m.dropout_prob(),
             TaskModel::Tags(m) => m.dropout_prob(),
+            TaskModel::Span(_) => 0.0,
         };
         if p <= 0.0 {
             return None;
@@ -264,6 +307,8 @@ impl TaskModel {
             TaskModel::Pair(m) => hf::save_classifier(dir, config, m, labels),
             TaskModel::Choice(m) => hf::save_multiple_choice(dir, config, m),
             TaskModel::Tags(m) => hf::save_token_classifier(dir, config, m, labels),
+            // Its two outputs (start, end) are transformers' `num_labels`: no label names.
+            TaskModel::Span(m) => hf::save_question_answering(dir, config, m),
         }
     }
 }

@@ -1,25 +1,25 @@
-//! Fine-tuning steps: cross-entropy of the task model's logits, global-norm clipping, the
-//! optimiser; each batch split into one micro-batch per core on a CPU, as pretraining does
+//! Fine-tuning steps: the task model's loss (cross-entropy of its logits; for spans the mean
+//! of the start and end cross-entropies), global-norm clipping, the optimiser; each batch split into one micro-batch per core on a CPU, as pretraining does
 //! (`pipeline_albert::parallel`), with the classifier's dropout masks drawn on the calling
 //! thread in a fixed order so that a run is reproducible whatever the thread timing.
 
 use burn::optim::ModuleOptimizer;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use pipeline_albert::AlbertInput;
-use pipeline_albert::model::weighted_cross_entropy;
 use pipeline_albert::parallel::DataParallel;
 use pipeline_albert::train::{OptimConfig, clip_global_norm};
 
 use crate::encode::{Encoded, batch_input, padded_length};
 use crate::kinds::tagging::IGNORE;
-use crate::task_model::{DropoutMask, TaskModel};
+use crate::task_model::{DropoutMask, GoldTensors, TaskModel};
 
-/// The gold of a batch: a class per example, or a tag per position of each example's row
-/// (−100 where ignored).
+/// The gold of a batch: a class per example, a tag per position of each example's row
+/// (−100 where ignored), or the answer's start and end position in each row.
 #[derive(Debug, Clone, Copy)]
 pub enum Gold<'a> {
     Classes(&'a [usize]),
     Tags(&'a [&'a [i64]]),
+    Spans(&'a [(usize, usize)]),
 }
 
 /// What one step did.
@@ -86,7 +86,7 @@ impl FineTuner {
         let choices = batch.first().map_or(1, |r| r.len().max(1));
         let parts = self.parallel.split(batch.len());
         let counted = |r: &std::ops::Range<usize>| match gold {
-            Gold::Classes(_) => r.len() as f64,
+            Gold::Classes(_) | Gold::Spans(_) => r.len() as f64,
             Gold::Tags(t) => t[r.clone()]
                 .iter()
                 .flat_map(|x| x.iter())
@@ -96,22 +96,14 @@ impl FineTuner {
         let total = counted(&(0..batch.len())).max(1.0);
         // Inputs and masks are made here, in order: the masks come from the device's one
         // random stream.
-        let work: Vec<(
-            AlbertInput,
-            Tensor<1, Int>,
-            Tensor<1>,
-            Option<DropoutMask>,
-            f64,
-        )> = parts
+        let work: Vec<(AlbertInput, GoldTensors, Option<DropoutMask>, f64)> = parts
             .iter()
             .map(|r| {
                 let rows: Vec<&Encoded> = batch[r.clone()].iter().flat_map(|x| x.iter()).collect();
                 let seq = padded_length(&rows);
-                let (gold, weights) = self.gold_tensors(gold, r.clone(), seq);
                 (
                     batch_input(&rows, &self.device),
-                    gold,
-                    weights,
+                    self.gold_tensors(gold, r.clone(), seq),
                     self.model
                         .dropout_mask(rows.len(), seq, self.hidden, &self.device),
                     counted(r) / total,
@@ -119,9 +111,8 @@ impl FineTuner {
             })
             .collect();
         let (grads, results) = self.parallel.backward(&self.model, work.len(), |m, k| {
-            let (input, gold, weights, mask, share) = &work[k];
-            let logits = m.logits(input, choices, mask.clone());
-            let (loss, correct) = weighted_cross_entropy(logits, gold.clone(), weights.clone());
+            let (input, gold, mask, share) = &work[k];
+            let (loss, correct) = m.loss(input, choices, mask.clone(), gold.clone());
             let loss_v = loss.clone().detach().into_scalar::<f64>();
             let correct = correct.into_scalar::<f64>();
             (
@@ -152,14 +143,14 @@ impl FineTuner {
         result
     }
 
-    /// The gold ids and row weights of the examples `r`: a class and weight 1 per example, or
-    /// for tags every position of the padded `[rows, seq]` batch, weight 0 where ignored.
-    fn gold_tensors(
-        &self,
-        gold: Gold,
-        r: std::ops::Range<usize>,
-        seq: usize,
-    ) -> (Tensor<1, Int>, Tensor<1>) {
+    /// The gold of the examples `r` as tensors: a class and weight 1 per example; for tags
+    /// every position of the padded `[rows, seq]` batch, weight 0 where ignored; for spans the
+    /// start and end positions of each row.
+    fn gold_tensors(&self, gold: Gold, r: std::ops::Range<usize>, seq: usize) -> GoldTensors {
+        let ints = |v: Vec<i64>| {
+            let n = v.len();
+            Tensor::<1, Int>::from_data(TensorData::new(v, [n]), &self.device)
+        };
         let (ids, weights): (Vec<i64>, Vec<f32>) = match gold {
             Gold::Classes(labels) => labels[r].iter().map(|&l| (l as i64, 1.0)).unzip(),
             Gold::Tags(tags) => tags[r]
@@ -167,11 +158,18 @@ impl FineTuner {
                 .flat_map(|row| (0..seq).map(move |j| row.get(j).copied().unwrap_or(IGNORE)))
                 .map(|l| if l == IGNORE { (0, 0.0) } else { (l, 1.0) })
                 .unzip(),
+            Gold::Spans(spans) => {
+                let (start, end) = spans[r].iter().map(|&(s, e)| (s as i64, e as i64)).unzip();
+                return GoldTensors::Spans {
+                    start: ints(start),
+                    end: ints(end),
+                };
+            }
         };
-        let n = ids.len();
-        (
-            Tensor::from_data(TensorData::new(ids, [n]), &self.device),
-            Tensor::from_data(TensorData::new(weights, [n]), &self.device),
-        )
+        let n = weights.len();
+        GoldTensors::Classes {
+            ids: ints(ids),
+            weights: Tensor::from_data(TensorData::new(weights, [n]), &self.device),
+        }
     }
 }

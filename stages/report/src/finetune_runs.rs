@@ -98,6 +98,8 @@ pub fn task_title(task: &str) -> String {
         "chnsenticorp" => "ChnSentiCorp (sentiment, single text)".into(),
         "smp2020_ewect" => "SMP2020-EWECT (Weibo emotion, 6 classes)".into(),
         "msra_ner" => "MSRA NER (entity F1)".into(),
+        "cmrc2018" => "CMRC 2018 (span extraction, EM / F1)".into(),
+        "c3" => "C³ (multiple-choice reading comprehension)".into(),
         other => other.to_uppercase(),
     }
 }
@@ -110,6 +112,13 @@ pub fn finetune(
     baselines: &[&Dep],
     published: Option<&TaskPublished>,
 ) -> Table {
+    let span = deps
+        .iter()
+        .chain(baselines)
+        .any(|d| d.str(&["protocol", "kind"]).as_deref() == Some("span"));
+    if span {
+        return crate::span_table::span_table(task, &task_title(task), deps, baselines, published);
+    }
     let mut t = Table::new(task, &task_title(task), columns());
     let mut ours: Vec<&Dep> = deps.to_vec();
     ours.sort_by_key(|d| {
@@ -271,11 +280,7 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> 
     let dev = seeds::mean_sd(resolved.iter().map(|r| r.dev));
     let test = seeds::mean_sd(resolved.iter().map(|r| r.test));
     let selection = seeds::mean_sd(resolved.iter().map(|r| r.selection));
-    let share = d.str(&["share_type"]).unwrap_or_else(|| "?".into());
-    let model = match get(&d.metrics, &["config"]).and_then(dims) {
-        Some(dims) => format!("ALBERT ({dims}), share {share}"),
-        None => format!("ALBERT, share {share}"),
-    };
+    let model = model_cell(d);
     let best: Vec<String> = g
         .runs
         .iter()
@@ -284,14 +289,7 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> 
     let epochs = d
         .u64(&["epochs"])
         .map(|e| format!("{} / {e}", best.join(", ")));
-    let init = d.str(&["init"]);
-    let init_cell = match (init.as_deref(), d.str(&["pretrain_instance"])) {
-        (Some("pretrained"), Some(p)) => match d.u64(&["pretrain_step"]) {
-            Some(step) => format!("pretrained ({p}, step {step})"),
-            None => format!("pretrained ({p})"),
-        },
-        (i, _) => init_label(i),
-    };
+    let init_cell = init_cell(d);
     let first = &resolved[0];
     vec![
         ("source", "ours".into()),
@@ -327,6 +325,26 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> 
     ]
 }
 
+/// `ALBERT (E 128, H 312, L 4), share all` of a run.
+pub fn model_cell(d: &Dep) -> String {
+    let share = d.str(&["share_type"]).unwrap_or_else(|| "?".into());
+    match get(&d.metrics, &["config"]).and_then(dims) {
+        Some(dims) => format!("ALBERT ({dims}), share {share}"),
+        None => format!("ALBERT, share {share}"),
+    }
+}
+
+/// `pretrained (pretrain@share_type=all)`, `none (random init)`, … of a run.
+pub fn init_cell(d: &Dep) -> String {
+    match (d.str(&["init"]).as_deref(), d.str(&["pretrain_instance"])) {
+        (Some("pretrained"), Some(p)) => match d.u64(&["pretrain_step"]) {
+            Some(step) => format!("pretrained ({p}, step {step})"),
+            None => format!("pretrained ({p})"),
+        },
+        (i, _) => init_label(i),
+    }
+}
+
 /// `lcqmc/dev.tsv` or `afqmc/train.tsv + lcqmc/dev.tsv` (each file's folder and name: the
 /// data root differs between machines), with the cap when there is one.
 pub fn train_data(protocol: &Value) -> Option<String> {
@@ -349,6 +367,36 @@ pub fn train_data(protocol: &Value) -> Option<String> {
         s.push_str(&format!(" (≤ {})", thousands(cap as i64)));
     }
     Some(s)
+}
+
+/// A reading-comprehension protocol's split by article or document: `; the best epoch chosen
+/// on 357 examples of 10 % of the documents held out from them, and 406 of another 10 % held
+/// out as `test` (by document, seeded: split seed 12345; our protocol)`.
+fn group_sentence(p: &Value, dev: &Value, g: &Value) -> String {
+    let pct = |k: &str| {
+        g.get(k)
+            .and_then(Value::as_f64)
+            .map_or("?".into(), |f| format!("{} %", round(f * 100.0, 2)))
+    };
+    let unit = if p.get("kind").and_then(Value::as_str) == Some("span") {
+        "articles"
+    } else {
+        "documents"
+    };
+    let seed = g.get("split_seed").and_then(Value::as_u64).unwrap_or(0);
+    let test = g
+        .get("test_fraction")
+        .and_then(Value::as_f64)
+        .filter(|f| *f > 0.0)
+        .map(|_| format!(", and another {} held out as `test`", pct("test_fraction")))
+        .unwrap_or_default();
+    format!(
+        "; the best epoch chosen on {} examples of {} of the {unit} held out from them{test} \
+         (whole {unit}, so that no context is on two sides; seeded, split seed {seed}: our \
+         protocol, since the data has no other labelled split)",
+        count(dev),
+        pct("dev_fraction")
+    )
 }
 
 /// The files of a split, as given in the params.
@@ -413,7 +461,10 @@ pub fn protocol_sentence_as(deps: &[&Dep], opening: &str) -> Vec<String> {
             s.push_str(&format!(", capped to {}", thousands(cap as i64)));
         }
     }
-    if let Some(dev) = p.get("dev") {
+    let group = p.get("group_split");
+    if let (Some(dev), Some(g)) = (p.get("dev"), group) {
+        s.push_str(&group_sentence(p, dev, g));
+    } else if let Some(dev) = p.get("dev") {
         let held = dev
             .get("held_out_from_train")
             .and_then(Value::as_bool)
@@ -447,12 +498,12 @@ pub fn protocol_sentence_as(deps: &[&Dep], opening: &str) -> Vec<String> {
         let list: Vec<String> = evals
             .iter()
             .map(|e| {
-                format!(
-                    "{} ({} examples of {})",
-                    e.get("name").and_then(Value::as_str).unwrap_or("?"),
-                    count(e),
-                    files(e)
-                )
+                let name = e.get("name").and_then(Value::as_str).unwrap_or("?");
+                if e.get("held_out_from_train").and_then(Value::as_bool) == Some(true) {
+                    format!("{name} ({} examples held out from them, as above)", count(e))
+                } else {
+                    format!("{name} ({} examples of {})", count(e), files(e))
+                }
             })
             .collect();
         s.push_str(&format!("; reported on {}", list.join(", ")));

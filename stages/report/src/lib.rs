@@ -66,6 +66,7 @@ pub mod published;
 mod runs;
 mod seeds;
 pub mod sizes;
+mod span_table;
 pub mod table;
 
 use std::collections::BTreeMap;

@@ -21,6 +21,9 @@ pub struct Published {
     pub xnli: TaskPublished,
     pub chnsenticorp: TaskPublished,
     pub msra_ner: TaskPublished,
+    /// CMRC 2018: `dev`/`test` are F1, `dev_em`/`test_em` exact match.
+    pub cmrc2018: TaskPublished,
+    pub c3: TaskPublished,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -97,7 +100,12 @@ pub struct TaskRow {
     pub dev_mean: Option<f64>,
     pub test: Option<f64>,
     pub test_mean: Option<f64>,
-    /// Where albert_zh took the row from, when it says.
+    /// Span extraction: exact match beside the F1 of `dev` and `test`.
+    pub dev_em: Option<f64>,
+    pub dev_em_mean: Option<f64>,
+    pub test_em: Option<f64>,
+    pub test_em_mean: Option<f64>,
+    /// Where the row comes from when it is not the task's `source`.
     pub origin: Option<String>,
     pub note: Option<String>,
 }
@@ -112,20 +120,24 @@ impl Published {
 
     /// Every source a figure names exists.
     fn check(&self) -> anyhow::Result<()> {
-        let mut named: Vec<&str> = vec![
-            &self.pretraining.source,
-            &self.lcqmc.source,
-            &self.xnli.source,
-            &self.chnsenticorp.source,
-            &self.msra_ner.source,
+        let tasks = [
+            &self.lcqmc,
+            &self.xnli,
+            &self.chnsenticorp,
+            &self.msra_ner,
+            &self.cmrc2018,
+            &self.c3,
         ];
+        let mut named: Vec<&str> = vec![&self.pretraining.source];
         named.extend(
             self.model_size
                 .iter()
                 .filter_map(|r| r.albert_zh_source.as_deref()),
         );
-        named.extend(self.lcqmc.rows.iter().filter_map(|r| r.origin.as_deref()));
-        named.extend(self.xnli.rows.iter().filter_map(|r| r.origin.as_deref()));
+        for t in tasks {
+            named.push(&t.source);
+            named.extend(t.rows.iter().filter_map(|r| r.origin.as_deref()));
+        }
         for s in named {
             if !self.sources.contains_key(s) {
                 anyhow::bail!("published/{FILE_NAME}: unknown source {s:?}");
@@ -140,6 +152,8 @@ impl Published {
             "xnli" => Some(&self.xnli),
             "chnsenticorp" => Some(&self.chnsenticorp),
             "msra_ner" => Some(&self.msra_ner),
+            "cmrc2018" => Some(&self.cmrc2018),
+            "c3" => Some(&self.c3),
             _ => None,
         }
     }
@@ -185,5 +199,8 @@ mod tests {
             }
         }
         assert!(p.cite("albert_zh_readme").contains("@ 52149e8"));
+        let cmrc = p.task("cmrc2018").unwrap();
+        assert!(cmrc.rows.iter().all(|r| r.test_em.is_some() && r.test.is_some()));
+        assert!(p.task("c3").unwrap().rows.iter().any(|r| r.model == "ALBERT-tiny"));
     }
 }

@@ -7,7 +7,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{DevSpec, ProtocolSpec};
+use crate::c3::C3Example;
+use crate::group_split;
 use crate::read::{ChoiceExample, FileReport, PairExample, SingleExample, TagExample};
+use crate::squad::SquadExample;
 use crate::split::{self, Stream};
 use crate::task::TaskKind;
 
@@ -18,6 +21,10 @@ pub enum Examples {
     Choice(Vec<ChoiceExample>),
     Single(Vec<SingleExample>),
     Tagging(Vec<TagExample>),
+    /// Questions on contexts with answer spans (CMRC 2018, SQuAD v1).
+    Span(Vec<SquadExample>),
+    /// Multiple-choice questions on contexts (C3).
+    ReadingChoice(Vec<C3Example>),
 }
 
 /// `$body` with `$v` bound to the examples of whatever kind `$ex` holds.
@@ -28,6 +35,8 @@ macro_rules! each {
             Examples::Choice($v) => $body,
             Examples::Single($v) => $body,
             Examples::Tagging($v) => $body,
+            Examples::Span($v) => $body,
+            Examples::ReadingChoice($v) => $body,
         }
     };
 }
@@ -40,6 +49,8 @@ impl Examples {
             TaskKind::Choice => Examples::Choice(Vec::new()),
             TaskKind::Single => Examples::Single(Vec::new()),
             TaskKind::Tagging => Examples::Tagging(Vec::new()),
+            TaskKind::Span => Examples::Span(Vec::new()),
+            TaskKind::ReadingChoice => Examples::ReadingChoice(Vec::new()),
         }
     }
 
@@ -52,25 +63,28 @@ impl Examples {
     }
 
     /// The gold class ids, in order (a tagging example has one per character: see
-    /// [`Examples::strata`] for one per sentence).
+    /// [`Examples::strata`] for one per sentence; a span example has none).
     pub fn labels(&self) -> Vec<usize> {
         match self {
             Examples::Pair(v) => v.iter().map(|e| e.label).collect(),
             Examples::Choice(v) => v.iter().map(|e| e.answer).collect(),
             Examples::Single(v) => v.iter().map(|e| e.label).collect(),
             Examples::Tagging(v) => v.iter().flat_map(|e| e.tags.iter().copied()).collect(),
+            Examples::Span(_) => Vec::new(),
+            Examples::ReadingChoice(v) => v.iter().map(|e| e.answer).collect(),
         }
     }
 
     /// One stratum per example for the seeded held-out and capped draws: the class id; for a
     /// tagging sentence, whether it holds any tag but tag 0 (`O`), so that a held-out set has
-    /// the share of sentences without entities that train has.
+    /// the share of sentences without entities that train has; one stratum for spans.
     pub fn strata(&self) -> Vec<usize> {
         match self {
             Examples::Tagging(v) => v
                 .iter()
                 .map(|e| usize::from(e.tags.iter().any(|&t| t != 0)))
                 .collect(),
+            Examples::Span(v) => vec![0; v.len()],
             other => other.labels(),
         }
     }
@@ -96,6 +110,8 @@ impl Examples {
             Examples::Choice(v) => Examples::Choice(pick(v, indices)),
             Examples::Single(v) => Examples::Single(pick(v, indices)),
             Examples::Tagging(v) => Examples::Tagging(pick(v, indices)),
+            Examples::Span(v) => Examples::Span(pick(v, indices)),
+            Examples::ReadingChoice(v) => Examples::ReadingChoice(pick(v, indices)),
         }
     }
 
@@ -127,6 +143,20 @@ impl Examples {
         }
     }
 
+    pub fn as_spans(&self) -> Option<&[SquadExample]> {
+        match self {
+            Examples::Span(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn as_reading_choices(&self) -> Option<&[C3Example]> {
+        match self {
+            Examples::ReadingChoice(v) => Some(v),
+            _ => None,
+        }
+    }
+
     /// Each example's texts joined (labels left out), for the overlap count.
     pub(super) fn texts(&self) -> HashSet<String> {
         self.texts_iter().collect()
@@ -145,6 +175,13 @@ impl Examples {
             ),
             Examples::Single(v) => Box::new(v.iter().map(|e| e.text.clone())),
             Examples::Tagging(v) => Box::new(v.iter().map(TagExample::text)),
+            Examples::Span(v) => Box::new(
+                v.iter()
+                    .map(|e| format!("{}\t{}", e.context, e.question)),
+            ),
+            Examples::ReadingChoice(v) => Box::new(v.iter().map(|e| {
+                format!("{}\t{}\t{}", e.context, e.question, e.choices.join("\t"))
+            })),
         }
     }
 }
@@ -229,6 +266,9 @@ pub struct Protocol {
     pub train: Split,
     pub dev: Split,
     pub eval: Vec<Split>,
+    /// A reading-comprehension protocol's split of its train files by article or document
+    /// (dev and, with `test_fraction`, the evaluation set `test` held out by group).
+    pub group_split: Option<group_split::SplitSummary>,
 }
 
 /// One split in [`ProtocolSummary`].
@@ -268,6 +308,13 @@ pub struct ProtocolSummary {
     pub max_eval_examples: Option<usize>,
     pub max_bad_fraction: f64,
     pub drop_eval_overlap: bool,
+    /// Reading comprehension: the share of the train files' articles (documents) held out as
+    /// the evaluation set `test`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_fraction: Option<f64>,
+    /// Reading comprehension: how the train files were split by group, and the sizes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_split: Option<group_split::SplitSummary>,
     pub train: SplitSummary,
     pub dev: SplitSummary,
     pub eval: Vec<SplitSummary>,
@@ -318,6 +365,8 @@ impl Protocol {
             max_eval_examples: self.spec.max_eval_examples,
             max_bad_fraction: self.spec.max_bad_fraction,
             drop_eval_overlap: self.spec.drop_eval_overlap,
+            test_fraction: self.spec.test_fraction,
+            group_split: self.group_split.clone(),
             train: self.split_summary(&self.train),
             dev: self.split_summary(&self.dev),
             eval: self.eval.iter().map(|s| self.split_summary(s)).collect(),

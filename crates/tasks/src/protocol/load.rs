@@ -20,6 +20,9 @@ impl ProtocolSpec {
     /// Reads every file (relative paths from `root`, the workspace root), applies
     /// `max_bad_fraction` to each file, holds out and caps as asked.
     pub fn load(&self, root: &Path) -> Result<Protocol, TaskError> {
+        if self.task.kind().is_reading() {
+            return self.load_reading(root);
+        }
         let mut loader = Loader {
             spec: self,
             root,
@@ -71,6 +74,7 @@ impl ProtocolSpec {
             train,
             dev,
             eval,
+            group_split: None,
         })
     }
 
@@ -104,7 +108,7 @@ impl ProtocolSpec {
 }
 
 /// The overlap with train of dev and every evaluation set, and the label counts of every split.
-fn count(train: &mut Split, dev: &mut Split, eval: &mut [Split], classes: usize) {
+pub(super) fn count(train: &mut Split, dev: &mut Split, eval: &mut [Split], classes: usize) {
     let seen = train.examples.texts();
     for s in std::iter::once(&mut *dev).chain(eval.iter_mut()) {
         s.overlap_with_train = Some(s.examples.count_in(&seen));
@@ -117,7 +121,7 @@ fn count(train: &mut Split, dev: &mut Split, eval: &mut [Split], classes: usize)
     }
 }
 
-fn resolve(root: &Path, path: &str) -> PathBuf {
+pub(super) fn resolve(root: &Path, path: &str) -> PathBuf {
     if Path::new(path).is_absolute() {
         PathBuf::from(path)
     } else {

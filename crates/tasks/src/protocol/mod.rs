@@ -27,6 +27,7 @@ use crate::task::Task;
 
 mod examples;
 mod load;
+mod reading;
 
 pub use examples::{Examples, Protocol, ProtocolSummary, Split, SplitSummary};
 
@@ -43,6 +44,7 @@ pub const PARAMS: &[&str] = &[
     "max_eval_examples",
     "max_bad_fraction",
     "drop_eval_overlap",
+    "test_fraction",
 ];
 
 /// `split_seed` when the params leave it out.
@@ -94,6 +96,9 @@ pub struct ProtocolSpec {
     pub max_bad_fraction: f64,
     /// Drop train examples whose texts are those of a dev or evaluation example.
     pub drop_eval_overlap: bool,
+    /// Reading comprehension only: the share of the train files' articles (documents) held
+    /// out as the evaluation set `test`, beside `dev_fraction`'s for dev ([`reading`]).
+    pub test_fraction: Option<f64>,
 }
 
 /// A param that is present and not `null` (`--set stage.max_train_examples=null` unsets it).
@@ -354,7 +359,11 @@ impl ProtocolSpec {
                 .map(|v| params::boolean(v, "drop_eval_overlap"))
                 .transpose()?
                 .unwrap_or(true),
+            test_fraction: get(params, "test_fraction")
+                .map(|v| fraction(v, "test_fraction", true, true))
+                .transpose()?,
         };
+        spec.check_reading()?;
         spec.check_formats()?;
         spec.check_disjoint()?;
         Ok(spec)
@@ -382,6 +391,40 @@ impl ProtocolSpec {
             }
         }
         out
+    }
+
+    /// A reading-comprehension protocol holds dev (and `test_fraction`'s `test`) out of its
+    /// train files by article or document; `test_fraction` belongs to it alone.
+    fn check_reading(&self) -> Result<(), TaskError> {
+        let reading = self.task.kind().is_reading();
+        if !reading && self.test_fraction.is_some() {
+            return Err(TaskError::param(
+                "test_fraction",
+                format!(
+                    "holds a test set out of train by article or document, for the reading \
+                     tasks (cmrc2018, squad, c3); task {} takes `test: FILES`",
+                    self.task.name()
+                ),
+            ));
+        }
+        if reading && matches!(self.dev, DevSpec::Files(_)) {
+            return Err(TaskError::param(
+                "dev",
+                format!(
+                    "task {} holds dev out of its train files by article or document (so that \
+                     no context is on both sides): give `dev_fraction` instead of dev files",
+                    self.task.name()
+                ),
+            ));
+        }
+        if let (Some(_), Some(_)) = (self.test_fraction, self.eval.iter().find(|e| e.name == "test")) {
+            return Err(TaskError::param(
+                "test_fraction",
+                "makes the evaluation set `test` out of the train files; name the other \
+                 evaluation files otherwise (`eval: {NAME: FILES}`)",
+            ));
+        }
+        Ok(())
     }
 
     /// Each file's format must be of the task's kind, with labels the task has.

@@ -445,10 +445,11 @@ fn known_params_cover_the_parser() {
         "max_eval_examples",
         "max_bad_fraction",
         "drop_eval_overlap",
+        "test_fraction",
     ] {
         assert!(crate::known_params().contains(&k), "{k}");
     }
-    assert_eq!(crate::known_params().len(), 11);
+    assert_eq!(crate::known_params().len(), 12);
 }
 
 #[test]

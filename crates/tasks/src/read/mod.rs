@@ -234,6 +234,18 @@ pub struct FileReport {
     /// example has the same texts.
     #[serde(skip_serializing_if = "is_zero")]
     pub dropped_eval_overlap: usize,
+    /// A reading-comprehension file: what its reader counted, by cause with question ids
+    /// (`rows` are then its questions, `examples` those kept, `bad.total` those dropped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reading: Option<Box<ReadingReport>>,
+}
+
+/// The report of a reading-comprehension reader.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ReadingReport {
+    Squad(crate::squad::SquadReport),
+    C3(crate::c3::C3Report),
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -241,7 +253,7 @@ fn is_zero(n: &usize) -> bool {
 }
 
 impl FileReport {
-    fn new(path: &str, format: &str, classes: usize) -> FileReport {
+    pub(crate) fn new(path: &str, format: &str, classes: usize) -> FileReport {
         FileReport {
             path: path.to_string(),
             format: format.to_string(),
@@ -252,6 +264,7 @@ impl FileReport {
             label_counts: vec![0; classes],
             bad: BadRows::default(),
             dropped_eval_overlap: 0,
+            reading: None,
         }
     }
 

@@ -28,6 +28,8 @@
 //! | `single` | `text` (default 0), `label` (default 1), `header` (default false), `columns`, `labels` (required), `label_map` | as given |
 //! | `msra_ner` | tagging: header `text_a \t label`, characters and BIO tags separated by spaces | `O`, `B-LOC`, `I-LOC`, `B-PER`, `I-PER`, `B-ORG`, `I-ORG` (its `label2id.json`) |
 //! | `tagging` | `layout` (`tsv`: a sentence per line, the default; `conll`: a character and its tag per line, blank line between sentences), `text` (default 0), `label` (default 1), `header` (tsv only, default false), and `labels` (the tags in id order) or `label2id` (a label2id.json path) | as given |
+//! | `cmrc2018`, `squad` | span extraction: SQuAD v1 JSON ([`crate::squad`]); `cmrc2018` is CMRC 2018, `squad` any other file of that shape | none: the answer is a span of the context |
+//! | `c3` | multiple-choice reading comprehension: C3's JSON ([`crate::c3`]), 2–4 choices padded to 4 | the answer position `0` … `3` |
 //!
 //! The NLI order is XNLI's `label_map.json` (contradiction 0, entailment 1, neutral 2), and
 //! every NLI task also accepts XNLI's `contradictory` as `contradiction`. For binary tasks class
@@ -84,6 +86,9 @@ pub const BUILTIN_TASKS: &[&str] = &[
     "single",
     "msra_ner",
     "tagging",
+    "cmrc2018",
+    "squad",
+    "c3",
 ];
 
 const CHOICE_KEYS: &[&str] = &["name", "num_choices"];
@@ -113,6 +118,13 @@ pub struct ChoiceFormat {
     pub num_choices: Option<usize>,
 }
 
+/// A reading-comprehension format (SQuAD v1 JSON, C3 JSON): its files carry their own
+/// structure, so only the name is given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReadingFormat {
+    pub name: String,
+}
+
 /// A task: a file format and its classes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -121,28 +133,43 @@ pub enum Task {
     Choice(ChoiceFormat),
     Single(SingleFormat),
     Tagging(TagFormat),
+    /// Span extraction (CMRC 2018, any SQuAD v1 file).
+    Span(ReadingFormat),
+    /// Multiple-choice reading comprehension on a context (C3).
+    #[serde(rename = "reading_choice")]
+    ReadingChoice(ReadingFormat),
 }
 
-/// Sentence-pair classification, multiple choice, single-text classification or token
-/// classification (tagging).
+/// Sentence-pair classification, multiple choice, single-text classification, token
+/// classification (tagging), span extraction, or multiple choice on a context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum TaskKind {
     Pair,
     Choice,
     Single,
     Tagging,
+    Span,
+    ReadingChoice,
 }
 
 impl TaskKind {
-    /// `pair`, `choice`, `single`, `tagging`.
+    /// `pair`, `choice`, `single`, `tagging`, `span`, `reading_choice`.
     pub fn name(self) -> &'static str {
         match self {
             TaskKind::Pair => "pair",
             TaskKind::Choice => "choice",
             TaskKind::Single => "single",
             TaskKind::Tagging => "tagging",
+            TaskKind::Span => "span",
+            TaskKind::ReadingChoice => "reading_choice",
         }
+    }
+
+    /// The reading-comprehension kinds, whose protocols split their files by article or
+    /// document ([`crate::group_split`]).
+    pub fn is_reading(self) -> bool {
+        matches!(self, TaskKind::Span | TaskKind::ReadingChoice)
     }
 }
 
@@ -234,6 +261,8 @@ fn defaults(name: &str) -> Option<Task> {
         }),
         "msra_ner" => Task::Tagging(TagFormat::msra()),
         "tagging" => Task::Tagging(TagFormat::generic()),
+        "cmrc2018" | "squad" => Task::Span(ReadingFormat { name: name.into() }),
+        "c3" => Task::ReadingChoice(ReadingFormat { name: name.into() }),
         _ => return None,
     })
 }
@@ -343,6 +372,8 @@ impl Task {
                 Task::Pair(p) => p.apply(map, at)?,
                 Task::Single(s) => s.apply(map, at)?,
                 Task::Tagging(t) => t.apply(map, at)?,
+                // The files describe themselves: nothing to override.
+                Task::Span(_) | Task::ReadingChoice(_) => params::check_keys(map, &["name"], at)?,
             }
         }
         task.validate(at)?;
@@ -366,6 +397,7 @@ impl Task {
             Task::Pair(p) => p.validate(at),
             Task::Single(s) => s.validate(at),
             Task::Tagging(t) => t.validate(at),
+            Task::Span(_) | Task::ReadingChoice(_) => Ok(()),
         }
     }
 
@@ -376,6 +408,7 @@ impl Task {
             Task::Choice(c) => &c.name,
             Task::Single(s) => &s.name,
             Task::Tagging(t) => &t.name,
+            Task::Span(r) | Task::ReadingChoice(r) => &r.name,
         }
     }
 
@@ -385,18 +418,21 @@ impl Task {
             Task::Choice(_) => TaskKind::Choice,
             Task::Single(_) => TaskKind::Single,
             Task::Tagging(_) => TaskKind::Tagging,
+            Task::Span(_) => TaskKind::Span,
+            Task::ReadingChoice(_) => TaskKind::ReadingChoice,
         }
     }
 
     /// The class labels (tags, for a tagging task) in class-id order; `None` for a choice
     /// task, whose classes are the answer positions `0` … `N-1` once N is known (see
-    /// [`choice_labels`]), and for a tagging task whose tags come from a `label2id.json`.
+    /// [`choice_labels`]), for a tagging task whose tags come from a `label2id.json`, and for
+    /// the reading tasks (a span task has no classes; C3's are [`choice_labels`] of 4).
     pub fn labels(&self) -> Option<&[String]> {
         match self {
             Task::Pair(p) => Some(&p.labels),
             Task::Single(s) => Some(&s.labels),
             Task::Tagging(t) if t.label2id.is_none() => Some(&t.labels),
-            Task::Tagging(_) | Task::Choice(_) => None,
+            Task::Tagging(_) | Task::Choice(_) | Task::Span(_) | Task::ReadingChoice(_) => None,
         }
     }
 }

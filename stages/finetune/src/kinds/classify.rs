@@ -14,20 +14,17 @@ use crate::predict::argmax;
 pub fn decode(outputs: Outputs) -> Decoded {
     match outputs {
         Outputs::Rows(p) => Decoded::Classes(p),
-        // A classification head gives rows; positions would be a caller's bug, and an empty
-        // prediction list then fails the metrics with a clear count mismatch.
-        Outputs::Positions(_) => Decoded::Classes(Vec::new()),
+        // A classification head gives rows; anything else would be a caller's bug, and an
+        // empty prediction list then fails the metrics with a clear count mismatch.
+        _ => Decoded::Classes(Vec::new()),
     }
 }
 
 /// Accuracy, F1, macro-F1 and the confusion matrix.
 pub fn score(split: &EncodedSplit, decoded: &Decoded, labels: &[String]) -> anyhow::Result<Scores> {
-    let classes = evaluate(&split.labels, &decoded.classes(), labels)
+    let classes = evaluate(split.targets.classes(), &decoded.classes(), labels)
         .map_err(|e| anyhow::anyhow!("{} metrics: {e}", split.name))?;
-    Ok(Scores {
-        classes,
-        entities: None,
-    })
+    Ok(Scores::classes(classes, None))
 }
 
 /// `set line text_a text_b gold predicted p_…`.

@@ -7,16 +7,24 @@
 //! `predictions.tsv`; `pipeline predict` uses the same encode and decode).
 //!
 //! A kind is one module implementing [`Kind`]: [`pair`] (sentence pairs), [`single`] (single
-//! texts), [`choice`] (multiple choice) and [`tagging`] (token classification, NER). The stage,
-//! the training loop and the evaluation are the same for all of them.
+//! texts), [`choice`] (multiple choice), [`tagging`] (token classification, NER), [`span`]
+//! (span extraction, CMRC 2018) and [`reading_choice`] (multiple choice on a context, C3). The
+//! stage, the training loop and the evaluation are the same for all of them: a feature's
+//! target ([`crate::data::Targets`]) picks the loss, the model's head its outputs, and the
+//! split's [`crate::data::Decoding`] how they map back to examples.
 
 pub mod choice;
 pub mod classify;
 pub mod pair;
+pub mod reading_choice;
 pub mod single;
+pub mod span;
 pub mod tagging;
 
-use pipeline_tasks::{Examples, Metrics, MetricsBlock, TaskKind};
+use std::ops::Range;
+
+use pipeline_tasks::entities::EntityScores;
+use pipeline_tasks::{Examples, Metrics, MetricsBlock, SpanMetricsBlock, TaskKind};
 
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
@@ -30,6 +38,8 @@ pub enum Head {
     Choice,
     /// `AlbertForTokenClassification` with this many tags.
     Tags(usize),
+    /// `AlbertForQuestionAnswering`: a start and an end score at every position.
+    Span,
 }
 
 /// What the head gives for each feature of a split.
@@ -38,6 +48,22 @@ pub enum Outputs {
     Rows(Vec<Vec<f32>>),
     /// Tag probabilities at each position of each feature (the row's real positions).
     Positions(Vec<Vec<Vec<f32>>>),
+    /// Start and end logits at each real position of each feature.
+    Spans(Vec<(Vec<f32>, Vec<f32>)>),
+}
+
+/// One predicted answer span of a context.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanAnswer {
+    /// `&context[bytes]`, exactly.
+    pub text: String,
+    /// Characters of the context (as SQuAD's `answer_start`), end exclusive.
+    pub chars: Range<usize>,
+    pub bytes: Range<usize>,
+    /// Softmax of the start + end score over the n-best list.
+    pub probability: f32,
+    /// Start logit + end logit.
+    pub score: f32,
 }
 
 /// One prediction per example.
@@ -47,14 +73,16 @@ pub enum Decoded {
     Classes(Vec<Vec<f32>>),
     /// A tag id for every character of the sentence.
     Tags(Vec<Vec<usize>>),
+    /// The best answer span (none when no window had a context token).
+    Spans(Vec<Option<SpanAnswer>>),
 }
 
 impl Decoded {
-    /// The predicted class of each example (classification kinds; empty for tags).
+    /// The predicted class of each example (classification kinds; empty for tags and spans).
     pub fn classes(&self) -> Vec<usize> {
         match self {
             Decoded::Classes(p) => p.iter().map(|q| crate::predict::argmax(q)).collect(),
-            Decoded::Tags(_) => Vec::new(),
+            Decoded::Tags(_) | Decoded::Spans(_) => Vec::new(),
         }
     }
 
@@ -63,6 +91,7 @@ impl Decoded {
         match self {
             Decoded::Classes(p) => p.len(),
             Decoded::Tags(t) => t.len(),
+            Decoded::Spans(s) => s.len(),
         }
     }
 
@@ -72,19 +101,40 @@ impl Decoded {
 }
 
 /// The metrics of one split: the class metrics (for tagging: over characters, each tag a
-/// class) and, for tagging, the entity scores.
+/// class) and, for tagging, the entity scores; or, for span extraction, EM and F1.
 #[derive(Debug, Clone)]
 pub struct Scores {
-    pub classes: Metrics,
-    pub entities: Option<pipeline_tasks::entities::EntityScores>,
+    pub classes: Option<Metrics>,
+    pub entities: Option<EntityScores>,
+    pub spans: Option<SpanMetricsBlock>,
 }
 
 impl Scores {
-    /// What the best epoch is chosen by: accuracy, or entity F1 for tagging.
+    /// A classification kind's scores (a tagger's with its entities).
+    pub fn classes(classes: Metrics, entities: Option<EntityScores>) -> Scores {
+        Scores {
+            classes: Some(classes),
+            entities,
+            spans: None,
+        }
+    }
+
+    /// A span kind's scores.
+    pub fn spans(spans: SpanMetricsBlock) -> Scores {
+        Scores {
+            classes: None,
+            entities: None,
+            spans: Some(spans),
+        }
+    }
+
+    /// What the best epoch is chosen by: accuracy, entity F1 for tagging, F1 for spans.
     pub fn selection(&self) -> f64 {
-        match &self.entities {
-            Some(e) => e.micro.f1,
-            None => self.classes.accuracy,
+        match (&self.spans, &self.entities, &self.classes) {
+            (Some(s), _, _) => s.f1,
+            (_, Some(e), _) => e.micro.f1,
+            (_, _, Some(c)) => c.accuracy,
+            _ => 0.0,
         }
     }
 
@@ -92,18 +142,44 @@ impl Scores {
     pub fn headline(&self) -> f64 {
         self.selection()
     }
-}
 
-impl Scores {
     /// The metrics.json block (docs/metrics.md).
-    pub fn block(&self) -> MetricsBlock {
-        MetricsBlock::new(&self.classes, self.entities.clone())
+    pub fn to_json(&self) -> serde_json::Value {
+        match (&self.spans, &self.classes) {
+            (Some(s), _) => s.to_json(),
+            (None, Some(c)) => MetricsBlock::new(c, self.entities.clone()).to_json(),
+            (None, None) => serde_json::Value::Null,
+        }
+    }
+
+    /// `accuracy 0.8123, F1 0.7012` for the stage's log.
+    pub fn summary(&self) -> String {
+        if let Some(s) = &self.spans {
+            return format!(
+                "EM {:.4}, F1 {:.4} on {} questions",
+                s.exact_match, s.f1, s.examples
+            );
+        }
+        let Some(m) = &self.classes else {
+            return "no scores".into();
+        };
+        format!(
+            "accuracy {:.4}{}{} on {} examples",
+            m.accuracy,
+            m.f1.map(|f| format!(", F1 {f:.4}")).unwrap_or_default(),
+            self.entities
+                .as_ref()
+                .map(|e| format!(", entity F1 {:.4}", e.micro.f1))
+                .unwrap_or_default(),
+            m.examples
+        )
     }
 }
 
 /// What a task kind supplies to the stage's one shape (see the module docs).
 pub trait Kind: Sync {
-    /// The kind's name in metrics.json (`pair`, `choice`, `single`, `tagging`).
+    /// The kind's name in metrics.json (`pair`, `choice`, `single`, `tagging`, `span`,
+    /// `reading_choice`).
     fn kind(&self) -> TaskKind;
 
     /// The head, given the protocol's labels.
@@ -144,6 +220,8 @@ pub fn of(kind: TaskKind) -> &'static dyn Kind {
         TaskKind::Choice => &choice::Choices,
         TaskKind::Single => &single::Singles,
         TaskKind::Tagging => &tagging::Tagging,
+        TaskKind::Span => &span::Spans,
+        TaskKind::ReadingChoice => &reading_choice::ReadingChoices,
     }
 }
 

@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use pipeline_tasks::{Examples, TagExample, TaskKind, entities, evaluate};
 
 use super::{Decoded, Head, Kind, Outputs, Scores, clean_tsv};
-use crate::data::{EncodedSplit, Window};
+use crate::data::{Decoding, EncodeNotes, EncodedSplit, Targets, Window};
 use crate::encode::{Encoded, Encoder};
 use crate::predict::argmax;
 
@@ -119,6 +119,14 @@ pub fn encode_sentence(
         .collect()
 }
 
+/// The windows of a tagging split and the gold tags of its sentences (none for another kind).
+pub fn windows_of(split: &EncodedSplit) -> (&[Window], &[Vec<usize>]) {
+    match &split.decoding {
+        Decoding::Tagging { windows, gold_tags } => (windows, gold_tags),
+        _ => (&[], &[]),
+    }
+}
+
 /// The tag of every character of each example from the per-position probabilities of its
 /// windows.
 pub fn merge(
@@ -127,7 +135,7 @@ pub fn merge(
     positions: &[Vec<Vec<f32>>],
 ) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = lengths.iter().map(|&n| vec![0; n]).collect();
-    for (window, probs) in split.windows.iter().zip(positions) {
+    for (window, probs) in windows_of(split).0.iter().zip(positions) {
         for (j, unit) in window.decides.iter().enumerate() {
             if let (Some(u), Some(p)) = (unit, probs.get(j)) {
                 out[window.example][*u] = argmax(p);
@@ -143,22 +151,24 @@ pub fn encode_sentences<'a>(
     sentences: impl Iterator<Item = (&'a [String], Option<&'a [usize]>)>,
     encoder: &Encoder,
 ) -> EncodedSplit {
-    let mut split = EncodedSplit::classes(name, Vec::new(), Vec::new());
-    let mut examples = 0;
+    let (mut rows, mut targets, mut windows, mut gold_tags) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (i, (chars, tags)) in sentences.enumerate() {
         for (row, gold, window) in encode_sentence(chars, tags, i, encoder) {
-            split.rows.push(vec![row]);
-            split.labels.push(0);
-            split.tags.push(gold);
-            split.windows.push(window);
+            rows.push(vec![row]);
+            targets.push(gold);
+            windows.push(window);
         }
-        split
-            .gold_tags
-            .push(tags.map(<[usize]>::to_vec).unwrap_or_default());
-        examples += 1;
+        gold_tags.push(tags.map(<[usize]>::to_vec).unwrap_or_default());
     }
-    split.examples = examples;
-    split
+    EncodedSplit {
+        name: name.into(),
+        examples: gold_tags.len(),
+        rows,
+        targets: Targets::Tags(targets),
+        decoding: Decoding::Tagging { windows, gold_tags },
+        notes: EncodeNotes::default(),
+    }
 }
 
 impl Kind for Tagging {
@@ -180,10 +190,10 @@ impl Kind for Tagging {
     }
 
     fn decode(&self, split: &EncodedSplit, outputs: Outputs) -> Decoded {
-        let lengths: Vec<usize> = split.gold_tags.iter().map(Vec::len).collect();
+        let lengths: Vec<usize> = windows_of(split).1.iter().map(Vec::len).collect();
         match outputs {
             Outputs::Positions(p) => Decoded::Tags(merge(split, &lengths, &p)),
-            Outputs::Rows(_) => Decoded::Tags(Vec::new()),
+            _ => Decoded::Tags(Vec::new()),
         }
     }
 
@@ -196,20 +206,18 @@ impl Kind for Tagging {
         let Decoded::Tags(predicted) = decoded else {
             anyhow::bail!("{}: a tagger's predictions are tags", split.name);
         };
+        let gold_tags = windows_of(split).1;
         let flat = |v: &[Vec<usize>]| v.iter().flatten().copied().collect::<Vec<_>>();
-        let classes = evaluate(&flat(&split.gold_tags), &flat(predicted), labels)
+        let classes = evaluate(&flat(gold_tags), &flat(predicted), labels)
             .map_err(|e| anyhow::anyhow!("{} metrics: {e}", split.name))?;
         let names = |v: &[Vec<usize>]| -> Vec<Vec<&str>> {
             v.iter()
                 .map(|s| s.iter().map(|&t| labels[t].as_str()).collect())
                 .collect()
         };
-        let entities = entities::score(&names(&split.gold_tags), &names(predicted))
+        let entities = entities::score(&names(gold_tags), &names(predicted))
             .map_err(|e| anyhow::anyhow!("{} entity metrics: {e}", split.name))?;
-        Ok(Scores {
-            classes,
-            entities: Some(entities),
-        })
+        Ok(Scores::classes(classes, Some(entities)))
     }
 
     fn prediction_header(&self, _labels: &[String]) -> String {

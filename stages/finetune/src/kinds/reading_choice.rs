@@ -1,0 +1,173 @@
+//! Multiple choice on a context (C3): `AlbertForMultipleChoice` scoring one row per choice,
+//! `[CLS] context [SEP] question [SEP] choice [SEP]`, the context first as CLUE's C3 baseline
+//! builds it ([`Encoder::encode_context_choice`], with its truncation: the longest of context,
+//! choice and question is cut first).
+//!
+//! Every question has 4 rows: one with fewer real choices is padded with empty ones, as CLUE
+//! does, and trained as CLUE trains them (a padding row is never the answer, so the loss pushes
+//! it down). The padding is never predicted: the decoded probabilities are the softmax over
+//! the real choices only (a padding choice gets 0), so the prediction is
+//! [`pipeline_tasks::c3::best_real_choice`] of the scores (tested below). Scored by accuracy,
+//! the classes being the answer positions `0` … `3`.
+//!
+//! Questions whose context had to be cut to fit `max_seq_length` are counted with their ids
+//! in metrics.json's `encoding` block (`context_truncated`): C3's documents run to hundreds of
+//! characters, and a cut context may have lost the answer's evidence.
+
+use std::fmt::Write as _;
+
+use pipeline_tasks::c3::{C3_CHOICES, C3Example};
+use pipeline_tasks::{Examples, TaskKind};
+
+use super::{Decoded, Head, Kind, Outputs, Scores, classify, clean_tsv};
+use crate::data::{Decoding, EncodeNotes, EncodedSplit, Targets};
+use crate::encode::Encoder;
+use crate::predict::argmax;
+
+/// The multiple-choice reading kind.
+pub struct ReadingChoices;
+
+/// The features of C3 questions (in `predict`, `answer` may be any real choice).
+pub fn encode_questions(name: &str, examples: &[C3Example], encoder: &Encoder) -> EncodedSplit {
+    let mut notes = EncodeNotes::default();
+    let rows = examples
+        .iter()
+        .map(|e| {
+            let rows: Vec<_> = e
+                .choices
+                .iter()
+                .map(|c| encoder.encode_context_choice(&e.context, &e.question, c))
+                .collect();
+            if rows.iter().any(|(_, cut)| *cut) {
+                notes.record("context_truncated", &e.id);
+            }
+            rows.into_iter().map(|(r, _)| r).collect()
+        })
+        .collect();
+    EncodedSplit {
+        name: name.into(),
+        examples: examples.len(),
+        rows,
+        targets: Targets::Classes(examples.iter().map(|e| e.answer).collect()),
+        decoding: Decoding::Choices {
+            real: examples.iter().map(|e| e.real_choices).collect(),
+        },
+        notes,
+    }
+}
+
+/// The choice probabilities of one question renormalised over its `real` choices, the
+/// padding's set to 0 (the head's softmax ran over all 4).
+pub fn mask_padding(p: &[f32], real: usize) -> Vec<f32> {
+    let total: f32 = p.iter().take(real).sum();
+    p.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            if i >= real {
+                0.0
+            } else if total > 0.0 {
+                x / total
+            } else {
+                x
+            }
+        })
+        .collect()
+}
+
+impl Kind for ReadingChoices {
+    fn kind(&self) -> TaskKind {
+        TaskKind::ReadingChoice
+    }
+
+    fn head(&self, _labels: &[String]) -> Head {
+        Head::Choice
+    }
+
+    fn encode(&self, name: &str, examples: &Examples, encoder: &Encoder) -> EncodedSplit {
+        encode_questions(name, examples.as_reading_choices().unwrap_or_default(), encoder)
+    }
+
+    fn decode(&self, split: &EncodedSplit, outputs: Outputs) -> Decoded {
+        let (Outputs::Rows(probs), Decoding::Choices { real }) = (outputs, &split.decoding) else {
+            return Decoded::Classes(Vec::new());
+        };
+        Decoded::Classes(
+            probs
+                .iter()
+                .zip(real)
+                .map(|(p, &r)| mask_padding(p, r))
+                .collect(),
+        )
+    }
+
+    fn score(
+        &self,
+        split: &EncodedSplit,
+        decoded: &Decoded,
+        labels: &[String],
+    ) -> anyhow::Result<Scores> {
+        classify::score(split, decoded, labels)
+    }
+
+    fn prediction_header(&self, labels: &[String]) -> String {
+        let mut text = String::from("set\tid\tcontext\tquestion\tchoices\tgold\tpredicted");
+        for l in labels {
+            let _ = write!(text, "\tp_{l}");
+        }
+        text
+    }
+
+    fn prediction_rows(
+        &self,
+        name: &str,
+        examples: &Examples,
+        decoded: &Decoded,
+        _labels: &[String],
+        out: &mut String,
+    ) {
+        let (Some(v), Decoded::Classes(probs)) = (examples.as_reading_choices(), decoded) else {
+            return;
+        };
+        for (e, p) in v.iter().zip(probs) {
+            let choices = e.choices[..e.real_choices.min(C3_CHOICES)].join(" | ");
+            let _ = write!(
+                out,
+                "{name}\t{}\t{}\t{}\t{}\t{}\t{}",
+                clean_tsv(&e.id),
+                clean_tsv(&e.context),
+                clean_tsv(&e.question),
+                clean_tsv(&choices),
+                e.answer,
+                argmax(p)
+            );
+            for x in p {
+                let _ = write!(out, "\t{x:.6}");
+            }
+            out.push('\n');
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pipeline_tasks::c3::best_real_choice;
+
+    #[test]
+    fn the_padding_is_never_predicted_and_the_choice_is_best_real_choice() {
+        let cases: [(&[f32], usize); 4] = [
+            (&[0.1, 0.2, 0.3, 0.4], 3),
+            (&[0.1, 0.1, 0.1, 0.7], 2),
+            (&[0.3, 0.3, 0.2, 0.2], 4),
+            (&[0.0, 0.0, 0.5, 0.5], 2),
+        ];
+        for (p, real) in cases {
+            let m = mask_padding(p, real);
+            assert!(m[real..].iter().all(|&x| x == 0.0), "{m:?}");
+            assert_eq!(argmax(&m), best_real_choice(p, real), "{p:?} {real}");
+            if p[..real].iter().sum::<f32>() > 0.0 {
+                assert!((m.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+            }
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! Span extraction (CMRC 2018, any SQuAD v1 file): `AlbertForQuestionAnswering` on windows of
+//! `[CLS] question [SEP] context-window [SEP]`, as transformers' `run_qa.py` builds them
+//! ([`pipeline_tasks::span_features`], which also says why the defaults are 256/64 on a CPU).
+//!
+//! - Training: every window of every question, labelled with the first gold answer that is a
+//!   span of the context (its first and last token), or `[CLS]` where the window does not hold
+//!   it whole; the loss is transformers' mean of the start and end cross-entropies.
+//! - Decoding: the best start ≤ end pair of context tokens, at most `max_answer_length` long,
+//!   over all windows of a question, mapped back to the context's characters: the answer is
+//!   always exactly a substring of the context.
+//! - Scores: EM and F1 as CMRC 2018's official script computes them ([`cmrc_eval`]), the
+//!   maximum over the gold answers; the best epoch is chosen by F1.
+//!
+//! What encoding cannot serve whole is counted in metrics.json's `encoding` block with every
+//! question id: `answer_in_no_window` (the answer is longer than a window's context, so no
+//! window is labelled with it), `answer_longer_than_max_answer_length` (the decoder can never
+//! return it whole), `no_answer_span` (no gold answer is a span of the context: scored, not
+//! trained on), `encoding_error` (the tokenizer's offsets were unusable; the question gets no
+//! prediction). The reader's own counts (answers repaired, not in the context, dropped
+//! questions) are in the protocol's file reports.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use pipeline_tasks::cmrc_eval::{self, GoldQuestion};
+use pipeline_tasks::span_features::{
+    SpanConfig, SpanFeature, TokenizedContext, answer_tokens, char_range, decode, encode_with,
+};
+use pipeline_tasks::squad::SquadExample;
+use pipeline_tasks::{Examples, SpanMetricsBlock, TaskKind};
+
+use super::{Decoded, Head, Kind, Outputs, Scores, SpanAnswer, clean_tsv};
+use crate::data::{Decoding, EncodeNotes, EncodedSplit, Targets};
+use crate::encode::{Encoded, Encoder};
+
+/// The span-extraction kind.
+pub struct Spans;
+
+/// What decoding a span split needs: the windows (one per feature) and, per question, its id,
+/// context, the context's tokens and the gold answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanSplit {
+    pub features: Vec<SpanFeature>,
+    pub ids: Vec<String>,
+    pub contexts: Vec<Arc<str>>,
+    pub tokens: Vec<TokenizedContext>,
+    pub gold: Vec<Vec<String>>,
+    pub config: SpanConfig,
+}
+
+/// The features of `examples` (questions on contexts; gold answers optional, as in `predict`).
+pub fn encode_questions(name: &str, examples: &[SquadExample], encoder: &Encoder) -> EncodedSplit {
+    let cfg = encoder.span;
+    let mut notes = EncodeNotes::default();
+    let mut s = SpanSplit {
+        features: Vec::new(),
+        ids: Vec::new(),
+        contexts: Vec::new(),
+        tokens: Vec::new(),
+        gold: Vec::new(),
+        config: cfg,
+    };
+    let tokenize = |t: &str, ids: &mut Vec<u32>, st: &mut Vec<u32>| {
+        encoder.tokens_with_offsets(t, ids, st)
+    };
+    for (i, e) in examples.iter().enumerate() {
+        let target = e.target();
+        if target.is_none() && !e.answers.is_empty() {
+            notes.record("no_answer_span", &e.id);
+        }
+        let (ctx, features) = match encode_with(
+            tokenize,
+            i,
+            &e.question,
+            &e.context,
+            target,
+            encoder.specials(),
+            &cfg,
+        ) {
+            Ok(x) => x,
+            Err(_) => {
+                notes.record("encoding_error", &e.id);
+                let none = TokenizedContext {
+                    ids: Vec::new(),
+                    spans: Vec::new(),
+                };
+                (none, Vec::new())
+            }
+        };
+        if let Some(t) = target {
+            check_target(&e.id, t, &ctx, &features, &cfg, &mut notes);
+        }
+        s.features.extend(features);
+        s.ids.push(e.id.clone());
+        s.contexts.push(e.context.clone());
+        s.tokens.push(ctx);
+        s.gold.push(e.gold_texts().into_iter().map(str::to_string).collect());
+    }
+    let rows = s
+        .features
+        .iter()
+        .map(|f| {
+            vec![Encoded {
+                ids: f.input_ids.clone(),
+                types: f.token_type_ids.iter().map(|&t| t as u8).collect(),
+            }]
+        })
+        .collect();
+    let targets = s
+        .features
+        .iter()
+        .map(|f| (f.start_position, f.end_position))
+        .collect();
+    EncodedSplit {
+        name: name.into(),
+        examples: examples.len(),
+        rows,
+        targets: Targets::Spans(targets),
+        decoding: Decoding::Spans(Box::new(s)),
+        notes,
+    }
+}
+
+/// Notes an answer no window is labelled with, or one longer than the decoder returns.
+fn check_target(
+    id: &str,
+    target: &std::ops::Range<usize>,
+    ctx: &TokenizedContext,
+    features: &[SpanFeature],
+    cfg: &SpanConfig,
+    notes: &mut EncodeNotes,
+) {
+    if !features.iter().any(SpanFeature::has_answer) {
+        notes.record("answer_in_no_window", id);
+    }
+    if let Some((s, e)) = answer_tokens(&ctx.spans, 0..ctx.ids.len(), target)
+        && e + 1 - s > cfg.max_answer_length
+    {
+        notes.record("answer_longer_than_max_answer_length", id);
+    }
+}
+
+/// The best answer of every question from its windows' logits.
+pub fn decode_answers(split: &EncodedSplit, logits: &[(Vec<f32>, Vec<f32>)]) -> Vec<Option<SpanAnswer>> {
+    let Decoding::Spans(s) = &split.decoding else {
+        return Vec::new();
+    };
+    let mut windows: Vec<Vec<usize>> = vec![Vec::new(); s.ids.len()];
+    for (k, f) in s.features.iter().enumerate() {
+        if let Some(w) = windows.get_mut(f.example) {
+            w.push(k);
+        }
+    }
+    windows
+        .iter()
+        .enumerate()
+        .map(|(i, ks)| {
+            let features: Vec<&SpanFeature> = ks.iter().map(|&k| &s.features[k]).collect();
+            let lg: Vec<(&[f32], &[f32])> = ks
+                .iter()
+                .filter_map(|&k| logits.get(k))
+                .map(|(a, b)| (&a[..], &b[..]))
+                .collect();
+            if lg.len() != features.len() {
+                return None;
+            }
+            let best = decode(&features, &lg, &s.tokens[i], &s.config).ok()?;
+            let c = best.into_iter().next()?;
+            let context = &s.contexts[i];
+            Some(SpanAnswer {
+                text: context.get(c.span.clone())?.to_string(),
+                chars: char_range(context, &c.span),
+                bytes: c.span,
+                probability: c.probability,
+                score: c.score,
+            })
+        })
+        .collect()
+}
+
+/// EM and F1 of `answers` against the split's gold, as CMRC 2018's script computes them.
+pub fn score_answers(split: &EncodedSplit, answers: &[Option<SpanAnswer>]) -> Option<SpanMetricsBlock> {
+    let Decoding::Spans(s) = &split.decoding else {
+        return None;
+    };
+    let gold: Vec<GoldQuestion> = s
+        .ids
+        .iter()
+        .zip(&s.gold)
+        .filter(|(_, g)| !g.is_empty())
+        .map(|(id, g)| GoldQuestion {
+            id: id.clone(),
+            answers: g.clone(),
+        })
+        .collect();
+    let predictions: HashMap<String, String> = s
+        .ids
+        .iter()
+        .zip(answers)
+        .filter_map(|(id, a)| Some((id.clone(), a.as_ref()?.text.clone())))
+        .collect();
+    Some(SpanMetricsBlock::from_scores(&cmrc_eval::evaluate(
+        &gold,
+        &predictions,
+    )))
+}
+
+impl Kind for Spans {
+    fn kind(&self) -> TaskKind {
+        TaskKind::Span
+    }
+
+    fn head(&self, _labels: &[String]) -> Head {
+        Head::Span
+    }
+
+    fn encode(&self, name: &str, examples: &Examples, encoder: &Encoder) -> EncodedSplit {
+        encode_questions(name, examples.as_spans().unwrap_or_default(), encoder)
+    }
+
+    fn decode(&self, split: &EncodedSplit, outputs: Outputs) -> Decoded {
+        match outputs {
+            Outputs::Spans(logits) => Decoded::Spans(decode_answers(split, &logits)),
+            _ => Decoded::Spans(Vec::new()),
+        }
+    }
+
+    fn score(
+        &self,
+        split: &EncodedSplit,
+        decoded: &Decoded,
+        _labels: &[String],
+    ) -> anyhow::Result<Scores> {
+        let Decoded::Spans(answers) = decoded else {
+            anyhow::bail!("{}: a span model's predictions are spans", split.name);
+        };
+        if answers.len() != split.examples {
+            anyhow::bail!(
+                "{}: {} answers for {} questions",
+                split.name,
+                answers.len(),
+                split.examples
+            );
+        }
+        score_answers(split, answers)
+            .map(Scores::spans)
+            .ok_or_else(|| anyhow::anyhow!("{}: not a span split", split.name))
+    }
+
+    fn prediction_header(&self, _labels: &[String]) -> String {
+        "set\tid\tquestion\tgold\tpredicted\tstart\tend\tprobability".into()
+    }
+
+    fn prediction_rows(
+        &self,
+        name: &str,
+        examples: &Examples,
+        decoded: &Decoded,
+        _labels: &[String],
+        out: &mut String,
+    ) {
+        let (Some(v), Decoded::Spans(answers)) = (examples.as_spans(), decoded) else {
+            return;
+        };
+        for (e, a) in v.iter().zip(answers) {
+            let gold = e.gold_texts().join(" | ");
+            let (text, start, end, p) = match a {
+                Some(a) => (
+                    a.text.as_str(),
+                    a.chars.start.to_string(),
+                    a.chars.end.to_string(),
+                    format!("{:.6}", a.probability),
+                ),
+                None => ("", String::new(), String::new(), String::new()),
+            };
+            let _ = writeln!(
+                out,
+                "{name}\t{}\t{}\t{}\t{}\t{start}\t{end}\t{p}",
+                clean_tsv(&e.id),
+                clean_tsv(&e.question),
+                clean_tsv(&gold),
+                clean_tsv(text)
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "span_tests.rs"]
+mod tests;

@@ -1,0 +1,258 @@
+//! The span-extraction table (CMRC 2018): our runs, the baselines and the published rows, each
+//! with exact match and F1 (CMRC 2018's official script's figures, %) on a dev and a test
+//! split. Our blocks are read through [`SpanMetricsBlock`], the type the finetune and baseline
+//! stages write.
+//!
+//! Ours and the published rows are not on the same data: the shared CMRC 2018 has no train
+//! split and no test answers, so our runs train on 80 % of dev's articles, select on 10 % and
+//! report on the other 10 % (the protocol sentence above the table says so); the published
+//! rows trained on CMRC's train set (10k questions) and report the official dev and test
+//! sets (CLUE's on its 2k-question subset of test).
+
+use pipeline_tasks::SpanMetricsBlock;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::deps::{Dep, get};
+use crate::finetune_runs::{init_cell, model_cell, train_data};
+use crate::published::{TaskPublished, TaskRow};
+use crate::seeds::{self, MeanSd};
+use crate::sizes::round;
+use crate::table::{Cell, Col, Table};
+
+/// EM and F1 (%) of a span block, `None` for a block of another shape.
+fn em_f1(v: Option<&Value>) -> Option<(f64, f64)> {
+    let b = SpanMetricsBlock::deserialize(v?).ok()?;
+    Some((round(100.0 * b.exact_match, 2), round(100.0 * b.f1, 2)))
+}
+
+/// The dev (model-selection) and test blocks of a run, or of one baseline entry.
+fn dev_test(m: &Value) -> (Option<(f64, f64)>, Option<(f64, f64)>) {
+    (em_f1(get(m, &["dev"])), em_f1(get(m, &["eval", "test"])))
+}
+
+/// `65.5 / 84.5`, each figure `mean ± sd` over seeds when there are several.
+fn pair_cell(em: Option<MeanSd>, f1: Option<MeanSd>) -> Option<String> {
+    Some(format!(
+        "{} / {}",
+        seeds::cell(em, 2)?,
+        seeds::cell(f1, 2)?
+    ))
+}
+
+/// `65.5 (64.4) / 84.5 (84.0)`: a published best (average).
+fn published_cell(em: Option<f64>, em_mean: Option<f64>, f1: Option<f64>, f1_mean: Option<f64>) -> Option<String> {
+    let one = |b: Option<f64>, m: Option<f64>| match (b, m) {
+        (Some(b), Some(m)) => Some(format!("{b:.1} ({m:.1})")),
+        (Some(b), None) => Some(format!("{b:.1}")),
+        _ => None,
+    };
+    match (one(em, em_mean), one(f1, f1_mean)) {
+        (Some(e), Some(f)) => Some(format!("{e} / {f}")),
+        _ => None,
+    }
+}
+
+fn columns() -> Vec<Col> {
+    vec![
+        Col::text("source", "Source", "ours, baseline, or published (CMRC's train set)"),
+        Col::text("model", "Model", "our model and its sharing, the baseline, or the published model"),
+        Col::text("init", "Pretraining", "pretrained (from our pretrain run), none (random init)"),
+        Col::text("train_data", "Train data", "the training file(s) of the protocol"),
+        Col::int("parameters", "Parameters", "the model's parameters (ours)"),
+        Col::int("seeds", "Seeds", "ours: fine-tuning runs (seeds) averaged in the row"),
+        Col::float("dev_em", "Dev EM", 2, "exact match % on dev (ours: the model-selection split), mean over seeds").data_only(),
+        Col::float("dev_f1", "Dev F1", 2, "F1 % on dev (CMRC 2018's script), mean over seeds").data_only(),
+        Col::float("dev_f1_sd", "Dev F1 sd", 2, "ours: sample sd of dev F1 over seeds").data_only(),
+        Col::float("dev_em_mean", "Dev EM mean", 1, "published: the average over runs (Dev EM is the best)").data_only(),
+        Col::float("dev_f1_mean", "Dev F1 mean", 1, "published: the average over runs").data_only(),
+        Col::text("dev_md", "Dev EM / F1", "ours: mean ± sd; published: best (average)").markdown_only(),
+        Col::float("test_em", "Test EM", 2, "exact match % on test (ours: our held-out report split), mean over seeds").data_only(),
+        Col::float("test_f1", "Test F1", 2, "F1 % on test, mean over seeds").data_only(),
+        Col::float("test_f1_sd", "Test F1 sd", 2, "ours: sample sd of test F1 over seeds").data_only(),
+        Col::float("test_em_mean", "Test EM mean", 1, "published: the average over runs").data_only(),
+        Col::float("test_f1_mean", "Test F1 mean", 1, "published: the average over runs").data_only(),
+        Col::text("test_md", "Test EM / F1", "ours: mean ± sd; published: best (average)").markdown_only(),
+        Col::text("epochs", "Best epoch", "the epoch kept (per seed) / epochs trained"),
+        Col::int("train_examples", "Train questions", "ours: training questions"),
+        Col::text("run", "Run", "our stage instance (without its seed)").data_only(),
+        Col::text("note", "Note", "where a published row comes from, and on which test set").data_only(),
+    ]
+}
+
+/// Our runs (seeds folded), the baselines, then the published rows.
+pub fn span_table(
+    task: &str,
+    title: &str,
+    deps: &[&Dep],
+    baselines: &[&Dep],
+    published: Option<&TaskPublished>,
+) -> Table {
+    let mut t = Table::new(task, title, columns());
+    let mut ours: Vec<&Dep> = deps.to_vec();
+    ours.sort_by_key(|d| {
+        let rank = usize::from(d.str(&["init"]).as_deref() != Some("pretrained"));
+        (d.stage.clone(), rank, d.instance.clone())
+    });
+    for g in seeds::group(&ours) {
+        t.push(our_row(&g));
+    }
+    let mut sorted: Vec<&&Dep> = baselines.iter().collect();
+    sorted.sort_by_key(|d| d.instance.clone());
+    for d in sorted {
+        for e in get(&d.metrics, &["baselines"]).and_then(Value::as_array).into_iter().flatten() {
+            t.push(baseline_row(d, e));
+        }
+    }
+    for r in published.map(|p| &p.rows[..]).unwrap_or_default() {
+        t.push(published_row(r));
+    }
+    t.notes.push(
+        "EM and F1 are CMRC 2018's official script's (its Chinese tokenisation, punctuation \
+         removed, the maximum over the gold answers), in %."
+            .into(),
+    );
+    t
+}
+
+fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, Cell)> {
+    let d = g.first();
+    let scores: Vec<_> = g.runs.iter().map(|r| dev_test(&r.metrics)).collect();
+    let fold = |f: &dyn Fn(&(Option<(f64, f64)>, Option<(f64, f64)>)) -> Option<f64>| {
+        seeds::mean_sd(scores.iter().map(f))
+    };
+    let dev_em = fold(&|s| s.0.map(|x| x.0));
+    let dev_f1 = fold(&|s| s.0.map(|x| x.1));
+    let test_em = fold(&|s| s.1.map(|x| x.0));
+    let test_f1 = fold(&|s| s.1.map(|x| x.1));
+    let best: Vec<String> = g
+        .runs
+        .iter()
+        .map(|r| r.u64(&["best_epoch"]).map_or("–".into(), |b| b.to_string()))
+        .collect();
+    let mean = |m: Option<MeanSd>| m.map(|m| round(m.mean, 2));
+    let sd = |m: Option<MeanSd>| m.and_then(|m| m.sd).map(|s| round(s, 2));
+    vec![
+        ("source", "ours".into()),
+        ("model", model_cell(d).into()),
+        ("init", init_cell(d).into()),
+        ("train_data", get(&d.metrics, &["protocol"]).and_then(train_data).into()),
+        ("parameters", d.u64(&["parameters"]).into()),
+        ("seeds", Some(g.runs.len() as u64).into()),
+        ("dev_em", mean(dev_em).into()),
+        ("dev_f1", mean(dev_f1).into()),
+        ("dev_f1_sd", sd(dev_f1).into()),
+        ("dev_md", pair_cell(dev_em, dev_f1).into()),
+        ("test_em", mean(test_em).into()),
+        ("test_f1", mean(test_f1).into()),
+        ("test_f1_sd", sd(test_f1).into()),
+        ("test_md", pair_cell(test_em, test_f1).into()),
+        ("epochs", d.u64(&["epochs"]).map(|e| format!("{} / {e}", best.join(", "))).into()),
+        ("train_examples", d.u64(&["protocol", "train", "examples"]).into()),
+        ("run", g.name().into()),
+    ]
+}
+
+fn baseline_row(d: &Dep, e: &Value) -> Vec<(&'static str, Cell)> {
+    let (dev, test) = dev_test(e);
+    let name = e.get("name").and_then(Value::as_str).unwrap_or("?");
+    let one = |x: Option<(f64, f64)>| x.map(|(em, f1)| format!("{em:.2} / {f1:.2}"));
+    vec![
+        ("source", "baseline".into()),
+        ("model", e.get("description").and_then(Value::as_str).unwrap_or(name).into()),
+        ("train_data", get(&d.metrics, &["protocol"]).and_then(train_data).into()),
+        ("dev_em", dev.map(|x| x.0).into()),
+        ("dev_f1", dev.map(|x| x.1).into()),
+        ("dev_md", one(dev).into()),
+        ("test_em", test.map(|x| x.0).into()),
+        ("test_f1", test.map(|x| x.1).into()),
+        ("test_md", one(test).into()),
+        ("train_examples", d.u64(&["protocol", "train", "examples"]).into()),
+        ("run", format!("{}/{name}", d.instance).into()),
+    ]
+}
+
+fn published_row(r: &TaskRow) -> Vec<(&'static str, Cell)> {
+    vec![
+        ("source", "published".into()),
+        ("model", r.model.as_str().into()),
+        ("dev_em", r.dev_em.into()),
+        ("dev_f1", r.dev.into()),
+        ("dev_em_mean", r.dev_em_mean.into()),
+        ("dev_f1_mean", r.dev_mean.into()),
+        ("dev_md", published_cell(r.dev_em, r.dev_em_mean, r.dev, r.dev_mean).into()),
+        ("test_em", r.test_em.into()),
+        ("test_f1", r.test.into()),
+        ("test_em_mean", r.test_em_mean.into()),
+        ("test_f1_mean", r.test_mean.into()),
+        ("test_md", published_cell(r.test_em, r.test_em_mean, r.test, r.test_mean).into()),
+        ("note", r.note.clone().into()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deps::DepKind;
+    use crate::published::Published;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    fn dep(instance: &str, seed: u64, metrics: Value) -> Dep {
+        Dep {
+            instance: format!("{instance},seed={seed}"),
+            stage: instance.split('@').next().unwrap().into(),
+            coords: BTreeMap::from([
+                ("init".to_string(), json!("pretrained")),
+                ("seed".to_string(), json!(seed)),
+            ]),
+            dir: std::path::PathBuf::new(),
+            kind: DepKind::Finetune,
+            metrics,
+            lines: vec![],
+            finished: None,
+        }
+    }
+
+    fn block(em: f64, f1: f64) -> Value {
+        json!({"examples": 10, "exact_match": em, "f1": f1, "unanswered": 0})
+    }
+
+    #[test]
+    fn ours_baselines_and_published_rows_have_em_and_f1() {
+        let runs: Vec<Dep> = [(1, 0.40, 0.60), (2, 0.50, 0.70)]
+            .iter()
+            .map(|&(seed, em, f1)| {
+                dep(
+                    "finetune_cmrc2018@init=pretrained",
+                    seed,
+                    json!({"task": "cmrc2018", "init": "pretrained", "epochs": 2, "best_epoch": 2,
+                           "dev": block(em, f1), "eval": {"test": block(em - 0.1, f1 - 0.1)}}),
+                )
+            })
+            .collect();
+        let base = Dep {
+            kind: DepKind::Baseline,
+            ..dep(
+                "baseline_cmrc2018",
+                0,
+                json!({"task": "cmrc2018", "baselines": [{"name": "sliding_window",
+                       "description": "sliding window", "dev": block(0.0, 0.2),
+                       "eval": {"test": block(0.01, 0.25)}}]}),
+            )
+        };
+        let p = Published::load().unwrap();
+        let runs: Vec<&Dep> = runs.iter().collect();
+        let t = span_table("cmrc2018", "CMRC 2018", &runs, &[&base], p.task("cmrc2018"));
+        let md = t.markdown().unwrap();
+        assert!(md.contains("| ours |"), "{md}");
+        assert!(md.contains("45.00 ± 7.07 / 65.00 ± 7.07"), "{md}");
+        assert!(md.contains("| baseline | sliding window |"), "{md}");
+        assert!(md.contains("0.00 / 20.00"), "{md}");
+        assert!(
+            md.contains("| published | BERT |") && md.contains("65.5 (64.4) / 84.5 (84.0)"),
+            "{md}"
+        );
+        assert!(md.contains("ALBERT-tiny"), "{md}");
+    }
+}
