@@ -12,8 +12,8 @@ use serde_json::json;
 
 use crate::args::{Cli, ModelSource};
 
-fn user(e: anyhow::Error) -> anyhow::Error {
-    UserError::new(format!("{e:#}")).into()
+fn user(e: impl Into<anyhow::Error>) -> anyhow::Error {
+    UserError::new(format!("{:#}", e.into())).into()
 }
 
 /// The model directory to load from `dir`: itself, or a TF checkpoint imported into a

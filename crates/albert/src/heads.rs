@@ -17,18 +17,19 @@ use crate::model::{Albert, AlbertInput, dense, linear, weighted_cross_entropy};
 /// ALBERT with a classifier on the pooled [CLS] (`AlbertForSequenceClassification`).
 #[derive(Module, Debug)]
 pub struct AlbertForSequenceClassification {
+    /// The backbone.
     pub albert: Albert,
+    /// Dropout on the pooled `[CLS]` before the classifier.
     pub dropout: Dropout,
+    /// `[H, num_labels]`: pooled `[CLS]` → logits.
     pub classifier: Linear,
 }
 
 impl AlbertForSequenceClassification {
+    /// A freshly initialised model of config `c` with `num_labels` classes (the backbone is
+    /// drawn first, then the classifier, as transformers does).
     pub fn new(c: &AlbertConfig, num_labels: usize, dropout: f64, device: &Device) -> Self {
-        AlbertForSequenceClassification {
-            albert: Albert::new(c, device),
-            dropout: DropoutConfig::new(dropout).init(),
-            classifier: linear(c.hidden_size, num_labels, c, device),
-        }
+        Self::from_backbone(Albert::new(c, device), c, num_labels, dropout, device)
     }
 
     /// A classifier on top of an existing backbone (a pretrained one).
@@ -70,6 +71,7 @@ impl AlbertForSequenceClassification {
         self.dropout.prob
     }
 
+    /// The number of classes (the classifier's output width).
     pub fn num_labels(&self) -> usize {
         self.classifier.weight.dims()[1]
     }
@@ -79,16 +81,21 @@ impl AlbertForSequenceClassification {
 /// encoded, a one-output classifier scores it, and the scores of one question are compared.
 #[derive(Module, Debug)]
 pub struct AlbertForMultipleChoice {
+    /// The backbone.
     pub albert: Albert,
+    /// Dropout on the pooled `[CLS]` of each (prompt, choice) pair.
     pub dropout: Dropout,
+    /// `[H, 1]`: a pair's pooled `[CLS]` → its score.
     pub classifier: Linear,
 }
 
 impl AlbertForMultipleChoice {
+    /// A freshly initialised model of config `c`.
     pub fn new(c: &AlbertConfig, dropout: f64, device: &Device) -> Self {
         Self::from_backbone(Albert::new(c, device), c, dropout, device)
     }
 
+    /// A choice scorer on top of an existing backbone (a pretrained one).
     pub fn from_backbone(albert: Albert, c: &AlbertConfig, dropout: f64, device: &Device) -> Self {
         AlbertForMultipleChoice {
             albert,
@@ -139,12 +146,16 @@ fn apply_mask<const D: usize>(x: Tensor<D>, mask: Option<Tensor<D>>) -> Tensor<D
 /// linear classifier on every position of the last hidden state.
 #[derive(Module, Debug)]
 pub struct AlbertForTokenClassification {
+    /// The backbone.
     pub albert: Albert,
+    /// Dropout on the last hidden state before the classifier.
     pub dropout: Dropout,
+    /// `[H, num_labels]`: each position's hidden state → its label logits.
     pub classifier: Linear,
 }
 
 impl AlbertForTokenClassification {
+    /// A freshly initialised model of config `c` with `num_labels` tags.
     pub fn new(c: &AlbertConfig, num_labels: usize, dropout: f64, device: &Device) -> Self {
         Self::from_backbone(Albert::new(c, device), c, num_labels, dropout, device)
     }
@@ -201,6 +212,7 @@ impl AlbertForTokenClassification {
         self.dropout.prob
     }
 
+    /// The number of classes (the classifier's output width).
     pub fn num_labels(&self) -> usize {
         self.classifier.weight.dims()[1]
     }
@@ -209,7 +221,9 @@ impl AlbertForTokenClassification {
 /// Start and end scores of a span at every position, `[batch, seq]` each.
 #[derive(Debug, Clone)]
 pub struct SpanLogits {
+    /// How likely each position is to start the answer.
     pub start_logits: Tensor<2>,
+    /// How likely each position is to end the answer.
     pub end_logits: Tensor<2>,
 }
 
@@ -218,15 +232,19 @@ pub struct SpanLogits {
 /// transformers applies no dropout in this head, and neither do we.
 #[derive(Module, Debug)]
 pub struct AlbertForQuestionAnswering {
+    /// The backbone.
     pub albert: Albert,
+    /// `[H, 2]`: each position's hidden state → its start and end logits.
     pub qa_outputs: Linear,
 }
 
 impl AlbertForQuestionAnswering {
+    /// A freshly initialised model of config `c`.
     pub fn new(c: &AlbertConfig, device: &Device) -> Self {
         Self::from_backbone(Albert::new(c, device), c, device)
     }
 
+    /// A span scorer on top of an existing backbone (a pretrained one).
     pub fn from_backbone(albert: Albert, c: &AlbertConfig, device: &Device) -> Self {
         AlbertForQuestionAnswering {
             albert,

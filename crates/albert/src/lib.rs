@@ -13,6 +13,8 @@
 //! - [`device`]: the `device` param (`auto`, `cpu`, `cuda:0`) and the backends this build has;
 //! - [`parallel`]: one micro-batch per CPU core, gradients summed.
 
+#![warn(missing_docs)]
+
 pub mod albert_zh_layout;
 pub mod config;
 pub mod device;

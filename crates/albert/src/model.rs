@@ -128,16 +128,22 @@ impl AlbertInput {
 /// layout: the words projected to H by `word_embeddings_2` first, the rest at width H).
 #[derive(Module, Debug)]
 pub struct AlbertEmbeddings {
+    /// `[V, E]`: a row per token id.
     pub word_embeddings: Embedding,
     /// `[E, H]`, albert_zh's layout only (see [`crate::albert_zh_layout`]).
     pub word_embeddings_2: Option<Param<Tensor<2>>>,
+    /// A row per position, up to `max_position_embeddings`.
     pub position_embeddings: Embedding,
+    /// A row per segment (`type_vocab_size`, 2).
     pub token_type_embeddings: Embedding,
+    /// Normalises the sum of the three.
     pub layer_norm: LayerNorm,
+    /// Dropout after the LayerNorm (`hidden_dropout_prob`).
     pub dropout: Dropout,
 }
 
 impl AlbertEmbeddings {
+    /// Freshly initialised embeddings of config `c` (see [`AlbertConfig::initializer_range`]).
     pub fn new(c: &AlbertConfig, device: &Device) -> Self {
         // albert_zh's layout sums and normalises at width H.
         let width = crate::albert_zh_layout::embedding_width(c);
@@ -171,18 +177,27 @@ impl AlbertEmbeddings {
 /// Hugging Face's names).
 #[derive(Module, Debug)]
 pub struct AlbertAttention {
+    /// `[H, H]`: the queries of all heads.
     pub query: Linear,
+    /// `[H, H]`: the keys of all heads.
     pub key: Linear,
+    /// `[H, H]`: the values of all heads.
     pub value: Linear,
+    /// `[H, H]`: the heads' concatenated outputs back to the residual stream.
     pub dense: Linear,
+    /// The LayerNorm around the attention (after the residual sum, or on the input in preln).
     pub layer_norm: LayerNorm,
+    /// Dropout on the attention probabilities (`attention_probs_dropout_prob`).
     pub attention_dropout: Dropout,
+    /// Dropout on the projected output (`hidden_dropout_prob`).
     pub output_dropout: Dropout,
+    /// Attention heads; H is split evenly between them.
     #[module(skip)]
     pub num_heads: usize,
 }
 
 impl AlbertAttention {
+    /// A freshly initialised attention block of config `c`.
     pub fn new(c: &AlbertConfig, device: &Device) -> Self {
         let h = c.hidden_size;
         AlbertAttention {
@@ -219,15 +234,21 @@ impl AlbertAttention {
 /// The feed-forward block with its LayerNorm (`ffn`, `ffn_output`, `full_layer_layer_norm`).
 #[derive(Module, Debug)]
 pub struct AlbertFfn {
+    /// `[H, I]`: up to the feed-forward width.
     pub ffn: Linear,
+    /// `[I, H]`: back to the residual stream.
     pub ffn_output: Linear,
+    /// The LayerNorm around the block (after the residual sum, or on the input in preln).
     pub full_layer_layer_norm: LayerNorm,
+    /// Dropout on the block's output (`hidden_dropout_prob`).
     pub dropout: Dropout,
+    /// The activation between the two projections (`hidden_act`).
     #[module(skip)]
     pub activation: Activation,
 }
 
 impl AlbertFfn {
+    /// A freshly initialised feed-forward block of config `c`.
     pub fn new(c: &AlbertConfig, device: &Device) -> Self {
         AlbertFfn {
             ffn: linear(c.hidden_size, c.intermediate_size, c, device),
@@ -247,12 +268,17 @@ impl AlbertFfn {
 
 /// One layer's worth of blocks (borrowed from the encoder's shared or per-layer lists).
 pub struct AlbertLayerOps<'a> {
+    /// The layer's attention block.
     pub attention: &'a AlbertAttention,
+    /// The layer's feed-forward block.
     pub ffn: &'a AlbertFfn,
+    /// Where the LayerNorms sit (after each residual sum, or on each block's input).
     pub ln_type: LnType,
 }
 
 impl AlbertLayerOps<'_> {
+    /// `[batch, seq, H]` → `[batch, seq, H]`: attention then feed-forward, each with its
+    /// residual and LayerNorm; `bias` is the `[batch, 1, 1, seq]` attention mask bias.
     pub fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
         let (attn, ffn) = (self.attention, self.ffn);
         match self.ln_type {
@@ -277,15 +303,20 @@ impl AlbertLayerOps<'_> {
 pub struct AlbertEncoder {
     /// E→H; `None` in albert_zh's layout, whose embeddings are H wide already.
     pub embedding_hidden_mapping_in: Option<Linear>,
+    /// The attention blocks: one when shared (`all`, `attention`), one per layer otherwise.
     pub attentions: Vec<AlbertAttention>,
+    /// The feed-forward blocks: one when shared (`all`, `ffn`), one per layer otherwise.
     pub ffns: Vec<AlbertFfn>,
+    /// How many layers the blocks are applied as.
     #[module(skip)]
     pub num_layers: usize,
+    /// Where the LayerNorms sit.
     #[module(skip)]
     pub ln_type: LnType,
 }
 
 impl AlbertEncoder {
+    /// A freshly initialised encoder of config `c`, with as many blocks as its sharing asks.
     pub fn new(c: &AlbertConfig, device: &Device) -> Self {
         let (n_attn, n_ffn) = c.share_type.blocks(c.num_hidden_layers);
         AlbertEncoder {
@@ -321,8 +352,11 @@ impl AlbertEncoder {
 /// The backbone (`AlbertModel`): embeddings, encoder, pooler.
 #[derive(Module, Debug)]
 pub struct Albert {
+    /// Token ids → `[batch, seq, E]`.
     pub embeddings: AlbertEmbeddings,
+    /// `[batch, seq, E]` → `[batch, seq, H]`.
     pub encoder: AlbertEncoder,
+    /// `[H, H]`: the `[CLS]` state → the pooled output (through `tanh`).
     pub pooler: Linear,
 }
 
@@ -336,6 +370,7 @@ pub struct AlbertOutput {
 }
 
 impl Albert {
+    /// A freshly initialised backbone of config `c`.
     pub fn new(c: &AlbertConfig, device: &Device) -> Self {
         Albert {
             embeddings: AlbertEmbeddings::new(c, device),
@@ -344,6 +379,7 @@ impl Albert {
         }
     }
 
+    /// The last hidden state of every position and the pooled `[CLS]`.
     pub fn forward(&self, input: &AlbertInput) -> AlbertOutput {
         let embedded = self
             .embeddings
@@ -367,14 +403,19 @@ impl Albert {
 /// The masked-LM head: H→E dense, activation, LayerNorm, then the tied decoder plus a bias.
 #[derive(Module, Debug)]
 pub struct MlmHead {
+    /// `[H, E]` (`[H, H]` in albert_zh's layout): the transform before the decoder.
     pub dense: Linear,
+    /// Normalises the transform's output.
     pub layer_norm: LayerNorm,
+    /// `[V]`: added to the tied decoder's logits.
     pub bias: Param<Tensor<1>>,
+    /// The transform's activation (`hidden_act`).
     #[module(skip)]
     pub activation: Activation,
 }
 
 impl MlmHead {
+    /// A freshly initialised head of config `c` (the bias starts at zero).
     pub fn new(c: &AlbertConfig, device: &Device) -> Self {
         // albert_zh's transform stays at width H (it projects back through word_embeddings_2ᵀ).
         let width = crate::albert_zh_layout::embedding_width(c);
@@ -419,8 +460,11 @@ pub struct MlmTargets {
 /// ALBERT with its two pretraining heads (`AlbertForPreTraining`).
 #[derive(Module, Debug)]
 pub struct AlbertForPreTraining {
+    /// The backbone.
     pub albert: Albert,
+    /// The masked-LM head.
     pub predictions: MlmHead,
+    /// `[H, 2]`: the pooled `[CLS]` → in order / swapped.
     pub sop_classifier: Linear,
 }
 
@@ -429,14 +473,18 @@ pub struct AlbertForPreTraining {
 pub struct PretrainOutput {
     /// MLM loss + SOP loss (scalar).
     pub loss: Tensor<1>,
+    /// Mean cross-entropy over the real masked positions (scalar).
     pub mlm_loss: Tensor<1>,
+    /// Mean sentence-order cross-entropy (scalar).
     pub sop_loss: Tensor<1>,
     /// Number of correctly predicted masked tokens (weighted count).
     pub mlm_correct: Tensor<1>,
+    /// Number of rows whose sentence order was predicted right.
     pub sop_correct: Tensor<1>,
 }
 
 impl AlbertForPreTraining {
+    /// A freshly initialised model of config `c`.
     pub fn new(c: &AlbertConfig, device: &Device) -> Self {
         AlbertForPreTraining {
             albert: Albert::new(c, device),

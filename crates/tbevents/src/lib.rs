@@ -7,6 +7,8 @@
 //! `Summary` with a `simple_value` per scalar. TensorBoard finds a file by `tfevents` in its
 //! name ([`FILE_NAME`]).
 
+#![warn(missing_docs)]
+
 mod jsonl;
 pub mod proto;
 mod record;
@@ -28,24 +30,38 @@ pub const FILE_NAME: &str = "events.out.tfevents.0.pipeline";
 /// The `file_version` of TensorBoard's current format.
 pub const FILE_VERSION: &str = "brain.Event:2";
 
+/// Why an event file could not be written or read; every message names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The file could not be created, opened, read, written or renamed.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The event file (or its rewrite beside it).
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
+    /// A record whose checksum does not match, or whose data is not an `Event`.
     #[error("{}: the record at byte {offset} is corrupt: {what}", path.display())]
     Corrupt {
+        /// The event file.
         path: PathBuf,
+        /// Where the bad record starts.
         offset: usize,
+        /// Which check failed.
         what: String,
     },
+    /// The file ends inside a record.
     #[error(
         "{}: the file ends inside the record at byte {offset} (its writer is still running, or was killed mid-record)",
         path.display()
     )]
-    Truncated { path: PathBuf, offset: usize },
+    Truncated {
+        /// The event file.
+        path: PathBuf,
+        /// Where the partial record starts.
+        offset: usize,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -58,9 +74,14 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 /// One scalar as TensorBoard plots it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scalar {
+    /// The curve it belongs to (a `metrics.jsonl` field name).
     pub tag: String,
+    /// The x value: the training step (or epoch) it was logged at.
     pub step: i64,
+    /// Seconds since the Unix epoch (or since the run started, for files made from
+    /// `metrics.jsonl`).
     pub wall_time: f64,
+    /// The y value.
     pub value: f32,
 }
 

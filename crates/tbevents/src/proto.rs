@@ -14,6 +14,7 @@ pub struct Event {
     /// Seconds since the Unix epoch.
     #[prost(double, tag = "1")]
     pub wall_time: f64,
+    /// The training step (or epoch) the event belongs to; 0 for the `file_version` event.
     #[prost(int64, tag = "2")]
     pub step: i64,
     /// The other members of the `what` oneof (graph_def, log_message, session_log …) are
@@ -28,6 +29,7 @@ pub enum What {
     /// `"brain.Event:2"` in the first record of every file.
     #[prost(string, tag = "3")]
     FileVersion(String),
+    /// The scalars logged at the event's step.
     #[prost(message, tag = "5")]
     Summary(Summary),
 }
@@ -35,6 +37,7 @@ pub enum What {
 /// `tensorflow.Summary`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Summary {
+    /// One entry per tag.
     #[prost(message, repeated, tag = "1")]
     pub value: Vec<SummaryValue>,
 }
@@ -42,6 +45,7 @@ pub struct Summary {
 /// `tensorflow.Summary.Value`: a tag and, for a scalar, its `simple_value`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct SummaryValue {
+    /// The curve's name.
     #[prost(string, tag = "1")]
     pub tag: String,
     /// A member of the `value` oneof: `optional` so that 0.0 is written too.

@@ -6,10 +6,12 @@
 /// CRCs is otherwise weak).
 const MASK_DELTA: u32 = 0xa282_ead8;
 
+/// A CRC as TFRecord stores it: rotated and offset by [`MASK_DELTA`].
 pub fn mask(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(MASK_DELTA)
 }
 
+/// The masked CRC-32C of `bytes`, as a record's two checksums are.
 pub fn masked_crc(bytes: &[u8]) -> u32 {
     mask(crc32c::crc32c(bytes))
 }
@@ -30,6 +32,7 @@ pub fn frame(data: &[u8]) -> Vec<u8> {
 pub enum Bad {
     /// The buffer ends inside the record (a writer still running, or killed mid-record).
     Truncated,
+    /// A checksum or the length is wrong (which one, for the message).
     Corrupt(&'static str),
 }
 

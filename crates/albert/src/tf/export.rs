@@ -6,12 +6,12 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
 use pipeline_tfckpt::{DType, Writer, write_checkpoint_file};
 use safetensors::{Dtype, SafeTensors};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::error::{Result, TfError};
 use super::import::parts_present;
 use super::mapping;
 use crate::config::{Activation, AlbertConfig, ShareType};
@@ -64,14 +64,14 @@ pub fn export(model_dir: &Path, out: &Path) -> Result<ExportReport> {
     super::check_free(out, "the TF checkpoint")?;
     let config = exportable_config(model_dir)?;
     let file = model_dir.join("model.safetensors");
-    let bytes = std::fs::read(&file).with_context(|| {
-        format!(
-            "cannot read {} (export needs model.safetensors, as the pipeline writes it)",
-            file.display()
-        )
+    let bytes = std::fs::read(&file).map_err(|source| TfError::ReadWeights {
+        path: file.clone(),
+        source,
     })?;
-    let st = SafeTensors::deserialize(&bytes)
-        .map_err(|e| anyhow::anyhow!("{}: not a valid safetensors file: {e}", file.display()))?;
+    let st = SafeTensors::deserialize(&bytes).map_err(|e| TfError::NotSafetensors {
+        path: file.clone(),
+        message: e.to_string(),
+    })?;
     let names: Vec<String> = st.names().into_iter().map(|s| s.to_string()).collect();
     let parts = parts_present(&names);
 
@@ -113,22 +113,18 @@ pub fn export(model_dir: &Path, out: &Path) -> Result<ExportReport> {
     )?;
     let vocab = model_dir.join("vocab.txt");
     if vocab.is_file() {
-        std::fs::copy(&vocab, tmp.path().join("vocab.txt"))
-            .with_context(|| format!("cannot copy {}", vocab.display()))?;
+        super::copy(&vocab, tmp.path().join("vocab.txt"))?;
     }
     let left_out = left_out(&names, &used);
-    if !left_out.is_empty() {
-        bail!(
-            "{}: {} tensor(s) have no TensorFlow name in the {} layout, e.g. {}",
-            file.display(),
-            left_out.len(),
-            config.layout.name(),
-            left_out[0]
-        );
+    if let Some(example) = left_out.first() {
+        return Err(TfError::LeftOut {
+            path: file,
+            count: left_out.len(),
+            layout: config.layout.name(),
+            example: example.clone(),
+        });
     }
-    if out.exists() {
-        std::fs::remove_dir(out).with_context(|| format!("cannot replace {}", out.display()))?;
-    }
+    super::clear_out(out)?;
     super::publish(tmp, out, "the checkpoint")?;
     Ok(ExportReport {
         prefix: out.join("model.ckpt"),
@@ -141,14 +137,12 @@ pub fn export(model_dir: &Path, out: &Path) -> Result<ExportReport> {
 
 /// The model's config, if TensorFlow has a layout for its sharing.
 fn exportable_config(model_dir: &Path) -> Result<AlbertConfig> {
-    let config = crate::hf::read_config(model_dir)?;
+    let config = crate::hf::read_config(model_dir).map_err(|e| TfError::Model(e.into()))?;
     if matches!(config.share_type, ShareType::Attention | ShareType::Ffn) {
-        bail!(
-            "{}: share_type {} has no TensorFlow layout (google-research/albert and albert_zh \
-             share whole layers, or none)",
-            model_dir.display(),
-            config.share_type
-        );
+        return Err(TfError::NoTfLayout {
+            dir: model_dir.to_path_buf(),
+            share_type: config.share_type,
+        });
     }
     Ok(config)
 }
@@ -176,12 +170,17 @@ impl TensorCopier<'_> {
     /// Writes transformers' tensor `hf` as `tf` (transposed for a kernel), checking its dtype
     /// and that its TF shape is `expect`.
     fn add(&mut self, tf: &str, hf: &str, transpose: bool, expect: &[usize]) -> Result<()> {
-        let file = self.file.display();
-        let view = self.st.tensor(hf).map_err(|_| {
-            anyhow::anyhow!("{file}: tensor {hf} is missing (a model of this config.json has it)")
+        let path = || self.file.to_path_buf();
+        let view = self.st.tensor(hf).map_err(|_| TfError::MissingWeight {
+            path: path(),
+            tensor: hf.to_string(),
         })?;
         if view.dtype() != Dtype::F32 {
-            bail!("{file}: tensor {hf} is {:?}, not F32", view.dtype());
+            return Err(TfError::NotF32 {
+                path: path(),
+                tensor: hf.to_string(),
+                dtype: format!("{:?}", view.dtype()),
+            });
         }
         let values: Vec<f32> = view
             .data()
@@ -198,9 +197,13 @@ impl TensorCopier<'_> {
             (shape, values)
         };
         if shape != expect {
-            bail!(
-                "{file}: tensor {hf} has shape {shape:?} (as {tf}) but config.json says {expect:?}"
-            );
+            return Err(TfError::WeightShape {
+                path: path(),
+                tensor: hf.to_string(),
+                tf: tf.to_string(),
+                shape,
+                expected: expect.to_vec(),
+            });
         }
         self.bytes_written += values.len() as u64 * 4;
         self.used.insert(hf.to_string());

@@ -9,7 +9,6 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
 use pipeline_tfckpt::{Checkpoint, skip_reason};
 use rayon::prelude::*;
 use safetensors::Dtype;
@@ -17,6 +16,7 @@ use safetensors::tensor::TensorView;
 use serde::Serialize;
 use serde_json::json;
 
+use super::error::{Result, ShapeMismatch, TfError};
 use super::{Detected, Mapped, Part, detect, mapping};
 use crate::config::AlbertConfig;
 
@@ -55,7 +55,10 @@ pub fn find_config(dir: &Path) -> Result<PathBuf> {
         return Ok(exact);
     }
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot list {}", dir.display()))?
+        .map_err(|source| TfError::ListDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.file_name()
@@ -67,16 +70,13 @@ pub fn find_config(dir: &Path) -> Result<PathBuf> {
     match found.len() {
         1 => Ok(found.remove(0)),
         0 if dir.join("bert_config.json").is_file() => Ok(dir.join("bert_config.json")),
-        0 => bail!(
-            "{}: no albert_config.json beside the checkpoint: put the model's config there (as \
-             albert_zh and google-research/albert ship it) or give it with --config",
-            dir.display()
-        ),
-        n => bail!(
-            "{}: {n} albert_config*.json files beside the checkpoint: give the right one with \
-             --config",
-            dir.display()
-        ),
+        0 => Err(TfError::NoConfig {
+            dir: dir.to_path_buf(),
+        }),
+        count => Err(TfError::ManyConfigs {
+            dir: dir.to_path_buf(),
+            count,
+        }),
     }
 }
 
@@ -137,55 +137,53 @@ pub fn inspect(path: &Path, config: Option<&Path>) -> Result<TfInfo> {
 /// The config file's model with the detected layout, every tensor's shape checked against it.
 fn checked_config(file: &Path, ckpt: &Checkpoint, d: &Detected) -> Result<AlbertConfig> {
     let mut config = AlbertConfig::from_file(file)?;
+    let index = || ckpt.index_path.clone();
     if config.share_type != d.share_type {
-        bail!(
-            "{}: the config says share_type {} (num_hidden_groups) but {} holds {} encoder \
-             block(s) ({}): the config is not this checkpoint's",
-            file.display(),
-            config.share_type,
-            ckpt.index_path.display(),
-            d.blocks,
-            d.share_type
-        );
+        return Err(TfError::ShareMismatch {
+            config: file.to_path_buf(),
+            config_share: config.share_type,
+            index: index(),
+            blocks: d.blocks,
+            detected: d.share_type,
+        });
     }
     if d.share_type != crate::ShareType::All && d.blocks != config.num_hidden_layers {
-        bail!(
-            "{}: num_hidden_layers is {} but {} holds {} unshared layers",
-            file.display(),
-            config.num_hidden_layers,
-            ckpt.index_path.display(),
-            d.blocks
-        );
+        return Err(TfError::LayerMismatch {
+            config: file.to_path_buf(),
+            layers: config.num_hidden_layers,
+            index: index(),
+            blocks: d.blocks,
+        });
     }
     config.layout = d.layout;
     for t in mapping(&config) {
         let (_, shape) = ckpt.spec(&t.tf).map_err(|e| {
             if ckpt.raw_entry(&t.tf).is_none() {
-                anyhow::anyhow!(
-                    "{}: tensor {} is missing (a {} checkpoint of this config has it)",
-                    ckpt.index_path.display(),
-                    t.tf,
-                    d.layout.name()
-                )
+                TfError::MissingTensor {
+                    index: index(),
+                    tensor: t.tf.clone(),
+                    layout: d.layout.name(),
+                }
             } else {
-                anyhow::Error::new(e)
+                TfError::Checkpoint(e)
             }
         })?;
         if shape != t.shape {
-            bail!(
-                "{}: tensor {} has shape {shape:?} but {} says {:?} (vocab_size {}, \
-                 embedding_size {}, hidden_size {}, intermediate_size {}, \
-                 max_position_embeddings {}): the config is not this checkpoint's",
-                ckpt.index_path.display(),
-                t.tf,
-                file.display(),
-                t.shape,
-                config.vocab_size,
-                config.embedding_size,
-                config.hidden_size,
-                config.intermediate_size,
-                config.max_position_embeddings
-            );
+            let c = &config;
+            return Err(TfError::ShapeMismatch(Box::new(ShapeMismatch {
+                index: index(),
+                tensor: t.tf,
+                shape,
+                config: file.to_path_buf(),
+                expected: t.shape,
+                sizes: [
+                    c.vocab_size,
+                    c.embedding_size,
+                    c.hidden_size,
+                    c.intermediate_size,
+                    c.max_position_embeddings,
+                ],
+            })));
         }
     }
     Ok(config)
@@ -238,14 +236,11 @@ pub fn import(
         tmp.path().join("config.json"),
         serde_json::to_string_pretty(&json)? + "\n",
     )?;
-    std::fs::copy(&vocab_file, tmp.path().join("vocab.txt"))
-        .with_context(|| format!("cannot copy {}", vocab_file.display()))?;
+    super::copy(&vocab_file, tmp.path().join("vocab.txt"))?;
     // albert_zh's and Google's Chinese models lower-case (do_lower_case=True).
     let tok = pipeline_text::hf::wordpiece_tokenizer(&tokens, true)?;
     pipeline_text::hf::write_tokenizer_json(&tok, &tmp.path().join("tokenizer.json"))?;
-    if out.exists() {
-        std::fs::remove_dir(out).with_context(|| format!("cannot replace {}", out.display()))?;
-    }
+    super::clear_out(out)?;
     super::publish(tmp, out, "the imported model")?;
     Ok(ImportReport {
         checkpoint: ckpt.prefix.clone(),
@@ -271,21 +266,16 @@ fn checked_vocab(
     config: &AlbertConfig,
     detected: &Detected,
 ) -> Result<pipeline_text::vocab::Vocab> {
-    let tokens = pipeline_text::vocab::Vocab::load(vocab_file).map_err(|e| {
-        anyhow::anyhow!(
-            "{e} (the vocabulary beside the checkpoint, as albert_zh ships it; or give --vocab)"
-        )
-    })?;
+    let tokens =
+        pipeline_text::vocab::Vocab::load(vocab_file).map_err(|error| TfError::Vocab { error })?;
     if tokens.len() != config.vocab_size {
-        bail!(
-            "{}: {} tokens but {} says vocab_size {} (and the word embeddings have {} rows): \
-             this vocab.txt is not the model's",
-            vocab_file.display(),
-            tokens.len(),
-            config_file.display(),
-            config.vocab_size,
-            detected.vocab_size
-        );
+        return Err(TfError::VocabSize {
+            vocab: vocab_file.to_path_buf(),
+            tokens: tokens.len(),
+            config: config_file.to_path_buf(),
+            vocab_size: config.vocab_size,
+            rows: detected.vocab_size,
+        });
     }
     Ok(tokens)
 }
@@ -333,21 +323,32 @@ fn write_safetensors(tensors: &[HfTensor], weights: &Path) -> Result<()> {
         .iter()
         .map(|(name, shape, values)| {
             let view = TensorView::new(Dtype::F32, shape.clone(), bytemuck::cast_slice(values))
-                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+                .map_err(|e| TfError::TensorView {
+                    tensor: name.clone(),
+                    message: e.to_string(),
+                })?;
             Ok((name.clone(), view))
         })
         .collect::<Result<Vec<_>>>()?;
     // transformers refuses safetensors files whose metadata lacks format = pt.
     let meta = HashMap::from([("format".to_string(), "pt".to_string())]);
-    safetensors::tensor::serialize_to_file(views, Some(meta), weights)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", weights.display()))?;
+    safetensors::tensor::serialize_to_file(views, Some(meta), weights).map_err(|e| {
+        TfError::WriteWeights {
+            path: weights.to_path_buf(),
+            message: e.to_string(),
+        }
+    })?;
     // safetensors creates the file readable by its owner only; a model directory is shared
     // like the other files beside it.
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(weights, std::fs::Permissions::from_mode(0o644))
-            .with_context(|| format!("cannot set the permissions of {}", weights.display()))?;
+        std::fs::set_permissions(weights, std::fs::Permissions::from_mode(0o644)).map_err(
+            |source| TfError::Permissions {
+                path: weights.to_path_buf(),
+                source,
+            },
+        )?;
     }
     Ok(())
 }
@@ -374,7 +375,7 @@ impl ModelDir {
         let tmp = tempfile::Builder::new()
             .prefix("pipeline-tf-import-")
             .tempdir()
-            .context("cannot create a temporary directory for the imported checkpoint")?;
+            .map_err(TfError::ImportTempDir)?;
         let dir = tmp.path().join("model");
         let report = import(path, None, None, &dir)?;
         Ok(ModelDir {

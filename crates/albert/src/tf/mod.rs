@@ -15,16 +15,20 @@
 //! (already `[2, H]`) are not. [`import`] and [`export`] do the file work; [`detect`] reads
 //! the architecture from names and shapes alone (the index is enough).
 
+mod error;
 mod export;
 mod import;
 
 use std::collections::BTreeSet;
 
-use anyhow::{Result, bail};
+use std::path::{Path, PathBuf};
+
 use pipeline_tfckpt::Checkpoint;
 
 use crate::config::{AlbertConfig, Layout, ShareType};
 
+use error::Result;
+pub use error::{ShapeMismatch, TfError};
 pub use export::{ExportReport, export};
 pub use import::{ImportReport, ModelDir, TfInfo, find_config, import, inspect};
 
@@ -83,14 +87,19 @@ const GOOGLE_MAPPING: &str = "bert/encoder/embedding_hidden_mapping_in/kernel";
 
 /// The layout, sharing and sizes a checkpoint's names and shapes show (its index is enough).
 pub fn detect(ckpt: &Checkpoint) -> Result<Detected> {
-    let index = ckpt.index_path.display().to_string();
+    let index = &ckpt.index_path;
     let names: Vec<&str> = ckpt.names().collect();
-    let layout = detect_layout(&names, &index)?;
-    let (share_type, blocks) = detect_sharing(layout, &names, &index)?;
+    let layout = detect_layout(&names, index)?;
+    let (share_type, blocks) = detect_sharing(layout, &names, index)?;
     let dims = |name: &str, rank: usize| -> Result<Vec<usize>> {
-        let (_, shape) = ckpt.spec(name).map_err(anyhow::Error::new)?;
+        let (_, shape) = ckpt.spec(name)?;
         if shape.len() != rank {
-            bail!("{index}: tensor {name} has shape {shape:?}, expected {rank} dimensions");
+            return Err(TfError::Rank {
+                index: index.clone(),
+                tensor: name.to_string(),
+                shape,
+                rank,
+            });
         }
         Ok(shape)
     };
@@ -122,7 +131,7 @@ pub fn detect(ckpt: &Checkpoint) -> Result<Detected> {
 }
 
 /// Google's names or albert_zh's (`index` names the file in messages).
-fn detect_layout(names: &[&str], index: &str) -> Result<Layout> {
+fn detect_layout(names: &[&str], index: &Path) -> Result<Layout> {
     let has = |n: &str| names.contains(&n);
     let zh = has(ZH_PROJECTION) || names.iter().any(|n| n.starts_with("bert/encoder/layer_"));
     let google = has(GOOGLE_MAPPING)
@@ -132,22 +141,19 @@ fn detect_layout(names: &[&str], index: &str) -> Result<Layout> {
     match (google, zh) {
         (true, false) => Ok(Layout::Google),
         (false, true) => Ok(Layout::AlbertZh),
-        (true, true) => bail!(
-            "{index}: holds both google-research/albert (bert/encoder/transformer/…) and \
-             albert_zh (bert/encoder/layer_…, word_embeddings_2) tensors: which model is it?"
-        ),
-        (false, false) => bail!(
-            "{index}: not an ALBERT checkpoint: no bert/encoder/transformer/… \
-             (google-research/albert) nor bert/encoder/layer_shared/… (albert_zh) tensors \
-             among its {} names",
-            names.len()
-        ),
+        (true, true) => Err(TfError::AmbiguousLayout {
+            index: index.to_path_buf(),
+        }),
+        (false, false) => Err(TfError::NotAlbert {
+            index: index.to_path_buf(),
+            names: names.len(),
+        }),
     }
 }
 
 /// The sharing and the number of distinct encoder blocks: Google's `group_N`, albert_zh's
 /// `layer_shared` or `layer_N`.
-fn detect_sharing(layout: Layout, names: &[&str], index: &str) -> Result<(ShareType, usize)> {
+fn detect_sharing(layout: Layout, names: &[&str], index: &Path) -> Result<(ShareType, usize)> {
     let numbered = |prefix: &str| -> BTreeSet<usize> {
         names
             .iter()
@@ -156,11 +162,16 @@ fn detect_sharing(layout: Layout, names: &[&str], index: &str) -> Result<(ShareT
             .collect()
     };
     // Blocks `{one}_0` … `{one}_N` with no gap.
-    let blocks = |prefix: &str, many: &str, one: &str| -> Result<usize> {
+    let blocks = |prefix: &str, many: &'static str, one: &'static str| -> Result<usize> {
         let found = numbered(prefix);
         let n = found.len();
         if found.iter().copied().ne(0..n) || n == 0 {
-            bail!("{index}: the encoder {many} are not {one}_0…{one}_N: {found:?}");
+            return Err(TfError::BlockGap {
+                index: index.to_path_buf(),
+                many,
+                one,
+                found,
+            });
         }
         Ok(n)
     };
@@ -168,11 +179,10 @@ fn detect_sharing(layout: Layout, names: &[&str], index: &str) -> Result<(ShareT
         Layout::Google => {
             let inner = numbered("bert/encoder/transformer/group_0/inner_group_");
             if inner.iter().any(|&i| i > 0) {
-                bail!(
-                    "{index}: inner_group_num > 1 (inner_group_{} exists), which no published \
-                     ALBERT uses and this model does not support",
-                    inner.last().copied().unwrap_or(0)
-                );
+                return Err(TfError::InnerGroups {
+                    index: index.to_path_buf(),
+                    inner: inner.last().copied().unwrap_or(0),
+                });
             }
             let n = blocks("bert/encoder/transformer/group_", "groups", "group")?;
             Ok((
@@ -372,55 +382,78 @@ fn expand(tf: &str, hf: &str, kind: Kind, dims: Vec<usize>, part: Part) -> Vec<M
 }
 
 /// `out` must not exist, or be an empty directory (for `what`, in the message).
-fn check_free(out: &std::path::Path, what: &str) -> Result<()> {
+fn check_free(out: &Path, what: &'static str) -> Result<()> {
     if out.exists()
         && std::fs::read_dir(out)
             .map(|mut d| d.next().is_some())
             .unwrap_or(true)
     {
-        bail!(
-            "{} already exists and is not empty: give a new directory for {what}",
-            out.display()
-        );
+        return Err(TfError::NotEmpty {
+            out: out.to_path_buf(),
+            what,
+        });
     }
     Ok(())
 }
 
 /// A temporary directory beside `out` (same filesystem, so [`publish`] is one rename), its
 /// parent created if needed.
-fn staging_dir(out: &std::path::Path, prefix: &str) -> anyhow::Result<tempfile::TempDir> {
-    use anyhow::Context;
+fn staging_dir(out: &Path, prefix: &str) -> Result<tempfile::TempDir> {
     let parent = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    std::fs::create_dir_all(parent)
-        .with_context(|| format!("cannot create {}", parent.display()))?;
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|source| TfError::CreateDir {
+        dir: parent.to_path_buf(),
+        source,
+    })?;
     tempfile::Builder::new()
         .prefix(prefix)
         .tempdir_in(parent)
-        .with_context(|| {
-            format!(
-                "cannot create a temporary directory in {}",
-                parent.display()
-            )
+        .map_err(|source| TfError::TempDir {
+            dir: parent.to_path_buf(),
+            source,
         })
+}
+
+/// Removes the empty directory `out` (which [`check_free`] let through) so that [`publish`]
+/// can rename the result into its place.
+fn clear_out(out: &Path) -> Result<()> {
+    if out.exists() {
+        std::fs::remove_dir(out).map_err(|source| TfError::Replace {
+            out: out.to_path_buf(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// Copies `from` to `to`, the error naming `from`.
+fn copy(from: &Path, to: PathBuf) -> Result<()> {
+    std::fs::copy(from, to).map_err(|source| TfError::Copy {
+        path: from.to_path_buf(),
+        source,
+    })?;
+    Ok(())
 }
 
 /// Moves the finished `tmp` into `out` (which the caller has emptied or checked absent); on
 /// failure the temporary directory is removed and `out` is left as it was.
-fn publish(tmp: tempfile::TempDir, out: &std::path::Path, what: &str) -> anyhow::Result<()> {
+fn publish(tmp: tempfile::TempDir, out: &Path, what: &'static str) -> Result<()> {
     let kept = tmp.keep();
-    std::fs::rename(&kept, out).map_err(|e| {
+    std::fs::rename(&kept, out).map_err(|cause| {
         let _ = std::fs::remove_dir_all(&kept);
-        anyhow::anyhow!("cannot move {what} into {}: {e}", out.display())
+        TfError::Publish {
+            what,
+            out: out.to_path_buf(),
+            cause,
+        }
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::{Path, PathBuf};
 
     fn shared_meta() -> Option<PathBuf> {
         let root = std::env::var_os("PIPELINE_DATA_ROOT")

@@ -4,16 +4,16 @@
 //! decay), gradient clipping by the global norm (burn's own clipping works per tensor), and
 //! checkpoints that a killed run resumes from.
 
-use std::path::{Path, PathBuf};
+mod checkpoint;
 
-use anyhow::{Context, bail};
 use burn::module::{Module, Param, ParamGroup, ParamId};
 use burn::optim::{
     AdamWConfig, GradientsParams, LambState, LearningRate, ModuleOptimizer, Optimizer,
 };
-use burn::store::{BurnpackStore, ModuleSnapshot};
 use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
+
+pub use checkpoint::{Checkpoint, CheckpointError, remove_checkpoint};
 
 /// Which optimiser.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -310,124 +310,6 @@ pub fn clip_global_norm<M: Module>(
         module.visit(&mut v);
     }
     (grads, norm)
-}
-
-/// A training checkpoint on disk: `model.bpk` (burnpack, which keeps parameter ids so the
-/// optimiser state lines up), `optimizer.bpk`, and `state.json` (step, data position, …,
-/// whatever the stage puts in `S`). It is written into `<dir>.tmp` and renamed over `dir`, so a
-/// kill at any moment leaves the previous checkpoint or the new one, never half of one.
-pub struct Checkpoint {
-    /// The checkpoint directory.
-    pub dir: PathBuf,
-}
-
-impl Checkpoint {
-    /// A checkpoint at `dir` (nothing is read or written yet).
-    pub fn new(dir: impl Into<PathBuf>) -> Checkpoint {
-        Checkpoint { dir: dir.into() }
-    }
-
-    /// Whether a complete checkpoint is there.
-    pub fn exists(&self) -> bool {
-        self.dir.join("state.json").is_file()
-    }
-
-    /// Writes the model, the optimiser and `state` (atomically: see the type's docs).
-    pub fn save<M: Module + ModuleSnapshot, S: Serialize>(
-        &self,
-        model: &M,
-        optim: &ModuleOptimizer,
-        state: &S,
-    ) -> anyhow::Result<()> {
-        let tmp = self.dir.with_extension("tmp");
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp)?;
-        }
-        std::fs::create_dir_all(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
-        let mut store = BurnpackStore::from_file(tmp.join("model.bpk"));
-        model
-            .save_into(&mut store)
-            .map_err(|e| anyhow::anyhow!("cannot save the model checkpoint: {e}"))?;
-        optim
-            .save(tmp.join("optimizer.bpk"))
-            .map_err(|e| anyhow::anyhow!("cannot save the optimizer state: {e}"))?;
-        std::fs::write(
-            tmp.join("state.json"),
-            serde_json::to_string_pretty(state)? + "\n",
-        )?;
-        // Rename the old one aside first: rename cannot replace a non-empty directory.
-        let old = self.dir.with_extension("old");
-        if self.dir.exists() {
-            if old.exists() {
-                std::fs::remove_dir_all(&old)?;
-            }
-            std::fs::rename(&self.dir, &old)?;
-        }
-        std::fs::rename(&tmp, &self.dir)?;
-        if old.exists() {
-            std::fs::remove_dir_all(&old)?;
-        }
-        Ok(())
-    }
-
-    /// Loads the checkpoint into a freshly built `model` and `optim` of the same shape.
-    pub fn load<M: Module + ModuleSnapshot, S: for<'de> Deserialize<'de>>(
-        &self,
-        mut model: M,
-        optim: ModuleOptimizer,
-    ) -> anyhow::Result<(M, ModuleOptimizer, S)> {
-        // A kill between the two renames of `save` leaves the previous checkpoint in `.old`.
-        let old = self.dir.with_extension("old");
-        if !self.exists() && old.join("state.json").is_file() {
-            std::fs::rename(&old, &self.dir)?;
-        }
-        let state: S = serde_json::from_str(
-            &std::fs::read_to_string(self.dir.join("state.json"))
-                .with_context(|| format!("reading {}", self.dir.display()))?,
-        )
-        .with_context(|| {
-            format!(
-                "{}/state.json is not a checkpoint state",
-                self.dir.display()
-            )
-        })?;
-        let mut store = BurnpackStore::from_file(self.dir.join("model.bpk"));
-        let result = model.load_from(&mut store).map_err(|e| {
-            anyhow::anyhow!(
-                "the checkpoint in {} does not fit the model: {e}",
-                self.dir.display()
-            )
-        })?;
-        if !result.missing.is_empty() || !result.errors.is_empty() {
-            bail!(
-                "the checkpoint in {} does not fit the model ({} missing, {} mismatched tensors)",
-                self.dir.display(),
-                result.missing.len(),
-                result.errors.len()
-            );
-        }
-        // Loaded tensors come back without gradient tracking; training them needs it.
-        let model = model.set_require_grad(true);
-        let optim = optim
-            .load(self.dir.join("optimizer.bpk"))
-            .map_err(|e| anyhow::anyhow!("cannot load the optimizer state: {e}"))?;
-        Ok((model, optim, state))
-    }
-}
-
-/// Removes a checkpoint directory (after the stage has succeeded, or to start over).
-pub fn remove_checkpoint(dir: &Path) -> std::io::Result<()> {
-    for d in [
-        dir.to_path_buf(),
-        dir.with_extension("tmp"),
-        dir.with_extension("old"),
-    ] {
-        if d.exists() {
-            std::fs::remove_dir_all(&d)?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
