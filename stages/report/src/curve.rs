@@ -35,7 +35,31 @@ impl Line {
     fn label(&self) -> String {
         format!("{} · {}", self.train_data, self.backbone)
     }
+
+    /// The label in the figure's legend: the backbone, and the training data when the figure
+    /// has several protocols, shortened to its first file (the table beside the figure has
+    /// them whole).
+    fn legend(&self, several_protocols: bool) -> String {
+        if several_protocols {
+            format!("{} · {}", short_data(&self.train_data), self.backbone)
+        } else {
+            self.backbone.clone()
+        }
+    }
 }
+
+/// `afqmc/train.tsv + lcqmc/dev.tsv` → `afqmc/train.tsv + 1 more`.
+fn short_data(train_data: &str) -> String {
+    let files: Vec<&str> = train_data.split(" + ").collect();
+    match files.len() {
+        0 | 1 => train_data.to_string(),
+        n => format!("{} + {} more", files[0], n - 1),
+    }
+}
+
+/// What the figure's two line styles are.
+pub const CURVE_CAPTION: &str =
+    "line with markers: our runs (mean over seeds) · thin line: the best baseline, same data";
 
 /// The lines of a task's fine-tuning runs (those that say how far their backbone was
 /// pretrained), points in token order. Lines with a single budget are left out: they are
@@ -258,6 +282,12 @@ pub fn curve(
         .flat_map(|l| l.points.iter().map(|p| p.tokens))
         .max()
         .unwrap_or(0) as f64;
+    let several = lines
+        .iter()
+        .map(|l| &l.train_data)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+        > 1;
     for (i, line) in lines.iter().enumerate() {
         for p in &line.points {
             t.push(vec![
@@ -274,7 +304,7 @@ pub fn curve(
         let baseline = best_baseline(baselines, &line.train_data);
         sentences.push(trend_sentence(line, baseline.as_ref()));
         series.push(Series {
-            label: line.label(),
+            label: line.legend(several),
             points: line
                 .points
                 .iter()
@@ -285,7 +315,11 @@ pub fn curve(
         });
         if let Some((acc, name)) = baseline {
             series.push(Series {
-                label: format!("best baseline ({name}) · {}", line.train_data),
+                label: if several {
+                    format!("best baseline ({name}) · {}", short_data(&line.train_data))
+                } else {
+                    format!("best baseline ({name})")
+                },
                 points: vec![(0.0, acc / 100.0), (max_tokens / 1e6, acc / 100.0)],
                 marked: false,
                 colour: 2 * i + 1,
@@ -300,6 +334,7 @@ pub fn curve(
         series,
         unit_range: true,
         x_from_zero: true,
+        caption: Some(CURVE_CAPTION.into()),
     };
     Some((t, sentences, figure))
 }
@@ -389,6 +424,25 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("Fewer than two pretrained budgets"), "{s}");
+    }
+
+    #[test]
+    fn the_figure_says_what_its_lines_are() {
+        let runs = [
+            run("ft", 1, 0, 0, 0.40),
+            run("ft", 1, 500, 2_000_000, 0.45),
+        ];
+        let refs: Vec<&Dep> = runs.iter().collect();
+        let (_, _, fig) = curve("chnsenticorp", "ChnSentiCorp", &refs, &[]).unwrap();
+        assert_eq!(fig.file, "plots/chnsenticorp_curve.svg");
+        assert_eq!(fig.caption.as_deref(), Some(CURVE_CAPTION));
+        assert!(!CURVE_CAPTION.contains("training batches"));
+        // One protocol: the legend names the backbone only.
+        assert_eq!(fig.series[0].label, "pretrain@share_type=all");
+        assert_eq!(
+            short_data("afqmc/train.tsv + lcqmc/dev.tsv"),
+            "afqmc/train.tsv + 1 more"
+        );
     }
 
     #[test]

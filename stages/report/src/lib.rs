@@ -26,9 +26,14 @@
 //!   {768, 128} × sharing, as the ALBERT paper's Tables 3 and 4), `pretraining` (one row per
 //!   pretrain instance beside albert_zh's MLM/SOP/hours table), `lcqmc`, `xnli` (and any other
 //!   fine-tuning task: our runs with and without pretraining beside the published rows),
-//!   `throughput` (benchmarks and our runs);
+//!   `throughput` (benchmarks and our runs); `ablations` (one row per pretraining run and
+//!   fine-tuning stage: the recipe — sharing, objective, masking, task text — beside the effect
+//!   of its weights, pretrained minus random init, mean ± sd over seeds; with two pretraining
+//!   runs or more); `targets` (issue 23's targets read off the rows: met, missed, not run, with
+//!   the evidence; the README's first paragraph says which);
 //! - `plots/*.svg`: pretraining loss, MLM and SOP accuracy against steps; dev accuracy per epoch
-//!   of each fine-tuning task;
+//!   of each fine-tuning task; test accuracy against pretraining tokens (`<task>_curve.svg`) for
+//!   every task with runs from intermediate pretraining steps (`pretrain_step`);
 //! - `published.json`: the published figures with their sources (a copy of
 //!   `stages/report/published/albert_zh.json`).
 //!
@@ -47,14 +52,17 @@
 //! | `notes` | none | free text per table: `{summary: "…", pretraining: "…", lcqmc: "…", xnli: "…", model_size: "…", model_size_grid: "…", throughput: "…"}` |
 //! | `bench_dir` | `<publish_dir>/bench` | where the benchmark `*.jsonl` files are read from; `""` reads none |
 //! | `plots` | `true` | draw the SVG figures |
+//! | `main_pretrain` | the pretrain instance with the most tokens seen (among those with fine-tuning runs; ties: the first by name) | the pretraining run whose fine-tuning rows the targets are read off, and the reference of the ablations table |
 //!
 //! Benchmark files are read from `bench_dir` and from the stage's `inputs:` that end in
 //! `.jsonl`; list them as inputs (`inputs: ["results/bench/*.jsonl"]`) so that a new
 //! measurement re-runs the report. The report is cached like any stage: to publish again after
 //! deleting `results/`, use `pipeline run report --force`.
 
+mod ablations;
 mod baselines;
 mod bench;
+mod corpus;
 mod curve;
 mod deps;
 mod finetune_runs;
@@ -63,8 +71,10 @@ pub mod plots;
 mod portable;
 mod publish;
 pub mod published;
+mod recipes;
 mod runs;
 mod seeds;
+mod targets;
 pub mod sizes;
 mod span_table;
 pub mod table;
@@ -154,39 +164,6 @@ impl Stage for ReportStage {
     }
 }
 
-/// The files a `clean` instance read (its metrics.json's `formats`, one entry per input
-/// file), and whether the ChnSentiCorp reviews, which hold every ChnSentiCorp test text, were
-/// among them.
-fn corpus_sentence(c: &Dep) -> String {
-    let files: Vec<&str> = c
-        .metrics
-        .get("formats")
-        .and_then(Value::as_object)
-        .map(|m| m.keys().map(String::as_str).collect())
-        .unwrap_or_default();
-    let leak = files
-        .iter()
-        .any(|f| f.ends_with("chnsenticorp_reviews.txt"));
-    format!(
-        "The pretraining corpus (`{}`) read {} file(s): {}. {}",
-        c.instance,
-        files.len(),
-        files
-            .iter()
-            .map(|f| format!("`{f}`"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        if leak {
-            "**It includes `corpus/misc/chnsenticorp_reviews.txt`, which holds every ChnSentiCorp \
-             train, dev and test text: ChnSentiCorp scores of models pretrained on it are \
-             contaminated.**"
-        } else {
-            "`corpus/misc/chnsenticorp_reviews.txt` (every ChnSentiCorp test text) is not among \
-             them."
-        }
-    )
-}
-
 /// The report's files and its metrics.json.
 pub struct Report {
     pub files: Files,
@@ -244,6 +221,20 @@ pub fn build(
         .iter()
         .filter(|d| d.kind == DepKind::Clean && !d.metrics.is_null())
         .collect();
+    let main = recipes::main_pretrain(&pretrain, &finetune, p.main_pretrain.as_deref());
+    if let (Some(name), None) = (&p.main_pretrain, main) {
+        notes.push(format!(
+            "main_pretrain `{name}` is not among the report's pretraining runs; the targets \
+             have no main run"
+        ));
+    }
+    let targets = targets::targets(&targets::Rows {
+        main,
+        pretrain: &pretrain,
+        finetune: &finetune,
+        baselines: &baseline,
+        cleans: &cleans,
+    });
     for d in all_deps.iter().filter(|d| d.kind == DepKind::Other) {
         notes.push(format!(
             "{}: not a pretraining or fine-tuning artifact; not used",
@@ -286,6 +277,23 @@ pub fn build(
         md
     };
 
+    // 0. The targets, their evidence.
+    {
+        let t = targets::table(&targets);
+        let mut body = String::from(
+            "Issue 23's targets for the committed experiment, each read off this report's rows \
+             (the main pretraining run's fine-tuning stages, pretrained against random init of \
+             the same architecture; a difference counts when it exceeds twice the larger seed \
+             sd, with at least 3 seeds on each side). `not run`: the rows it needs are not among \
+             the report's deps.\n\n",
+        );
+        body.push_str(&add_table(&t, Map::new(), &mut files, &mut tables)?);
+        sections.push(Section {
+            title: "Targets".into(),
+            body,
+        });
+    }
+
     // 1. Model size.
     {
         let t = sizes::model_size(&published);
@@ -319,19 +327,35 @@ pub fn build(
                 .into(),
         });
     } else {
-        let t = runs::pretraining(&pretrain, &published);
+        let t = runs::pretraining(&pretrain, &published, &cleans);
         let mut body = runs::pretraining_sentence(&pretrain);
         body.push_str("\n\n");
         if let Some(m) = masks.first() {
-            let _ = write!(body, "{}\n\n", mask_sentence(m));
+            let _ = write!(body, "{}\n\n", corpus::mask_sentence(m));
         }
         for c in &cleans {
-            let _ = write!(body, "{}\n\n", corpus_sentence(c));
+            let _ = write!(body, "{}\n\n", corpus::corpus_sentence(c));
         }
         body.push_str(&add_table(&t, Map::new(), &mut files, &mut tables)?);
         body.push_str(&figure_md(&plots::pretraining(&pretrain), &mut figures));
         sections.push(Section {
             title: "Pretraining".into(),
+            body,
+        });
+    }
+
+    // 2b. Ablations: two pretraining runs or more with fine-tuning runs.
+    // (One pretraining run is no ablation: no section, nothing left out.)
+    if let Some(t) = ablations::ablations(&pretrain, &finetune, &cleans, main) {
+        let mut body = String::from(
+            "Each pretraining run's recipe beside the downstream effect of its weights on every \
+             fine-tuning stage run from them: ALBERT's own ablations (cross-layer sharing, the \
+             SOP objective, whole-word masking) and task text in the corpus, at this \
+             experiment's budget, stated under the table.\n\n",
+        );
+        body.push_str(&add_table(&t, Map::new(), &mut files, &mut tables)?);
+        sections.push(Section {
+            title: "Ablations".into(),
             body,
         });
     }
@@ -473,12 +497,20 @@ pub fn build(
         files.insert(f.file.clone(), f.svg()?.into_bytes());
     }
     files.insert("published.json".into(), published::TEXT.as_bytes().to_vec());
+    let opening = targets::paragraph(&targets, main);
+    // The targets' paragraph comes first, under the title.
     let readme = readme(
         p, &published, all_deps, &pretrain, &finetune, &sections, &notes,
-    );
+    )
+    .replacen("\n\n", &format!("\n\n{opening}\n\n"), 1);
     files.insert("README.md".into(), readme.into_bytes());
 
     let metrics = json!({
+        "main_pretrain": main.map(|m| m.instance.clone()),
+        "targets": targets
+            .iter()
+            .map(|t| (t.key.to_string(), json!(t.status_word())))
+            .collect::<Map<String, Value>>(),
         "tables": tables,
         "left_out": left_out,
         "figures": figures.iter().map(|f| f.file.clone()).collect::<Vec<_>>(),
@@ -550,45 +582,6 @@ fn protocol_sentences(runs: &[&Dep], baselines: &[&Dep]) -> (Vec<String>, Map<St
         }
     }
     (out, protocols)
-}
-
-/// The pretraining data, from a `mask` dep.
-fn mask_sentence(m: &Dep) -> String {
-    let n = |path: &[&str]| m.u64(path).map(|x| table::thousands(x as i64));
-    let mut s = String::from("Pretraining data (the `mask` stage): ");
-    s.push_str(&format!(
-        "{} training instances ({} tokens) and {} held-out eval instances from {} documents",
-        n(&["train", "instances"]).unwrap_or_else(|| "?".into()),
-        n(&["train", "tokens"]).unwrap_or_else(|| "?".into()),
-        n(&["eval", "instances"]).unwrap_or_else(|| "?".into()),
-        n(&["documents"]).unwrap_or_else(|| "?".into()),
-    ));
-    let params: Vec<String> = [
-        m.u64(&["max_seq_length"])
-            .map(|x| format!("max_seq_length {x}")),
-        m.num(&["masked_lm_prob"])
-            .map(|x| format!("masked_lm_prob {x}")),
-        m.u64(&["max_ngram"]).map(|x| format!("n-grams up to {x}")),
-        m.metrics
-            .get("whole_word")
-            .and_then(Value::as_bool)
-            .map(|w| {
-                if w {
-                    "whole-word masking".into()
-                } else {
-                    "sub-word masking".into()
-                }
-            }),
-        m.u64(&["dupe_factor"]).map(|x| format!("dupe_factor {x}")),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if !params.is_empty() {
-        s.push_str(&format!(" ({})", params.join(", ")));
-    }
-    s.push('.');
-    s
 }
 
 /// `Model size` → `model-size` (GitHub's heading anchors).

@@ -13,6 +13,7 @@ pub const KNOWN_PARAMS: &[&str] = &[
     "notes",
     "bench_dir",
     "plots",
+    "main_pretrain",
 ];
 
 /// The tables a `notes` entry may be attached to (`summary`: the top of the README). Tables of
@@ -29,6 +30,13 @@ pub const NOTE_KEYS: &[&str] = &[
     "ocnli",
     "cnsd_snli",
     "choice",
+    "chnsenticorp",
+    "smp2020_ewect",
+    "msra_ner",
+    "cmrc2018",
+    "c3",
+    "ablations",
+    "targets",
     "throughput",
 ];
 
@@ -48,6 +56,9 @@ pub struct ReportParams {
     /// Where the benchmark JSONL files are (`<publish_dir>/bench` by default).
     pub bench_dir: Option<PathBuf>,
     pub plots: bool,
+    /// The pretrain instance the targets are read off (`None`: the one with the most tokens
+    /// seen among those with fine-tuning runs).
+    pub main_pretrain: Option<String>,
 }
 
 fn string(p: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
@@ -193,6 +204,10 @@ impl ReportParams {
             Some(Value::Bool(b)) => *b,
             Some(v) => return Err(format!("plots must be true or false, not {v}")),
         };
+        let main_pretrain = match string(p, "main_pretrain")? {
+            Some(s) if s.trim().is_empty() => None,
+            other => other.map(|s| s.trim().to_string()),
+        };
         Ok(ReportParams {
             publish_dir,
             title,
@@ -200,6 +215,7 @@ impl ReportParams {
             notes,
             bench_dir,
             plots,
+            main_pretrain,
         })
     }
 }
@@ -248,5 +264,10 @@ mod tests {
         assert!(err(json!({"notes": {"xnli": 3}})).contains("must be a string"));
         assert!(err(json!({"plots": "yes"})).contains("true or false"));
         assert!(err(json!({"bench_dir": "../b"})).contains("bench_dir"));
+        assert!(err(json!({"main_pretrain": 3})).contains("main_pretrain must be a string"));
+        let p = parse(json!({"main_pretrain": "pretrain@share_type=all",
+                             "notes": {"ablations": "x", "chnsenticorp": "y"}}))
+        .unwrap();
+        assert_eq!(p.main_pretrain.as_deref(), Some("pretrain@share_type=all"));
     }
 }

@@ -2,6 +2,11 @@
 //! depend only on the data): pretraining loss, MLM accuracy and SOP accuracy against steps for
 //! every pretrain instance (training lines thin, evaluations with markers), and each
 //! fine-tuning task's dev accuracy per epoch.
+//!
+//! The legend sits in a strip under the chart, where it hides no curve: two columns when every
+//! label fits half the width, else one, and a label too long for the whole width is cut with
+//! `…` (the full names are in the tables beside each figure). What thin and marked lines mean
+//! is the figure's own `caption`, since it differs between figures.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -47,6 +52,64 @@ pub struct Figure {
     pub unit_range: bool,
     /// The x axis starts at 0 (steps), else at the first point (epochs).
     pub x_from_zero: bool,
+    /// A line above the legend saying what the line styles mean, when the figure has both.
+    pub caption: Option<String>,
+}
+
+/// The caption of figures whose thin lines are training batches and marked lines evaluations.
+pub const TRAINING_CAPTION: &str =
+    "thin line: training batches · line with markers: held-out evaluations";
+
+/// Legend text size, and where its entries start.
+const LEGEND_FONT: f64 = 13.0;
+const LEGEND_X: i32 = 70;
+/// The line sample and the gap before the label.
+const SAMPLE: i32 = 26;
+const ROW_H: i32 = 18;
+
+/// Estimated width in pixels of `text` at `size`: wide (CJK) characters an em, others 0.6 em.
+/// A fixed rule, not the viewer's font: the SVG is laid out the same everywhere.
+fn text_width(text: &str, size: f64) -> f64 {
+    text.chars()
+        .map(|c| if (c as u32) < 0x1100 { 0.6 } else { 1.0 })
+        .sum::<f64>()
+        * size
+}
+
+/// `text`, cut with `…` to fit `width` pixels.
+fn fit(text: &str, width: f64, size: f64) -> String {
+    if text_width(text, size) <= width {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    for c in text.chars() {
+        if text_width(&format!("{out}{c}…"), size) > width {
+            break;
+        }
+        out.push(c);
+    }
+    format!("{}…", out.trim_end())
+}
+
+/// Where each legend entry goes: `(column x, row)` and its (fitted) label; the number of rows.
+fn legend_layout(labels: &[String]) -> (Vec<(i32, i32, String)>, i32) {
+    let full = (WIDTH as i32 - LEGEND_X - SAMPLE - 12) as f64;
+    let column = (WIDTH as i32 - LEGEND_X) / 2;
+    let half = (column - SAMPLE - 12) as f64;
+    let two_columns = labels
+        .iter()
+        .all(|l| text_width(l, LEGEND_FONT) <= half);
+    let mut out = Vec::new();
+    for (i, label) in labels.iter().enumerate() {
+        let i = i as i32;
+        if two_columns {
+            out.push((LEGEND_X + column * (i % 2), i / 2, label.clone()));
+        } else {
+            out.push((LEGEND_X, i, fit(label, full, LEGEND_FONT)));
+        }
+    }
+    let rows = out.iter().map(|e| e.1 + 1).max().unwrap_or(0);
+    (out, rows)
 }
 
 fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
@@ -84,10 +147,13 @@ impl Figure {
         root.fill(&WHITE).map_err(err)?;
         // The legend goes in a strip under the chart, where it hides no curve.
         let entries = self.legend_entries();
-        let both_kinds =
-            self.series.iter().any(|s| s.marked) && self.series.iter().any(|s| !s.marked);
-        let legend_rows = entries.len().div_ceil(2) + usize::from(both_kinds);
-        let legend_h = 10 + 18 * legend_rows as u32;
+        let labels: Vec<String> = entries.iter().map(|(l, _)| l.clone()).collect();
+        let (layout, rows) = legend_layout(&labels);
+        let caption = self.caption.as_ref().filter(|_| {
+            self.series.iter().any(|s| s.marked) && self.series.iter().any(|s| !s.marked)
+        });
+        let legend_rows = rows + i32::from(caption.is_some());
+        let legend_h = 10 + ROW_H as u32 * legend_rows as u32;
         let (upper, lower) = root.split_vertically(HEIGHT - legend_h);
 
         let points = self.series.iter().flat_map(|s| s.points.iter());
@@ -158,22 +224,22 @@ impl Figure {
             chart.draw_series(line).map_err(err)?;
         }
 
-        let font = ("sans-serif", 13).into_font();
-        let mut row = 0i32;
-        if both_kinds {
+        let font = ("sans-serif", LEGEND_FONT).into_font();
+        let mut first_row = 0i32;
+        if let Some(caption) = caption {
+            let width = (WIDTH as i32 - LEGEND_X - 12) as f64;
             lower
                 .draw(&Text::new(
-                    "thin line: training batches · line with markers: held-out evaluations",
-                    (70, 4),
+                    fit(caption, width, LEGEND_FONT),
+                    (LEGEND_X, 4),
                     font.clone().color(&RGBColor(90, 90, 90)),
                 ))
                 .map_err(err)?;
-            row = 1;
+            first_row = 1;
         }
-        for (i, (label, colour)) in entries.iter().enumerate() {
+        for ((x, row, label), (_, colour)) in layout.into_iter().zip(&entries) {
             let colour = COLOURS[colour % COLOURS.len()];
-            let x = 70 + 340 * (i % 2) as i32;
-            let y = 4 + 18 * (row + (i / 2) as i32);
+            let y = 4 + ROW_H * (first_row + row);
             lower
                 .draw(&PathElement::new(
                     vec![(x, y + 7), (x + 20, y + 7)],
@@ -181,7 +247,7 @@ impl Figure {
                 ))
                 .map_err(err)?;
             lower
-                .draw(&Text::new(label.clone(), (x + 26, y), font.clone()))
+                .draw(&Text::new(label, (x + SAMPLE, y), font.clone()))
                 .map_err(err)?;
         }
         Ok(())
@@ -281,6 +347,7 @@ pub fn pretraining(deps: &[&Dep]) -> Vec<Figure> {
             series,
             unit_range: unit,
             x_from_zero: true,
+            caption: Some(TRAINING_CAPTION.into()),
         });
     }
     figures
@@ -324,6 +391,7 @@ pub fn finetune(task: &str, title: &str, deps: &[&Dep]) -> Figure {
         series,
         unit_range: true,
         x_from_zero: false,
+        caption: None,
     }
 }
 
@@ -353,6 +421,7 @@ mod tests {
             ],
             unit_range: false,
             x_from_zero: true,
+            caption: Some(TRAINING_CAPTION.into()),
         }
     }
 
@@ -371,5 +440,61 @@ mod tests {
         assert_eq!(format_tick(200.0), "200");
         assert_eq!(format_tick(0.5), "0.5");
         assert_eq!(format_tick(0.30000000000000004), "0.3");
+    }
+
+    /// The text elements of an SVG: (x, y, text).
+    fn texts(svg: &str) -> Vec<(i32, i32, String)> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|t| {
+                let attr = |name: &str| -> Option<i32> {
+                    let at = t.find(&format!(" {name}=\""))? + name.len() + 3;
+                    t[at..].split('"').next()?.parse().ok()
+                };
+                let body = t.split('>').nth(1)?.split('<').next()?.trim().to_string();
+                Some((attr("x")?, attr("y")?, body))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn long_legend_labels_take_a_row_each_and_never_overlap() {
+        let long = "cmnli/dev.tsv + ocnli/dev.tsv + cnsd_snli/dev.tsv + cnsd_snli/test.tsv (≤ 12,000) · pretrain@share_type=all".to_string();
+        let mut f = figure();
+        f.caption = Some("line with markers: our runs · thin line: the best baseline".into());
+        f.series[0].label = long.clone();
+        f.series[1].label = format!("best baseline (ngram_lr) · {long}");
+        f.series[1].colour = 1;
+        let svg = f.svg().unwrap();
+        let legend: Vec<(i32, i32, String)> = texts(&svg)
+            .into_iter()
+            // Under the x axis's name: the caption and the legend.
+            .filter(|(_, y, _)| *y > HEIGHT as i32 - 70)
+            .collect();
+        assert_eq!(legend.len(), 3, "{legend:?}");
+        assert!(legend[0].2.starts_with("line with markers: our runs"));
+        // One column: every entry starts at the same x, each on its own row, and is cut to fit.
+        assert_eq!(legend[1].0, legend[2].0);
+        assert!(legend[1].1 < legend[2].1 && legend[0].1 < legend[1].1);
+        for (_, _, text) in &legend[1..] {
+            assert!(text.ends_with('…'), "{text}");
+            let width = text_width(text, LEGEND_FONT);
+            assert!(width <= (WIDTH as i32 - LEGEND_X - SAMPLE) as f64, "{text}: {width}");
+        }
+        // Short labels share a row.
+        assert!(figure().svg().unwrap().contains(TRAINING_CAPTION));
+        let (layout, rows) = legend_layout(&["a".into(), "b".into(), "c".into()]);
+        assert_eq!(rows, 2);
+        assert_eq!((layout[1].0 > layout[0].0, layout[1].1), (true, 0));
+    }
+
+    #[test]
+    fn the_caption_appears_only_with_both_line_kinds() {
+        let mut f = figure();
+        f.series.remove(0);
+        assert!(!f.svg().unwrap().contains(TRAINING_CAPTION));
+        let mut f = figure();
+        f.caption = None;
+        assert!(!f.svg().unwrap().contains("thin line"));
     }
 }

@@ -60,7 +60,17 @@ fn varying(deps: &[&Dep]) -> String {
 // ---------------------------------------------------------------------------------------------
 // Pretraining
 
-pub fn pretraining(deps: &[&Dep], published: &Published) -> Table {
+/// CPU-hours of a run: its wall time × the threads it trained on, on a CPU device; `None` on a
+/// GPU (whose hours are the wall time's) or without the figures.
+pub(crate) fn cpu_hours(d: &Dep) -> Option<f64> {
+    let device = d.str(&["device"])?;
+    if device.starts_with("cuda") {
+        return None;
+    }
+    Some(d.wall_seconds()? * d.u64(&["threads"])? as f64 / 3600.0)
+}
+
+pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Table {
     let cols = vec![
         Col::text("source", "Source", "ours, or published by albert_zh"),
         Col::text("run", "Run", "our stage instance, or albert_zh's model"),
@@ -89,6 +99,12 @@ pub fn pretraining(deps: &[&Dep], published: &Published) -> Table {
         .data_only(),
         Col::text("wall_time", "Wall time", "readable; * albert_zh's estimate").markdown_only(),
         Col::float(
+            "cpu_hours",
+            "CPU-hours",
+            2,
+            "wall time × the threads trained on (CPU runs; a GPU run's hours are its wall time)",
+        ),
+        Col::float(
             "tokens_per_s",
             "Tokens/s",
             0,
@@ -106,8 +122,26 @@ pub fn pretraining(deps: &[&Dep], published: &Published) -> Table {
             "sop_accuracy",
             "SOP acc %",
             1,
-            "sentence-order accuracy on the held-out eval shard",
+            "sentence-order accuracy on the held-out eval shard (none for an MLM-only run,              whose SOP head is not trained)",
         ),
+        Col::text("objective", "Objective", "MLM + SOP, or MLM only (sop: false)").data_only(),
+        Col::text(
+            "masking",
+            "Masking",
+            "whole-word or character n-gram masking of its shards",
+        )
+        .data_only(),
+        Col::text(
+            "corpus",
+            "Corpus",
+            "the clean instance whose corpus it read (its files are listed above the table)",
+        ),
+        Col::text(
+            "task_text",
+            "Task text",
+            "fine-tuning tasks whose train texts its corpus added",
+        )
+        .data_only(),
         Col::float("eval_mlm_loss", "MLM loss", 3, "eval masked-LM loss"),
         Col::float("eval_sop_loss", "SOP loss", 3, "eval sentence-order loss").data_only(),
         Col::float(
@@ -127,8 +161,10 @@ pub fn pretraining(deps: &[&Dep], published: &Published) -> Table {
             Some(dims) => format!("{model} ({dims})"),
             None => model,
         };
+        let recipe = crate::recipes::recipe(d, cleans);
         let total = match (e("mlm_loss"), e("sop_loss")) {
             (Some(a), Some(b)) => Some(round(a + b, 4)),
+            (Some(a), None) if !recipe.sop => Some(round(a, 4)),
             _ => None,
         };
         let wall = d.num(&["wall_seconds"]);
@@ -153,6 +189,7 @@ pub fn pretraining(deps: &[&Dep], published: &Published) -> Table {
                 "wall_time",
                 wall.map(crate::table::duration).unwrap_or_default().into(),
             ),
+            ("cpu_hours", cpu_hours(d).map(|h| round(h, 2)).into()),
             (
                 "tokens_per_s",
                 d.num(&["tokens_per_s"]).map(|x| x.round()).into(),
@@ -163,6 +200,10 @@ pub fn pretraining(deps: &[&Dep], published: &Published) -> Table {
             ("eval_mlm_loss", e("mlm_loss").map(|x| round(x, 4)).into()),
             ("eval_sop_loss", e("sop_loss").map(|x| round(x, 4)).into()),
             ("eval_loss", total.into()),
+            ("objective", recipe.objective().into()),
+            ("masking", recipe.masking.clone().into()),
+            ("corpus", recipe.clean.clone().into()),
+            ("task_text", recipe.task_text_cell().into()),
         ]);
     }
     for r in &published.pretraining.rows {
@@ -194,6 +235,12 @@ pub fn pretraining(deps: &[&Dep], published: &Published) -> Table {
             ("sop_accuracy", r.sop_accuracy.into()),
             ("eval_loss", r.eval_loss.into()),
         ]);
+    }
+    if deps.iter().any(|d| !crate::recipes::recipe(d, cleans).sop) {
+        t.notes.push(
+            "An MLM-only run (sop: false) trains no sentence-order head: it has no SOP accuracy              or loss, and its eval loss is the MLM loss alone."
+                .into(),
+        );
     }
     if deps.iter().any(|d| get(&d.metrics, &["eval"]).is_none()) {
         t.notes.push(

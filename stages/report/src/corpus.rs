@@ -1,0 +1,216 @@
+//! The sentences on the pretraining data: what each `clean` instance read (its corpus files,
+//! the task texts it added, what decontamination dropped, and whether a file known to hold
+//! evaluation texts was read without decontamination), and what the `mask` stage made of it.
+
+use serde_json::Value;
+
+use crate::deps::{Dep, get};
+use crate::table::thousands;
+
+/// Corpus files of the shared data that hold a fine-tuning task's evaluation texts: the file's
+/// path ending, the task, and what it holds (../shared/datasets/README.md).
+const KNOWN_LEAKS: &[(&str, &str, &str)] = &[
+    (
+        "chnsenticorp_reviews.txt",
+        "chnsenticorp",
+        "every ChnSentiCorp train, dev and test text",
+    ),
+    ("wiki_mrc_contexts/", "cmrc2018", "the CMRC 2018 dev contexts"),
+];
+
+fn n(v: Option<&Value>) -> String {
+    v.and_then(Value::as_u64)
+        .map_or("?".into(), |x| thousands(x as i64))
+}
+
+/// The decontamination entry of `task` (by its name, or an entry name that starts with it).
+fn decontaminated<'a>(c: &'a Dep, task: &str) -> Option<(&'a String, &'a Value)> {
+    get(&c.metrics, &["decontamination", "tasks"])?
+        .as_object()?
+        .iter()
+        .find(|(name, _)| name.as_str() == task || name.starts_with(&format!("{task}_")))
+}
+
+/// `Task text added (train splits only): chnsenticorp 9,600 examples → 9,512 documents …`.
+fn task_text_sentence(c: &Dep) -> Option<String> {
+    let tasks = get(&c.metrics, &["task_text"])?.as_object()?;
+    if tasks.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = tasks
+        .iter()
+        .map(|(name, t)| {
+            format!(
+                "{name} {} train examples → {} documents kept ({} characters)",
+                n(t.get("examples")),
+                n(t.get("documents_out")),
+                n(t.get("chars_out"))
+            )
+        })
+        .collect();
+    Some(format!(
+        "Task text added to it (the train splits as fine-tuning loads them, never dev or test): \
+         {}.",
+        parts.join("; ")
+    ))
+}
+
+fn decontamination_sentence(c: &Dep) -> Option<String> {
+    let d = get(&c.metrics, &["decontamination"])?;
+    let tasks = d.get("tasks")?.as_object()?;
+    let parts: Vec<String> = tasks
+        .iter()
+        .map(|(name, t)| {
+            format!(
+                "{name} {} paragraphs (of {} dev and test texts, {} too short to match)",
+                n(t.get("paragraphs_dropped")),
+                n(t.get("texts")),
+                n(t.get("too_short"))
+            )
+        })
+        .collect();
+    Some(format!(
+        "Decontamination dropped every paragraph holding a dev or test text of the fine-tuning \
+         tasks (texts of {} characters or more; from {} characters, any shared passage of 1.5× \
+         that): {} in all — {}.",
+        n(d.get("min_chars")),
+        n(d.get("window")),
+        n(d.get("paragraphs_dropped")),
+        parts.join("; ")
+    ))
+}
+
+/// What a file known to hold evaluation texts means for this corpus.
+fn leak_sentences(c: &Dep, files: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (ending, task, holds) in KNOWN_LEAKS {
+        let Some(file) = files.iter().find(|f| f.contains(ending)) else {
+            if *task == "chnsenticorp" {
+                out.push(
+                    "`corpus/misc/chnsenticorp_reviews.txt` (every ChnSentiCorp test text) is \
+                     not among them."
+                        .into(),
+                );
+            }
+            continue;
+        };
+        out.push(match decontaminated(c, task) {
+            Some((name, t)) => format!(
+                "It includes `{file}`, which holds {holds}; decontamination against {name}'s dev \
+                 and test texts dropped {} paragraphs, so no {task} evaluation text was \
+                 pretrained on.",
+                n(t.get("paragraphs_dropped"))
+            ),
+            None => format!(
+                "**It includes `{file}`, which holds {holds}, without decontamination against \
+                 {task}: {task} scores of models pretrained on it are contaminated.**"
+            ),
+        });
+    }
+    out
+}
+
+/// The files a `clean` instance read (its metrics.json's `formats`, one entry per corpus file),
+/// the task text it added, what decontamination dropped, and the known leaks.
+pub fn corpus_sentence(c: &Dep) -> String {
+    let files: Vec<&str> = c
+        .metrics
+        .get("formats")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let mut s = format!(
+        "The pretraining corpus (`{}`) read {} file(s): {}.",
+        c.instance,
+        files.len(),
+        files
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for extra in task_text_sentence(c)
+        .into_iter()
+        .chain(decontamination_sentence(c))
+        .chain(leak_sentences(c, &files))
+    {
+        s.push(' ');
+        s.push_str(&extra);
+    }
+    s
+}
+
+/// The pretraining data, from a `mask` dep.
+pub fn mask_sentence(m: &Dep) -> String {
+    let n = |path: &[&str]| m.u64(path).map(|x| thousands(x as i64));
+    let mut s = String::from("Pretraining data (the `mask` stage): ");
+    s.push_str(&format!(
+        "{} training instances ({} tokens) and {} held-out eval instances from {} documents",
+        n(&["train", "instances"]).unwrap_or_else(|| "?".into()),
+        n(&["train", "tokens"]).unwrap_or_else(|| "?".into()),
+        n(&["eval", "instances"]).unwrap_or_else(|| "?".into()),
+        n(&["documents"]).unwrap_or_else(|| "?".into()),
+    ));
+    let params: Vec<String> = [
+        m.u64(&["max_seq_length"])
+            .map(|x| format!("max_seq_length {x}")),
+        m.num(&["masked_lm_prob"])
+            .map(|x| format!("masked_lm_prob {x}")),
+        m.u64(&["max_ngram"]).map(|x| format!("n-grams up to {x}")),
+        m.metrics
+            .get("whole_word")
+            .and_then(Value::as_bool)
+            .map(|w| {
+                if w {
+                    "whole-word masking".into()
+                } else {
+                    "character masking".into()
+                }
+            }),
+        m.u64(&["dupe_factor"]).map(|x| format!("dupe_factor {x}")),
+        m.num(&["train", "padding_fraction"])
+            .map(|x| format!("{:.1} % padding", x * 100.0)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !params.is_empty() {
+        s.push_str(&format!(" ({})", params.join(", ")));
+    }
+    s.push('.');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deps::DepKind;
+    use crate::recipes::tests::dep;
+    use serde_json::json;
+
+    fn clean(metrics: Value) -> Dep {
+        dep("clean", DepKind::Clean, metrics)
+    }
+
+    #[test]
+    fn a_leaky_file_is_flagged_unless_decontaminated() {
+        let files = json!({"d/corpus/misc/chnsenticorp_reviews.txt": "lines",
+                           "d/corpus/misc/news.txt": "lines"});
+        let raw = corpus_sentence(&clean(json!({"documents_in": 1, "formats": files})));
+        assert!(raw.contains("read 2 file(s)"), "{raw}");
+        assert!(raw.contains("**It includes `d/corpus/misc/chnsenticorp_reviews.txt`"), "{raw}");
+        assert!(raw.contains("are contaminated.**"), "{raw}");
+        let clean_one = corpus_sentence(&clean(json!({"documents_in": 1, "formats": files,
+            "decontamination": {"min_chars": 12, "window": 32, "paragraphs_dropped": 2400,
+                "tasks": {"chnsenticorp": {"files": [], "texts": 2400, "too_short": 0,
+                                           "paragraphs_dropped": 2400}}},
+            "task_text": {"chnsenticorp": {"examples": 9600, "documents_out": 9000,
+                                           "chars_out": 1000000}}})));
+        assert!(!clean_one.contains("contaminated.**"), "{clean_one}");
+        assert!(clean_one.contains("dropped 2,400 paragraphs, so no chnsenticorp evaluation text"), "{clean_one}");
+        assert!(clean_one.contains("chnsenticorp 9,600 train examples → 9,000 documents kept (1,000,000 characters)"), "{clean_one}");
+        let none = corpus_sentence(&clean(json!({"documents_in": 1,
+            "formats": {"d/corpus/misc/news.txt": "lines"}})));
+        assert!(none.contains("is not among them"), "{none}");
+    }
+}
