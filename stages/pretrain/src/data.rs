@@ -25,6 +25,10 @@ pub struct Data {
     pub vocab_dir: PathBuf,
     /// Tokens in its `vocab.txt`.
     pub vocab_size: usize,
+    /// How the shards were masked (their metadata: `whole_word`, `masked_lm_prob`,
+    /// `max_ngram`, `dupe_factor`, …), for metrics.json: the report tells masking ablations
+    /// apart by it.
+    pub masking: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Data {
@@ -68,6 +72,7 @@ impl Data {
             max_predictions,
             vocab_dir: vocab_dir.to_path_buf(),
             vocab_size,
+            masking: masking(&meta),
         })
     }
 
@@ -84,6 +89,25 @@ impl Data {
             epochs: None,
         }
     }
+}
+
+/// The masking recipe in the shard metadata (strings there), as JSON values.
+fn masking(meta: &pipeline_shards::Metadata) -> serde_json::Map<String, serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    for key in [
+        "whole_word",
+        "masked_lm_prob",
+        "max_ngram",
+        "dupe_factor",
+        "short_seq_prob",
+        "pack",
+    ] {
+        if let Some(v) = meta.get(key) {
+            let value = serde_json::from_str(v).unwrap_or_else(|_| v.clone().into());
+            out.insert(key.to_string(), value);
+        }
+    }
+    out
 }
 
 /// The model config and initial weights the params ask for.

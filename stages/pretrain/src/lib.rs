@@ -30,6 +30,7 @@
 //! | `log_interval` | 10 | a `metrics.jsonl` line every this many steps |
 //! | `seed` | 12345 | initialisation, data order, dropout |
 //! | `pad_to_max` | false | pad every batch to `max_seq_length` (fixed shapes) |
+//! | `sop` | `true` | train the sentence-order head beside the masked LM; `false` trains the masked LM alone (ALBERT's SOP ablation): the SOP head and the pooler stay as initialised, and no SOP loss or accuracy is reported |
 //! | `save_steps` | none | also export the model at these steps (e.g. `[500, 1000]`) under `steps/<N>/`: intermediate checkpoints for `finetune`'s `pretrain_step`, the accuracy-versus-pretraining-tokens curve |
 //!
 //! # Output

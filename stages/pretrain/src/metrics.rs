@@ -24,10 +24,11 @@ pub struct Timings {
     pub checkpoint_seconds: f64,
 }
 
-/// A `metrics.jsonl` line for a training step.
-pub fn step_line(step: u64, s: &StepStats, tokens_per_s: f64, elapsed: f64) -> Value {
+/// A `metrics.jsonl` line for a training step; without `sop` (MLM only) it has no SOP loss or
+/// accuracy: the head is not trained, and its chance-level figures would read as a result.
+pub fn step_line(step: u64, s: &StepStats, tokens_per_s: f64, elapsed: f64, sop: bool) -> Value {
     let p = s.predictions.max(1) as f64;
-    json!({
+    let mut line = json!({
         "step": step,
         "loss": round(s.loss),
         "mlm_loss": round(s.mlm_loss),
@@ -38,12 +39,24 @@ pub fn step_line(step: u64, s: &StepStats, tokens_per_s: f64, elapsed: f64) -> V
         "grad_norm": round(s.grad_norm),
         "tokens_per_s": tokens_per_s.round(),
         "elapsed_s": round(elapsed),
-    })
+    });
+    if !sop {
+        drop_keys(&mut line, &["sop_loss", "sop_accuracy"]);
+    }
+    line
 }
 
-/// A `metrics.jsonl` line for an evaluation.
-pub fn eval_line(step: u64, e: &EvalStats, seconds: f64) -> Value {
-    json!({
+fn drop_keys(v: &mut Value, keys: &[&str]) {
+    if let Some(m) = v.as_object_mut() {
+        for k in keys {
+            m.remove(*k);
+        }
+    }
+}
+
+/// A `metrics.jsonl` line for an evaluation (without SOP figures when `sop` is off).
+pub fn eval_line(step: u64, e: &EvalStats, seconds: f64, sop: bool) -> Value {
+    let mut line = json!({
         "step": step,
         "eval_mlm_loss": round(e.mlm_loss),
         "eval_mlm_accuracy": round(e.mlm_accuracy),
@@ -51,7 +64,20 @@ pub fn eval_line(step: u64, e: &EvalStats, seconds: f64) -> Value {
         "eval_sop_accuracy": round(e.sop_accuracy),
         "eval_instances": e.instances,
         "eval_seconds": round(seconds),
-    })
+    });
+    if !sop {
+        drop_keys(&mut line, &["eval_sop_loss", "eval_sop_accuracy"]);
+    }
+    line
+}
+
+/// The final evaluation as metrics.json's `eval` (without SOP figures when `sop` is off).
+pub fn eval_summary(e: Option<&EvalStats>, sop: bool) -> Value {
+    let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
+    if !sop {
+        drop_keys(&mut v, &["sop_loss", "sop_accuracy"]);
+    }
+    v
 }
 
 /// Six decimals are plenty for losses and accuracies and keep the files readable.
@@ -194,6 +220,28 @@ mod tests {
                 .count(),
             3
         );
+    }
+
+    #[test]
+    fn without_sop_no_sop_figure_is_written() {
+        let s = StepStats {
+            loss: 5.0,
+            mlm_loss: 5.0,
+            sop_loss: 0.69,
+            ..Default::default()
+        };
+        assert!(step_line(1, &s, 1.0, 1.0, true).get("sop_loss").is_some());
+        let line = step_line(1, &s, 1.0, 1.0, false);
+        assert!(line.get("sop_loss").is_none() && line.get("sop_accuracy").is_none());
+        assert_eq!(line["loss"], json!(5.0));
+        let e = EvalStats {
+            sop_accuracy: 0.5,
+            ..Default::default()
+        };
+        assert!(eval_line(1, &e, 1.0, false).get("eval_sop_accuracy").is_none());
+        assert_eq!(eval_summary(Some(&e), true)["sop_accuracy"], json!(0.5));
+        assert!(eval_summary(Some(&e), false).get("sop_accuracy").is_none());
+        assert_eq!(eval_summary(None, false), Value::Null);
     }
 
     #[test]

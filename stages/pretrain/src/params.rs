@@ -45,6 +45,7 @@ struct StageParams {
     seed: Count,
     pad_to_max: Flag,
     save_steps: StepList,
+    sop: Flag,
 }
 
 impl Default for StageParams {
@@ -73,6 +74,7 @@ impl Default for StageParams {
             seed: Count(12345),
             pad_to_max: Flag(false),
             save_steps: StepList(Vec::new()),
+            sop: Flag(true),
         }
     }
 }
@@ -189,6 +191,9 @@ pub struct PretrainParams {
     /// Steps (ascending, each below `steps`) at which the model is also exported, under
     /// `steps/<N>/` of the artifact, for fine-tuning intermediate checkpoints.
     pub save_steps: Vec<u64>,
+    /// Train the sentence-order head (ALBERT's MLM + SOP); `false` trains the masked LM alone
+    /// (the SOP ablation of the ALBERT paper's Table 5).
+    pub sop: bool,
 }
 
 /// `save_steps`: distinct step numbers in `1 .. steps` (sorted here).
@@ -291,6 +296,7 @@ impl PretrainParams {
             seed: s.seed.0,
             pad_to_max: s.pad_to_max.0,
             save_steps: save_steps(&s.save_steps.0, steps)?,
+            sop: s.sop.0,
         };
         // Without a file to read, the model part can be checked now (with the file, at run time).
         if params.model_file.is_none() && params.init_from.is_none() {
@@ -412,6 +418,9 @@ mod tests {
         assert_eq!(p.save_steps, [20, 40]);
         let p = parse(json!({"steps": 60, "eval_batches": 7})).unwrap();
         assert_eq!(p.eval_batches_for(), 7);
+        assert!(p.sop, "SOP is trained unless turned off");
+        assert!(!parse(json!({"sop": false})).unwrap().sop);
+        assert!(parse(json!({"sop": "no"})).unwrap_err().contains("sop must be true or false"));
         let p = parse(json!({"vocab_size": 100})).unwrap();
         assert!(
             p.model_config(Some(1291))

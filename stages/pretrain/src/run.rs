@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::data::Data;
-use crate::metrics::{MetricsLog, Timings, eval_line, round, step_line, time_split};
+use crate::metrics::{
+    MetricsLog, Timings, eval_line, eval_summary, round, step_line, time_split,
+};
 use crate::params::{Precision, PretrainParams};
 use crate::snapshots;
 use crate::trainer::{EvalStats, NonFinite, StepStats, Trainer};
@@ -65,7 +67,8 @@ impl<'a> TrainingRun<'a> {
         device: ResolvedDevice,
     ) -> anyhow::Result<TrainingRun<'a>> {
         let ad = device.device.clone().autodiff();
-        let trainer = Trainer::new(config.clone(), model, p.optim.clone(), ad);
+        let mut trainer = Trainer::new(config.clone(), model, p.optim.clone(), ad);
+        trainer.sop = p.sop;
         let checkpoint = Checkpoint::new(ctx.work_dir.join("checkpoint"));
         let reader_config = data.reader_config(p);
         let mut run = TrainingRun {
@@ -231,7 +234,13 @@ impl<'a> TrainingRun<'a> {
         }
         let rate = self.window.1 as f64 / self.window.0.elapsed().as_secs_f64().max(1e-9);
         self.window = (Instant::now(), 0);
-        let line = step_line(step, stats, rate, self.started.elapsed().as_secs_f64());
+        let line = step_line(
+            step,
+            stats,
+            rate,
+            self.started.elapsed().as_secs_f64(),
+            self.p.sop,
+        );
         self.metrics.append(&line)?;
         self.ctx.progress.set_message(format!(
             "loss {:.3} · mlm acc {:.1}% · {:.0} tok/s",
@@ -259,7 +268,7 @@ impl<'a> TrainingRun<'a> {
         let e = self.trainer.evaluate(reader, self.p.eval_batches_for())?;
         let seconds = t0.elapsed().as_secs_f64();
         self.state.timings.eval_seconds += seconds;
-        let line = eval_line(step, &e, seconds);
+        let line = eval_line(step, &e, seconds, self.p.sop);
         self.metrics.append(&line)?;
         self.log(&line.to_string());
         self.state.last_eval = Some(e);
@@ -338,10 +347,14 @@ impl<'a> TrainingRun<'a> {
             self.state
                 .last_eval
                 .as_ref()
-                .map(|e| format!(
-                    "MLM acc {:.3}, SOP acc {:.3}",
-                    e.mlm_accuracy, e.sop_accuracy
-                ))
+                .map(|e| if self.p.sop {
+                    format!(
+                        "MLM acc {:.3}, SOP acc {:.3}",
+                        e.mlm_accuracy, e.sop_accuracy
+                    )
+                } else {
+                    format!("MLM acc {:.3} (MLM only)", e.mlm_accuracy)
+                })
                 .unwrap_or_else(|| "none".into())
         ));
         Ok(())
@@ -393,7 +406,9 @@ impl<'a> TrainingRun<'a> {
             "train_instances_per_epoch": self.reader.instances_per_epoch(),
             "epochs": round(s.step as f64 * rows_per_step as f64
                 / self.reader.instances_per_epoch().max(1) as f64),
-            "eval": s.last_eval,
+            "sop": p.sop,
+            "masking": self.data.masking,
+            "eval": eval_summary(s.last_eval.as_ref(), p.sop),
             "save_steps": p.save_steps,
         })
     }

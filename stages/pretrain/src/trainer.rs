@@ -37,7 +37,7 @@ pub fn batch_tensors(b: &Batch, device: &Device) -> (AlbertInput, MlmTargets, Te
 /// What one optimisation step did.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StepStats {
-    /// The training loss (masked LM + sentence order).
+    /// The training loss (masked LM + sentence order; the masked LM's alone without SOP).
     pub loss: f64,
     /// The masked-LM loss.
     pub mlm_loss: f64,
@@ -109,6 +109,9 @@ pub struct Trainer {
     pub device: Device,
     /// One micro-batch per core on a CPU (see [`Trainer::new`]).
     pub parallel: DataParallel,
+    /// Whether the sentence-order loss is trained (`true` from [`Trainer::new`]); without it
+    /// the loss is the masked LM's alone, so the SOP head and the pooler get no gradient.
+    pub sop: bool,
 }
 
 impl Trainer {
@@ -126,6 +129,7 @@ impl Trainer {
             model,
             optim_config,
             device,
+            sop: true,
         }
     }
 
@@ -153,12 +157,17 @@ impl Trainer {
             let mlm_share = |p: &Batch| scale * p.predictions as f64 / b.predictions.max(1) as f64;
             let sop_share = |p: &Batch| scale * p.batch_size as f64 / b.batch_size.max(1) as f64;
             let device = &self.device;
+            let sop_trained = self.sop;
             let (grads, scalars) = self.parallel.backward(&self.model, parts.len(), |m, k| {
                 let part = &parts[k];
                 let (input, mlm, sop) = batch_tensors(part, device);
                 let out = m.forward_pretrain(&input, &mlm, sop);
-                let loss = out.mlm_loss.clone().mul_scalar(mlm_share(part))
-                    + out.sop_loss.clone().mul_scalar(sop_share(part));
+                let mlm_loss = out.mlm_loss.clone().mul_scalar(mlm_share(part));
+                let loss = if sop_trained {
+                    mlm_loss + out.sop_loss.clone().mul_scalar(sop_share(part))
+                } else {
+                    mlm_loss
+                };
                 let scalars = read_scalars(vec![
                     out.mlm_loss.detach(),
                     out.sop_loss.detach(),
@@ -184,7 +193,7 @@ impl Trainer {
                 .config
                 .training_flops(b.batch_size, b.seq_len, b.max_predictions);
         }
-        stats.loss = stats.mlm_loss + stats.sop_loss;
+        stats.loss = stats.mlm_loss + if self.sop { stats.sop_loss } else { 0.0 };
         if !stats.loss.is_finite() {
             return Err(NonFinite {
                 what: "loss",
