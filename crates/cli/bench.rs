@@ -442,7 +442,7 @@ pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
     let dev = device(args)?;
     let ad = dev.device.clone().autodiff();
     let optim = OptimConfig {
-        optimizer: OptimizerKind::AdamW,
+        optimizer: OptimizerKind::Adamw,
         learning_rate: 1e-4,
         weight_decay: 0.01,
         beta_1: 0.9,

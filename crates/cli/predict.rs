@@ -365,7 +365,7 @@ fn tag_texts(
     let lengths: Vec<usize> = units.iter().map(|(u, _)| u.len()).collect();
     let tags = match out {
         Outputs::Positions(p) => tagging::merge(&split, &lengths, &p),
-        Outputs::Rows(_) => Vec::new(),
+        _ => Vec::new(),
     };
     texts
         .iter()
