@@ -19,6 +19,7 @@ if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split(
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet "torch==$TORCH_VERSION"
 fi
+VENV="$(cd "$VENV" && pwd)" # absolute: PATH below must not depend on the current directory
 LIBDIR="$("$VENV/bin/python" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
 if [[ "${1:-}" == "--print-libdir" ]]; then
   echo "$LIBDIR"
@@ -27,7 +28,7 @@ fi
 
 # torch-sys finds libtorch through the venv's python; the version check would refuse 2.11
 # (tch 0.22 was written for 2.9), and the C++ shim compiles against 2.11 headers fine.
-export PATH="$PWD/$VENV/bin:$PATH"
+export PATH="$VENV/bin:$PATH"
 export LIBTORCH_USE_PYTORCH=1
 export LIBTORCH_BYPASS_VERSION_CHECK=1
 export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
