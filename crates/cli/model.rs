@@ -104,8 +104,7 @@ pub fn forward(
     device: &str,
 ) -> Result<ExitCode> {
     let dir = model_dir(cli, src)?;
-    let device = resolve(DeviceChoice::parse(device).map_err(anyhow::Error::msg)?)
-        .map_err(anyhow::Error::msg)?;
+    let device = resolve(DeviceChoice::parse(device)?)?;
     let text = std::fs::read_to_string(input)
         .with_context(|| format!("cannot read the input {}", input.display()))?;
     let v: Value = serde_json::from_str(&text).map_err(|e| {
