@@ -194,5 +194,7 @@ fn figure(curves: &[Curve], x: &str, metric: &str) -> Figure {
             .collect(),
         unit_range,
         x_from_zero: x == "step",
+        // Every series is drawn alike: no line style to explain.
+        caption: None,
     }
 }
