@@ -123,6 +123,11 @@ impl Remote {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos())
         ));
+        // Marked as the store's, so that a run or `gc` after a killed pull may remove it.
+        pipeline_engine::owned::create_marked(&staging).map_err(|source| RemoteError::Io {
+            path: staging.clone(),
+            source,
+        })?;
         let result = self.rt.block_on(self.stage(&staging, manifests, progress));
         let committed = result.and_then(|()| commit_all(ws, &staging, manifests));
         let _ = std::fs::remove_dir_all(&staging);
