@@ -94,7 +94,10 @@ fn cmrc2018_and_c3_train_export_predict_and_match_their_baselines_split() {
     ]);
     let cmrc = artifact(&v, "finetune_cmrc2018");
     let m = json_file(cmrc.join("metrics.json"));
-    assert_eq!((m["task"].as_str(), m["kind"].as_str()), (Some("cmrc2018"), Some("span")));
+    assert_eq!(
+        (m["task"].as_str(), m["kind"].as_str()),
+        (Some("cmrc2018"), Some("span"))
+    );
     // The split: 76 questions on 30 articles, 24 / 3 / 3 articles.
     let g = &m["protocol"]["group_split"];
     assert_eq!(g["by"], "group");
@@ -104,13 +107,19 @@ fn cmrc2018_and_c3_train_export_predict_and_match_their_baselines_split() {
     assert_eq!(n(&m["protocol"]["train"]["examples"]), items[0]);
     assert_eq!(n(&m["eval"]["test"]["examples"]), items[2]);
     for block in [&m["dev"], &m["eval"]["test"]] {
-        assert!(fraction(&block["f1"]) >= fraction(&block["exact_match"]), "{block}");
+        assert!(
+            fraction(&block["f1"]) >= fraction(&block["exact_match"]),
+            "{block}"
+        );
     }
     assert_eq!(m["span_features"]["doc_stride"], 16);
     assert!(m["history"][0]["dev_exact_match"].is_number());
     // The fixture's reader notes: one answer_start repaired, one answer not in its context.
     let notes = &m["protocol"]["train"]["files"][0]["reading"]["answer_notes"]["by_cause"];
-    assert_eq!(notes, &json!({"answer_start_repaired": 1, "answer_not_in_context": 1}));
+    assert_eq!(
+        notes,
+        &json!({"answer_start_repaired": 1, "answer_not_in_context": 1})
+    );
 
     // predictions.tsv: every dev and test question, the answer a substring of the context at
     // its character offsets.
@@ -129,8 +138,14 @@ fn cmrc2018_and_c3_train_export_predict_and_match_their_baselines_split() {
 
     let context = "周杰，1982年出生于西安，是一位著名的作家。2005年，周杰毕业于浙江大学。";
     let out = ws.run(&[
-        "predict", "--stage", "finetune_cmrc2018", "--json", "--question", "周杰毕业于哪所大学？",
-        "--context", context,
+        "predict",
+        "--stage",
+        "finetune_cmrc2018",
+        "--json",
+        "--question",
+        "周杰毕业于哪所大学？",
+        "--context",
+        context,
     ]);
     out.expect_code(0).assert_no_panic();
     let p = out.json();
@@ -139,13 +154,29 @@ fn cmrc2018_and_c3_train_export_predict_and_match_their_baselines_split() {
     assert_eq!(p["answer"], at.as_str());
     assert!(fraction(&p["probability"]) > 0.0);
     let out = ws.run(&[
-        "predict", "--stage", "finetune_cmrc2018", "--input",
-        &format!("{}/datasets/fixtures/cmrc2018/dev.json", env!("CARGO_MANIFEST_DIR")),
+        "predict",
+        "--stage",
+        "finetune_cmrc2018",
+        "--input",
+        &format!(
+            "{}/datasets/fixtures/cmrc2018/dev.json",
+            env!("CARGO_MANIFEST_DIR")
+        ),
     ]);
     out.expect_code(0).assert_no_panic();
     assert_eq!(out.stdout.lines().count(), 77, "a header and 76 questions");
-    assert!(out.stderr.contains("EM ") && out.stderr.contains(" F1 "), "{}", out.describe());
-    let out = ws.run(&["predict", "--stage", "finetune_cmrc2018", "--question", "谁？"]);
+    assert!(
+        out.stderr.contains("EM ") && out.stderr.contains(" F1 "),
+        "{}",
+        out.describe()
+    );
+    let out = ws.run(&[
+        "predict",
+        "--stage",
+        "finetune_cmrc2018",
+        "--question",
+        "谁？",
+    ]);
     out.expect_code(1).assert_no_panic();
     assert!(out.stderr.contains("--context"), "{}", out.describe());
 
@@ -160,22 +191,51 @@ fn cmrc2018_and_c3_train_export_predict_and_match_their_baselines_split() {
     assert_eq!(config["architectures"][0], "AlbertForMultipleChoice");
     assert_eq!(config["finetuning_task"], "c3");
     let out = ws.run(&[
-        "predict", "--stage", "finetune_c3", "--json", "--context", "男：你去哪儿？\n女：去医院。",
-        "--question", "女的去哪儿？", "--choice", "医院", "--choice", "车站", "--choice", "学校",
+        "predict",
+        "--stage",
+        "finetune_c3",
+        "--json",
+        "--context",
+        "男：你去哪儿？\n女：去医院。",
+        "--question",
+        "女的去哪儿？",
+        "--choice",
+        "医院",
+        "--choice",
+        "车站",
+        "--choice",
+        "学校",
     ]);
     out.expect_code(0).assert_no_panic();
     let p = out.json();
     assert!(n(&p["choice"]) < 3, "the padding is never chosen: {p}");
     assert_eq!(p["probabilities"].as_array().unwrap().len(), 3);
     let out = ws.run(&[
-        "predict", "--stage", "finetune_c3", "--input",
-        &format!("{}/datasets/fixtures/c3/dev.json", env!("CARGO_MANIFEST_DIR")),
+        "predict",
+        "--stage",
+        "finetune_c3",
+        "--input",
+        &format!(
+            "{}/datasets/fixtures/c3/dev.json",
+            env!("CARGO_MANIFEST_DIR")
+        ),
     ]);
     out.expect_code(0).assert_no_panic();
-    assert!(out.stderr.contains("40 questions, accuracy"), "{}", out.describe());
+    assert!(
+        out.stderr.contains("40 questions, accuracy"),
+        "{}",
+        out.describe()
+    );
     let out = ws.run(&[
-        "predict", "--stage", "finetune_c3", "--context", "文", "--question", "问",
-        "--choice", "甲",
+        "predict",
+        "--stage",
+        "finetune_c3",
+        "--context",
+        "文",
+        "--question",
+        "问",
+        "--choice",
+        "甲",
     ]);
     out.expect_code(1).assert_no_panic();
     assert!(out.stderr.contains("2 to 4"), "{}", out.describe());
@@ -249,7 +309,10 @@ fn bad_reading_input_is_counted_by_question_id_and_never_panics() {
     assert_eq!(reading["dropped"]["by_cause"], json!({"empty_context": 1}));
     assert_eq!(reading["dropped"]["samples"][0][1], "EMPTY_CONTEXT");
     let samples = reading["answer_notes"]["samples"].to_string();
-    assert!(samples.contains("OFF_BY_ONE") && samples.contains("NOT_THERE"), "{samples}");
+    assert!(
+        samples.contains("OFF_BY_ONE") && samples.contains("NOT_THERE"),
+        "{samples}"
+    );
     // Encoding: counted with the ids, in whichever split the article fell.
     let ids = |cause: &str| -> Vec<String> {
         m["encoding"]
@@ -261,12 +324,19 @@ fn bad_reading_input_is_counted_by_question_id_and_never_panics() {
             .map(|id| id.as_str().unwrap().to_string())
             .collect()
     };
-    assert_eq!(ids("answer_in_no_window"), ["TOO_LONG"], "{:#}", m["encoding"]);
+    assert_eq!(
+        ids("answer_in_no_window"),
+        ["TOO_LONG"],
+        "{:#}",
+        m["encoding"]
+    );
     assert_eq!(ids("answer_longer_than_max_answer_length"), ["TOO_LONG"]);
     assert_eq!(ids("no_answer_span"), ["NOT_THERE"]);
 
     // Past max_bad_fraction, or not SQuAD at all: a clear error naming the file.
-    ws.set_yaml(&yaml(&ft.replace("max_bad_fraction: 0.1", "max_bad_fraction: 0.01")));
+    ws.set_yaml(&yaml(
+        &ft.replace("max_bad_fraction: 0.1", "max_bad_fraction: 0.01"),
+    ));
     let out = ws.run(&["run", "ft"]);
     out.expect_code(1).assert_no_panic();
     assert!(

@@ -412,7 +412,12 @@ impl Head {
 
 /// `batch` full rows of `seq` tokens, `[CLS] a [SEP] b [SEP]` shaped (token types 1 from the
 /// middle), with random ids.
-fn synthetic_rows(c: &AlbertConfig, batch: usize, seq: usize, rng: &mut SplitMix64) -> Vec<Encoded> {
+fn synthetic_rows(
+    c: &AlbertConfig,
+    batch: usize,
+    seq: usize,
+    rng: &mut SplitMix64,
+) -> Vec<Encoded> {
     let b = synthetic_batch(c, batch, seq, 0, rng);
     b.input_ids
         .chunks(seq)
@@ -466,7 +471,9 @@ pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
         Head {
             name: "classification",
             tuner: tuner(classify),
-            classes: (0..args.batch).map(|_| below(&mut rng, 2) as usize).collect(),
+            classes: (0..args.batch)
+                .map(|_| below(&mut rng, 2) as usize)
+                .collect(),
             spans: Vec::new(),
         },
         Head {
@@ -533,7 +540,10 @@ pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
         args.steps,
         ratio,
         peak_rss() as f64 / 1e9,
-        commit.as_deref().map(|c| format!(", commit {c}")).unwrap_or_default()
+        commit
+            .as_deref()
+            .map(|c| format!(", commit {c}"))
+            .unwrap_or_default()
     );
     report(args, value, human)
 }

@@ -46,7 +46,10 @@ pub fn predict(
     }
     let given = args.question.is_some() || args.context.is_some() || !args.choices.is_empty();
     match (model.kind, &args.input, given) {
-        (_, Some(_), true) => bail!("give either {} or --input FILE, not both", usage(model.kind)),
+        (_, Some(_), true) => bail!(
+            "give either {} or --input FILE, not both",
+            usage(model.kind)
+        ),
         (TaskKind::Span, Some(input), _) => answer_file(cli, args, model, device, input),
         (TaskKind::Span, None, _) => answer_one(args, model, device),
         (TaskKind::ReadingChoice, Some(input), _) => choose_file(cli, args, model, device, input),
@@ -85,7 +88,14 @@ fn run(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Decoded {
     let workers = DataParallel::for_device(&device.device);
-    let out: Outputs = outputs(&model.model, split, batch_size, &workers, &device.device, progress);
+    let out: Outputs = outputs(
+        &model.model,
+        split,
+        batch_size,
+        &workers,
+        &device.device,
+        progress,
+    );
     kind.decode(split, out)
 }
 
@@ -170,7 +180,11 @@ fn answer_file(
         }
     }
     out.flush()?;
-    let answered = file.examples.iter().filter(|q| !q.answers.is_empty()).count();
+    let answered = file
+        .examples
+        .iter()
+        .filter(|q| !q.answers.is_empty())
+        .count();
     if !cli.quiet && answered > 0 {
         let m = span::score_answers(&split, answers).context("scoring")?;
         eprintln!(
@@ -236,7 +250,14 @@ fn choose(
             })
             .collect();
     }
-    match run(model, device, &reading_choice::ReadingChoices, &split, batch_size, progress) {
+    match run(
+        model,
+        device,
+        &reading_choice::ReadingChoices,
+        &split,
+        batch_size,
+        progress,
+    ) {
         Decoded::Classes(p) => p,
         _ => Vec::new(),
     }
@@ -262,7 +283,10 @@ fn choose_one(args: &PredictArgs, model: &FineTuned, device: &ResolvedDevice) ->
             .enumerate()
             .map(|(i, x)| format!("{i} {}: {x:.4}", q.choices[i]))
             .collect();
-        println!("{k}\t{chosen}\t(p = {:.4})", probs.get(k).copied().unwrap_or(0.0));
+        println!(
+            "{k}\t{chosen}\t(p = {:.4})",
+            probs.get(k).copied().unwrap_or(0.0)
+        );
         println!("probabilities: {}", shown.join(", "));
     }
     Ok(ExitCode::SUCCESS)
@@ -291,7 +315,11 @@ fn choose_file(
         correct += usize::from(k == q.answer);
         // C3 reuses document ids across its subsets: number repeats so ids stay unique.
         let n = seen.entry(&q.id).or_default();
-        let id = if *n == 0 { q.id.clone() } else { format!("{}~{n}", q.id) };
+        let id = if *n == 0 {
+            q.id.clone()
+        } else {
+            format!("{}~{n}", q.id)
+        };
         *n += 1;
         let answer = &q.choices[k];
         if args.json {

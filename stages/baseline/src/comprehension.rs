@@ -120,7 +120,9 @@ fn method(
             (
                 "the most frequent answer position in training (among the real choices)",
                 json!({"counts": fitted.counts}),
-                scored(protocol, &|s| choice_block(s, labels, &|q| fitted.predict(q)))?,
+                scored(protocol, &|s| {
+                    choice_block(s, labels, &|q| fitted.predict(q))
+                })?,
             )
         }
         other => bail!(
@@ -204,8 +206,10 @@ mod tests {
 
     #[test]
     fn cmrc_baselines_score_em_and_f1_on_the_finetune_split() {
-        let p = fixture(json!({"task": "cmrc2018", "train": "datasets/fixtures/cmrc2018/dev.json",
-                               "dev_fraction": 0.1, "test_fraction": 0.1}));
+        let p = fixture(
+            json!({"task": "cmrc2018", "train": "datasets/fixtures/cmrc2018/dev.json",
+                               "dev_fraction": 0.1, "test_fraction": 0.1}),
+        );
         let m = run(&p, &BaselineParams::parse(&Map::new()).unwrap(), &|_| {}).unwrap();
         let names: Vec<&str> = m["baselines"]
             .as_array()
@@ -237,12 +241,18 @@ mod tests {
         assert_eq!(b["name"], "majority_position");
         let counts: Vec<usize> = serde_json::from_value(b["fit"]["counts"].clone()).unwrap();
         assert_eq!(counts.iter().sum::<usize>(), p.train.len());
-        let acc = m["baselines"][0]["eval"]["test"]["accuracy"].as_f64().unwrap();
+        let acc = m["baselines"][0]["eval"]["test"]["accuracy"]
+            .as_f64()
+            .unwrap();
         assert!((0.0..=1.0).contains(&acc));
         let only_lr = json!({"methods": ["ngram_lr"]});
-        let e = run(&p, &BaselineParams::parse(only_lr.as_object().unwrap()).unwrap(), &|_| {})
-            .unwrap_err()
-            .to_string();
+        let e = run(
+            &p,
+            &BaselineParams::parse(only_lr.as_object().unwrap()).unwrap(),
+            &|_| {},
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("choice_overlap"), "{e}");
     }
 }

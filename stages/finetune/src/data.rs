@@ -88,7 +88,12 @@ impl EncodeNotes {
     pub fn to_json(&self) -> serde_json::Value {
         self.0
             .iter()
-            .map(|(k, ids)| (k.to_string(), serde_json::json!({"count": ids.len(), "ids": ids})))
+            .map(|(k, ids)| {
+                (
+                    k.to_string(),
+                    serde_json::json!({"count": ids.len(), "ids": ids}),
+                )
+            })
             .collect::<serde_json::Map<_, _>>()
             .into()
     }

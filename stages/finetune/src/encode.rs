@@ -77,7 +77,11 @@ impl Encoder {
         question: &str,
         choice: &str,
     ) -> (Encoded, bool) {
-        let (mut a, mut b, mut c) = (self.tokens(context), self.tokens(choice), self.tokens(question));
+        let (mut a, mut b, mut c) = (
+            self.tokens(context),
+            self.tokens(choice),
+            self.tokens(question),
+        );
         let context_tokens = a.len();
         let budget = self.max_seq_length.saturating_sub(4);
         while a.len() + b.len() + c.len() > budget {

@@ -259,7 +259,9 @@ impl Given {
 /// The kind of the params' `task`, when it is a task (the protocol's parser says what is wrong
 /// with it otherwise).
 fn task_kind(p: &Map<String, Value>) -> Option<TaskKind> {
-    Task::from_value(p.get("task")?, "task").ok().map(|t| t.kind())
+    Task::from_value(p.get("task")?, "task")
+        .ok()
+        .map(|t| t.kind())
 }
 
 impl TrainParams {
@@ -402,8 +404,10 @@ mod tests {
         let p = parse(json!({"task": "cmrc2018"})).unwrap();
         assert_eq!(p.max_seq_length, 256);
         assert_eq!(p.span, SpanConfig::default());
-        let p = parse(json!({"task": "squad", "max_seq_length": 128, "doc_stride": 32,
-                             "max_answer_length": 30}))
+        let p = parse(
+            json!({"task": "squad", "max_seq_length": 128, "doc_stride": 32,
+                             "max_answer_length": 30}),
+        )
         .unwrap();
         assert_eq!((p.span.max_seq_length, p.span.doc_stride), (128, 32));
         assert_eq!(p.span.max_answer_length, 30);

@@ -249,9 +249,11 @@ impl TaskModel {
                 let nan = Tensor::<1>::from_floats([f32::NAN], &input.input_ids.device());
                 return (nan.clone(), nan.mul_scalar(0.0));
             }
-            (TaskModel::Pair(m), GoldTensors::Classes { ids, weights }) => {
-                (m.forward_with_dropout_mask(input, pooled(mask)), ids, weights)
-            }
+            (TaskModel::Pair(m), GoldTensors::Classes { ids, weights }) => (
+                m.forward_with_dropout_mask(input, pooled(mask)),
+                ids,
+                weights,
+            ),
             (TaskModel::Choice(m), GoldTensors::Classes { ids, weights }) => (
                 m.forward_with_dropout_mask(input, choices, pooled(mask)),
                 ids,

@@ -500,7 +500,10 @@ pub fn protocol_sentence_as(deps: &[&Dep], opening: &str) -> Vec<String> {
             .map(|e| {
                 let name = e.get("name").and_then(Value::as_str).unwrap_or("?");
                 if e.get("held_out_from_train").and_then(Value::as_bool) == Some(true) {
-                    format!("{name} ({} examples held out from them, as above)", count(e))
+                    format!(
+                        "{name} ({} examples held out from them, as above)",
+                        count(e)
+                    )
                 } else {
                     format!("{name} ({} examples of {})", count(e), files(e))
                 }

@@ -200,7 +200,17 @@ mod tests {
         }
         assert!(p.cite("albert_zh_readme").contains("@ 52149e8"));
         let cmrc = p.task("cmrc2018").unwrap();
-        assert!(cmrc.rows.iter().all(|r| r.test_em.is_some() && r.test.is_some()));
-        assert!(p.task("c3").unwrap().rows.iter().any(|r| r.model == "ALBERT-tiny"));
+        assert!(
+            cmrc.rows
+                .iter()
+                .all(|r| r.test_em.is_some() && r.test.is_some())
+        );
+        assert!(
+            p.task("c3")
+                .unwrap()
+                .rows
+                .iter()
+                .any(|r| r.model == "ALBERT-tiny")
+        );
     }
 }

@@ -33,15 +33,16 @@ fn dev_test(m: &Value) -> (Option<(f64, f64)>, Option<(f64, f64)>) {
 
 /// `65.5 / 84.5`, each figure `mean ± sd` over seeds when there are several.
 fn pair_cell(em: Option<MeanSd>, f1: Option<MeanSd>) -> Option<String> {
-    Some(format!(
-        "{} / {}",
-        seeds::cell(em, 2)?,
-        seeds::cell(f1, 2)?
-    ))
+    Some(format!("{} / {}", seeds::cell(em, 2)?, seeds::cell(f1, 2)?))
 }
 
 /// `65.5 (64.4) / 84.5 (84.0)`: a published best (average).
-fn published_cell(em: Option<f64>, em_mean: Option<f64>, f1: Option<f64>, f1_mean: Option<f64>) -> Option<String> {
+fn published_cell(
+    em: Option<f64>,
+    em_mean: Option<f64>,
+    f1: Option<f64>,
+    f1_mean: Option<f64>,
+) -> Option<String> {
     let one = |b: Option<f64>, m: Option<f64>| match (b, m) {
         (Some(b), Some(m)) => Some(format!("{b:.1} ({m:.1})")),
         (Some(b), None) => Some(format!("{b:.1}")),
@@ -55,28 +56,125 @@ fn published_cell(em: Option<f64>, em_mean: Option<f64>, f1: Option<f64>, f1_mea
 
 fn columns() -> Vec<Col> {
     vec![
-        Col::text("source", "Source", "ours, baseline, or published (CMRC's train set)"),
-        Col::text("model", "Model", "our model and its sharing, the baseline, or the published model"),
-        Col::text("init", "Pretraining", "pretrained (from our pretrain run), none (random init)"),
-        Col::text("train_data", "Train data", "the training file(s) of the protocol"),
+        Col::text(
+            "source",
+            "Source",
+            "ours, baseline, or published (CMRC's train set)",
+        ),
+        Col::text(
+            "model",
+            "Model",
+            "our model and its sharing, the baseline, or the published model",
+        ),
+        Col::text(
+            "init",
+            "Pretraining",
+            "pretrained (from our pretrain run), none (random init)",
+        ),
+        Col::text(
+            "train_data",
+            "Train data",
+            "the training file(s) of the protocol",
+        ),
         Col::int("parameters", "Parameters", "the model's parameters (ours)"),
-        Col::int("seeds", "Seeds", "ours: fine-tuning runs (seeds) averaged in the row"),
-        Col::float("dev_em", "Dev EM", 2, "exact match % on dev (ours: the model-selection split), mean over seeds").data_only(),
-        Col::float("dev_f1", "Dev F1", 2, "F1 % on dev (CMRC 2018's script), mean over seeds").data_only(),
-        Col::float("dev_f1_sd", "Dev F1 sd", 2, "ours: sample sd of dev F1 over seeds").data_only(),
-        Col::float("dev_em_mean", "Dev EM mean", 1, "published: the average over runs (Dev EM is the best)").data_only(),
-        Col::float("dev_f1_mean", "Dev F1 mean", 1, "published: the average over runs").data_only(),
-        Col::text("dev_md", "Dev EM / F1", "ours: mean ± sd; published: best (average)").markdown_only(),
-        Col::float("test_em", "Test EM", 2, "exact match % on test (ours: our held-out report split), mean over seeds").data_only(),
+        Col::int(
+            "seeds",
+            "Seeds",
+            "ours: fine-tuning runs (seeds) averaged in the row",
+        ),
+        Col::float(
+            "dev_em",
+            "Dev EM",
+            2,
+            "exact match % on dev (ours: the model-selection split), mean over seeds",
+        )
+        .data_only(),
+        Col::float(
+            "dev_f1",
+            "Dev F1",
+            2,
+            "F1 % on dev (CMRC 2018's script), mean over seeds",
+        )
+        .data_only(),
+        Col::float(
+            "dev_f1_sd",
+            "Dev F1 sd",
+            2,
+            "ours: sample sd of dev F1 over seeds",
+        )
+        .data_only(),
+        Col::float(
+            "dev_em_mean",
+            "Dev EM mean",
+            1,
+            "published: the average over runs (Dev EM is the best)",
+        )
+        .data_only(),
+        Col::float(
+            "dev_f1_mean",
+            "Dev F1 mean",
+            1,
+            "published: the average over runs",
+        )
+        .data_only(),
+        Col::text(
+            "dev_md",
+            "Dev EM / F1",
+            "ours: mean ± sd; published: best (average)",
+        )
+        .markdown_only(),
+        Col::float(
+            "test_em",
+            "Test EM",
+            2,
+            "exact match % on test (ours: our held-out report split), mean over seeds",
+        )
+        .data_only(),
         Col::float("test_f1", "Test F1", 2, "F1 % on test, mean over seeds").data_only(),
-        Col::float("test_f1_sd", "Test F1 sd", 2, "ours: sample sd of test F1 over seeds").data_only(),
-        Col::float("test_em_mean", "Test EM mean", 1, "published: the average over runs").data_only(),
-        Col::float("test_f1_mean", "Test F1 mean", 1, "published: the average over runs").data_only(),
-        Col::text("test_md", "Test EM / F1", "ours: mean ± sd; published: best (average)").markdown_only(),
-        Col::text("epochs", "Best epoch", "the epoch kept (per seed) / epochs trained"),
-        Col::int("train_examples", "Train questions", "ours: training questions"),
+        Col::float(
+            "test_f1_sd",
+            "Test F1 sd",
+            2,
+            "ours: sample sd of test F1 over seeds",
+        )
+        .data_only(),
+        Col::float(
+            "test_em_mean",
+            "Test EM mean",
+            1,
+            "published: the average over runs",
+        )
+        .data_only(),
+        Col::float(
+            "test_f1_mean",
+            "Test F1 mean",
+            1,
+            "published: the average over runs",
+        )
+        .data_only(),
+        Col::text(
+            "test_md",
+            "Test EM / F1",
+            "ours: mean ± sd; published: best (average)",
+        )
+        .markdown_only(),
+        Col::text(
+            "epochs",
+            "Best epoch",
+            "the epoch kept (per seed) / epochs trained",
+        ),
+        Col::int(
+            "train_examples",
+            "Train questions",
+            "ours: training questions",
+        ),
         Col::text("run", "Run", "our stage instance (without its seed)").data_only(),
-        Col::text("note", "Note", "where a published row comes from, and on which test set").data_only(),
+        Col::text(
+            "note",
+            "Note",
+            "where a published row comes from, and on which test set",
+        )
+        .data_only(),
     ]
 }
 
@@ -100,7 +198,11 @@ pub fn span_table(
     let mut sorted: Vec<&&Dep> = baselines.iter().collect();
     sorted.sort_by_key(|d| d.instance.clone());
     for d in sorted {
-        for e in get(&d.metrics, &["baselines"]).and_then(Value::as_array).into_iter().flatten() {
+        for e in get(&d.metrics, &["baselines"])
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             t.push(baseline_row(d, e));
         }
     }
@@ -136,7 +238,10 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, Cell)> {
         ("source", "ours".into()),
         ("model", model_cell(d).into()),
         ("init", init_cell(d).into()),
-        ("train_data", get(&d.metrics, &["protocol"]).and_then(train_data).into()),
+        (
+            "train_data",
+            get(&d.metrics, &["protocol"]).and_then(train_data).into(),
+        ),
         ("parameters", d.u64(&["parameters"]).into()),
         ("seeds", Some(g.runs.len() as u64).into()),
         ("dev_em", mean(dev_em).into()),
@@ -147,8 +252,16 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, Cell)> {
         ("test_f1", mean(test_f1).into()),
         ("test_f1_sd", sd(test_f1).into()),
         ("test_md", pair_cell(test_em, test_f1).into()),
-        ("epochs", d.u64(&["epochs"]).map(|e| format!("{} / {e}", best.join(", "))).into()),
-        ("train_examples", d.u64(&["protocol", "train", "examples"]).into()),
+        (
+            "epochs",
+            d.u64(&["epochs"])
+                .map(|e| format!("{} / {e}", best.join(", ")))
+                .into(),
+        ),
+        (
+            "train_examples",
+            d.u64(&["protocol", "train", "examples"]).into(),
+        ),
         ("run", g.name().into()),
     ]
 }
@@ -159,15 +272,27 @@ fn baseline_row(d: &Dep, e: &Value) -> Vec<(&'static str, Cell)> {
     let one = |x: Option<(f64, f64)>| x.map(|(em, f1)| format!("{em:.2} / {f1:.2}"));
     vec![
         ("source", "baseline".into()),
-        ("model", e.get("description").and_then(Value::as_str).unwrap_or(name).into()),
-        ("train_data", get(&d.metrics, &["protocol"]).and_then(train_data).into()),
+        (
+            "model",
+            e.get("description")
+                .and_then(Value::as_str)
+                .unwrap_or(name)
+                .into(),
+        ),
+        (
+            "train_data",
+            get(&d.metrics, &["protocol"]).and_then(train_data).into(),
+        ),
         ("dev_em", dev.map(|x| x.0).into()),
         ("dev_f1", dev.map(|x| x.1).into()),
         ("dev_md", one(dev).into()),
         ("test_em", test.map(|x| x.0).into()),
         ("test_f1", test.map(|x| x.1).into()),
         ("test_md", one(test).into()),
-        ("train_examples", d.u64(&["protocol", "train", "examples"]).into()),
+        (
+            "train_examples",
+            d.u64(&["protocol", "train", "examples"]).into(),
+        ),
         ("run", format!("{}/{name}", d.instance).into()),
     ]
 }
@@ -180,12 +305,18 @@ fn published_row(r: &TaskRow) -> Vec<(&'static str, Cell)> {
         ("dev_f1", r.dev.into()),
         ("dev_em_mean", r.dev_em_mean.into()),
         ("dev_f1_mean", r.dev_mean.into()),
-        ("dev_md", published_cell(r.dev_em, r.dev_em_mean, r.dev, r.dev_mean).into()),
+        (
+            "dev_md",
+            published_cell(r.dev_em, r.dev_em_mean, r.dev, r.dev_mean).into(),
+        ),
         ("test_em", r.test_em.into()),
         ("test_f1", r.test.into()),
         ("test_em_mean", r.test_em_mean.into()),
         ("test_f1_mean", r.test_mean.into()),
-        ("test_md", published_cell(r.test_em, r.test_em_mean, r.test, r.test_mean).into()),
+        (
+            "test_md",
+            published_cell(r.test_em, r.test_em_mean, r.test, r.test_mean).into(),
+        ),
         ("note", r.note.clone().into()),
     ]
 }

@@ -10,8 +10,8 @@ use super::{DevSpec, ProtocolSpec};
 use crate::c3::C3Example;
 use crate::group_split;
 use crate::read::{ChoiceExample, FileReport, PairExample, SingleExample, TagExample};
-use crate::squad::SquadExample;
 use crate::split::{self, Stream};
+use crate::squad::SquadExample;
 use crate::task::TaskKind;
 
 /// The examples of a split, of the task's kind.
@@ -175,13 +175,13 @@ impl Examples {
             ),
             Examples::Single(v) => Box::new(v.iter().map(|e| e.text.clone())),
             Examples::Tagging(v) => Box::new(v.iter().map(TagExample::text)),
-            Examples::Span(v) => Box::new(
+            Examples::Span(v) => {
+                Box::new(v.iter().map(|e| format!("{}\t{}", e.context, e.question)))
+            }
+            Examples::ReadingChoice(v) => Box::new(
                 v.iter()
-                    .map(|e| format!("{}\t{}", e.context, e.question)),
+                    .map(|e| format!("{}\t{}\t{}", e.context, e.question, e.choices.join("\t"))),
             ),
-            Examples::ReadingChoice(v) => Box::new(v.iter().map(|e| {
-                format!("{}\t{}\t{}", e.context, e.question, e.choices.join("\t"))
-            })),
         }
     }
 }

@@ -417,7 +417,10 @@ impl ProtocolSpec {
                 ),
             ));
         }
-        if let (Some(_), Some(_)) = (self.test_fraction, self.eval.iter().find(|e| e.name == "test")) {
+        if let (Some(_), Some(_)) = (
+            self.test_fraction,
+            self.eval.iter().find(|e| e.name == "test"),
+        ) {
             return Err(TaskError::param(
                 "test_fraction",
                 "makes the evaluation set `test` out of the train files; name the other \

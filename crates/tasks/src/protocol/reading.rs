@@ -127,11 +127,13 @@ impl ProtocolSpec {
                     let file = read_squad(&resolved)?;
                     file.check_bad_fraction(self.max_bad_fraction)?;
                     file.require_labels()?;
-                    out.groups.extend(file.groups().into_iter().map(|g| g + base));
-                    all.extend(file.examples.into_iter().map(|e| crate::squad::SquadExample {
-                        file: id,
-                        ..e
-                    }));
+                    out.groups
+                        .extend(file.groups().into_iter().map(|g| g + base));
+                    all.extend(
+                        file.examples
+                            .into_iter()
+                            .map(|e| crate::squad::SquadExample { file: id, ..e }),
+                    );
                     report.rows = file.report.questions_read;
                     report.examples = file.report.questions;
                     report.bad.total = file.report.dropped.total;
@@ -140,7 +142,8 @@ impl ProtocolSpec {
                 Examples::ReadingChoice(all) => {
                     let file = read_c3(&resolved)?;
                     file.check_bad_fraction(self.max_bad_fraction)?;
-                    out.groups.extend(file.groups().into_iter().map(|g| g + base));
+                    out.groups
+                        .extend(file.groups().into_iter().map(|g| g + base));
                     all.extend(
                         file.examples
                             .into_iter()

@@ -27,14 +27,19 @@ const C3: &str = "datasets/fixtures/c3/dev.json";
 
 #[test]
 fn cmrc_is_split_by_article_into_train_dev_and_test() {
-    let s = spec(json!({"task": "cmrc2018", "train": CMRC, "dev_fraction": 0.1,
-                        "test_fraction": 0.1, "split_seed": 7}))
+    let s = spec(
+        json!({"task": "cmrc2018", "train": CMRC, "dev_fraction": 0.1,
+                        "test_fraction": 0.1, "split_seed": 7}),
+    )
     .unwrap();
     let p = s.load(&root()).unwrap();
     assert_eq!(p.spec.task.kind(), TaskKind::Span);
     assert!(p.labels.is_empty());
     let test = &p.eval[0];
-    assert_eq!((test.name.as_str(), test.held_out_from_train), ("test", true));
+    assert_eq!(
+        (test.name.as_str(), test.held_out_from_train),
+        ("test", true)
+    );
     let contexts = |e: &crate::Examples| -> HashSet<String> {
         e.as_spans()
             .unwrap()
@@ -65,8 +70,10 @@ fn cmrc_is_split_by_article_into_train_dev_and_test() {
 
 #[test]
 fn c3_has_four_choice_labels_and_caps() {
-    let s = spec(json!({"task": "c3", "train": C3, "dev_fraction": 0.1, "test_fraction": 0.1,
-                        "max_train_examples": 10}))
+    let s = spec(
+        json!({"task": "c3", "train": C3, "dev_fraction": 0.1, "test_fraction": 0.1,
+                        "max_train_examples": 10}),
+    )
     .unwrap();
     let p = s.load(&root()).unwrap();
     assert_eq!(p.labels, ["0", "1", "2", "3"]);
@@ -79,18 +86,27 @@ fn c3_has_four_choice_labels_and_caps() {
 
 #[test]
 fn reading_params_are_checked() {
-    let e = spec(json!({"task": "lcqmc", "train": "a.tsv", "dev_fraction": 0.1,
-                        "test_fraction": 0.1}))
+    let e = spec(
+        json!({"task": "lcqmc", "train": "a.tsv", "dev_fraction": 0.1,
+                        "test_fraction": 0.1}),
+    )
     .unwrap_err();
-    assert!(e.contains("test_fraction") && e.contains("reading tasks"), "{e}");
+    assert!(
+        e.contains("test_fraction") && e.contains("reading tasks"),
+        "{e}"
+    );
     let e = spec(json!({"task": "cmrc2018", "train": CMRC, "dev": "other.json"})).unwrap_err();
     assert!(e.contains("dev_fraction"), "{e}");
-    let e = spec(json!({"task": "c3", "train": C3, "dev_fraction": 0.1, "test_fraction": 0.1,
-                        "test": "x.json"}))
+    let e = spec(
+        json!({"task": "c3", "train": C3, "dev_fraction": 0.1, "test_fraction": 0.1,
+                        "test": "x.json"}),
+    )
     .unwrap_err();
     assert!(e.contains("`test`"), "{e}");
-    let e = spec(json!({"task": {"name": "squad", "labels": [1]}, "train": CMRC,
-                        "dev_fraction": 0.1}))
+    let e = spec(
+        json!({"task": {"name": "squad", "labels": [1]}, "train": CMRC,
+                        "dev_fraction": 0.1}),
+    )
     .unwrap_err();
     assert!(e.contains("labels"), "{e}");
 }
@@ -103,15 +119,19 @@ fn an_unlabelled_file_or_a_missing_one_is_a_clear_error() {
         "qas": [{"id": "T_0", "question": "什么？",
                  "answers": [{"text": "FAKE_ANSWER_1", "answer_start": -1}]}]}]}]});
     std::fs::write(dir.path().join("test.json"), fake.to_string()).unwrap();
-    let s = spec(json!({"task": "cmrc2018", "train": CMRC, "dev_fraction": 0.1,
-                        "eval": {"hidden": "test.json"}}))
+    let s = spec(
+        json!({"task": "cmrc2018", "train": CMRC, "dev_fraction": 0.1,
+                        "eval": {"hidden": "test.json"}}),
+    )
     .unwrap();
     let e = load_err(&s, dir.path());
     assert!(e.contains("no such file"), "{e}");
-    let s = spec(json!({"task": "cmrc2018", "train": "test.json", "dev_fraction": 0.1}))
-        .unwrap();
+    let s = spec(json!({"task": "cmrc2018", "train": "test.json", "dev_fraction": 0.1})).unwrap();
     let e = load_err(&s, dir.path());
-    assert!(e.contains("test.json") && e.contains("no gold answers"), "{e}");
+    assert!(
+        e.contains("test.json") && e.contains("no gold answers"),
+        "{e}"
+    );
     // No articles left for training.
     let s = spec(json!({"task": "squad", "train": CMRC, "dev_fraction": 0.5,
                         "test_fraction": 0.5}))

@@ -84,7 +84,11 @@ impl Kind for ReadingChoices {
     }
 
     fn encode(&self, name: &str, examples: &Examples, encoder: &Encoder) -> EncodedSplit {
-        encode_questions(name, examples.as_reading_choices().unwrap_or_default(), encoder)
+        encode_questions(
+            name,
+            examples.as_reading_choices().unwrap_or_default(),
+            encoder,
+        )
     }
 
     fn decode(&self, split: &EncodedSplit, outputs: Outputs) -> Decoded {

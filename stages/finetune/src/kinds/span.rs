@@ -61,9 +61,8 @@ pub fn encode_questions(name: &str, examples: &[SquadExample], encoder: &Encoder
         gold: Vec::new(),
         config: cfg,
     };
-    let tokenize = |t: &str, ids: &mut Vec<u32>, st: &mut Vec<u32>| {
-        encoder.tokens_with_offsets(t, ids, st)
-    };
+    let tokenize =
+        |t: &str, ids: &mut Vec<u32>, st: &mut Vec<u32>| encoder.tokens_with_offsets(t, ids, st);
     for (i, e) in examples.iter().enumerate() {
         let target = e.target();
         if target.is_none() && !e.answers.is_empty() {
@@ -95,7 +94,8 @@ pub fn encode_questions(name: &str, examples: &[SquadExample], encoder: &Encoder
         s.ids.push(e.id.clone());
         s.contexts.push(e.context.clone());
         s.tokens.push(ctx);
-        s.gold.push(e.gold_texts().into_iter().map(str::to_string).collect());
+        s.gold
+            .push(e.gold_texts().into_iter().map(str::to_string).collect());
     }
     let rows = s
         .features
@@ -142,7 +142,10 @@ fn check_target(
 }
 
 /// The best answer of every question from its windows' logits.
-pub fn decode_answers(split: &EncodedSplit, logits: &[(Vec<f32>, Vec<f32>)]) -> Vec<Option<SpanAnswer>> {
+pub fn decode_answers(
+    split: &EncodedSplit,
+    logits: &[(Vec<f32>, Vec<f32>)],
+) -> Vec<Option<SpanAnswer>> {
     let Decoding::Spans(s) = &split.decoding else {
         return Vec::new();
     };
@@ -180,7 +183,10 @@ pub fn decode_answers(split: &EncodedSplit, logits: &[(Vec<f32>, Vec<f32>)]) -> 
 }
 
 /// EM and F1 of `answers` against the split's gold, as CMRC 2018's script computes them.
-pub fn score_answers(split: &EncodedSplit, answers: &[Option<SpanAnswer>]) -> Option<SpanMetricsBlock> {
+pub fn score_answers(
+    split: &EncodedSplit,
+    answers: &[Option<SpanAnswer>],
+) -> Option<SpanMetricsBlock> {
     let Decoding::Spans(s) = &split.decoding else {
         return None;
     };

@@ -5,7 +5,8 @@ use pipeline_tasks::squad::{SquadAnswer, SquadExample, locate};
 use super::*;
 use crate::encode::tests::encoder;
 
-const CONTEXT: &str = "周杰，1982年出生于西安，是一位著名的作家。2005年，周杰毕业于浙江大学，随后回到西安工作。";
+const CONTEXT: &str =
+    "周杰，1982年出生于西安，是一位著名的作家。2005年，周杰毕业于浙江大学，随后回到西安工作。";
 
 fn question(id: &str, question: &str, answer: &str) -> SquadExample {
     SquadExample {
@@ -57,11 +58,18 @@ fn gold_targets_decode_back_to_the_exact_answer_and_score_100() {
     let Decoded::Spans(answers) = &decoded else {
         panic!()
     };
-    let texts: Vec<&str> = answers.iter().map(|a| a.as_ref().unwrap().text.as_str()).collect();
+    let texts: Vec<&str> = answers
+        .iter()
+        .map(|a| a.as_ref().unwrap().text.as_str())
+        .collect();
     assert_eq!(texts, ["浙江大学", "西安"]);
     let a = answers[0].as_ref().unwrap();
     assert_eq!(&CONTEXT[a.bytes.clone()], "浙江大学");
-    let chars: String = CONTEXT.chars().skip(a.chars.start).take(a.chars.len()).collect();
+    let chars: String = CONTEXT
+        .chars()
+        .skip(a.chars.start)
+        .take(a.chars.len())
+        .collect();
     assert_eq!(chars, "浙江大学");
     let s = Spans.score(&split, &decoded, &[]).unwrap();
     let m = s.spans.as_ref().unwrap();
@@ -105,12 +113,18 @@ fn answers_no_window_can_hold_or_too_long_to_decode_are_counted_by_id() {
     none.answers[0].span = None;
     let split = encode_questions("train", &[long, short, none], &e);
     assert_eq!(split.notes.0["answer_in_no_window"], ["long"]);
-    assert_eq!(split.notes.0["answer_longer_than_max_answer_length"], ["long"]);
+    assert_eq!(
+        split.notes.0["answer_longer_than_max_answer_length"],
+        ["long"]
+    );
     assert_eq!(split.notes.0["no_answer_span"], ["none"]);
     let Targets::Spans(t) = &split.targets else {
         panic!()
     };
-    assert!(t.iter().any(|&(s, _)| s > 0), "the short answer is a target");
+    assert!(
+        t.iter().any(|&(s, _)| s > 0),
+        "the short answer is a target"
+    );
     // Decoding still answers every question (never with more than max_answer_length tokens).
     let out = pointing(&split, &|f| (f.context_start, f.context_start + 6));
     let Decoded::Spans(answers) = Spans.decode(&split, out) else {
