@@ -27,6 +27,9 @@ pub struct Recipe {
     pub short_seq_prob: f64,
     /// Longest masked span, in words.
     pub max_ngram: usize,
+    /// Packed input (`pack`): a remainder shorter than half the target joins the chunk before
+    /// it (and is truncated with it) instead of making a short, mostly padded instance.
+    pub pack: bool,
 }
 
 /// The special ids masking needs, and the ids a random replacement may take.
@@ -63,6 +66,15 @@ impl TokenizedDoc {
         self.ids.extend_from_slice(ids);
         self.continues.extend_from_slice(continues);
         self.sentence_ends.push(self.ids.len());
+    }
+
+    /// Appends another document's sentences (packing short documents into one).
+    pub fn append(&mut self, other: &TokenizedDoc) {
+        let offset = self.ids.len();
+        self.ids.extend_from_slice(&other.ids);
+        self.continues.extend_from_slice(&other.continues);
+        self.sentence_ends
+            .extend(other.sentence_ends.iter().map(|e| e + offset));
     }
 
     fn sentence(&self, i: usize) -> std::ops::Range<usize> {
@@ -151,6 +163,11 @@ pub fn instances_from_document<R: Rng>(
         chunk.push(i);
         chunk_len += doc.sentence(i).len();
         if i + 1 < n && chunk_len < target {
+            continue;
+        }
+        // Packed: what is left of the document would make a short instance; it joins this one
+        // (the truncation below trims the pair to fit), so that padding stays low.
+        if recipe.pack && i + 1 < n && doc.ids.len() - doc.sentence_ends[i] < target / 2 {
             continue;
         }
         let a_end = if chunk.len() >= 2 {
@@ -348,6 +365,7 @@ mod tests {
             masked_lm_prob: 0.15,
             short_seq_prob: 0.1,
             max_ngram: 3,
+            pack: false,
         }
     }
 
@@ -491,9 +509,10 @@ mod tests {
             max_pred in 1usize..30,
             prob in 0.01f64..0.9,
             max_ngram in 1usize..5,
+            pack in any::<bool>(),
         ) {
             let r = Recipe { max_seq_length: max_seq, max_predictions_per_seq: max_pred,
-                masked_lm_prob: prob, short_seq_prob: 0.1, max_ngram };
+                masked_lm_prob: prob, short_seq_prob: 0.1, max_ngram, pack };
             let d = doc(&lens, seed);
             let (v, stats) = all_instances(&d, &r, seed);
             let mut masked = 0;

@@ -16,9 +16,11 @@
 //! | `seed` | 12345 | everything random derives from it and the document's index |
 //! | `eval_fraction` | 0.02 | share of documents held out for the eval shard (one pass) |
 //! | `instances_per_shard` | 65536 | rows per Arrow file |
+//! | `pack` | false | pack short documents: consecutive documents of a split (in corpus order, within a block of 2,048) are joined until they hold `max_seq_length − 3` tokens, then cut into instances as one document, so that a short document no longer makes a short, mostly padded instance; segment B may then come from the next document, as in RoBERTa's FULL-SENTENCES packing |
 //!
 //! Output: `shard-00000.arrow`… (training), `eval-00000.arrow`… (held-out documents) and
-//! `metrics.json`. The output depends only on the inputs and params, never on the number of
+//! `metrics.json` (with each split's `padding_fraction`: the share of its instances'
+//! `max_seq_length` slots that are padding). The output depends only on the inputs and params, never on the number of
 //! threads: documents are processed in fixed blocks, each with its own seeded RNG, and written
 //! in corpus order.
 
@@ -75,6 +77,8 @@ pub struct MaskConfig {
     pub eval_fraction: f64,
     /// Rows per Arrow file.
     pub instances_per_shard: usize,
+    /// Join consecutive short documents of a split into one before cutting instances.
+    pub pack: bool,
 }
 
 impl Default for MaskConfig {
@@ -90,6 +94,7 @@ impl Default for MaskConfig {
             seed: 12345,
             eval_fraction: 0.02,
             instances_per_shard: 65536,
+            pack: false,
         }
     }
 }
@@ -105,6 +110,7 @@ const PARAMS: &[&str] = &[
     "seed",
     "eval_fraction",
     "instances_per_shard",
+    "pack",
 ];
 
 impl MaskConfig {
@@ -152,6 +158,7 @@ impl MaskConfig {
             masked_lm_prob: self.masked_lm_prob,
             short_seq_prob: self.short_seq_prob,
             max_ngram: self.max_ngram,
+            pack: self.pack,
         }
     }
 }
@@ -251,8 +258,9 @@ impl SplitReport {
         self.swapped += inst.sentence_order_label as u64;
     }
 
-    fn to_json(&self, max_ngram: usize) -> Value {
+    fn to_json(&self, max_ngram: usize, max_seq_length: usize) -> Value {
         let tokens = self.tokens.max(1) as f64;
+        let slots = (self.instances * max_seq_length as u64).max(1) as f64;
         let masked = self.stats.masked.max(1) as f64;
         let mut hist = Map::new();
         for n in 1..=max_ngram {
@@ -265,6 +273,7 @@ impl SplitReport {
             "instances": self.instances,
             "tokens": self.tokens,
             "mean_length": round4(self.tokens as f64 / self.instances.max(1) as f64),
+            "padding_fraction": round4(1.0 - self.tokens as f64 / slots),
             "masked_tokens": self.stats.masked,
             "mask_rate": round4(self.stats.masked as f64 / tokens),
             "replaced_by_mask": round4(self.stats.replaced_mask as f64 / masked),
@@ -294,6 +303,8 @@ pub struct MaskReport {
     pub corpus_tokens: u64,
     /// Of which `[UNK]`.
     pub unk_tokens: u64,
+    /// The units instances were cut from: documents, or with `pack` groups of them.
+    pub packs: u64,
     /// The training split.
     pub train: SplitReport,
     /// The eval split.
@@ -309,14 +320,17 @@ impl MaskReport {
             "sentences": self.sentences,
             "corpus_tokens": self.corpus_tokens,
             "unk_rate": round4(self.unk_tokens as f64 / self.corpus_tokens.max(1) as f64),
-            "train": self.train.to_json(c.max_ngram),
-            "eval": self.eval.to_json(c.max_ngram),
+            "train": self.train.to_json(c.max_ngram, c.max_seq_length),
+            "eval": self.eval.to_json(c.max_ngram, c.max_seq_length),
             "max_seq_length": c.max_seq_length,
             "max_predictions_per_seq": c.max_predictions_per_seq,
             "masked_lm_prob": c.masked_lm_prob,
             "dupe_factor": c.dupe_factor,
             "whole_word": c.whole_word,
             "max_ngram": c.max_ngram,
+            "short_seq_prob": c.short_seq_prob,
+            "pack": c.pack,
+            "packs": self.packs,
         })
     }
 }
@@ -392,6 +406,8 @@ impl Masker {
             ("max_ngram", self.config.max_ngram.to_string()),
             ("whole_word", self.config.whole_word.to_string()),
             ("dupe_factor", self.config.dupe_factor.to_string()),
+            ("short_seq_prob", self.config.short_seq_prob.to_string()),
+            ("pack", self.config.pack.to_string()),
             ("seed", self.config.seed.to_string()),
         ] {
             meta.insert(k.to_string(), v);
@@ -404,11 +420,16 @@ impl Masker {
         let mut reader = DocReader::new(files);
         let mut first_doc = 0u64;
         while let Some(block) = reader.next_block(BLOCK_DOCS)? {
-            let results: Vec<DocResult> = block
+            let docs: Vec<Tokenized> = block
                 .docs
                 .par_iter()
                 .enumerate()
-                .map(|(i, doc)| self.process(first_doc + i as u64, doc))
+                .map(|(i, doc)| self.tokenize(first_doc + i as u64, doc))
+                .collect();
+            let packs = self.packs(&docs);
+            let results: Vec<DocResult> = packs
+                .par_iter()
+                .map(|members| self.mask_pack(first_doc, members, &docs))
                 .collect();
             first_doc += block.docs.len() as u64;
             // Pass-major order inside a block, as google's script loops over dupe passes.
@@ -427,12 +448,15 @@ impl Masker {
                     }
                 }
             }
-            for r in &results {
+            for d in &docs {
                 report.documents += 1;
-                report.eval_documents += r.eval as u64;
-                report.sentences += r.sentences;
-                report.corpus_tokens += r.tokens;
-                report.unk_tokens += r.unk;
+                report.eval_documents += d.eval as u64;
+                report.sentences += d.doc.sentence_ends.len() as u64;
+                report.corpus_tokens += d.doc.ids.len() as u64;
+                report.unk_tokens += d.unk;
+            }
+            report.packs += results.len() as u64;
+            for r in &results {
                 let split = if r.eval {
                     &mut report.eval
                 } else {
@@ -447,9 +471,9 @@ impl Masker {
         Ok(report)
     }
 
-    fn process(&self, index: u64, sentences: &[String]) -> DocResult {
-        let seed = self.config.seed;
-        let eval = unit_interval(mix(seed, u64::MAX, index)) < self.config.eval_fraction;
+    /// One document's tokens, word-continuation flags and split.
+    fn tokenize(&self, index: u64, sentences: &[String]) -> Tokenized {
+        let eval = unit_interval(mix(self.config.seed, u64::MAX, index)) < self.config.eval_fraction;
         let mut doc = TokenizedDoc::default();
         let mut ids = Vec::new();
         let mut starts = Vec::new();
@@ -482,33 +506,79 @@ impl Masker {
             unk += ids.iter().filter(|&&t| t == self.vocab.unk_id()).count() as u64;
             doc.push_sentence(&ids, &continues);
         }
+        Tokenized { eval, doc, unk }
+    }
+
+    /// The units instances are cut from, as indices into the block's documents, in the order
+    /// of their first document: each document alone, or with `pack` consecutive documents of
+    /// one split joined until they hold a full instance's tokens (`max_seq_length − 3`).
+    fn packs(&self, docs: &[Tokenized]) -> Vec<Vec<usize>> {
+        if !self.config.pack {
+            return (0..docs.len()).map(|i| vec![i]).collect();
+        }
+        let full = self.config.max_seq_length - 3;
+        let mut out: Vec<Vec<usize>> = Vec::new();
+        // The open pack of each split: its documents and tokens.
+        let mut open: [(Vec<usize>, usize); 2] = Default::default();
+        for (i, d) in docs.iter().enumerate() {
+            let pack = &mut open[d.eval as usize];
+            pack.0.push(i);
+            pack.1 += d.doc.ids.len();
+            if pack.1 >= full {
+                out.push(std::mem::take(&mut pack.0));
+                pack.1 = 0;
+            }
+        }
+        out.extend(open.into_iter().map(|p| p.0).filter(|p| !p.is_empty()));
+        out.sort_unstable_by_key(|p| p[0]);
+        out
+    }
+
+    /// The instances of one pack for every pass, each pass with its own RNG seeded by the
+    /// pack's first document (so that without `pack` each document draws as it always did).
+    fn mask_pack(&self, first_doc: u64, members: &[usize], docs: &[Tokenized]) -> DocResult {
+        let joined;
+        let doc = match members {
+            [one] => &docs[*one].doc,
+            _ => {
+                let mut all = TokenizedDoc::default();
+                for &m in members {
+                    all.append(&docs[m].doc);
+                }
+                joined = all;
+                &joined
+            }
+        };
+        let index = first_doc + members[0] as u64;
+        let eval = docs[members[0]].eval;
         let recipe = self.config.recipe();
         let passes = if eval { 1 } else { self.config.dupe_factor };
         let mut stats = MaskStats::default();
         let passes = (0..passes as u64)
             .map(|pass| {
-                let mut rng = ChaCha8Rng::seed_from_u64(mix(seed, pass, index));
-                instances_from_document(&doc, &recipe, &self.specials, &mut rng, &mut stats)
+                let mut rng = ChaCha8Rng::seed_from_u64(mix(self.config.seed, pass, index));
+                instances_from_document(doc, &recipe, &self.specials, &mut rng, &mut stats)
             })
             .collect();
         DocResult {
             eval,
             passes,
             stats,
-            sentences: doc.sentence_ends.len() as u64,
-            tokens: doc.ids.len() as u64,
-            unk,
         }
     }
+}
+
+/// A document after tokenization.
+struct Tokenized {
+    eval: bool,
+    doc: TokenizedDoc,
+    unk: u64,
 }
 
 struct DocResult {
     eval: bool,
     passes: Vec<Vec<pipeline_shards::Instance>>,
     stats: MaskStats,
-    sentences: u64,
-    tokens: u64,
-    unk: u64,
 }
 
 /// A 64-bit seed for (seed, pass, document): splitmix64 over the three, so neighbouring
@@ -608,3 +678,6 @@ impl<'a> DocReader<'a> {
         Ok((!block.docs.is_empty()).then_some(block))
     }
 }
+
+#[cfg(test)]
+mod pack_tests;
