@@ -8,9 +8,14 @@
 //! plan, costs, model, small) and by what else a hostile user tries (cli, inputs, names).
 
 mod common;
+#[path = "hostile/data.rs"]
+mod data;
+#[path = "hostile/fuzz.rs"]
+mod fuzz;
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -237,6 +242,23 @@ fn yaml_aliases_used_normally_still_work() {
     );
     let v = c.ws.json(&["status"], 0);
     assert_eq!(v["stages"].as_array().unwrap().len(), 2);
+    c.finish();
+}
+
+#[test]
+fn yaml_nested_anchors_share_rather_than_copy() {
+    // 60 anchored levels around one list of 10^6 scalars (2 MB of text): each level once kept
+    // its own copy of the list (60 × ~80 MB, over the address-space limit); shared, it is one.
+    let levels = 60;
+    let open: String = (0..levels).map(|i| format!("&l{i} [")).collect();
+    let text = format!(
+        "vars:\n  x: {open}{}{}\n  y: *l{}\nstages:\n  a:\n    cmd: 'true'\n",
+        vec!["a"; 1_000_000].join(","),
+        "]".repeat(levels),
+        levels - 1
+    );
+    let c = Case::new(&text);
+    c.run(&["status"]).expect_code(0);
     c.finish();
 }
 
@@ -497,6 +519,123 @@ fn store_gc_dry_run_removes_nothing() {
     c.finish();
 }
 
+#[test]
+fn store_empty_foreign_folders_on_a_scratch_disk_stay() {
+    let c = Case::new(ONE_STAGE);
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(c.ws.path(".pipeline")).unwrap();
+    for area in ["work", "artifacts", "quarantine"] {
+        std::fs::create_dir_all(scratch.path().join(area).join("someone-elses-empty")).unwrap();
+        std::os::unix::fs::symlink(
+            scratch.path().join(area),
+            c.ws.path(&format!(".pipeline/{area}")),
+        )
+        .unwrap();
+    }
+    c.run(&["run"]).expect_code(0);
+    // Another pipeline: gc removes a's artifact and then its (marked) instance folder.
+    c.ws.set_yaml("stages:\n  z:\n    cmd: 'true'\n");
+    expect(&c.run(&["gc"]), 0, "removed");
+    for area in ["work", "artifacts", "quarantine"] {
+        let foreign = scratch.path().join(area).join("someone-elses-empty");
+        assert!(foreign.is_dir(), "{} was removed", foreign.display());
+    }
+    assert!(!scratch.path().join("artifacts/a").exists());
+    c.finish();
+}
+
+#[test]
+fn store_gc_sees_pipeline_files_in_every_yaml_spelling() {
+    let c = Case::new(ONE_STAGE);
+    c.ws.write(
+        "flow.yaml",
+        "{stages: {b: {cmd: 'echo b > $PIPELINE_OUT/b.txt'}}}\n",
+    );
+    c.ws.write(
+        "quoted.yml",
+        "# a comment first\n\"stages\":\n  c:\n    cmd: 'echo c > $PIPELINE_OUT/c.txt'\n",
+    );
+    c.ws.write("data.yaml", "labels: [a, b]\nstages_note: not a pipeline\n");
+    for file in ["flow.yaml", "quoted.yml"] {
+        c.run_file(&c.ws.path(file), &["run"]).expect_code(0);
+    }
+    c.run(&["run"]).expect_code(0);
+    let gc = c.run(&["gc"]);
+    expect(&gc, 0, "flow.yaml");
+    assert!(gc.stdout.contains("quoted.yml"), "{}", gc.describe());
+    for (file, stage) in [("flow.yaml", "b"), ("quoted.yml", "c")] {
+        let v = c.run_file(&c.ws.path(file), &["status", "--json"]);
+        assert_eq!(stage_json(&v.json(), stage)["status"], "fresh", "{file}");
+    }
+    c.finish();
+}
+
+#[test]
+fn store_gc_stops_at_a_yaml_file_it_cannot_read() {
+    let c = Case::new(ONE_STAGE);
+    c.run(&["run"]).expect_code(0);
+    c.ws.set_yaml("stages:\n  z:\n    cmd: 'true'\n");
+    // A sparse 8 GiB file: read whole, it would take 8 GiB (and minutes).
+    let huge = std::fs::File::create(c.ws.path("huge.yaml")).unwrap();
+    huge.set_len(8 << 30).unwrap();
+    let t0 = Instant::now();
+    c.expect(&["gc"], 2, "larger than 4 MiB");
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    std::fs::remove_file(c.ws.path("huge.yaml")).unwrap();
+    c.ws.write("junk.yml", b"stages:\n  b:\n    cmd: '\xff\xfe'\n");
+    c.expect(&["gc"], 2, "not UTF-8");
+    c.ws.write("junk.yml", "stages: [unclosed\n");
+    c.expect(&["gc"], 2, "gc cannot tell which artifacts");
+    assert!(c.ws.path(".pipeline/artifacts/a").exists());
+    std::fs::remove_file(c.ws.path("junk.yml")).unwrap();
+    c.expect(&["gc"], 0, "removed");
+    c.finish();
+}
+
+#[test]
+fn store_pull_killed_midway_is_cleared_by_the_next_run() {
+    // 3,000 files: laying them out in the pull's staging directory takes long enough to be
+    // killed in the middle of it.
+    let yaml = "stages:\n  many:\n    cmd: 'cd $PIPELINE_OUT && for i in $(seq 1 3000); do echo $i > f$i; done'\n";
+    let remote = tempfile::tempdir().unwrap();
+    let remote_arg = remote.path().display().to_string();
+    let first = Case::new(yaml);
+    first.run(&["run"]).expect_code(0);
+    first.run(&["push", "--remote", &remote_arg]).expect_code(0);
+    first.finish();
+
+    let c = Case::new(yaml);
+    let mut pull = limited();
+    pull.args(["-f", "pipeline.yaml", "pull", "--remote", &remote_arg])
+        .current_dir(c.ws.root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = pull.spawn().unwrap();
+    let staging = |ws: &Ws| {
+        std::fs::read_dir(ws.path(".pipeline/tmp"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("pull-"))
+    };
+    let t0 = Instant::now();
+    while !staging(&c.ws) && t0.elapsed() < TIME && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _ = child.kill(); // SIGKILL
+    child.wait().unwrap();
+    if !staging(&c.ws) {
+        eprintln!("note: the pull finished (or had not staged) before it was killed");
+    }
+    c.run(&["run"]).expect_code(0);
+    assert!(
+        !staging(&c.ws),
+        "the killed pull's staging directory outlived the next run"
+    );
+    c.run(&["gc"]).expect_code(0);
+    c.finish();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Class 3: nothing committed changes; every child process ends with its run.
 
@@ -673,6 +812,15 @@ fn plan_dep_names_with_one_env_variable_are_refused() {
 }
 
 #[test]
+fn plan_dep_seen_under_its_stage_name_collides_with_a_plain_dep() {
+    // `p@x=1`, the one instance of `p`, is also exported as $PIPELINE_DEP_P: so is stage `P`.
+    refused(
+        "stages:\n  p:\n    cmd: 'true'\n    matrix: {x: [1]}\n  P:\n    cmd: 'true'\n  c:\n    cmd: 'true'\n    deps: [p, P]\n",
+        "would both be $PIPELINE_DEP_P",
+    );
+}
+
+#[test]
 fn plan_cjk_dep_names_of_one_length_are_refused() {
     refused(
         "stages:\n  甲乙:\n    cmd: 'true'\n  丙丁:\n    cmd: 'true'\n  c:\n    cmd: 'true'\n    deps: [甲乙, 丙丁]\n",
@@ -703,6 +851,33 @@ fn plan_inputs_reaching_into_the_store_are_refused() {
         c.expect(&["status"], 2, "reaches into the pipeline's own store");
     }
     c.ws.set_yaml("stages:\n  a:\n    cmd: 'true'\n    inputs: [\"**/*\", \"!.pipeline/**\"]\n");
+    c.run(&["status"]).expect_code(0);
+    c.ws.set_yaml(ONE_STAGE);
+    c.finish();
+}
+
+#[test]
+fn plan_inputs_reaching_the_store_through_a_symlink_are_refused() {
+    let c = Case::new(ONE_STAGE);
+    let v = c.ws.json(&["run"], 0);
+    let artifact = PathBuf::from(stage_json(&v, "a")["artifact"].as_str().unwrap());
+    std::os::unix::fs::symlink(".pipeline", c.ws.path("data")).unwrap();
+    std::os::unix::fs::symlink(artifact.join("a.txt"), c.ws.path("one-file")).unwrap();
+    c.ws.write("mine/ok.txt", "a workspace file");
+    std::os::unix::fs::symlink("../.pipeline/artifacts", c.ws.path("mine/store")).unwrap();
+    for inputs in [
+        "[data]",
+        "[\"data/**/*\"]",
+        "[mine]",
+        "[\"mine/*\"]",
+        "[one-file]",
+    ] {
+        c.ws.set_yaml(&format!(
+            "stages:\n  a:\n    cmd: 'true'\n    inputs: {inputs}\n"
+        ));
+        c.expect(&["status"], 2, "reaches into the pipeline's own store");
+    }
+    c.ws.set_yaml("stages:\n  a:\n    cmd: 'true'\n    inputs: [mine/ok.txt]\n");
     c.run(&["status"]).expect_code(0);
     c.ws.set_yaml(ONE_STAGE);
     c.finish();
@@ -835,6 +1010,150 @@ fn model_tensor_with_a_shape_its_bytes_do_not_hold_is_refused() {
     model_case(CONFIG, &weights, "should take");
 }
 
+/// The header of a complete safetensors file for [`CONFIG`] (zeros for data), with the named
+/// tensors given other shapes (or left out, for an empty shape).
+fn tiny_model(changed: &[(&str, &[u64])]) -> Vec<u8> {
+    let g = "albert.encoder.albert_layer_groups.0.albert_layers.0";
+    let mut tensors: Vec<(String, Vec<u64>)> = vec![
+        (
+            "albert.embeddings.word_embeddings.weight".into(),
+            vec![30, 4],
+        ),
+        (
+            "albert.embeddings.position_embeddings.weight".into(),
+            vec![16, 4],
+        ),
+        (
+            "albert.embeddings.token_type_embeddings.weight".into(),
+            vec![2, 4],
+        ),
+        ("albert.embeddings.LayerNorm.weight".into(), vec![4]),
+        ("albert.embeddings.LayerNorm.bias".into(), vec![4]),
+        (
+            "albert.encoder.embedding_hidden_mapping_in.weight".into(),
+            vec![8, 4],
+        ),
+        (
+            "albert.encoder.embedding_hidden_mapping_in.bias".into(),
+            vec![8],
+        ),
+    ];
+    for w in ["query", "key", "value", "dense"] {
+        tensors.push((format!("{g}.attention.{w}.weight"), vec![8, 8]));
+        tensors.push((format!("{g}.attention.{w}.bias"), vec![8]));
+    }
+    tensors.push((format!("{g}.ffn.weight"), vec![16, 8]));
+    tensors.push((format!("{g}.ffn.bias"), vec![16]));
+    tensors.push((format!("{g}.ffn_output.weight"), vec![8, 16]));
+    tensors.push((format!("{g}.ffn_output.bias"), vec![8]));
+    for (name, shape) in changed {
+        tensors.retain(|(n, _)| !n.ends_with(name));
+        if !shape.is_empty() {
+            tensors.push((name.to_string(), shape.to_vec()));
+        }
+    }
+    let mut header = serde_json::Map::new();
+    let mut at = 0u64;
+    for (name, shape) in tensors {
+        let bytes = 4 * shape.iter().product::<u64>();
+        header.insert(
+            name,
+            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [at, at + bytes]}),
+        );
+        at += bytes;
+    }
+    safetensors(&Value::Object(header).to_string(), at as usize)
+}
+
+fn config_with(key: &str, value: &str) -> String {
+    let mut v: Value = serde_json::from_str(CONFIG).unwrap();
+    v[key] = serde_json::from_str(value).unwrap();
+    v.to_string()
+}
+
+#[test]
+fn model_header_without_word_embeddings_is_refused() {
+    let weights = tiny_model(&[("word_embeddings.weight", &[])]);
+    model_case(
+        CONFIG,
+        &weights,
+        "have no `albert.embeddings.word_embeddings.weight`",
+    );
+}
+
+#[test]
+fn model_absurd_hidden_size_is_checked_against_the_weights() {
+    let config = config_with("hidden_size", "1000000000000");
+    model_case(&config, &tiny_model(&[]), "hidden_size × hidden_size");
+}
+
+#[test]
+fn model_absurd_intermediate_size_is_checked_against_the_weights() {
+    let config = config_with("intermediate_size", "1000000000000");
+    model_case(&config, &tiny_model(&[]), "intermediate_size × hidden_size");
+}
+
+#[test]
+fn model_absurd_num_hidden_layers_is_checked_against_the_weights() {
+    let config = config_with("num_hidden_layers", "1000000000");
+    let config = {
+        let mut v: Value = serde_json::from_str(&config).unwrap();
+        v["share_type"] = "none".into();
+        v.to_string()
+    };
+    model_case(
+        &config,
+        &tiny_model(&[]),
+        "num_hidden_layers = 1000000000 with share_type none",
+    );
+}
+
+#[test]
+fn model_absurd_num_attention_heads_is_refused() {
+    let config = config_with("num_attention_heads", "1000000000000");
+    model_case(
+        &config,
+        &tiny_model(&[]),
+        "not divisible by num_attention_heads",
+    );
+}
+
+#[test]
+fn model_absurd_size_of_a_tensor_the_file_lacks_is_refused() {
+    // No position table to compare with: the parameter count the config implies catches it.
+    let config = config_with("max_position_embeddings", "1000000000000");
+    let weights = tiny_model(&[("position_embeddings.weight", &[])]);
+    model_case(&config, &weights, "backbone parameters");
+}
+
+#[test]
+fn model_pytorch_bin_smaller_than_its_config_is_refused() {
+    let c = Case::new(ONE_STAGE);
+    c.ws.write("m/config.json", CONFIG);
+    c.ws.write("m/pytorch_model.bin", vec![0u8; 1000]);
+    let out = c.run(&["model", "info", "--model", "m"]);
+    expect(
+        &out,
+        1,
+        "needs at least 1680 bytes of weights, but the file has 1000",
+    );
+    c.finish();
+}
+
+#[test]
+fn model_config_json_over_the_size_limit_is_refused_unread() {
+    let c = Case::new(ONE_STAGE);
+    c.ws.write("m/model.safetensors", tiny_model(&[]));
+    // Sparse: 4 GiB read whole would not fit under the address-space limit.
+    let f = std::fs::File::create(c.ws.path("m/config.json")).unwrap();
+    f.set_len(4 << 30).unwrap();
+    let t0 = Instant::now();
+    let out = c.run(&["model", "info", "--model", "m"]);
+    expect(&out, 1, "larger than 16 MiB");
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    c.finish();
+}
+
 #[test]
 fn model_config_that_is_not_json_is_refused() {
     model_case("{ nope", &safetensors("{}", 0), "not valid JSON");
@@ -899,6 +1218,101 @@ fn small_artifacts_on_another_filesystem_commit() {
     c.run(&["run"]).expect_code(0);
     let v = c.ws.json(&["status"], 0);
     assert_eq!(stage_json(&v, "a")["status"], "fresh", "{v:#}");
+    c.finish();
+}
+
+#[test]
+fn small_verify_quarantines_across_filesystems() {
+    let shm = Path::new("/dev/shm");
+    let Ok(scratch) = tempfile::tempdir_in(shm) else {
+        eprintln!("skipped: no /dev/shm");
+        return;
+    };
+    use std::os::unix::fs::MetadataExt;
+    let c = Case::new(ONE_STAGE);
+    if std::fs::metadata(shm).unwrap().dev() == std::fs::metadata(c.ws.root()).unwrap().dev() {
+        eprintln!("skipped: /dev/shm is on the workspace's filesystem");
+        return;
+    }
+    std::fs::create_dir_all(c.ws.path(".pipeline")).unwrap();
+    std::os::unix::fs::symlink(scratch.path(), c.ws.path(".pipeline/artifacts")).unwrap();
+    let v = c.ws.json(&["run"], 0);
+    let dir = PathBuf::from(stage_json(&v, "a")["artifact"].as_str().unwrap());
+    std::fs::write(dir.join("a.txt"), "tampered").unwrap();
+    // A link planted in the artifact is moved as a link, not followed.
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
+    let out = c.run_file(&c.ws.path(".hostile-verify"), &["verify", "--json"]);
+    out.expect_code(1);
+    let moved = PathBuf::from(out.json()["corrupt"][0]["quarantined_to"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(moved.join("a.txt")).unwrap(),
+        "tampered"
+    );
+    assert!(
+        std::fs::symlink_metadata(moved.join("zero"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(!dir.exists(), "the corrupt artifact left the store");
+    c.run(&["run"]).expect_code(0);
+    c.run(&["gc"]).expect_code(0);
+    c.finish();
+}
+
+#[test]
+fn small_store_write_failing_mid_run_records_its_cause() {
+    // sled buffers its writes, so a full disk reaches a run as a failed index write at sled's
+    // open or flush; the reliable way to fail that write here is another process holding the
+    // index's lock when the run first writes to it (a re-run opens sled only then).
+    let c = Case::new(ONE_STAGE);
+    c.run(&["run"]).expect_code(0);
+    c.ws.set_yaml("stages:\n  a:\n    cmd: 'echo b > $PIPELINE_OUT/a.txt'\n");
+    let mut holder = Command::new("flock");
+    holder
+        .args([
+            "-x",
+            "-o",
+            ".pipeline/index/db",
+            "-c",
+            "touch locked; exec sleep 60",
+        ])
+        .current_dir(c.ws.root())
+        .process_group(0);
+    let mut holder = holder.spawn().expect("flock(1) from util-linux");
+    common::wait_for(&c.ws.path("locked"), Duration::from_secs(30));
+    let out = c.run(&["run"]);
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", holder.id())])
+        .status();
+    let _ = holder.wait();
+    expect(&out, 1, "held by another process");
+    let runs = c.run(&["runs", "--json"]);
+    runs.expect_code(0);
+    let last = &runs.json()["runs"][0];
+    assert_eq!(last["status"], "failed", "{last:#}");
+    let cause = last["cause"].as_str().unwrap_or_default();
+    assert!(cause.contains("held by another process"), "{last:#}");
+    expect(&c.run(&["runs"]), 0, "cause: the index");
+    c.run(&["run"]).expect_code(0);
+    c.finish();
+}
+
+#[test]
+fn small_predict_refuses_empty_texts_before_loading_a_model() {
+    let c = Case::new(ONE_STAGE);
+    // No model at all: the text is refused first.
+    c.ws.write("not-a-model/readme.txt", "x");
+    c.expect(
+        &["predict", "--model", "not-a-model", ""],
+        2,
+        "text 1 on the command line is empty",
+    );
+    c.expect(
+        &["predict", "--model", "not-a-model", "好", " \t"],
+        2,
+        "text 2 on the command line is empty",
+    );
     c.finish();
 }
 

@@ -222,7 +222,10 @@ mod tests {
         create_marked(&area.join("ours")).unwrap();
         std::fs::create_dir_all(area.join("marker-is-a-dir").join(MARK)).unwrap();
         remove_empty_folders(&area);
-        assert!(area.join("foreign").is_dir(), "an empty foreign folder stays");
+        assert!(
+            area.join("foreign").is_dir(),
+            "an empty foreign folder stays"
+        );
         assert!(area.join("marker-is-a-dir").join(MARK).is_dir());
         assert!(!area.join("ours").exists());
     }

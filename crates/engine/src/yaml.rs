@@ -432,7 +432,11 @@ mod tests {
     fn nested_anchors_share_their_nodes() {
         // 60 anchored levels around one list: each level once held its own copy of the list.
         let inner = vec!["x"; 1000].join(", ");
-        let text = format!("a: {}[{inner}]{}\nb: *l0\n", (0..60).map(|i| format!("&l{i} [")).collect::<String>(), "]".repeat(60));
+        let text = format!(
+            "a: {}[{inner}]{}\nb: *l0\n",
+            (0..60).map(|i| format!("&l{i} [")).collect::<String>(),
+            "]".repeat(60)
+        );
         let root = parse(&text).unwrap().unwrap();
         let NodeValue::Map(entries) = &root.value else {
             panic!()
@@ -443,7 +447,11 @@ mod tests {
         };
         assert!(Arc::ptr_eq(a, b), "the alias shares the anchored list");
         let mut deepest = b;
-        while let Some(Node { value: NodeValue::Seq(next), .. }) = deepest.first() {
+        while let Some(Node {
+            value: NodeValue::Seq(next),
+            ..
+        }) = deepest.first()
+        {
             deepest = next;
         }
         assert_eq!(deepest.len(), 1000);
