@@ -70,6 +70,8 @@ pub enum Command {
         targets: Vec<String>,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        remote: crate::remote::StatusRemote,
     },
     /// Print the DAG of stage instances.
     Dag {

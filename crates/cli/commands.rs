@@ -39,7 +39,11 @@ fn print_json(value: &impl serde::Serialize) -> Result<()> {
 pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Run(args) => run(cli, args),
-        Command::Status { targets, json } => status(cli, targets, *json),
+        Command::Status {
+            targets,
+            json,
+            remote,
+        } => status(cli, targets, *json, remote),
         Command::Dag { format, json } => dag(cli, *format, *json),
         Command::Show { stage, json } => show(cli, stage, *json),
         Command::Runs { limit, json } => runs(cli, *limit, *json),
@@ -182,10 +186,15 @@ fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
     })
 }
 
-fn status(cli: &Cli, targets: &[String], json: bool) -> Result<ExitCode> {
+fn status(
+    cli: &Cli,
+    targets: &[String],
+    json: bool,
+    remote: &crate::remote::StatusRemote,
+) -> Result<ExitCode> {
     let p = load(cli)?;
     let mut report = inspect::status(&p, targets)?;
-    let in_remote = crate::remote::in_remote(&p, &mut report.stages);
+    let in_remote = crate::remote::in_remote(&p, &mut report.stages, remote)?;
     if json {
         let stages: Vec<_> = report
             .stages

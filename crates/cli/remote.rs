@@ -34,6 +34,18 @@ pub struct RunRemote {
     pub no_remote: bool,
 }
 
+/// `--remote` and `--no-remote` of `pipeline status`.
+#[derive(Debug, Args)]
+pub struct StatusRemote {
+    /// Say which stale instances this remote holds (a name from pipeline.yaml's `remotes:`, a
+    /// URL or a directory). Default: $PIPELINE_REMOTE, else the file's default remote.
+    #[arg(long, value_name = "NAME|URL")]
+    pub remote: Option<String>,
+    /// Ask no remote.
+    #[arg(long, conflicts_with = "remote")]
+    pub no_remote: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct TransferArgs {
     /// Stage or instance names and what they need. None: every stage.
@@ -170,9 +182,10 @@ pub fn pull(cli: &Cli, args: &TransferArgs) -> Result<ExitCode> {
         .flat_map(|m| m.files())
         .map(|(_, f)| f.size)
         .sum();
-    let pulled = remote
+    let report = remote
         .pull(&p.ws, &wanted, progress(cli, args.json))
         .map_err(to_anyhow)?;
+    let (pulled, transfer) = (report.committed, report.transfer);
     for (m, _) in &pulled {
         index.add_record(&m.record)?;
         index.set_latest(&m.instance, &m.fingerprint)?;
@@ -187,18 +200,27 @@ pub fn pull(cli: &Cli, args: &TransferArgs) -> Result<ExitCode> {
             "{}",
             serde_json::to_string_pretty(&json!({
                 "remote": remote.describe(), "pulled": names, "local": local,
-                "missing": missing, "bytes": bytes, "seconds": t0.elapsed().as_secs_f64(),
+                "missing": missing, "bytes": bytes, "transfer": transfer,
+                "seconds": t0.elapsed().as_secs_f64(),
             }))?
         );
     } else if !cli.quiet {
         for (instance, fp) in &names {
             println!("  pulled  {instance} ({fp})");
         }
+        let resumed = transfer.bytes - transfer.bytes_fetched;
         println!(
-            "pulled {} artifact{} ({:.1} MB) from {}; {} already here, {} in neither (they would run) in {:.2}s",
+            "pulled {} artifact{} ({:.1} MB; {} objects, {:.1} MB fetched{}) from {}; {} already here, {} in neither (they would run) in {:.2}s",
             names.len(),
             if names.len() == 1 { "" } else { "s" },
             bytes as f64 / 1e6,
+            transfer.objects,
+            transfer.bytes_fetched as f64 / 1e6,
+            if resumed > 0 {
+                format!(", {:.1} MB left by an earlier pull", resumed as f64 / 1e6)
+            } else {
+                String::new()
+            },
             remote.describe(),
             local,
             missing.len(),
@@ -224,11 +246,27 @@ pub fn run_cache(p: &Pipeline, flags: &RunRemote) -> Result<Option<Arc<dyn Remot
     }
 }
 
-/// For `status`: the instances whose artifact at the current plan's fingerprint the default
-/// remote has (their fingerprints are filled in). A remote that cannot be reached is a warning.
-pub fn in_remote(p: &Pipeline, stages: &mut [Outcome]) -> HashSet<String> {
+/// For `status`: the instances whose artifact at the current plan's fingerprint the remote has
+/// (their fingerprints are filled in). A remote that cannot be reached is a warning; one that
+/// is misnamed (`--remote nsf`) an error, as for `run`.
+pub fn in_remote(
+    p: &Pipeline,
+    stages: &mut [Outcome],
+    flags: &StatusRemote,
+) -> Result<HashSet<String>> {
+    if flags.no_remote {
+        return Ok(HashSet::new());
+    }
+    let remote = match open(p, flags.remote.as_deref(), false) {
+        Ok(r) => r,
+        Err(e) if e.is_user_error() => return Err(to_anyhow(e)),
+        Err(e) => {
+            tracing::warn!("the remote could not be asked: {e}");
+            None
+        }
+    };
     let found = (|| -> Result<HashMap<String, String>> {
-        let Some(remote) = open(p, None, false).map_err(to_anyhow)? else {
+        let Some(remote) = remote else {
             return Ok(HashMap::new());
         };
         let selected: Vec<usize> = stages
@@ -256,7 +294,7 @@ pub fn in_remote(p: &Pipeline, stages: &mut [Outcome]) -> HashSet<String> {
             o.fingerprint = Some(fp.clone());
         }
     }
-    found.into_keys().collect()
+    Ok(found.into_keys().collect())
 }
 
 pub fn gc(cli: &Cli, args: &GcRemote, dry_run: bool, json: bool) -> Result<ExitCode> {
@@ -281,6 +319,12 @@ pub fn gc(cli: &Cli, args: &GcRemote, dry_run: bool, json: bool) -> Result<ExitC
     let verb = if dry_run { "would remove" } else { "removed" };
     for path in report.manifests.iter().chain(&report.objects) {
         println!("{verb} {path}");
+    }
+    for path in &report.uploads {
+        println!("{verb} {path} (an unfinished upload)");
+    }
+    if let Some(note) = &report.note {
+        eprintln!("note: {note}");
     }
     println!(
         "{verb} {} manifests and {} objects ({:.1} MB) from {}; kept {} manifests and {} objects ({} unreferenced but younger than --min-age)",

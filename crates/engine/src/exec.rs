@@ -24,7 +24,7 @@ pub use crate::outputs::hash_tree;
 use crate::stage::DepArtifact;
 use scheduler::{Scheduler, Step};
 use store::clear_tmp;
-pub use store::commit;
+pub use store::{DOWNLOADS, commit};
 pub(crate) use store::{move_entry, write_summary};
 
 #[derive(Debug, Clone)]

@@ -74,6 +74,6 @@ impl RemoteCache for RunCache {
             // A corrupt object stays corrupt: the instance runs here, once.
             m.insert(key);
         }
-        Ok(pulled?.pop())
+        Ok(pulled?.committed.pop())
     }
 }

@@ -36,7 +36,15 @@ pub struct GcReport {
     pub kept_objects: usize,
     /// Unreferenced but younger than `min_age`.
     pub too_young: usize,
+    /// Unfinished uploads older than `min_age` (removed, or that would be): a directory
+    /// remote's staging files (`<object>#<n>`), left by a push killed midway.
+    pub uploads: Vec<String>,
+    /// What could not be looked at: S3's unfinished multipart uploads.
+    pub note: Option<String>,
 }
+
+/// Why `gc --remote` leaves an S3 remote's unfinished multipart uploads alone.
+const S3_UPLOADS_NOTE: &str = "unfinished multipart uploads are not listed: object_store 0.13 has no ListMultipartUploads (a push aborts its own on an error or an interrupt, but a killed one leaves its parts); a bucket lifecycle rule AbortIncompleteMultipartUpload removes them";
 
 impl Remote {
     pub fn gc(&self, ws: &Workspace, opts: &GcOptions) -> Result<GcReport> {
@@ -84,6 +92,10 @@ impl Remote {
             self.delete_all(&gone_manifests).await?;
             self.delete_all(&gone_objects).await?;
         }
+        match &self.dir {
+            Some(dir) => report.uploads = stale_uploads(dir, cutoff, opts.dry_run)?,
+            None => report.note = Some(S3_UPLOADS_NOTE.into()),
+        }
         Ok(report)
     }
 
@@ -120,4 +132,55 @@ impl Remote {
             .await
             .map(|_| ())
     }
+}
+
+/// A directory remote's unfinished uploads: object_store writes an object (or manifest) to
+/// `<name>#<n>` and renames it when complete, and its listing leaves such files out. Those not
+/// modified since `cutoff` are a killed push's (a push in progress writes to its own
+/// continuously); they are removed unless `dry_run`. Returns their paths inside the remote.
+fn stale_uploads(dir: &std::path::Path, cutoff: SystemTime, dry_run: bool) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for top in [layout::OBJECTS, layout::MANIFESTS] {
+        for sub in read_dirs(&dir.join(top)) {
+            for file in read_dirs(&sub) {
+                let Some(name) = file.file_name().and_then(|n| n.to_str()) else {
+                    continue;
+                };
+                let staging = name
+                    .split_once('#')
+                    .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()));
+                // Only plain files: never follow a symlink out of the remote.
+                let meta = std::fs::symlink_metadata(&file);
+                let old = meta
+                    .as_ref()
+                    .is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t <= cutoff));
+                if !staging || !old {
+                    continue;
+                }
+                if !dry_run {
+                    std::fs::remove_file(&file).map_err(|source| RemoteError::Io {
+                        path: file.clone(),
+                        source,
+                    })?;
+                }
+                let rel = file.strip_prefix(dir).unwrap_or(&file);
+                out.push(rel.display().to_string());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The entries of a directory (none when it cannot be read), sorted; symlinks left out.
+fn read_dirs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink()))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
 }

@@ -52,8 +52,22 @@ pub fn digest_of(path: &Path) -> Option<String> {
         return None;
     };
     let digest = format!("{}{}", a.as_ref(), b.as_ref());
-    let hex = digest.len() == 64 && digest.bytes().all(|c| c.is_ascii_hexdigit());
-    (top.as_ref() == OBJECTS && hex).then_some(digest)
+    (top.as_ref() == OBJECTS && is_digest(&digest)).then_some(digest)
+}
+
+/// Whether `s` is a blake3 digest as the store writes it (64 hex digits): a remote manifest is
+/// not trusted to name files with anything else.
+pub fn is_digest(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|c| c.is_ascii_hexdigit())
+}
+
+/// Whether `path` (a file of a remote manifest) stays inside its artifact's directory: relative,
+/// without `..`, not empty.
+pub fn is_inside(path: &str) -> bool {
+    let p = std::path::Path::new(path);
+    !path.is_empty()
+        && p.components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
 }
 
 /// `manifests/<fingerprint>/<instance>.json`. The instance is written as the local store writes
@@ -78,6 +92,15 @@ mod tests {
         assert_eq!(digest_of(&object_path(&d)), Some(d));
         assert_eq!(digest_of(&Path::from("objects/ab/c#1")), None);
         assert_eq!(digest_of(&Path::from("manifests/ab/cd")), None);
+    }
+
+    #[test]
+    fn manifest_file_names_stay_inside() {
+        assert!(is_inside("model/weights.safetensors"));
+        for bad in ["", "../x", "a/../../x", "/etc/passwd", "./"] {
+            assert!(!is_inside(bad), "{bad}");
+        }
+        assert!(!is_digest("../../x"));
     }
 
     #[test]

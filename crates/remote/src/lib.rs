@@ -16,6 +16,7 @@
 
 mod cache;
 mod creds;
+mod downloads;
 mod gc;
 mod layout;
 mod open;
@@ -32,7 +33,7 @@ pub use cache::RunCache;
 pub use gc::{GcOptions, GcReport};
 pub use layout::RemoteManifest;
 pub use open::{Spec, resolve};
-pub use pull::{Place, PullReport};
+pub use pull::{Place, PullReport, Transfer};
 pub use push::PushReport;
 
 /// What can go wrong with a remote; [`RemoteError::is_user_error`] says which ones the user
@@ -71,6 +72,13 @@ pub enum RemoteError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "interrupted: the uploads in flight were aborted; the next push sends only what is missing"
+    )]
+    Interrupted,
+    /// Another upload of the same push failed (its error is the one reported).
+    #[error("stopped because another upload failed")]
+    Cancelled,
     #[error("{0}")]
     Workspace(#[from] pipeline_engine::UserError),
     #[error("{0:#}")]
@@ -111,6 +119,9 @@ pub struct Remote {
     pub name: String,
     pub url: String,
     store: Arc<dyn ObjectStore>,
+    /// A directory remote's folder: `gc --remote` looks there for the files of unfinished
+    /// uploads, which object_store's listing leaves out.
+    dir: Option<PathBuf>,
     rt: tokio::runtime::Runtime,
 }
 

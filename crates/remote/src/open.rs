@@ -69,8 +69,8 @@ impl Remote {
                 why,
             });
         }
-        let store: Arc<dyn ObjectStore> = match spec.url.split_once("://") {
-            Some(("s3" | "s3a", rest)) => s3(&spec.url, rest)?,
+        let (store, dir): (Arc<dyn ObjectStore>, _) = match spec.url.split_once("://") {
+            Some(("s3" | "s3a", rest)) => (s3(&spec.url, rest)?, None),
             Some(("file", rest)) => directory(Path::new(rest), create)?,
             Some(_) => {
                 return Err(RemoteError::Scheme {
@@ -91,13 +91,14 @@ impl Remote {
             name: spec.name.clone(),
             url: spec.url.clone(),
             store,
+            dir,
             rt,
         })
     }
 }
 
-/// A directory remote.
-fn directory(dir: &Path, create: bool) -> Result<Arc<dyn ObjectStore>> {
+/// A directory remote, and its canonical path.
+fn directory(dir: &Path, create: bool) -> Result<(Arc<dyn ObjectStore>, Option<PathBuf>)> {
     let io = |source| RemoteError::Io {
         path: dir.to_path_buf(),
         source,
@@ -110,7 +111,7 @@ fn directory(dir: &Path, create: bool) -> Result<Arc<dyn ObjectStore>> {
         remote: dir.display().to_string(),
         cause,
     })?;
-    Ok(Arc::new(store))
+    Ok((Arc::new(store), Some(dir)))
 }
 
 /// `s3://bucket/prefix`: credentials, region and endpoint from the environment (`AWS_*`, as the

@@ -1,10 +1,11 @@
-//! `pipeline pull` and the run cache's fetch: artifacts down from the remote into a staging
-//! directory inside `.pipeline/tmp/`, every file verified, then committed as a run commits.
+//! `pipeline pull` and the run cache's fetch: objects down from the remote into the download
+//! area (crate::downloads), every one verified, then each artifact laid out in a staging
+//! directory inside `.pipeline/tmp/` and committed as a run commits.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use pipeline_engine::Pipeline;
 use pipeline_engine::fingerprint::{Freshness, components, freshness};
 use pipeline_engine::index::Index;
@@ -12,20 +13,30 @@ use pipeline_engine::manifest::{MANIFEST, Manifest};
 use pipeline_engine::workspace::Workspace;
 use serde::Serialize;
 
+use crate::downloads::Area;
 use crate::layout::{self, FORMAT, RemoteManifest};
 use crate::{Remote, RemoteError, Result};
 
 const FILE_CONCURRENCY: usize = 8;
 
-#[derive(Debug, Default, Serialize)]
+/// What a pull committed, and what it moved.
+#[derive(Debug)]
 pub struct PullReport {
-    /// Instances already in the local store.
-    pub local: usize,
-    /// Artifacts brought in: (instance, fingerprint).
-    pub pulled: Vec<(String, String)>,
-    /// Instances neither here nor there (they would run).
-    pub missing: Vec<String>,
+    /// Each artifact's manifest (as committed) and directory.
+    pub committed: Vec<(Manifest, PathBuf)>,
+    pub transfer: Transfer,
+}
+
+/// The objects of a pull: a file that several artifacts hold is one object, fetched once.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct Transfer {
+    /// Distinct objects the artifacts hold, and their bytes.
+    pub objects: usize,
     pub bytes: u64,
+    /// Objects (whole or the rest of one) and bytes fetched from the remote; the others were
+    /// in the download area already, left by a pull that did not finish.
+    pub objects_fetched: usize,
+    pub bytes_fetched: u64,
 }
 
 /// Where the current plan's artifact of one instance is.
@@ -107,15 +118,21 @@ impl Remote {
         Ok(matches.then_some(rm))
     }
 
-    /// Brings `manifests` into `ws`'s store: all of them are downloaded and verified before the
-    /// first is committed, so a corrupt object anywhere commits nothing. The caller holds the
-    /// workspace lock. Returns each artifact's manifest (as committed) and directory.
+    /// Brings `manifests` into `ws`'s store: every object is downloaded (once, however many
+    /// files hold it) into the download area and verified before the first artifact is staged
+    /// and committed, so a corrupt object anywhere commits nothing. The caller holds the
+    /// workspace lock.
     pub fn pull(
         &self,
         ws: &Workspace,
         manifests: &[RemoteManifest],
         progress: bool,
-    ) -> Result<Vec<(Manifest, PathBuf)>> {
+    ) -> Result<PullReport> {
+        let objects = objects(manifests)?;
+        let area = Area::open(ws)?;
+        let transfer = self
+            .rt
+            .block_on(self.fetch_all(&area, &objects, progress))?;
         let staging = ws.tmp().join(format!(
             "pull-{}-{}",
             std::process::id(),
@@ -123,47 +140,85 @@ impl Remote {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos())
         ));
-        // Marked as the store's, so that a run or `gc` after a killed pull may remove it.
-        pipeline_engine::owned::create_marked(&staging).map_err(|source| RemoteError::Io {
-            path: staging.clone(),
-            source,
-        })?;
-        let result = self.rt.block_on(self.stage(&staging, manifests, progress));
-        let committed = result.and_then(|()| commit_all(ws, &staging, manifests));
+        let committed =
+            stage(&area, &staging, manifests).and_then(|()| commit_all(ws, &staging, manifests));
         let _ = std::fs::remove_dir_all(&staging);
-        committed
+        let committed = committed?;
+        area.forget(&objects.keys().map(String::as_str).collect());
+        Ok(PullReport {
+            committed,
+            transfer,
+        })
     }
 
-    async fn stage(
+    /// Brings every object into the download area, several at a time, largest first.
+    async fn fetch_all(
         &self,
-        staging: &std::path::Path,
-        manifests: &[RemoteManifest],
+        area: &Area,
+        objects: &HashMap<String, u64>,
         progress: bool,
-    ) -> Result<()> {
-        let mut files = Vec::new();
-        for (k, rm) in manifests.iter().enumerate() {
-            let out = staging.join(k.to_string());
-            for (path, f) in rm.files() {
-                files.push((out.join(path), f));
-            }
-        }
-        let total = files.iter().map(|(_, f)| f.size).sum();
+    ) -> Result<Transfer> {
+        let mut todo: Vec<(&String, &u64)> = objects.iter().collect();
+        todo.sort_by_key(|(_, size)| std::cmp::Reverse(**size));
+        let total = todo.iter().map(|(_, size)| **size).sum();
         let bar = crate::push::bar(progress, total, "pull");
-        futures::stream::iter(files.iter().map(Ok))
-            .try_for_each_concurrent(FILE_CONCURRENCY, |(dest, f)| {
-                self.download(&f.blake3, f.size, dest, &bar)
-            })
+        let fetched: Vec<u64> = futures::stream::iter(todo)
+            .map(|(digest, size)| self.download(digest, *size, area, &bar))
+            .buffer_unordered(FILE_CONCURRENCY)
+            .try_collect()
             .await?;
         bar.finish_and_clear();
-        Ok(())
+        Ok(Transfer {
+            objects: objects.len(),
+            objects_fetched: fetched.iter().filter(|n| **n > 0).count(),
+            bytes: total,
+            bytes_fetched: fetched.iter().sum(),
+        })
     }
+}
+
+/// The distinct objects the artifacts hold, with their sizes; a manifest that names a file
+/// outside its artifact, or an object by anything but a digest, is refused.
+fn objects(manifests: &[RemoteManifest]) -> Result<HashMap<String, u64>> {
+    let mut out = HashMap::new();
+    for rm in manifests {
+        for (path, f) in rm.files() {
+            if !layout::is_inside(&path) || !layout::is_digest(&f.blake3) {
+                return Err(RemoteError::Corrupt {
+                    object: layout::manifest_path(&rm.manifest.instance, &rm.manifest.fingerprint)
+                        .to_string(),
+                    why: format!("it names the file `{path}` as `{}`", f.blake3),
+                });
+            }
+            out.insert(f.blake3.clone(), f.size);
+        }
+    }
+    Ok(out)
+}
+
+/// Lays the artifacts out in `staging/<k>/` from the download area. The staging directory is
+/// marked as the store's, so that `gc` may remove what a killed pull left of it.
+fn stage(area: &Area, staging: &Path, manifests: &[RemoteManifest]) -> Result<()> {
+    pipeline_engine::owned::create_marked(staging).map_err(|source| RemoteError::Io {
+        path: staging.to_path_buf(),
+        source,
+    })?;
+    let mut used = HashSet::new();
+    for (k, rm) in manifests.iter().enumerate() {
+        let out = staging.join(k.to_string());
+        for (path, f) in rm.files() {
+            let first_use = used.insert(f.blake3.as_str());
+            area.place(&f.blake3, &out.join(path), first_use)?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes each staged artifact's MANIFEST.json (its record pointing at its new home) and
 /// renames it into the store, as a run commits its output.
 fn commit_all(
     ws: &Workspace,
-    staging: &std::path::Path,
+    staging: &Path,
     manifests: &[RemoteManifest],
 ) -> Result<Vec<(Manifest, PathBuf)>> {
     let mut out = Vec::new();

@@ -4,13 +4,14 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
 use pipeline_engine::manifest::{LOG_DIR, Manifest};
 use serde::Serialize;
 
 use crate::layout::{self, FORMAT, RemoteManifest};
-use crate::{Remote, Result};
+use crate::transfer::Stop;
+use crate::{Remote, RemoteError, Result};
 
 /// Files uploaded at once: enough to keep a link busy with small files, few enough that the
 /// multipart parts of large ones (4 each) stay within a reasonable number of connections.
@@ -27,6 +28,8 @@ pub struct PushReport {
     /// Objects the remote already had (another artifact's, or sent by a killed push).
     pub objects_present: usize,
     pub bytes_sent: u64,
+    /// Objects sent as multipart uploads (bigger than one part).
+    pub multipart: usize,
 }
 
 /// One file to send: where it is here.
@@ -37,15 +40,20 @@ struct Upload {
 }
 
 impl Remote {
-    /// Pushes the artifacts `(directory, manifest)` of the local store.
+    /// Pushes the artifacts `(directory, manifest)` of the local store. SIGINT and SIGTERM
+    /// stop it: the multipart uploads in flight are aborted on the remote first.
     pub fn push(&self, artifacts: &[(PathBuf, Manifest)], progress: bool) -> Result<PushReport> {
-        self.rt.block_on(self.push_async(artifacts, progress))
+        pipeline_engine::executor::catch_interrupts();
+        let stop = Stop::default();
+        self.rt
+            .block_on(self.push_async(artifacts, progress, &stop))
     }
 
     async fn push_async(
         &self,
         artifacts: &[(PathBuf, Manifest)],
         progress: bool,
+        stop: &Stop,
     ) -> Result<PushReport> {
         let mut report = PushReport {
             artifacts: artifacts.len(),
@@ -53,7 +61,7 @@ impl Remote {
         };
         // One listing says which artifacts are complete there: a push where everything is
         // present makes this one request (and reads nothing else).
-        let present = self.list(layout::MANIFESTS).await?;
+        let present = stop.unless_stopped(self.list(layout::MANIFESTS)).await?;
         let todo: Vec<&(PathBuf, Manifest)> = artifacts
             .iter()
             .filter(|(_, m)| {
@@ -68,26 +76,57 @@ impl Remote {
             .iter()
             .map(|(dir, m)| remote_manifest(dir, m))
             .collect::<Result<Vec<_>>>()?;
-        let objects = self.list(layout::OBJECTS).await?;
+        let objects = stop.unless_stopped(self.list(layout::OBJECTS)).await?;
         let have: HashSet<String> = objects.keys().filter_map(layout::digest_of).collect();
         let uploads = missing(&todo, &manifests, &have, &mut report);
         report.bytes_sent = uploads.iter().map(|u| u.size).sum();
-        let bar = bar(progress, report.bytes_sent, "push");
-        futures::stream::iter(uploads.iter().map(Ok))
-            .try_for_each_concurrent(FILE_CONCURRENCY, |u| self.upload(&u.file, &u.digest, &bar))
-            .await?;
-        bar.finish_and_clear();
+        report.multipart = self.upload_all(&uploads, progress, stop).await?;
         // Every object is there: now the manifests may name them.
-        futures::stream::iter(manifests.iter().map(Ok))
+        let put_manifests = futures::stream::iter(manifests.iter().map(Ok))
             .try_for_each_concurrent(FILE_CONCURRENCY * 2, |rm| async move {
                 let m = &rm.manifest;
                 let bytes = serde_json::to_vec_pretty(rm).map_err(anyhow::Error::from)?;
                 self.put_small(&layout::manifest_path(&m.instance, &m.fingerprint), bytes)
                     .await
-            })
-            .await?;
+            });
+        stop.unless_stopped(put_manifests).await?;
         report.manifests_sent = manifests.len();
         Ok(report)
+    }
+
+    /// Sends `uploads`, [`FILE_CONCURRENCY`] at a time. Each upload ends itself (completed or
+    /// aborted) before this returns: a failure stops the others, which abort their multipart
+    /// uploads rather than being dropped midway. Returns how many went up in parts.
+    async fn upload_all(&self, uploads: &[Upload], progress: bool, stop: &Stop) -> Result<usize> {
+        let total = uploads.iter().map(|u| u.size).sum();
+        let bar = bar(progress, total, "push");
+        let results: Vec<Result<bool>> = futures::stream::iter(uploads)
+            .map(|u| async {
+                let sent = self.upload(&u.file, &u.digest, &bar, stop).await;
+                if sent.is_err() {
+                    stop.fail();
+                }
+                sent
+            })
+            .buffer_unordered(FILE_CONCURRENCY)
+            .collect()
+            .await;
+        bar.finish_and_clear();
+        let mut multipart = 0;
+        let mut first_error = None;
+        for r in results {
+            match r {
+                Ok(parts) => multipart += usize::from(parts),
+                Err(RemoteError::Cancelled) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(multipart),
+        }
     }
 }
 

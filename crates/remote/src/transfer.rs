@@ -1,20 +1,24 @@
-//! Moving bytes: listings, one object up (hashed on the way, multipart when large) and one
-//! object down (hashed on the way, refused unless size and digest match).
+//! Moving bytes: listings, one object up (hashed on the way, in parts when large, aborted when
+//! anything goes wrong) and one object down into the download area (hashed on the way, resumed
+//! where a killed pull stopped, refused unless size and digest match).
 
 use std::collections::HashMap;
 use std::path::Path as LocalPath;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use bytes::Bytes;
-use futures::TryStreamExt;
+use futures::future::Either;
+use futures::stream::FuturesUnordered;
+use futures::{StreamExt, TryStreamExt};
 use indicatif::ProgressBar;
-use object_store::buffered::BufWriter;
 use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStoreExt, PutPayload};
+use object_store::{GetOptions, GetRange, MultipartUpload, ObjectMeta, ObjectStoreExt, PutPayload};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::downloads::Area;
 use crate::{Remote, RemoteError, Result};
 
-/// Files at least this big go up as multipart uploads of parts this size, several parts in
+/// Files bigger than this go up as multipart uploads of parts this size, several parts in
 /// flight: S3 takes parts of 5 MiB to 5 GiB, and 16 MiB keeps a 1 GB file at 64 parts.
 pub const PART: usize = 16 << 20;
 /// Parts of one file in flight at once.
@@ -24,6 +28,51 @@ fn io_err(path: &LocalPath) -> impl FnOnce(std::io::Error) -> RemoteError + '_ {
     move |source| RemoteError::Io {
         path: path.to_path_buf(),
         source,
+    }
+}
+
+/// Tells the uploads of one push to stop: another upload failed, or SIGINT/SIGTERM arrived
+/// (the push catches them, so that each multipart upload in flight is aborted on the remote
+/// rather than left there, holding its parts, until a lifecycle rule removes it).
+#[derive(Debug, Default)]
+pub(crate) struct Stop {
+    failed: AtomicBool,
+}
+
+impl Stop {
+    pub(crate) fn fail(&self) {
+        self.failed.store(true, Ordering::Relaxed);
+    }
+
+    fn why(&self) -> Option<RemoteError> {
+        if pipeline_engine::executor::interrupted() {
+            Some(RemoteError::Interrupted)
+        } else if self.failed.load(Ordering::Relaxed) {
+            Some(RemoteError::Cancelled)
+        } else {
+            None
+        }
+    }
+
+    /// `fut`, unless a stop comes first (checked every 50 ms: a part in flight is not waited
+    /// for, its upload is aborted).
+    pub(crate) async fn unless_stopped<T>(
+        &self,
+        fut: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let watch = async {
+            loop {
+                if let Some(why) = self.why() {
+                    return why;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        let (fut, watch) = (std::pin::pin!(fut), std::pin::pin!(watch));
+        match futures::future::select(fut, watch).await {
+            Either::Left((r, _)) => r,
+            Either::Right((why, _)) => Err(why),
+        }
     }
 }
 
@@ -40,22 +89,64 @@ impl Remote {
     }
 
     /// Uploads `file` as the object `digest`, hashing what it sends: a file that no longer has
-    /// the digest its manifest gives is not written (the upload is aborted).
+    /// the digest its manifest gives is not written. Returns whether it went up in parts.
     pub(crate) async fn upload(
         &self,
         file: &LocalPath,
         digest: &str,
         bar: &ProgressBar,
-    ) -> Result<()> {
+        stop: &Stop,
+    ) -> Result<bool> {
+        if let Some(why) = stop.why() {
+            return Err(why);
+        }
         let location = crate::layout::object_path(digest);
         let mut f = tokio::fs::File::open(file).await.map_err(io_err(file))?;
         let len = f.metadata().await.map_err(io_err(file))?.len();
+        if len <= PART as u64 {
+            let mut buf = Vec::with_capacity(len as usize);
+            f.read_to_end(&mut buf).await.map_err(io_err(file))?;
+            check_digest(file, blake3::hash(&buf).to_hex().as_str(), digest)?;
+            let n = buf.len() as u64;
+            stop.unless_stopped(self.put_small(&location, buf)).await?;
+            bar.inc(n);
+            return Ok(false);
+        }
+        let mut upload = stop
+            .unless_stopped(async {
+                self.store
+                    .put_multipart(&location)
+                    .await
+                    .map_err(|e| self.store_err(e))
+            })
+            .await?;
+        let sent = stop
+            .unless_stopped(self.send_parts(&mut f, file, digest, upload.as_mut(), bar))
+            .await;
+        if sent.is_err() {
+            // Best effort: the error that stopped the upload is the one worth reporting.
+            if let Err(e) = upload.abort().await {
+                tracing::warn!("aborting the upload of {location}: {e}");
+            }
+        }
+        sent.map(|()| true)
+    }
+
+    /// Reads `f` a part at a time (hashing it), keeps [`PART_CONCURRENCY`] parts in flight, and
+    /// completes the upload once every part is there and the digest is right.
+    async fn send_parts(
+        &self,
+        f: &mut tokio::fs::File,
+        file: &LocalPath,
+        digest: &str,
+        upload: &mut dyn MultipartUpload,
+        bar: &ProgressBar,
+    ) -> Result<()> {
         let mut hasher = blake3::Hasher::new();
-        let mut writer = BufWriter::with_capacity(self.store.clone(), location.clone(), PART)
-            .with_max_concurrency(PART_CONCURRENCY);
+        let mut in_flight = FuturesUnordered::new();
         loop {
-            let mut buf = Vec::with_capacity(PART.min(len as usize + 1));
-            let n = (&mut f)
+            let mut buf = Vec::with_capacity(PART);
+            let n = (&mut *f)
                 .take(PART as u64)
                 .read_to_end(&mut buf)
                 .await
@@ -64,20 +155,31 @@ impl Remote {
                 break;
             }
             hasher.update(&buf);
-            writer
-                .put(Bytes::from(buf))
-                .await
-                .map_err(|e| self.store_err(e))?;
-            bar.inc(n as u64);
+            while in_flight.len() >= PART_CONCURRENCY {
+                self.part_done(&mut in_flight, bar).await?;
+            }
+            let part = upload.put_part(PutPayload::from(buf));
+            in_flight.push(async move { part.await.map(|()| n as u64) });
         }
-        if hasher.finalize().to_hex().as_str() != digest {
-            let _ = writer.abort().await;
-            return Err(RemoteError::Engine(anyhow::anyhow!(
-                "{} changed since it was hashed (its digest is no longer {digest}); `pipeline verify` checks the store",
-                file.display()
-            )));
+        while !in_flight.is_empty() {
+            self.part_done(&mut in_flight, bar).await?;
         }
-        writer.shutdown().await.map_err(io_err(file))
+        check_digest(file, hasher.finalize().to_hex().as_str(), digest)?;
+        upload.complete().await.map_err(|e| self.store_err(e))?;
+        Ok(())
+    }
+
+    async fn part_done(
+        &self,
+        in_flight: &mut FuturesUnordered<
+            impl Future<Output = object_store::Result<u64>> + Send + 'static,
+        >,
+        bar: &ProgressBar,
+    ) -> Result<()> {
+        if let Some(sent) = in_flight.next().await {
+            bar.inc(sent.map_err(|e| self.store_err(e))?);
+        }
+        Ok(())
     }
 
     /// Writes a small object in one atomic put.
@@ -90,7 +192,7 @@ impl Remote {
     }
 
     /// A small object's bytes; `None` when it does not exist.
-    pub(crate) async fn get_small(&self, location: &Path) -> Result<Option<Bytes>> {
+    pub(crate) async fn get_small(&self, location: &Path) -> Result<Option<bytes::Bytes>> {
         match self.store.get(location).await {
             Ok(r) => r.bytes().await.map(Some).map_err(|e| self.store_err(e)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -98,48 +200,114 @@ impl Remote {
         }
     }
 
-    /// Downloads object `digest` into `dest`, checking its size and blake3 digest: a corrupt or
-    /// truncated object is an error that names it.
+    /// Brings object `digest` into the download area, checking its size and blake3 digest (a
+    /// corrupt or truncated object is an error that names it). What a killed pull left of it is
+    /// not fetched again. Returns the bytes fetched from the remote.
     pub(crate) async fn download(
         &self,
         digest: &str,
         size: u64,
-        dest: &LocalPath,
+        area: &Area,
         bar: &ProgressBar,
-    ) -> Result<()> {
+    ) -> Result<u64> {
+        if area.has(digest, size) {
+            bar.inc(size);
+            return Ok(0);
+        }
+        let partial = area.partial(digest);
+        let kept = match tokio::fs::metadata(&partial).await {
+            Ok(m) if m.len() <= size => m.len(),
+            _ => 0,
+        };
+        let fetched = match self.fetch(digest, size, &partial, kept, bar).await {
+            // The kept bytes may be what made the digest wrong (a disk that lost a write):
+            // fetch the whole object once before calling the remote's copy corrupt.
+            Err(RemoteError::Corrupt { .. }) if kept > 0 => {
+                self.fetch(digest, size, &partial, 0, bar).await
+            }
+            other => other,
+        };
+        match fetched {
+            Ok(n) => {
+                area.complete(digest)?;
+                Ok(n)
+            }
+            Err(e) => {
+                if matches!(e, RemoteError::Corrupt { .. }) {
+                    let _ = tokio::fs::remove_file(&partial).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Fetches object `digest` into `partial`, whose first `kept` bytes are already there and
+    /// are kept (hashed, not fetched again); every byte is written before the next is asked
+    /// for, so that a kill leaves a prefix of the object. Returns the bytes fetched.
+    async fn fetch(
+        &self,
+        digest: &str,
+        size: u64,
+        partial: &LocalPath,
+        kept: u64,
+        bar: &ProgressBar,
+    ) -> Result<u64> {
         let location = crate::layout::object_path(digest);
         let corrupt = |why: String| RemoteError::Corrupt {
             object: format!("{}/{location}", self.url.trim_end_matches('/')),
             why,
         };
-        let result = match self.store.get(&location).await {
-            Ok(r) => r,
-            Err(object_store::Error::NotFound { .. }) => {
-                return Err(corrupt("it is missing".into()));
-            }
-            Err(e) => return Err(self.store_err(e)),
-        };
-        if let Some(parent) = dest.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(io_err(parent))?;
-        }
-        let mut out = tokio::fs::File::create(dest).await.map_err(io_err(dest))?;
         let mut hasher = blake3::Hasher::new();
-        let mut got = 0u64;
-        let mut stream = result.into_stream();
-        while let Some(chunk) = stream.try_next().await.map_err(|e| self.store_err(e))? {
-            got += chunk.len() as u64;
-            if got > size {
-                return Err(corrupt(format!(
-                    "it holds more than the {size} bytes expected"
-                )));
+        let mut out = if kept > 0 {
+            hash_prefix(partial, kept, &mut hasher).await?
+        } else {
+            tokio::fs::File::create(partial)
+                .await
+                .map_err(io_err(partial))?
+        };
+        bar.inc(kept);
+        let mut got = kept;
+        if kept < size || size == 0 {
+            let missing = |e| match e {
+                object_store::Error::NotFound { .. } => corrupt("it is missing".into()),
+                e => self.store_err(e),
+            };
+            // A range must start inside the object, or the request fails in a way that cannot
+            // be told from a failing server: a remote object shorter than what arrived is
+            // corrupt, and said so, before the rest is asked for. A ranged request only where
+            // bytes are kept: some servers refuse `bytes=0-` for an empty object.
+            let range = if kept > 0 {
+                let there = self.store.head(&location).await.map_err(missing)?.size;
+                if there != size {
+                    return Err(corrupt(format!("{there} bytes instead of {size}")));
+                }
+                Some(GetRange::Offset(kept))
+            } else {
+                None
+            };
+            let opts = GetOptions {
+                range,
+                ..Default::default()
+            };
+            let result = self
+                .store
+                .get_opts(&location, opts)
+                .await
+                .map_err(missing)?;
+            let mut stream = result.into_stream();
+            while let Some(chunk) = stream.try_next().await.map_err(|e| self.store_err(e))? {
+                got += chunk.len() as u64;
+                if got > size {
+                    return Err(corrupt(format!(
+                        "it holds more than the {size} bytes expected"
+                    )));
+                }
+                hasher.update(&chunk);
+                out.write_all(&chunk).await.map_err(io_err(partial))?;
+                bar.inc(chunk.len() as u64);
             }
-            hasher.update(&chunk);
-            out.write_all(&chunk).await.map_err(io_err(dest))?;
-            bar.inc(chunk.len() as u64);
         }
-        out.flush().await.map_err(io_err(dest))?;
+        out.flush().await.map_err(io_err(partial))?;
         if got != size {
             return Err(corrupt(format!(
                 "{got} bytes instead of {size} (truncated)"
@@ -149,6 +317,118 @@ impl Remote {
         if actual != digest {
             return Err(corrupt(format!("its blake3 digest is {actual}")));
         }
-        Ok(())
+        Ok(got - kept)
+    }
+}
+
+/// Hashes the first `kept` bytes of `partial` and opens it for appending after them.
+async fn hash_prefix(
+    partial: &LocalPath,
+    kept: u64,
+    hasher: &mut blake3::Hasher,
+) -> Result<tokio::fs::File> {
+    let mut f = tokio::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(partial)
+        .await
+        .map_err(io_err(partial))?;
+    // Only the bytes measured are kept, whatever the file holds now.
+    f.set_len(kept).await.map_err(io_err(partial))?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).await.map_err(io_err(partial))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(f)
+}
+
+/// A local file whose bytes no longer have the digest its manifest gives is not sent.
+fn check_digest(file: &LocalPath, actual: &str, digest: &str) -> Result<()> {
+    if actual == digest {
+        return Ok(());
+    }
+    Err(RemoteError::Engine(anyhow::anyhow!(
+        "{} changed since it was hashed (its digest is no longer {digest}); `pipeline verify` checks the store",
+        file.display()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Spec;
+
+    /// A directory remote holding one object of `len` bytes, and a download area beside it.
+    fn setup(len: usize) -> (tempfile::TempDir, Remote, Area, Vec<u8>, String) {
+        let tmp = tempfile::tempdir().unwrap();
+        let spec = Spec {
+            name: "r".into(),
+            url: tmp.path().join("remote").display().to_string(),
+        };
+        let remote = Remote::open(&spec, tmp.path(), true).unwrap();
+        let area = Area::create(tmp.path().join("area")).unwrap();
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        let digest = blake3::hash(&data).to_hex().to_string();
+        let location = crate::layout::object_path(&digest);
+        remote
+            .rt
+            .block_on(remote.put_small(&location, data.clone()))
+            .unwrap();
+        (tmp, remote, area, data, digest)
+    }
+
+    fn download(remote: &Remote, area: &Area, digest: &str, len: usize) -> Result<u64> {
+        let bar = ProgressBar::hidden();
+        remote
+            .rt
+            .block_on(remote.download(digest, len as u64, area, &bar))
+    }
+
+    #[test]
+    fn a_download_resumes_after_the_bytes_that_arrived() {
+        let (_tmp, remote, area, data, digest) = setup(300_000);
+        std::fs::write(area.partial(&digest), &data[..120_000]).unwrap();
+        assert_eq!(
+            download(&remote, &area, &digest, data.len()).unwrap(),
+            180_000
+        );
+        assert!(area.has(&digest, data.len() as u64));
+        assert!(!area.partial(&digest).exists());
+        assert_eq!(download(&remote, &area, &digest, data.len()).unwrap(), 0);
+    }
+
+    #[test]
+    fn wrong_kept_bytes_cost_one_whole_download() {
+        let (_tmp, remote, area, data, digest) = setup(300_000);
+        let mut kept = data[..120_000].to_vec();
+        kept[5] ^= 1;
+        std::fs::write(area.partial(&digest), &kept).unwrap();
+        assert_eq!(
+            download(&remote, &area, &digest, data.len()).unwrap(),
+            300_000
+        );
+        assert!(area.has(&digest, data.len() as u64));
+    }
+
+    #[test]
+    fn a_corrupt_object_is_refused_and_nothing_of_it_kept() {
+        let (_tmp, remote, area, data, _) = setup(1_000);
+        let claimed = blake3::hash(b"other").to_hex().to_string();
+        let location = crate::layout::object_path(&claimed);
+        remote
+            .rt
+            .block_on(remote.put_small(&location, data.clone()))
+            .unwrap();
+        let e = download(&remote, &area, &claimed, data.len()).unwrap_err();
+        assert!(e.to_string().contains(&claimed[2..]), "{e}");
+        assert!(e.to_string().contains("blake3"), "{e}");
+        assert!(!area.partial(&claimed).exists());
+        assert!(!area.has(&claimed, data.len() as u64));
+        let e = download(&remote, &area, &claimed, data.len() + 5).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
     }
 }

@@ -125,10 +125,18 @@ pub(crate) fn move_entry(ws: &Workspace, from: &Path, dest: &Path) -> anyhow::Re
     })
 }
 
+/// The folder of `tmp/` where `pipeline-remote` keeps objects that arrived from a remote,
+/// verified, so that a pull or a run's fetch that was killed resumes; a run's start leaves it
+/// (`pipeline gc` removes it).
+pub const DOWNLOADS: &str = "downloads";
+
 /// Temporary directories left by a killed run; only called while holding the lock. Entries
 /// the store did not make stay (`.pipeline/tmp` may be a symlink to a shared scratch disk).
 pub(super) fn clear_tmp(ws: &Workspace) {
     for e in std::fs::read_dir(ws.tmp()).into_iter().flatten().flatten() {
+        if e.file_name() == DOWNLOADS {
+            continue;
+        }
         match crate::owned::remove(ws, &e.path()) {
             Ok(()) => info!("removed {} left by an interrupted run", e.path().display()),
             Err(refused) => info!("{refused}"),
