@@ -137,8 +137,7 @@ fn read_config_json(path: &Path) -> anyhow::Result<serde_json::Value> {
 
 fn read_config_file(path: &Path) -> anyhow::Result<AlbertConfig> {
     let json = read_config_json(path)?;
-    AlbertConfig::from_json(&json)
-        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message))
+    AlbertConfig::from_json(&json).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message))
 }
 
 /// Which heads a loader expects besides the backbone.

@@ -348,10 +348,17 @@ mod tests {
     fn backbone_parameters_agree_with_the_parameter_count() {
         for name in crate::config::NAMED_CONFIGS {
             let mut c = AlbertConfig::named(name).unwrap();
-            for layout in [crate::config::Layout::Google, crate::config::Layout::AlbertZh] {
+            for layout in [
+                crate::config::Layout::Google,
+                crate::config::Layout::AlbertZh,
+            ] {
                 c.layout = layout;
                 let count = c.parameter_count();
-                assert_eq!(backbone_parameters(&c), count.embeddings + count.encoder, "{name}");
+                assert_eq!(
+                    backbone_parameters(&c),
+                    count.embeddings + count.encoder,
+                    "{name}"
+                );
             }
         }
         let mut absurd = AlbertConfig::named("tiny").unwrap();
