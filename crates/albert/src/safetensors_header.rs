@@ -141,7 +141,7 @@ pub fn check_config(file: &Path, header: &Header, config: &AlbertConfig) -> anyh
         {
             bail!(
                 "{}: config.json says {} = {:?} but the weights have `{name}` of shape {:?}; \
-                 the config does not belong to these weights",
+                 the weights are of another config",
                 file.display(),
                 shape.what,
                 shape.allowed[0],
@@ -159,7 +159,7 @@ pub fn check_config(file: &Path, header: &Header, config: &AlbertConfig) -> anyh
     if need > held {
         bail!(
             "{}: config.json implies {need} backbone parameters ({}) but the weights hold {held} \
-             values; the config does not belong to these weights",
+             values; the weights are of another config",
             file.display(),
             describe(config)
         );
@@ -248,8 +248,8 @@ fn check_blocks(file: &Path, header: &Header, config: &AlbertConfig) -> anyhow::
         if have < need {
             bail!(
                 "{}: config.json says num_hidden_layers = {} with share_type {}, which uses {need} \
-                 {what} block(s), but the weights have {have}; the config does not belong to \
-                 these weights",
+                 {what} block(s), but the weights have {have}; the weights are of another \
+                 config",
                 file.display(),
                 config.num_hidden_layers,
                 config.share_type
