@@ -104,7 +104,11 @@ fn each_ablation_is_a_matrix_axis_and_a_row_of_the_report() {
     let report = artifact(&v, "report");
     let t = json_file(report.join("ablations.json"));
     let rows = t["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 8, "one row per pretraining run (one fine-tuning stage)");
+    assert_eq!(
+        rows.len(),
+        8,
+        "one row per pretraining run (one fine-tuning stage)"
+    );
     let row = |pretrain: &str| -> &Value {
         rows.iter()
             .find(|r| r["pretrain"] == pretrain)
@@ -131,7 +135,10 @@ fn each_ablation_is_a_matrix_axis_and_a_row_of_the_report() {
     }
     let readme = read(report.join("README.md"));
     assert!(readme.contains("## Ablations"), "{readme}");
-    assert!(readme.contains("Pretraining budget: `pretrain@"), "{readme}");
+    assert!(
+        readme.contains("Pretraining budget: `pretrain@"),
+        "{readme}"
+    );
     // The targets paragraph comes first, under the title.
     let second = readme.lines().nth(2).unwrap();
     assert!(

@@ -17,11 +17,14 @@ fn repo() -> &'static str {
 
 /// The fixture ChnSentiCorp texts of one split.
 fn texts(split: &str) -> Vec<String> {
-    read(format!("{}/datasets/fixtures/chnsenticorp/{split}.tsv", repo()))
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_once('\t').map(|(_, t)| t.to_string()))
-        .collect()
+    read(format!(
+        "{}/datasets/fixtures/chnsenticorp/{split}.tsv",
+        repo()
+    ))
+    .lines()
+    .skip(1)
+    .filter_map(|l| l.split_once('\t').map(|(_, t)| t.to_string()))
+    .collect()
 }
 
 const PROTOCOL: &str = "{task: chnsenticorp, train: \"${vars.data}/chnsenticorp/train.tsv\", \
@@ -78,7 +81,10 @@ fn the_corpus_takes_the_train_texts_and_none_of_the_dev_and_test_texts() {
     let train = texts("train");
     let held_out: BTreeSet<String> = texts("dev").into_iter().chain(texts("test")).collect();
     for t in &held_out {
-        assert!(!corpus.contains(t.as_str()), "a dev or test text was kept: {t}");
+        assert!(
+            !corpus.contains(t.as_str()),
+            "a dev or test text was kept: {t}"
+        );
     }
     let holds_held_out = |t: &str| held_out.iter().any(|h| t.contains(h.as_str()));
     for t in train.iter().filter(|t| !holds_held_out(t)) {
@@ -87,7 +93,10 @@ fn the_corpus_takes_the_train_texts_and_none_of_the_dev_and_test_texts() {
     let d = &m["decontamination"]["tasks"]["chnsenticorp"];
     assert_eq!(d["texts"], held_out.len());
     assert_eq!(d["too_short"], 0);
-    assert!(d["paragraphs_dropped"].as_u64().unwrap() >= held_out.len() as u64, "{d}");
+    assert!(
+        d["paragraphs_dropped"].as_u64().unwrap() >= held_out.len() as u64,
+        "{d}"
+    );
     // The train texts were added; those the leaky file already had are its duplicates.
     let t = &m["task_text"]["chnsenticorp"];
     assert_eq!(t["examples"], train.len());
@@ -134,10 +143,7 @@ fn the_report_names_the_files_the_task_text_and_what_decontamination_dropped() {
     params: {{publish_dir: ""}}
 "#
     );
-    let ws = Ws::new(&yaml(
-        &format!("      task_text: [{PROTOCOL}]"),
-        &more,
-    ));
+    let ws = Ws::new(&yaml(&format!("      task_text: [{PROTOCOL}]"), &more));
     let v = ws.run_ok(&["report"]);
     let readme = read(artifact(&v, "report").join("README.md"));
     assert!(

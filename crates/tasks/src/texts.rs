@@ -94,7 +94,11 @@ mod tests {
     fn single_text_splits_keep_train_apart_from_dev_and_test() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        write(d, "train.tsv", "label\ttext_a\n1\t好评一\n0\t差评二\n1\t好评三\n");
+        write(
+            d,
+            "train.tsv",
+            "label\ttext_a\n1\t好评一\n0\t差评二\n1\t好评三\n",
+        );
         write(d, "dev.tsv", "label\ttext_a\n1\t开发一\n");
         write(d, "test.tsv", "label\ttext_a\n0\t测试一\n0\t差评二\n");
         let p = load(

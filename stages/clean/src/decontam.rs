@@ -287,7 +287,11 @@ mod tests {
     fn both_sides_are_normalised() {
         // Full-width digits and Traditional characters in the corpus.
         let h = index(&["价格是123元很便宜"]);
-        assert_eq!(h.find("他说價格是１２３元很便宜啊"), None, "not normalised yet");
+        assert_eq!(
+            h.find("他说價格是１２３元很便宜啊"),
+            None,
+            "not normalised yet"
+        );
         let n = normalizer();
         assert_eq!(h.find(&n.normalize("他说價格是１２３元很便宜啊")), Some(0));
     }
@@ -296,7 +300,12 @@ mod tests {
     fn sources_are_told_apart_and_counted() {
         let mut h = HeldOut::new(4, 8);
         let n = normalizer();
-        h.add_source("a", &["a.tsv".into()], ["第一个测试文本", "第一个测试文本"], &n);
+        h.add_source(
+            "a",
+            &["a.tsv".into()],
+            ["第一个测试文本", "第一个测试文本"],
+            &n,
+        );
         h.add_source("b", &["b.tsv".into()], ["第二个测试文本"], &n);
         h.add_source("a", &["a2.tsv".into()], ["第三个测试文本"], &n);
         assert_eq!(h.sources.len(), 2, "a name given twice is one source");

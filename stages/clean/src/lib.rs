@@ -816,6 +816,6 @@ fn count_chars(s: &str) -> u64 {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod task_tests;
+#[cfg(test)]
+mod tests;

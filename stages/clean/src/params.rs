@@ -288,7 +288,10 @@ mod tests {
                 "exclude_window",
             ),
             (json!({"add_task_text": "yes"}), "param `add_task_text`"),
-            (json!({"task_text": "lcqmc"}), "param `task_text` must be a list"),
+            (
+                json!({"task_text": "lcqmc"}),
+                "param `task_text` must be a list",
+            ),
             (
                 json!({"exclude_texts_of": [{"task": "nope", "train": "a", "dev": "b"}]}),
                 "exclude_texts_of[0]",

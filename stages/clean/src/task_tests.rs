@@ -93,7 +93,10 @@ fn task_text_adds_the_train_texts_and_keeps_dev_and_test_out() {
     assert_eq!(text.matches("这家餐厅的菜很好吃").count(), 1, "{text}");
     assert!(text.contains("快递太慢了"));
     let t = &m["task_text"]["chnsenticorp"];
-    assert_eq!(t["files"], json!(["task/train.tsv", "task/dev.tsv", "task/test.tsv"]));
+    assert_eq!(
+        t["files"],
+        json!(["task/train.tsv", "task/dev.tsv", "task/test.tsv"])
+    );
     assert_eq!(t["examples"], 3);
     assert_eq!(t["texts"], 3);
     assert_eq!(t["documents_out"], 1);
@@ -101,7 +104,10 @@ fn task_text_adds_the_train_texts_and_keeps_dev_and_test_out() {
     assert_eq!(t["chars_out"], 17);
     let d = &m["decontamination"];
     assert_eq!(d["paragraphs_dropped"], 2);
-    assert_eq!((d["min_chars"].clone(), d["window"].clone()), (json!(12), json!(32)));
+    assert_eq!(
+        (d["min_chars"].clone(), d["window"].clone()),
+        (json!(12), json!(32))
+    );
     let c = &d["tasks"]["chnsenticorp"];
     // Three held-out texts; 好评 is too short to match.
     assert_eq!(
@@ -116,9 +122,15 @@ fn task_text_adds_the_train_texts_and_keeps_dev_and_test_out() {
 fn without_add_task_text_only_the_exclusion_applies() {
     let (m, text, _ws) = run_with(json!({"task_text": [protocol()], "add_task_text": false}));
     assert!(m.get("task_text").is_none(), "{m}");
-    assert!(!text.contains("快递太慢了"), "the train texts are not added");
+    assert!(
+        !text.contains("快递太慢了"),
+        "the train texts are not added"
+    );
     assert!(!text.contains("耳朵疼") && !text.contains("窗外就是海"));
-    assert_eq!(m["decontamination"]["tasks"]["chnsenticorp"]["paragraphs_dropped"], 2);
+    assert_eq!(
+        m["decontamination"]["tasks"]["chnsenticorp"]["paragraphs_dropped"],
+        2
+    );
 }
 
 #[test]
@@ -154,7 +166,11 @@ fn exclude_texts_of_alone_drops_paragraphs_not_documents() {
 fn a_missing_task_file_is_a_clear_error() {
     let ws = tempfile::tempdir().unwrap();
     let corpus = ws.path().join("c.txt");
-    fs::write(&corpus, "今天下午社区图书馆举办了读书会，来了很多小朋友。\n").unwrap();
+    fs::write(
+        &corpus,
+        "今天下午社区图书馆举办了读书会，来了很多小朋友。\n",
+    )
+    .unwrap();
     let params = json!({"task_text": [protocol()], "format": "lines"});
     let params = params.as_object().cloned().unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -205,7 +205,10 @@ mod tests {
         .unwrap();
         assert_eq!(e[0].name, "chnsenticorp");
         assert_eq!(e[1].name, "lcqmc_dev");
-        assert_eq!(e[0].spec.paths(), ["c/train.tsv", "c/dev.tsv", "c/test.tsv"]);
+        assert_eq!(
+            e[0].spec.paths(),
+            ["c/train.tsv", "c/dev.tsv", "c/test.tsv"]
+        );
         assert!(parse(Value::Null).unwrap().is_empty());
     }
 
@@ -222,7 +225,10 @@ mod tests {
                 json!([{"task": "chnsenticorp", "trian": "a"}]),
                 "did you mean `train`?",
             ),
-            (json!([{"task": "chnsenticorp", "train": "a"}]), "task_text[0]"),
+            (
+                json!([{"task": "chnsenticorp", "train": "a"}]),
+                "task_text[0]",
+            ),
             (
                 json!([{"task": "lcqmc", "train": "a", "dev_fraction": 0.1},
                        {"task": "lcqmc", "train": "b", "dev_fraction": 0.1}]),

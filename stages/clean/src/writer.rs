@@ -63,4 +63,3 @@ impl ShardWriter {
         Ok(self.index)
     }
 }
-

@@ -473,7 +473,8 @@ impl Masker {
 
     /// One document's tokens, word-continuation flags and split.
     fn tokenize(&self, index: u64, sentences: &[String]) -> Tokenized {
-        let eval = unit_interval(mix(self.config.seed, u64::MAX, index)) < self.config.eval_fraction;
+        let eval =
+            unit_interval(mix(self.config.seed, u64::MAX, index)) < self.config.eval_fraction;
         let mut doc = TokenizedDoc::default();
         let mut ids = Vec::new();
         let mut starts = Vec::new();

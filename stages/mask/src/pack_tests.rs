@@ -8,7 +8,8 @@ use super::*;
 fn masker(dir: &Path, pack: bool) -> Masker {
     let vocab_dir = dir.join("vocab");
     std::fs::create_dir_all(&vocab_dir).unwrap();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/fixtures/vocab/vocab.txt");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/fixtures/vocab/vocab.txt");
     std::fs::copy(fixture, vocab_dir.join("vocab.txt")).unwrap();
     let v = pipeline_text::vocab::Vocab::load(&vocab_dir.join("vocab.txt")).unwrap();
     let tok = pipeline_text::hf::wordpiece_tokenizer(&v, true).unwrap();
@@ -57,13 +58,14 @@ fn packing_fills_instances_and_keeps_the_splits_apart() {
         ..MaskConfig::default()
     };
     let json = packed.to_json(&config);
-    let padding = |r: &MaskReport| {
-        1.0 - r.train.tokens as f64 / (r.train.instances * 64) as f64
-    };
+    let padding = |r: &MaskReport| 1.0 - r.train.tokens as f64 / (r.train.instances * 64) as f64;
     // Each short document alone is a third of an instance; packed, nearly full ones.
     assert!(padding(&plain) > 0.5, "{}", padding(&plain));
     assert!(padding(&packed) < 0.15, "{}", padding(&packed));
-    assert_eq!(json["train"]["padding_fraction"], json!(round4(padding(&packed))));
+    assert_eq!(
+        json["train"]["padding_fraction"],
+        json!(round4(padding(&packed)))
+    );
     assert_eq!(json["pack"], json!(true));
     assert!(packed.packs < plain.packs / 2, "{} packs", packed.packs);
     // The same documents are held out either way, and never packed with training ones.

@@ -238,7 +238,11 @@ mod tests {
             sop_accuracy: 0.5,
             ..Default::default()
         };
-        assert!(eval_line(1, &e, 1.0, false).get("eval_sop_accuracy").is_none());
+        assert!(
+            eval_line(1, &e, 1.0, false)
+                .get("eval_sop_accuracy")
+                .is_none()
+        );
         assert_eq!(eval_summary(Some(&e), true)["sop_accuracy"], json!(0.5));
         assert!(eval_summary(Some(&e), false).get("sop_accuracy").is_none());
         assert_eq!(eval_summary(None, false), Value::Null);

@@ -420,7 +420,11 @@ mod tests {
         assert_eq!(p.eval_batches_for(), 7);
         assert!(p.sop, "SOP is trained unless turned off");
         assert!(!parse(json!({"sop": false})).unwrap().sop);
-        assert!(parse(json!({"sop": "no"})).unwrap_err().contains("sop must be true or false"));
+        assert!(
+            parse(json!({"sop": "no"}))
+                .unwrap_err()
+                .contains("sop must be true or false")
+        );
         let p = parse(json!({"vocab_size": 100})).unwrap();
         assert!(
             p.model_config(Some(1291))

@@ -16,9 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::data::Data;
-use crate::metrics::{
-    MetricsLog, Timings, eval_line, eval_summary, round, step_line, time_split,
-};
+use crate::metrics::{MetricsLog, Timings, eval_line, eval_summary, round, step_line, time_split};
 use crate::params::{Precision, PretrainParams};
 use crate::snapshots;
 use crate::trainer::{EvalStats, NonFinite, StepStats, Trainer};

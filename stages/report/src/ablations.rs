@@ -21,7 +21,11 @@ fn columns() -> Vec<Col> {
              main run)",
         ),
         Col::text("share_type", "Sharing", "cross-layer parameter sharing"),
-        Col::text("objective", "Objective", "MLM + SOP, or MLM only (sop: false)"),
+        Col::text(
+            "objective",
+            "Objective",
+            "MLM + SOP, or MLM only (sop: false)",
+        ),
         Col::text(
             "masking",
             "Masking",
@@ -42,10 +46,24 @@ fn columns() -> Vec<Col> {
         Col::text("task", "Task", "the fine-tuning task"),
         Col::text("stage", "Stage", "the fine-tuning stage (its protocol)").data_only(),
         Col::text("train_data", "Train data", "the protocol's training files"),
-        Col::int("seeds", "Seeds", "fine-tuning seeds of the pretrained weights"),
-        Col::int("random_seeds", "Random-init seeds", "fine-tuning seeds from random weights")
-            .data_only(),
-        Col::float("test", "Test", 2, "pretrained: mean test score over seeds (%)").data_only(),
+        Col::int(
+            "seeds",
+            "Seeds",
+            "fine-tuning seeds of the pretrained weights",
+        ),
+        Col::int(
+            "random_seeds",
+            "Random-init seeds",
+            "fine-tuning seeds from random weights",
+        )
+        .data_only(),
+        Col::float(
+            "test",
+            "Test",
+            2,
+            "pretrained: mean test score over seeds (%)",
+        )
+        .data_only(),
         Col::float("test_sd", "Test sd", 2, "pretrained: sample sd over seeds").data_only(),
         Col::text("test_md", "Pretrained", "mean ± sd over seeds").markdown_only(),
         Col::float(
@@ -118,7 +136,12 @@ pub fn ablations(
         return None;
     }
     // The main run first, then by name.
-    runs.sort_by_key(|(p, _, _)| (Some(p.instance.as_str()) != main.map(|m| m.instance.as_str()), p.instance.clone()));
+    runs.sort_by_key(|(p, _, _)| {
+        (
+            Some(p.instance.as_str()) != main.map(|m| m.instance.as_str()),
+            p.instance.clone(),
+        )
+    });
     let reference = main.map(|m| recipes::recipe(m, cleans));
     let mut t = Table::new(
         "ablations",
@@ -157,7 +180,10 @@ pub fn ablations(
                 ("seeds", (e.pretrained.len() as u64).into()),
                 ("random_seeds", (e.random.len() as u64).into()),
                 ("test", pre.map(|m| round(m.mean, 2)).into()),
-                ("test_sd", pre.and_then(|m| m.sd).map(|s| round(s, 2)).into()),
+                (
+                    "test_sd",
+                    pre.and_then(|m| m.sd).map(|s| round(s, 2)).into(),
+                ),
                 ("test_md", seeds::cell(pre, 2).into()),
                 ("random_test", rnd.map(|m| round(m.mean, 2)).into()),
                 (
@@ -177,7 +203,9 @@ pub fn ablations(
             ]);
         }
     }
-    t.notes.push(budget_note(&runs.iter().map(|(p, _, _)| *p).collect::<Vec<_>>()));
+    t.notes.push(budget_note(
+        &runs.iter().map(|(p, _, _)| *p).collect::<Vec<_>>(),
+    ));
     t.notes.push(
         "Effect: the pretrained weights' mean test score minus that of the same architecture \
          from random weights, fine-tuned by the same stage with the same seeds; the Test columns \
@@ -255,9 +283,20 @@ mod tests {
         assert_eq!(t.key, "ablations");
         assert_eq!(t.rows.len(), 2);
         let md = t.markdown().unwrap();
-        let lines: Vec<&str> = md.lines().filter(|l| l.starts_with("| pretrain@")).collect();
-        assert!(lines[0].starts_with("| pretrain@sop=true | main | all | MLM + SOP | whole-word ≤3-gram | none |"), "{md}");
-        assert!(lines[0].contains("| 80.40 ± 0.20 | 70.40 ± 0.20 | +10.00 (> 2 sd) |"), "{md}");
+        let lines: Vec<&str> = md
+            .lines()
+            .filter(|l| l.starts_with("| pretrain@"))
+            .collect();
+        assert!(
+            lines[0].starts_with(
+                "| pretrain@sop=true | main | all | MLM + SOP | whole-word ≤3-gram | none |"
+            ),
+            "{md}"
+        );
+        assert!(
+            lines[0].contains("| 80.40 ± 0.20 | 70.40 ± 0.20 | +10.00 (> 2 sd) |"),
+            "{md}"
+        );
         assert!(lines[1].contains("| SOP | all | MLM only |"), "{md}");
         assert!(t.notes[0].contains("`pretrain@sop=true` 100 steps × 32 sequences of up to 128 tokens (400,000 tokens seen)"), "{}", t.notes[0]);
         let json = t.json(Default::default()).unwrap();

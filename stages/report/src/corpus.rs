@@ -15,7 +15,11 @@ const KNOWN_LEAKS: &[(&str, &str, &str)] = &[
         "chnsenticorp",
         "every ChnSentiCorp train, dev and test text",
     ),
-    ("wiki_mrc_contexts/", "cmrc2018", "the CMRC 2018 dev contexts"),
+    (
+        "wiki_mrc_contexts/",
+        "cmrc2018",
+        "the CMRC 2018 dev contexts",
+    ),
 ];
 
 fn n(v: Option<&Value>) -> String {
@@ -198,7 +202,10 @@ mod tests {
                            "d/corpus/misc/news.txt": "lines"});
         let raw = corpus_sentence(&clean(json!({"documents_in": 1, "formats": files})));
         assert!(raw.contains("read 2 file(s)"), "{raw}");
-        assert!(raw.contains("**It includes `d/corpus/misc/chnsenticorp_reviews.txt`"), "{raw}");
+        assert!(
+            raw.contains("**It includes `d/corpus/misc/chnsenticorp_reviews.txt`"),
+            "{raw}"
+        );
         assert!(raw.contains("are contaminated.**"), "{raw}");
         let clean_one = corpus_sentence(&clean(json!({"documents_in": 1, "formats": files,
             "decontamination": {"min_chars": 12, "window": 32, "paragraphs_dropped": 2400,
@@ -207,8 +214,16 @@ mod tests {
             "task_text": {"chnsenticorp": {"examples": 9600, "documents_out": 9000,
                                            "chars_out": 1000000}}})));
         assert!(!clean_one.contains("contaminated.**"), "{clean_one}");
-        assert!(clean_one.contains("dropped 2,400 paragraphs, so no chnsenticorp evaluation text"), "{clean_one}");
-        assert!(clean_one.contains("chnsenticorp 9,600 train examples → 9,000 documents kept (1,000,000 characters)"), "{clean_one}");
+        assert!(
+            clean_one.contains("dropped 2,400 paragraphs, so no chnsenticorp evaluation text"),
+            "{clean_one}"
+        );
+        assert!(
+            clean_one.contains(
+                "chnsenticorp 9,600 train examples → 9,000 documents kept (1,000,000 characters)"
+            ),
+            "{clean_one}"
+        );
         let none = corpus_sentence(&clean(json!({"documents_in": 1,
             "formats": {"d/corpus/misc/news.txt": "lines"}})));
         assert!(none.contains("is not among them"), "{none}");

@@ -428,10 +428,7 @@ mod tests {
 
     #[test]
     fn the_figure_says_what_its_lines_are() {
-        let runs = [
-            run("ft", 1, 0, 0, 0.40),
-            run("ft", 1, 500, 2_000_000, 0.45),
-        ];
+        let runs = [run("ft", 1, 0, 0, 0.40), run("ft", 1, 500, 2_000_000, 0.45)];
         let refs: Vec<&Dep> = runs.iter().collect();
         let (_, _, fig) = curve("chnsenticorp", "ChnSentiCorp", &refs, &[]).unwrap();
         assert_eq!(fig.file, "plots/chnsenticorp_curve.svg");

@@ -60,7 +60,8 @@ impl Dep {
     /// The stage's wall time as its metrics.json records it: `wall_seconds` (pretrain,
     /// finetune) or `seconds` (baseline).
     pub fn wall_seconds(&self) -> Option<f64> {
-        self.num(&["wall_seconds"]).or_else(|| self.num(&["seconds"]))
+        self.num(&["wall_seconds"])
+            .or_else(|| self.num(&["seconds"]))
     }
 
     /// The finetune task (`lcqmc`, `xnli`, …).

@@ -74,10 +74,10 @@ pub mod published;
 mod recipes;
 mod runs;
 mod seeds;
-mod targets;
 pub mod sizes;
 mod span_table;
 pub mod table;
+mod targets;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

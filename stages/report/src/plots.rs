@@ -96,9 +96,7 @@ fn legend_layout(labels: &[String]) -> (Vec<(i32, i32, String)>, i32) {
     let full = (WIDTH as i32 - LEGEND_X - SAMPLE - 12) as f64;
     let column = (WIDTH as i32 - LEGEND_X) / 2;
     let half = (column - SAMPLE - 12) as f64;
-    let two_columns = labels
-        .iter()
-        .all(|l| text_width(l, LEGEND_FONT) <= half);
+    let two_columns = labels.iter().all(|l| text_width(l, LEGEND_FONT) <= half);
     let mut out = Vec::new();
     for (i, label) in labels.iter().enumerate() {
         let i = i as i32;
@@ -479,7 +477,10 @@ mod tests {
         for (_, _, text) in &legend[1..] {
             assert!(text.ends_with('…'), "{text}");
             let width = text_width(text, LEGEND_FONT);
-            assert!(width <= (WIDTH as i32 - LEGEND_X - SAMPLE) as f64, "{text}: {width}");
+            assert!(
+                width <= (WIDTH as i32 - LEGEND_X - SAMPLE) as f64,
+                "{text}: {width}"
+            );
         }
         // Short labels share a row.
         assert!(figure().svg().unwrap().contains(TRAINING_CAPTION));

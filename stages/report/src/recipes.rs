@@ -263,8 +263,14 @@ pub(crate) mod tests {
             json!({"share_type": "all"}),
         );
         let o = recipe(&old, &cleans);
-        assert_eq!((o.sop, o.masking.as_str(), o.clean.clone()), (true, "?", None));
-        assert_eq!(r.differences(&o), ["sharing", "SOP", "masking", "task text"]);
+        assert_eq!(
+            (o.sop, o.masking.as_str(), o.clean.clone()),
+            (true, "?", None)
+        );
+        assert_eq!(
+            r.differences(&o),
+            ["sharing", "SOP", "masking", "task text"]
+        );
         // The only clean is everyone's.
         assert!(clean_of(&old, &[&clean_plain]).is_some());
     }

@@ -124,7 +124,12 @@ pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Tab
             1,
             "sentence-order accuracy on the held-out eval shard (none for an MLM-only run,              whose SOP head is not trained)",
         ),
-        Col::text("objective", "Objective", "MLM + SOP, or MLM only (sop: false)").data_only(),
+        Col::text(
+            "objective",
+            "Objective",
+            "MLM + SOP, or MLM only (sop: false)",
+        )
+        .data_only(),
         Col::text(
             "masking",
             "Masking",

@@ -134,7 +134,9 @@ fn single_text(rows: &Rows) -> Target {
     let mut status = Status::Met;
     for task in ["chnsenticorp", "smp2020_ewect"] {
         let Some(e) = task_effects(rows, task, None).into_iter().next() else {
-            parts.push(format!("{task}: no pretrained and random-init runs of the main run"));
+            parts.push(format!(
+                "{task}: no pretrained and random-init runs of the main run"
+            ));
             status = Status::NotRun;
             continue;
         };
@@ -167,9 +169,16 @@ fn single_text(rows: &Rows) -> Target {
 
 fn msra(rows: &Rows) -> Target {
     let (status, evidence) = match task_effects(rows, "msra_ner", None).into_iter().next() {
-        None => (Status::NotRun, "msra_ner: no pretrained and random-init runs of the main run".into()),
+        None => (
+            Status::NotRun,
+            "msra_ner: no pretrained and random-init runs of the main run".into(),
+        ),
         Some(e) => (
-            if passes(&e) { Status::Met } else { Status::Missed },
+            if passes(&e) {
+                Status::Met
+            } else {
+                Status::Missed
+            },
             describe(&e),
         ),
     };
@@ -237,7 +246,11 @@ fn ablation_axes(rows: &Rows) -> Target {
             found.extend(recipes::recipe(p, rows.cleans).differences(&reference));
         }
     }
-    let missing: Vec<&str> = AXES.iter().filter(|a| !found.contains(a)).copied().collect();
+    let missing: Vec<&str> = AXES
+        .iter()
+        .filter(|a| !found.contains(a))
+        .copied()
+        .collect();
     let status = if missing.is_empty() {
         Status::Met
     } else if missing.len() == AXES.len() {
@@ -252,8 +265,16 @@ fn ablation_axes(rows: &Rows) -> Target {
         status,
         evidence: format!(
             "axes with rows: {}; without: {}",
-            if covered_axes.is_empty() { "none".into() } else { covered_axes.join(", ") },
-            if missing.is_empty() { "none".into() } else { missing.join(", ") }
+            if covered_axes.is_empty() {
+                "none".into()
+            } else {
+                covered_axes.join(", ")
+            },
+            if missing.is_empty() {
+                "none".into()
+            } else {
+                missing.join(", ")
+            }
         ),
     }
 }
@@ -262,7 +283,12 @@ fn ablation_axes(rows: &Rows) -> Target {
 fn budget(rows: &Rows) -> Target {
     let what = "The main run (pretraining, its fine-tuning grid, baselines) within 2.5 h wall";
     let Some(main) = rows.main else {
-        return Target { key: "budget", what, status: Status::NotRun, evidence: "no main pretraining run".into() };
+        return Target {
+            key: "budget",
+            what,
+            status: Status::NotRun,
+            evidence: "no main pretraining run".into(),
+        };
     };
     let pretrain = main.wall_seconds().unwrap_or(0.0);
     let runs: Vec<&&Dep> = rows
@@ -272,13 +298,21 @@ fn budget(rows: &Rows) -> Target {
         .collect();
     // `+ 0.0`: an empty sum of f64 is −0.0.
     let finetune: f64 = runs.iter().filter_map(|d| d.wall_seconds()).sum::<f64>() + 0.0;
-    let baselines: f64 =
-        rows.baselines.iter().filter_map(|d| d.wall_seconds()).sum::<f64>() + 0.0;
+    let baselines: f64 = rows
+        .baselines
+        .iter()
+        .filter_map(|d| d.wall_seconds())
+        .sum::<f64>()
+        + 0.0;
     let total = pretrain + finetune + baselines;
     Target {
         key: "budget",
         what,
-        status: if total <= BUDGET_SECONDS { Status::Met } else { Status::Missed },
+        status: if total <= BUDGET_SECONDS {
+            Status::Met
+        } else {
+            Status::Missed
+        },
         evidence: format!(
             "{} of stage time: pretraining `{}` {}, {} fine-tuning runs {}, baselines {} (the \
              stages' own wall times, run one after another on the machine; the data stages \
@@ -307,7 +341,11 @@ pub fn targets(rows: &Rows) -> Vec<Target> {
 /// The README's first paragraph: which targets were met, which missed, which not run.
 pub fn paragraph(targets: &[Target], main: Option<&Dep>) -> String {
     let list = |s: Status| -> Vec<&str> {
-        targets.iter().filter(|t| t.status == s).map(|t| t.what).collect()
+        targets
+            .iter()
+            .filter(|t| t.status == s)
+            .map(|t| t.what)
+            .collect()
     };
     let mut out = String::from("**Targets of issue 23, read off the rows of this report");
     if let Some(m) = main {
@@ -346,8 +384,16 @@ pub fn table(targets: &[Target]) -> Table {
         vec![
             Col::text("target", "Target", "the target's key"),
             Col::text("what", "What", "the target as the issue states it"),
-            Col::text("status", "Status", "met, missed, or not run (its runs are not among the report's deps)"),
-            Col::text("evidence", "Evidence", "the figures the status was read from"),
+            Col::text(
+                "status",
+                "Status",
+                "met, missed, or not run (its runs are not among the report's deps)",
+            ),
+            Col::text(
+                "evidence",
+                "Evidence",
+                "the figures the status was read from",
+            ),
         ],
     );
     for x in targets {

@@ -77,19 +77,52 @@ fn block(task: &str, score: f64) -> Value {
 /// `(stage, task, train file, pretrained score, random score)` of the main run; the MLM-only run
 /// scores 1 point less pretrained.
 const STAGES: &[(&str, &str, &str, f64, f64)] = &[
-    ("finetune_chnsenticorp", "chnsenticorp", "d/chnsenticorp/train.tsv", 0.85, 0.80),
-    ("finetune_smp2020_ewect", "smp2020_ewect", "d/smp2020_ewect/train.tsv", 0.70, 0.60),
+    (
+        "finetune_chnsenticorp",
+        "chnsenticorp",
+        "d/chnsenticorp/train.tsv",
+        0.85,
+        0.80,
+    ),
+    (
+        "finetune_smp2020_ewect",
+        "smp2020_ewect",
+        "d/smp2020_ewect/train.tsv",
+        0.70,
+        0.60,
+    ),
     // Within the noise.
-    ("finetune_msra_ner", "msra_ner", "d/msra_ner/dev.tsv", 0.601, 0.600),
-    ("finetune_lcqmc_afqmc", "lcqmc", "d/afqmc/train.tsv", 0.60, 0.59),
-    ("finetune_xnli", "xnli", "d/nli_extra/cmnli/dev.tsv", 0.50, 0.40),
+    (
+        "finetune_msra_ner",
+        "msra_ner",
+        "d/msra_ner/dev.tsv",
+        0.601,
+        0.600,
+    ),
+    (
+        "finetune_lcqmc_afqmc",
+        "lcqmc",
+        "d/afqmc/train.tsv",
+        0.60,
+        0.59,
+    ),
+    (
+        "finetune_xnli",
+        "xnli",
+        "d/nli_extra/cmnli/dev.tsv",
+        0.50,
+        0.40,
+    ),
 ];
 
 fn finetune_runs(root: &Path) -> Vec<DepArtifact> {
     let mut out = Vec::new();
     for sop in [true, false] {
         for (stage, task, train, pre, rnd) in STAGES {
-            for (init, score) in [("pretrained", *pre - if sop { 0.0 } else { 0.01 }), ("random", *rnd)] {
+            for (init, score) in [
+                ("pretrained", *pre - if sop { 0.0 } else { 0.01 }),
+                ("random", *rnd),
+            ] {
                 for seed in 1..=3u64 {
                     // ±0.2 points of seed noise.
                     let s = score + 0.002 * (seed as f64 - 2.0);
@@ -205,18 +238,32 @@ fn the_results_the_targets_and_the_ablations_of_issue_23() {
         let ours: Vec<&Value> = rows.iter().filter(|r| r["source"] == "ours").collect();
         for r in &ours {
             let init = r["init"].as_str().unwrap();
-            assert!(init.starts_with("pretrained") || init.starts_with("none"), "{init}");
+            assert!(
+                init.starts_with("pretrained") || init.starts_with("none"),
+                "{init}"
+            );
             assert!(r["test"].is_f64() && r["seeds"].is_u64(), "{r}");
         }
         // The main rows (the curve's one-seed point aside): three seeds, with their sd.
         let main_rows: Vec<&&Value> = ours.iter().filter(|r| r["seeds"] == 3).collect();
-        assert_eq!(main_rows.len(), 4, "{task}: pretrained and random of two pretraining runs");
-        assert!(main_rows.iter().all(|r| r["test_sd"].as_f64().unwrap() > 0.0));
+        assert_eq!(
+            main_rows.len(),
+            4,
+            "{task}: pretrained and random of two pretraining runs"
+        );
+        assert!(
+            main_rows
+                .iter()
+                .all(|r| r["test_sd"].as_f64().unwrap() > 0.0)
+        );
         let main = ours
             .iter()
             .find(|r| r["init"] == "pretrained (pretrain@sop=true)")
             .unwrap_or_else(|| panic!("{task}: {rows:?}"));
-        assert!((main["test"].as_f64().unwrap() - pre * 100.0).abs() < 1e-9, "{main}");
+        assert!(
+            (main["test"].as_f64().unwrap() - pre * 100.0).abs() < 1e-9,
+            "{main}"
+        );
         assert!(
             rows.iter().all(|r| ["ours", "baseline", "published"].contains(&r["source"].as_str().unwrap())),
             "{task}"
@@ -230,23 +277,43 @@ fn the_results_the_targets_and_the_ablations_of_issue_23() {
         first.starts_with("**Targets of issue 23, read off the rows of this report (main pretraining run `pretrain@sop=true`):** Met (2 of 5): LCQMC (AFQMC protocol) or XNLI"),
         "{first}"
     );
-    assert!(first.contains("Missed (3 of 5): ChnSentiCorp and SMP2020-EWECT"), "{first}");
+    assert!(
+        first.contains("Missed (3 of 5): ChnSentiCorp and SMP2020-EWECT"),
+        "{first}"
+    );
     let targets = json_file(results.join("targets.json"));
     let status: BTreeMap<String, String> = targets["rows"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["target"].as_str().unwrap().into(), r["status"].as_str().unwrap().into()))
+        .map(|r| {
+            (
+                r["target"].as_str().unwrap().into(),
+                r["status"].as_str().unwrap().into(),
+            )
+        })
         .collect();
-    assert_eq!(status["single_text"], "missed", "ChnSentiCorp is below its n-gram baseline");
+    assert_eq!(
+        status["single_text"], "missed",
+        "ChnSentiCorp is below its n-gram baseline"
+    );
     assert_eq!(status["msra_ner"], "missed", "within 2 sd");
     assert_eq!(status["pair_tasks"], "met", "XNLI: +10 points");
     assert_eq!(status["ablations"], "missed", "only the SOP axis has rows");
     assert_eq!(status["budget"], "met");
     let evidence = targets["rows"][0]["evidence"].as_str().unwrap();
-    assert!(evidence.contains("best baseline ngram_lr 88.00: not beaten"), "{evidence}");
+    assert!(
+        evidence.contains("best baseline ngram_lr 88.00: not beaten"),
+        "{evidence}"
+    );
     assert!(evidence.contains("smp2020_ewect (`finetune_smp2020_ewect`) 70.00 ± 0.20 vs random init 60.00 ± 0.20 (+10.00; 2 sd = 0.40, 3 seeds); best baseline ngram_lr 65.00: beaten"), "{evidence}");
-    assert!(targets["rows"][4]["evidence"].as_str().unwrap().starts_with("1h 02m of stage time"), "{targets}");
+    assert!(
+        targets["rows"][4]["evidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("1h 02m of stage time"),
+        "{targets}"
+    );
 
     // The ablations: the MLM-only run against the main one, per fine-tuning stage.
     let ab = json_file(results.join("ablations.json"));
@@ -258,7 +325,10 @@ fn the_results_the_targets_and_the_ablations_of_issue_23() {
         .unwrap();
     assert_eq!(mlm["changes"], "SOP");
     assert_eq!(mlm["objective"], "MLM only");
-    assert!((mlm["effect"].as_f64().unwrap() - 9.0).abs() < 1e-9, "{mlm}");
+    assert!(
+        (mlm["effect"].as_f64().unwrap() - 9.0).abs() < 1e-9,
+        "{mlm}"
+    );
     assert_eq!(mlm["beyond_2sd"], "yes");
     assert!(ab["notes"][0].as_str().unwrap().contains("`pretrain@sop=false` 1,500 steps × 32 sequences of up to 128 tokens (4,000,000 tokens seen)"));
 
@@ -272,5 +342,8 @@ fn the_results_the_targets_and_the_ablations_of_issue_23() {
     assert!(results.join("plots/chnsenticorp_curve.svg").is_file());
     assert!(results.join("chnsenticorp_curve.json").is_file());
     let svg = std::fs::read_to_string(results.join("plots/chnsenticorp_curve.svg")).unwrap();
-    assert!(!svg.contains("training batches"), "the curve's caption is its own");
+    assert!(
+        !svg.contains("training batches"),
+        "the curve's caption is its own"
+    );
 }
