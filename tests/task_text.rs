@@ -122,28 +122,26 @@ fn the_corpus_takes_the_train_texts_and_none_of_the_dev_and_test_texts() {
 
 #[test]
 fn the_report_names_the_files_the_task_text_and_what_decontamination_dropped() {
-    let more = format!(
-        r#"  vocab:
+    let more = r#"  vocab:
     kind: vocab
     deps: [clean]
-    inputs: ["${{vars.data}}/vocab/vocab.txt"]
-    params: {{source: file, file: "${{vars.data}}/vocab/vocab.txt"}}
+    inputs: ["${vars.data}/vocab/vocab.txt"]
+    params: {source: file, file: "${vars.data}/vocab/vocab.txt"}
   mask:
     kind: mask
     deps: [clean, vocab]
-    params: {{max_seq_length: 64, max_predictions_per_seq: 10, dupe_factor: 1, eval_fraction: 0.1, pack: true}}
+    params: {max_seq_length: 64, max_predictions_per_seq: 10, dupe_factor: 1, eval_fraction: 0.1, pack: true}
   pretrain:
     kind: pretrain
     deps: [mask, vocab]
-    params: {{model: tiny, hidden_size: 32, num_attention_heads: 2, intermediate_size: 64,
-             embedding_size: 16, num_hidden_layers: 2, batch_size: 8, steps: 3}}
+    params: {model: tiny, hidden_size: 32, num_attention_heads: 2, intermediate_size: 64,
+             embedding_size: 16, num_hidden_layers: 2, batch_size: 8, steps: 3}
   report:
     kind: report
     deps: [clean, mask, pretrain]
-    params: {{publish_dir: ""}}
-"#
-    );
-    let ws = Ws::new(&yaml(&format!("      task_text: [{PROTOCOL}]"), &more));
+    params: {publish_dir: ""}
+"#;
+    let ws = Ws::new(&yaml(&format!("      task_text: [{PROTOCOL}]"), more));
     let v = ws.run_ok(&["report"]);
     let readme = read(artifact(&v, "report").join("README.md"));
     assert!(
