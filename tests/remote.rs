@@ -5,13 +5,11 @@
 mod common;
 mod remote_support;
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 use remote_support::*;
-use serde_json::Value;
 
 /// `seq 1 50000`: numbers.txt of [`SMALL`]'s `a` and `c`.
 fn seq_numbers() -> Vec<u8> {
@@ -367,47 +365,6 @@ stages:
     }
 }
 
-/// A file bigger than one part (16 MiB) and a small one.
-const PARTS: &str = r#"
-stages:
-  model:
-    cmd: "head -c 17000000 /dev/urandom > $PIPELINE_OUT/model.bin; echo small > $PIPELINE_OUT/small.txt"
-"#;
-
-/// `PARTS` pushed to `remote`, pulled into a fresh workspace, compared digest by digest; a
-/// push whose file changed after it was hashed aborts its multipart upload.
-fn multipart_round_trip(remote: &str, env: &[(&str, String)]) -> Ws {
-    let a = Ws::new(PARTS);
-    let made = artifact(&a.run_ok(&[]), "model");
-    let v = json_env(&a, &["push", "--remote", remote], env, 0);
-    assert_eq!(v["report"]["multipart"], 1, "{v:#}");
-    let b = Ws::new(PARTS);
-    let v = json_env(&b, &["pull", "--remote", remote], env, 0);
-    assert_eq!(v["pulled"].as_array().unwrap().len(), 1, "{v:#}");
-    let v = json_env(&b, &["run", "--no-remote"], env, 0);
-    assert_eq!(v["counts"]["ran"], 0, "{v:#}");
-    let pulled = artifact(&v, "model");
-    for f in ["model.bin", "small.txt"] {
-        assert_eq!(digest(&pulled.join(f)), digest(&made.join(f)), "{f}");
-    }
-
-    // Same size, other bytes: the digest check after the last part fails the push. (Another
-    // command, so another fingerprint: the remote does not have this artifact.)
-    let c = Ws::new(&PARTS.replace("echo small", "echo other"));
-    let model = artifact(&c.run_ok(&[]), "model").join("model.bin");
-    let mut bytes = std::fs::read(&model).unwrap();
-    bytes[16_000_000] ^= 1;
-    std::fs::write(&model, bytes).unwrap();
-    let out = run_env(&c, &["push", "--remote", remote], env);
-    out.expect_code(1).assert_no_panic();
-    assert!(
-        out.stderr.contains("changed since it was hashed"),
-        "{}",
-        out.describe()
-    );
-    c
-}
-
 #[test]
 fn files_bigger_than_one_part_go_up_in_parts() {
     let store = tempfile::tempdir().unwrap();
@@ -418,57 +375,6 @@ fn files_bigger_than_one_part_go_up_in_parts() {
         .filter(|p| p.to_string_lossy().contains('#'))
         .collect::<Vec<_>>();
     assert!(staging.is_empty(), "{staging:?}");
-}
-
-/// Every file under `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
-/// Two workspaces push the same artifacts at the same moment: both succeed, the remote is whole.
-fn concurrent_pushes(remote: &str, env: &[(&str, String)]) {
-    let yaml = r#"
-stages:
-  shared:
-    cmd: "for i in $(seq 1 16); do seq $i 400000 > $PIPELINE_OUT/f$i; done"
-"#;
-    let (a, b) = (Ws::new(yaml), Ws::new(yaml));
-    a.run_ok(&[]);
-    b.run_ok(&[]);
-    let start = |ws: &Ws| {
-        let mut cmd = ws.command(&["push", "--remote", remote, "--json"]);
-        cmd.env_remove("PIPELINE_REMOTE");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        cmd.stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (pa, pb) = (start(&a), start(&b));
-    for p in [pa, pb] {
-        let out = p.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let c = Ws::new(yaml);
-    let v = json_env(&c, &["pull", "--remote", remote], env, 0);
-    assert_eq!(v["pulled"].as_array().unwrap().len(), 1, "{v:#}");
-    let v = json_env(&c, &["run"], env, 0);
-    assert_eq!(v["counts"]["ran"], 0, "{v:#}");
 }
 
 #[test]
@@ -596,73 +502,6 @@ fn the_default_pipeline_travels_to_fresh_workspaces() {
         let v = cmd(&c, &["run", "--remote", remote], env);
         assert_eq!(v["counts"]["ran"], 0, "{remote}: run did not pull: {v:#}");
     }
-}
-
-/// `--set`s that shrink the default pipeline to what a test can afford on 2 cores while it
-/// keeps every stage kind: the fixture data, tiny budgets, caps on the examples (for the vars
-/// the file has), and each stage's own matrix axes narrowed to their first value (an axis an
-/// instance shares with its deps is the dep's: narrowing `pretrain.share_type` narrows its
-/// fine-tunings). Read from the plan, so that stages added to pipeline.yaml are narrowed too.
-fn default_pipeline_sets(bin: &Path, ws: &Ws, yaml: &str) -> Vec<String> {
-    let repo = env!("CARGO_MANIFEST_DIR");
-    let mut sets = vec![
-        format!("data={repo}/datasets/fixtures"),
-        "pretrain_steps=2".into(),
-        "pretrain_save_steps=[1]".into(),
-        "finetune_epochs=1".into(),
-    ];
-    for var in yaml.lines().filter_map(|l| l.strip_prefix("  ")) {
-        if let Some((name, _)) = var.split_once(": ")
-            && !name.starts_with(' ')
-            && (name.ends_with("_max_train_examples") || name.ends_with("_max_eval_examples"))
-        {
-            sets.push(format!("{name}=32"));
-        }
-    }
-    let as_args = |sets: &[String]| -> Vec<String> {
-        sets.iter()
-            .flat_map(|s| ["--set".to_string(), s.clone()])
-            .collect()
-    };
-    let dag = |args: &[String]| {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = run_bin(bin, ws, &[&["dag"], &args[..], &["--json"]].concat(), &[]);
-        out.expect_code(0);
-        out.json()
-    };
-    let kinds = |dag: &Value| -> std::collections::BTreeSet<String> {
-        let stages = dag["stages"].as_array().unwrap();
-        stages.iter().map(|i| i["kind"].to_string()).collect()
-    };
-    let full = dag(&as_args(&sets));
-    let axes = |name: &str| -> Vec<(String, String)> {
-        let Some((_, rest)) = name.split_once('@') else {
-            return Vec::new();
-        };
-        rest.split(',')
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    };
-    let mut narrowed = std::collections::BTreeMap::new();
-    for i in full["stages"].as_array().unwrap() {
-        let inherited: Vec<String> = i["deps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|d| axes(d.as_str().unwrap()).into_iter().map(|(k, _)| k))
-            .collect();
-        for (k, v) in axes(i["instance"].as_str().unwrap()) {
-            if !inherited.contains(&k) {
-                let stage = i["stage"].as_str().unwrap().to_string();
-                narrowed.entry((stage, k)).or_insert(v);
-            }
-        }
-    }
-    sets.extend(narrowed.iter().map(|((st, k), v)| format!("{st}.{k}={v}")));
-    let args = as_args(&sets);
-    assert_eq!(kinds(&dag(&args)), kinds(&full), "every stage kind stays");
-    args
 }
 
 #[test]

@@ -7,13 +7,13 @@ use std::path::Path as LocalPath;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures::TryStreamExt;
 use futures::future::Either;
-use futures::stream::FuturesUnordered;
-use futures::{StreamExt, TryStreamExt};
 use indicatif::ProgressBar;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, MultipartUpload, ObjectMeta, ObjectStoreExt, PutPayload};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinSet;
 
 use crate::downloads::Area;
 use crate::{Remote, RemoteError, Result};
@@ -133,7 +133,10 @@ impl Remote {
     }
 
     /// Reads `f` a part at a time (hashing it), keeps [`PART_CONCURRENCY`] parts in flight, and
-    /// completes the upload once every part is there and the digest is right.
+    /// completes the upload once every part is there and the digest is right. On object_store's
+    /// `MultipartUpload` itself rather than its `BufWriter`/`WriteMultipart`: those take the
+    /// upload with them when they fail (`finish` consumes it), so its parts could not be
+    /// aborted.
     async fn send_parts(
         &self,
         f: &mut tokio::fs::File,
@@ -143,7 +146,9 @@ impl Remote {
         bar: &ProgressBar,
     ) -> Result<()> {
         let mut hasher = blake3::Hasher::new();
-        let mut in_flight = FuturesUnordered::new();
+        // Each part is a task of its own, so that parts go on while the next one is read and
+        // hashed; leaving this function early drops the set, which stops the parts in flight.
+        let mut in_flight = JoinSet::new();
         loop {
             let mut buf = Vec::with_capacity(PART);
             let n = (&mut *f)
@@ -159,7 +164,7 @@ impl Remote {
                 self.part_done(&mut in_flight, bar).await?;
             }
             let part = upload.put_part(PutPayload::from(buf));
-            in_flight.push(async move { part.await.map(|()| n as u64) });
+            in_flight.spawn(async move { part.await.map(|()| n as u64) });
         }
         while !in_flight.is_empty() {
             self.part_done(&mut in_flight, bar).await?;
@@ -171,13 +176,15 @@ impl Remote {
 
     async fn part_done(
         &self,
-        in_flight: &mut FuturesUnordered<
-            impl Future<Output = object_store::Result<u64>> + Send + 'static,
-        >,
+        in_flight: &mut JoinSet<object_store::Result<u64>>,
         bar: &ProgressBar,
     ) -> Result<()> {
-        if let Some(sent) = in_flight.next().await {
-            bar.inc(sent.map_err(|e| self.store_err(e))?);
+        match in_flight.join_next().await {
+            Some(Ok(sent)) => bar.inc(sent.map_err(|e| self.store_err(e))?),
+            Some(Err(e)) => {
+                return Err(RemoteError::Engine(anyhow::anyhow!("an upload part: {e}")));
+            }
+            None => {}
         }
         Ok(())
     }
