@@ -89,6 +89,11 @@ pub const SNIFF_BYTES: usize = 64 * 1024;
 /// line read as `paragraphs` must not become one document held in memory).
 pub const DEFAULT_MAX_DOC_BYTES: usize = 16 * 1024 * 1024;
 
+/// A line longer than this is an error naming its line: the reader holds one line at a time,
+/// and a file with no line end (or a device such as `/dev/zero` behind a symlink) must not take
+/// all memory. Four times the largest document kept whole ([`DEFAULT_MAX_DOC_BYTES`]).
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
 /// At most this many invalid line numbers are kept per file; all are counted.
 pub const MAX_RECORDED_INVALID: usize = 10_000;
 
@@ -222,6 +227,7 @@ pub struct DocumentReader<R> {
     bytes_read: u64,
     invalid: InvalidUtf8,
     max_doc_bytes: usize,
+    max_line_bytes: usize,
     split_documents: u64,
     done: bool,
     /// The document being built (`paragraphs`, `wiki`), its size and first line.
@@ -239,7 +245,15 @@ pub struct DocumentReader<R> {
 impl DocumentReader<BufReader<File>> {
     /// Opens a file; `Format::Auto` is decided from the file's first [`SNIFF_BYTES`]
     /// (see [`DocumentReader::detection`]).
+    /// Anything but a regular file (a FIFO, a device, a directory) is refused before it is
+    /// opened: opening a FIFO with no writer would wait forever.
     pub fn open(path: &Path, format: Format) -> io::Result<Self> {
+        if !std::fs::metadata(path)?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file (a corpus file cannot be a device, FIFO or directory)",
+            ));
+        }
         let mut file = File::open(path)?;
         let mut detection = None;
         let format = if format == Format::Auto {
@@ -289,6 +303,7 @@ impl<R: BufRead> DocumentReader<R> {
             bytes_read: 0,
             invalid: InvalidUtf8::default(),
             max_doc_bytes: DEFAULT_MAX_DOC_BYTES,
+            max_line_bytes: MAX_LINE_BYTES,
             split_documents: 0,
             done: false,
             current: Vec::new(),
@@ -304,6 +319,13 @@ impl<R: BufRead> DocumentReader<R> {
     /// Cuts `paragraphs`/`wiki` documents longer than this many bytes (at a paragraph).
     pub fn with_max_doc_bytes(mut self, max: usize) -> Self {
         self.max_doc_bytes = max.max(1);
+        self
+    }
+
+    /// Refuses lines longer than this many bytes, line end included (default
+    /// [`MAX_LINE_BYTES`]).
+    pub fn with_max_line_bytes(mut self, max: usize) -> Self {
+        self.max_line_bytes = max.max(1);
         self
     }
 
@@ -346,9 +368,25 @@ impl<R: BufRead> DocumentReader<R> {
     /// recorded and come back as `Some(None)`.
     fn next_line(&mut self) -> io::Result<Option<Option<String>>> {
         self.buf.clear();
-        let n = self.reader.read_until(b'\n', &mut self.buf)?;
+        let limit = self.max_line_bytes as u64 + 1;
+        let n = (&mut self.reader)
+            .take(limit)
+            .read_until(b'\n', &mut self.buf)?;
         if n == 0 {
             return Ok(None);
+        }
+        if n > self.max_line_bytes {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "line {} is longer than {} (is this a text file?)",
+                    self.line + 1,
+                    match self.max_line_bytes {
+                        m if m >= 1 << 20 => format!("{} MiB", m >> 20),
+                        m => format!("{m} bytes"),
+                    }
+                ),
+            ));
         }
         self.line += 1;
         self.bytes_read += n as u64;

@@ -171,3 +171,56 @@ fn open_detects_from_the_file_and_rewinds() {
     assert_eq!(detect_file_format(&p).unwrap().format, Format::Paragraphs);
     assert!(DocumentReader::open(&dir.path().join("missing"), Format::Lines).is_err());
 }
+
+#[test]
+fn a_line_longer_than_the_limit_is_an_error_naming_it() {
+    // A line of 16 bytes and its line end (17 bytes read) is within a limit of 17.
+    let r = DocumentReader::new(
+        "甲乙\n0123456789abcdef\n丙\n".as_bytes(),
+        Arc::from(Path::new("t")),
+        Format::Lines,
+    )
+    .with_max_line_bytes(17);
+    assert_eq!(r.map(|d| d.unwrap()).count(), 3);
+    let mut r = DocumentReader::new(
+        "甲乙\n0123456789abcdefg\n丙\n".as_bytes(),
+        Arc::from(Path::new("t")),
+        Format::Lines,
+    )
+    .with_max_line_bytes(17);
+    assert!(r.next().unwrap().is_ok());
+    let e = r.next().unwrap().unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    assert_eq!(
+        e.to_string(),
+        "line 2 is longer than 17 bytes (is this a text file?)"
+    );
+    assert!(r.next().is_none(), "the reader stops at the error");
+    // No line end at all (a device's endless bytes): the same error, in bounded memory.
+    let endless = std::io::BufReader::new(std::io::repeat(b'x'));
+    let mut r = DocumentReader::new(endless, Arc::from(Path::new("t")), Format::Lines)
+        .with_max_line_bytes(1 << 20);
+    let e = r.next().unwrap().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "line 1 is longer than 1 MiB (is this a text file?)"
+    );
+}
+
+#[test]
+fn only_regular_files_are_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let Err(e) = DocumentReader::open(dir.path(), Format::Lines) else {
+        panic!("a directory was opened as a corpus file")
+    };
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        // Opening a FIFO with no writer would block forever: it is refused before the open.
+        let Err(e) = DocumentReader::open(&fifo, Format::Lines) else {
+            panic!("a FIFO was opened as a corpus file")
+        };
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+    }
+}
