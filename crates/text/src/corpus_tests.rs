@@ -181,7 +181,8 @@ fn a_line_longer_than_the_limit_is_an_error_naming_it() {
         Format::Lines,
     )
     .with_max_line_bytes(17);
-    assert_eq!(r.map(|d| d.unwrap()).count(), 3);
+    let docs: Vec<_> = r.map(|d| d.unwrap()).collect();
+    assert_eq!(docs.len(), 3);
     let mut r = DocumentReader::new(
         "甲乙\n0123456789abcdefg\n丙\n".as_bytes(),
         Arc::from(Path::new("t")),
