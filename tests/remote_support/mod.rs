@@ -134,7 +134,7 @@ impl PinnedBinary {
 }
 
 /// A file bigger than one part (16 MiB) and a small one.
-pub const PARTS: &str = r#"
+const PARTS: &str = r#"
 stages:
   model:
     cmd: "head -c 17000000 /dev/urandom > $PIPELINE_OUT/model.bin; echo small > $PIPELINE_OUT/small.txt"
