@@ -15,7 +15,8 @@ use serde_json::Value;
 use crate::deps::Dep;
 
 const WIDTH: u32 = 760;
-const HEIGHT: u32 = 440;
+/// Height of the chart itself (axes, labels, curves); the legend strip is added under it.
+const CHART_H: u32 = 376;
 
 /// Colour-blind-safe colours (Okabe–Ito), one per series, in instance order.
 const COLOURS: [RGBColor; 8] = [
@@ -123,7 +124,8 @@ impl Figure {
     pub fn svg(&self) -> anyhow::Result<String> {
         let mut out = String::new();
         {
-            let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+            let size = (WIDTH, CHART_H + self.legend_height());
+            let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
             self.draw(&root)?;
             root.present().map_err(err)?;
         }
@@ -141,18 +143,29 @@ impl Figure {
         out
     }
 
+    /// The caption, where the figure has both marked and unmarked series for it to explain.
+    fn shown_caption(&self) -> Option<&String> {
+        self.caption.as_ref().filter(|_| {
+            self.series.iter().any(|s| s.marked) && self.series.iter().any(|s| !s.marked)
+        })
+    }
+
+    /// Height of the strip under the chart that holds the caption and the legend.
+    fn legend_height(&self) -> u32 {
+        let labels: Vec<String> = self.legend_entries().into_iter().map(|(l, _)| l).collect();
+        let rows = legend_layout(&labels).1 + i32::from(self.shown_caption().is_some());
+        10 + ROW_H as u32 * rows as u32
+    }
+
     fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> anyhow::Result<()> {
         root.fill(&WHITE).map_err(err)?;
-        // The legend goes in a strip under the chart, where it hides no curve.
+        // The legend goes in a strip under the chart, where it hides no curve; the figure grows
+        // by its height (a fixed height overflowed with the 16 instances of a six-task report).
         let entries = self.legend_entries();
         let labels: Vec<String> = entries.iter().map(|(l, _)| l.clone()).collect();
-        let (layout, rows) = legend_layout(&labels);
-        let caption = self.caption.as_ref().filter(|_| {
-            self.series.iter().any(|s| s.marked) && self.series.iter().any(|s| !s.marked)
-        });
-        let legend_rows = rows + i32::from(caption.is_some());
-        let legend_h = 10 + ROW_H as u32 * legend_rows as u32;
-        let (upper, lower) = root.split_vertically(HEIGHT - legend_h);
+        let (layout, _) = legend_layout(&labels);
+        let caption = self.shown_caption();
+        let (upper, lower) = root.split_vertically(CHART_H);
 
         let points = self.series.iter().flat_map(|s| s.points.iter());
         let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
@@ -467,7 +480,7 @@ mod tests {
         let legend: Vec<(i32, i32, String)> = texts(&svg)
             .into_iter()
             // Under the x axis's name: the caption and the legend.
-            .filter(|(_, y, _)| *y > HEIGHT as i32 - 70)
+            .filter(|(_, y, _)| *y > CHART_H as i32 - 6)
             .collect();
         assert_eq!(legend.len(), 3, "{legend:?}");
         assert!(legend[0].2.starts_with("line with markers: our runs"));
@@ -497,5 +510,33 @@ mod tests {
         let mut f = figure();
         f.caption = None;
         assert!(!f.svg().unwrap().contains("thin line"));
+    }
+
+    #[test]
+    fn a_legend_of_many_long_labels_grows_the_figure_and_keeps_every_entry() {
+        // 24 instances (six tasks × init × share type) overflowed a fixed-height figure.
+        let mut f = figure();
+        f.series = (0..24)
+            .map(|i| Series {
+                label: format!(
+                    "finetune_task_{i}@init=pretrained,seed=1,share_type=none · a long label"
+                ),
+                points: vec![(1.0, 0.5), (2.0, 0.6)],
+                marked: true,
+                colour: i,
+            })
+            .collect();
+        let svg = f.svg().unwrap();
+        let height = f.legend_height() + CHART_H;
+        assert!(height > 24 * ROW_H as u32, "{height}");
+        assert!(
+            svg.contains(&format!("height=\"{height}\"")),
+            "{}",
+            &svg[..200]
+        );
+        let legend = texts(&svg)
+            .into_iter()
+            .filter(|(_, y, _)| *y > CHART_H as i32 - 6);
+        assert_eq!(legend.count(), 24);
     }
 }
