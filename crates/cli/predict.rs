@@ -145,6 +145,12 @@ pub fn predict(cli: &Cli, args: &PredictArgs) -> Result<ExitCode> {
     let device = resolve(DeviceChoice::parse(&args.device).map_err(anyhow::Error::msg)?)
         .map_err(anyhow::Error::msg)?;
     let model = FineTuned::load(&dir, args.max_seq_length, &device.device)?;
+    if matches!(
+        model.kind,
+        TaskKind::Span | TaskKind::ReadingChoice | TaskKind::Choice
+    ) {
+        return reading::predict(cli, args, &model, &device);
+    }
     let texts = if model.kind == TaskKind::Pair { 2 } else { 1 };
     match (&args.texts[..], &args.input) {
         ([], Some(input)) if model.kind == TaskKind::Tagging => {
