@@ -90,6 +90,12 @@ fn each_ablation_is_a_matrix_axis_and_a_row_of_the_report() {
     let dir = artifact(&v, mlm_only);
     let m = json_file(dir.join("metrics.json"));
     assert_eq!(m["sop"], false);
+    // Its lineage: the shards and the corpus they were cut from.
+    assert_eq!(
+        m["mask_instance"],
+        "mask@add_task_text=false,whole_word=true"
+    );
+    assert_eq!(m["clean_instance"], "clean@add_task_text=false");
     assert!(m["eval"].get("sop_accuracy").is_none(), "{}", m["eval"]);
     assert!(m["eval"]["mlm_accuracy"].is_number());
     assert!(!read(dir.join("metrics.jsonl")).contains("sop_"));

@@ -210,7 +210,9 @@ impl Stage for MaskStage {
                 config.eval_fraction
             );
         }
-        let metrics = report.to_json(&config);
+        let mut metrics = report.to_json(&config);
+        // Which corpus the shards were cut from, so that what trains on them can say so.
+        metrics["clean_instance"] = json!(clean.instance);
         std::fs::write(
             ctx.out_dir.join("metrics.json"),
             serde_json::to_string_pretty(&metrics)? + "\n",

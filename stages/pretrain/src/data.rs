@@ -25,6 +25,9 @@ pub struct Data {
     pub vocab_dir: PathBuf,
     /// Tokens in its `vocab.txt`.
     pub vocab_size: usize,
+    /// The `mask` instance the shards come from, and the `clean` instance it cut them from (its
+    /// metrics.json's `clean_instance`), when known: the report's lineage of a pretraining run.
+    pub lineage: serde_json::Map<String, serde_json::Value>,
     /// How the shards were masked (their metadata: `whole_word`, `masked_lm_prob`,
     /// `max_ngram`, `dupe_factor`, …), for metrics.json: the report tells masking ablations
     /// apart by it.
@@ -73,6 +76,7 @@ impl Data {
             vocab_dir: vocab_dir.to_path_buf(),
             vocab_size,
             masking: masking(&meta),
+            lineage: serde_json::Map::new(),
         })
     }
 
@@ -151,7 +155,17 @@ impl Data {
         let vocab = ctx
             .dep("vocab")
             .context("the pretrain stage needs a `vocab` dep: add `deps: [mask, vocab]`")?;
-        Data::find(&mask.dir, &vocab.dir)
+        let mut data = Data::find(&mask.dir, &vocab.dir)?;
+        data.lineage
+            .insert("mask_instance".into(), mask.instance.clone().into());
+        let clean = std::fs::read_to_string(mask.dir.join("metrics.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|m| m.get("clean_instance").cloned());
+        if let Some(clean) = clean {
+            data.lineage.insert("clean_instance".into(), clean);
+        }
+        Ok(data)
     }
 
     /// The shards' sequences must fit the model's positions.

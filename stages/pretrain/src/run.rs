@@ -406,6 +406,8 @@ impl<'a> TrainingRun<'a> {
                 / self.reader.instances_per_epoch().max(1) as f64),
             "sop": p.sop,
             "masking": self.data.masking,
+            "mask_instance": self.data.lineage.get("mask_instance"),
+            "clean_instance": self.data.lineage.get("clean_instance"),
             "eval": eval_summary(s.last_eval.as_ref(), p.sop),
             "save_steps": p.save_steps,
         })

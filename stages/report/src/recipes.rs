@@ -57,10 +57,16 @@ impl Recipe {
     }
 }
 
-/// The `clean` dep whose corpus a pretrain dep read: the one whose matrix coordinates the
-/// pretrain instance carries (a `clean` matrix, `add_task_text: [false, true]`, expands the
-/// stages after it), or the only one.
+/// The `clean` dep whose corpus a pretrain dep read: the one its metrics name
+/// (`clean_instance`, through its `mask`), else the one whose matrix coordinates the pretrain
+/// instance carries (a `clean` matrix, `add_task_text: [false, true]`, expands the stages after
+/// it), or the only one.
 pub fn clean_of<'a>(p: &Dep, cleans: &[&'a Dep]) -> Option<&'a Dep> {
+    if let Some(name) = p.str(&["clean_instance"])
+        && let Some(c) = cleans.iter().find(|c| c.instance == name)
+    {
+        return Some(c);
+    }
     let matching: Vec<&'a Dep> = cleans
         .iter()
         .filter(|c| c.coords.iter().all(|(k, v)| p.coords.get(k) == Some(v)))
@@ -273,5 +279,15 @@ pub(crate) mod tests {
         );
         // The only clean is everyone's.
         assert!(clean_of(&old, &[&clean_plain]).is_some());
+        // The name in the metrics wins over the coordinates.
+        let named = dep(
+            "pretrain@add_task_text=false",
+            DepKind::Pretrain,
+            json!({"clean_instance": "clean@add_task_text=true"}),
+        );
+        assert_eq!(
+            clean_of(&named, &cleans).map(|c| c.instance.as_str()),
+            Some("clean@add_task_text=true")
+        );
     }
 }
