@@ -344,15 +344,18 @@ fn classify_file(
     Ok(ExitCode::SUCCESS)
 }
 
+/// An entity found in a text: `(type, start, end, surface)`, in characters of the text.
+type FoundEntity = (String, usize, usize, String);
+
 /// The tags of each text's characters (whitespace characters get `O`, the first tag), and
-/// the entities as `(type, start, end, surface)` in characters of the text.
+/// the entities found in it.
 fn tag_texts(
     model: &FineTuned,
     device: &ResolvedDevice,
     texts: &[String],
     batch_size: usize,
     progress: &(dyn Fn(usize) + Sync),
-) -> Vec<(Vec<String>, Vec<(String, usize, usize, String)>)> {
+) -> Vec<(Vec<String>, Vec<FoundEntity>)> {
     let units: Vec<(Vec<String>, Vec<usize>)> = texts.iter().map(|t| tagging::units(t)).collect();
     let split = tagging::encode_sentences(
         "predict",
@@ -395,7 +398,7 @@ fn tag_texts(
         .collect()
 }
 
-fn entities_json(found: &[(String, usize, usize, String)]) -> serde_json::Value {
+fn entities_json(found: &[FoundEntity]) -> serde_json::Value {
     json!(
         found
             .iter()

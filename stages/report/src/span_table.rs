@@ -26,8 +26,11 @@ fn em_f1(v: Option<&Value>) -> Option<(f64, f64)> {
     Some((round(100.0 * b.exact_match, 2), round(100.0 * b.f1, 2)))
 }
 
+/// EM and F1 (%) of one split, when the run has it.
+type EmF1 = Option<(f64, f64)>;
+
 /// The dev (model-selection) and test blocks of a run, or of one baseline entry.
-fn dev_test(m: &Value) -> (Option<(f64, f64)>, Option<(f64, f64)>) {
+fn dev_test(m: &Value) -> (EmF1, EmF1) {
     (em_f1(get(m, &["dev"])), em_f1(get(m, &["eval", "test"])))
 }
 
@@ -220,9 +223,7 @@ pub fn span_table(
 fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, Cell)> {
     let d = g.first();
     let scores: Vec<_> = g.runs.iter().map(|r| dev_test(&r.metrics)).collect();
-    let fold = |f: &dyn Fn(&(Option<(f64, f64)>, Option<(f64, f64)>)) -> Option<f64>| {
-        seeds::mean_sd(scores.iter().map(f))
-    };
+    let fold = |f: &dyn Fn(&(EmF1, EmF1)) -> Option<f64>| seeds::mean_sd(scores.iter().map(f));
     let dev_em = fold(&|s| s.0.map(|x| x.0));
     let dev_f1 = fold(&|s| s.0.map(|x| x.1));
     let test_em = fold(&|s| s.1.map(|x| x.0));
