@@ -93,10 +93,41 @@ pub struct Vocab {
     special: [u32; 5],
 }
 
+/// The largest vocab.txt read: bert-base-chinese's is 110 KB, a 250,000-token multilingual one
+/// a few MB. Past this the file is not a vocabulary, and reading it whole (say `/dev/zero`)
+/// would take all memory.
+const MAX_VOCAB_BYTES: u64 = 64 << 20;
+
+/// The file's bytes, if it is a regular file of at most [`MAX_VOCAB_BYTES`] (a FIFO with no
+/// writer would block the open forever).
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file (a directory, FIFO or device)",
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_VOCAB_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_VOCAB_BYTES {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "larger than {} MiB: not a vocabulary",
+                MAX_VOCAB_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
 impl Vocab {
     /// Reads and checks a vocab.txt (see the module doc).
     pub fn load(path: &Path) -> Result<Vocab, VocabError> {
-        let bytes = std::fs::read(path).map_err(|source| VocabError::Io {
+        let bytes = read_bounded(path).map_err(|source| VocabError::Io {
             path: path.to_path_buf(),
             source,
         })?;
@@ -291,6 +322,20 @@ mod tests {
     }
 
     const OK: &str = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n的\n##s\n";
+
+    #[test]
+    fn a_directory_or_device_is_refused_before_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Vocab::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        if Path::new("/dev/zero").exists() {
+            let e = Vocab::load(Path::new("/dev/zero")).unwrap_err().to_string();
+            assert!(
+                e.contains("/dev/zero") && e.contains("not a regular file"),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn loads_and_indexes() {

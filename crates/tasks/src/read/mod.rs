@@ -59,7 +59,7 @@ mod tsv;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use serde::Serialize;
@@ -314,6 +314,19 @@ impl FileReport {
 }
 
 fn open(path: &Path, name: &str) -> Result<BufReader<File>, TaskError> {
+    // Only regular files: opening a FIFO with no writer blocks forever, and a device such as
+    // /dev/zero is one endless line.
+    if let Ok(meta) = std::fs::metadata(path)
+        && !meta.is_file()
+    {
+        return Err(TaskError::Io {
+            path: name.to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a directory, FIFO or device)",
+            ),
+        });
+    }
     match File::open(path) {
         Ok(f) => Ok(BufReader::new(f)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(TaskError::NotFound {
@@ -326,6 +339,11 @@ fn open(path: &Path, name: &str) -> Result<BufReader<File>, TaskError> {
         }),
     }
 }
+
+/// The longest line a task file may have. The longest line of the shared data's task files is
+/// a few KB (an MSRA NER sentence with its tags); a line past this is not a task row, and
+/// reading it whole would hold the file in memory.
+const MAX_LINE_BYTES: u64 = 16 << 20;
 
 /// Lines as raw bytes, numbered from 1, without the line end and (on line 1) the UTF-8 BOM.
 /// Bytes rather than `String`s so that one invalid line is a bad row, not a failed file.
@@ -348,8 +366,8 @@ impl<R: BufRead> Lines<R> {
 
     fn next_line(&mut self) -> Result<Option<(usize, &[u8])>, TaskError> {
         self.buf.clear();
-        let n = self
-            .input
+        let n = (&mut self.input)
+            .take(MAX_LINE_BYTES + 1)
             .read_until(b'\n', &mut self.buf)
             .map_err(|e| TaskError::Io {
                 path: self.name.clone(),
@@ -357,6 +375,19 @@ impl<R: BufRead> Lines<R> {
             })?;
         if n == 0 {
             return Ok(None);
+        }
+        if n as u64 > MAX_LINE_BYTES {
+            return Err(TaskError::Io {
+                path: self.name.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "line {} is longer than {} MiB (is this a task file?)",
+                        self.line + 1,
+                        MAX_LINE_BYTES >> 20
+                    ),
+                ),
+            });
         }
         self.line += 1;
         let mut bytes: &[u8] = &self.buf;

@@ -227,6 +227,27 @@ fn missing_file_names_the_path() {
     );
 }
 
+#[test]
+fn a_line_past_the_limit_and_a_file_that_is_not_regular_are_errors() {
+    let f = fmt("lcqmc");
+    let mut data = "甲\t乙\t1\n".as_bytes().to_vec();
+    data.resize(data.len() + MAX_LINE_BYTES as usize + 1, b'x');
+    let e = pairs(&data, &f).unwrap_err().to_string();
+    assert!(
+        e.contains("x.tsv") && e.contains("line 2 is longer than 16 MiB"),
+        "{e}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let e = read_pair_file(dir.path(), "data", &f, &labels(&f))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("data: ") && e.contains("not a regular file"),
+        "{e}"
+    );
+}
+
 fn choice(n: Option<usize>) -> ChoiceFormat {
     ChoiceFormat {
         name: "choice".into(),
