@@ -268,6 +268,13 @@ fn read(path: &Path, unanswered: bool) -> Result<SquadFile, SquadError> {
         path: name.clone(),
         source,
     };
+    // A FIFO with no writer would block the open forever; a device is no JSON file.
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Err(SquadError::Format {
+            path: name,
+            message: "not a regular file (a directory, FIFO or device)".into(),
+        });
+    }
     let file = File::open(path).map_err(io)?;
     let size = file.metadata().map_err(io)?.len();
     if size > MAX_FILE_BYTES {

@@ -261,3 +261,12 @@ fn groups_merge_articles_that_share_a_context_and_the_split_keeps_them_whole() {
     assert_eq!(side(0), side(20));
     assert!(f.split(0.5, 0.5, 1).is_err());
 }
+
+#[test]
+fn a_directory_is_no_squad_or_c3_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = read_squad(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    let e = crate::c3::read_c3(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+}
