@@ -264,6 +264,9 @@ fn finetune_writes_an_event_per_epoch() {
         "train_accuracy",
         "dev_accuracy",
         "dev_macro_f1",
+        "learning_rate",
+        "grad_norm",
+        "tokens_per_s",
     ] {
         let s = series(&scalars, tag);
         assert_eq!(s, jsonl_series(&jsonl, "epoch", tag), "{tag}");

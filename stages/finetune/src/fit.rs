@@ -45,6 +45,12 @@ pub struct EpochRecord {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dev_predicted: Vec<usize>,
     pub seconds: f64,
+    /// The learning rate of the epoch's last step (warmup, then linear decay).
+    pub learning_rate: f64,
+    /// The mean global gradient norm before clipping over the epoch's steps.
+    pub grad_norm: f64,
+    /// Real (unpadded) training tokens a second over the epoch.
+    pub tokens_per_s: f64,
 }
 
 /// The epoch with the best dev score: its weights (without autodiff), dev scores and dev
@@ -86,6 +92,10 @@ struct EpochSums {
     correct: f64,
     counted: f64,
     examples: usize,
+    grad_norm: f64,
+    steps: usize,
+    tokens: u64,
+    learning_rate: f64,
 }
 
 /// The task being fitted: its kind and labels (tags).
@@ -148,7 +158,12 @@ pub fn fit(
                 .div_ceil(8)
                 * 8;
             padded_tokens += (longest * batch.len()) as u64;
-            tokens += batch.iter().map(|&i| lengths[i] as u64).sum::<u64>();
+            let batch_tokens = batch.iter().map(|&i| lengths[i] as u64).sum::<u64>();
+            tokens += batch_tokens;
+            sums.tokens += batch_tokens;
+            sums.grad_norm += r.grad_norm;
+            sums.steps += 1;
+            sums.learning_rate = tuner.optim_config.lr_at(step);
             sums.loss += r.loss * batch.len() as f64;
             sums.correct += r.correct;
             sums.counted += r.counted;
@@ -225,5 +240,8 @@ fn record(
         dev_exact_match: dev.spans.as_ref().map(|s| s.exact_match),
         dev_predicted,
         seconds,
+        learning_rate: sums.learning_rate,
+        grad_norm: sums.grad_norm / sums.steps.max(1) as f64,
+        tokens_per_s: sums.tokens as f64 / seconds.max(1e-9),
     }
 }
