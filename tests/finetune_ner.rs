@@ -146,8 +146,9 @@ fn msra_ner_tags_every_character_and_predicts_entities() {
     ]);
     out.expect_code(0).assert_no_panic();
     assert_eq!(out.stdout.lines().count(), 2, "{}", out.stdout);
+    // An empty text is a command-line mistake, refused before the model loads (exit 2).
     let out = ws.run(&["predict", "--stage", "finetune_msra_ner", ""]);
-    out.expect_code(1);
+    out.expect_code(2);
     assert!(out.stderr.contains("empty"), "{}", out.describe());
 
     // The baselines: the training entities and per-character tags score F1 on test.

@@ -150,9 +150,11 @@ fn chnsenticorp_trains_exports_and_predicts_single_texts() {
         "predict disagrees with the stage's own predictions"
     );
 
-    // Empty texts on the command line are refused as in a TSV; so are two texts.
+    // Empty texts on the command line are refused as in a TSV, before a model is loaded: a
+    // mistake on the command line, exit 2 (issue 20); so are two texts (exit 1, once the
+    // model says it takes one).
     let out = ws.run(&["predict", "--stage", "finetune_chnsenticorp", " "]);
-    out.expect_code(1).assert_no_panic();
+    out.expect_code(2).assert_no_panic();
     assert!(out.stderr.contains("empty"), "{}", out.describe());
     let out = ws.run(&["predict", "--stage", "finetune_chnsenticorp", "好", "不好"]);
     out.expect_code(1);
