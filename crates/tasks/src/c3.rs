@@ -30,7 +30,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 
@@ -38,8 +37,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::group_split::{GroupSplit, GroupSplitError, split_by_group};
-use crate::json_stream::for_each_element;
-use crate::squad::{MAX_FILE_BYTES, Tally};
+use crate::json_stream::{OpenError, for_each_element, open_data_file};
+use crate::squad::Tally;
 
 /// Choices per question after padding (C3's maximum).
 pub const C3_CHOICES: usize = 4;
@@ -173,25 +172,16 @@ pub struct C3File {
 /// Reads a C3 file (see the module doc for what is dropped and counted).
 pub fn read_c3(path: &Path) -> Result<C3File, C3Error> {
     let name = path.display().to_string();
-    let io = |source| C3Error::Io {
-        path: name.clone(),
-        source,
-    };
-    // A FIFO with no writer would block the open forever; a device is no JSON file.
-    if !std::fs::metadata(path).map_err(io)?.is_file() {
-        return Err(C3Error::Format {
-            path: name,
-            message: "not a regular file (a directory, FIFO or device)".into(),
-        });
-    }
-    let file = File::open(path).map_err(io)?;
-    let size = file.metadata().map_err(io)?.len();
-    if size > MAX_FILE_BYTES {
-        return Err(C3Error::Format {
-            path: name,
-            message: format!("{size} bytes, more than the {MAX_FILE_BYTES} this reader accepts"),
-        });
-    }
+    let file = open_data_file(path).map_err(|e| match e {
+        OpenError::Io(source) => C3Error::Io {
+            path: name.clone(),
+            source,
+        },
+        OpenError::Refused(message) => C3Error::Format {
+            path: name.clone(),
+            message,
+        },
+    })?;
     let mut f = C3File {
         examples: Vec::new(),
         report: C3Report {

@@ -38,7 +38,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
-use std::fs::File;
 use std::io::BufReader;
 use std::ops::Range;
 use std::path::Path;
@@ -48,7 +47,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::group_split::{GroupSplit, GroupSplitError, split_by_group};
-use crate::json_stream::for_each_element;
+use crate::json_stream::{OpenError, for_each_element, open_data_file};
 
 /// Everything that stops a SQuAD file from being read; each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -247,10 +246,6 @@ pub struct SquadFile {
     pub report: SquadReport,
 }
 
-/// Refuse files above this size: the examples hold the whole text (SQuAD 2.0 train, the
-/// largest common file, is 40 MB; CMRC 2018 dev 3.3 MB).
-pub const MAX_FILE_BYTES: u64 = 1 << 30;
-
 /// Reads a SQuAD v1 file (see the module doc for what is dropped, repaired, counted).
 pub fn read_squad(path: &Path) -> Result<SquadFile, SquadError> {
     read(path, false)
@@ -264,25 +259,16 @@ pub fn read_squad_questions(path: &Path) -> Result<SquadFile, SquadError> {
 
 fn read(path: &Path, unanswered: bool) -> Result<SquadFile, SquadError> {
     let name = path.display().to_string();
-    let io = |source| SquadError::Io {
-        path: name.clone(),
-        source,
-    };
-    // A FIFO with no writer would block the open forever; a device is no JSON file.
-    if !std::fs::metadata(path).map_err(io)?.is_file() {
-        return Err(SquadError::Format {
-            path: name,
-            message: "not a regular file (a directory, FIFO or device)".into(),
-        });
-    }
-    let file = File::open(path).map_err(io)?;
-    let size = file.metadata().map_err(io)?.len();
-    if size > MAX_FILE_BYTES {
-        return Err(SquadError::Format {
-            path: name,
-            message: format!("{size} bytes, more than the {MAX_FILE_BYTES} this reader accepts"),
-        });
-    }
+    let file = open_data_file(path).map_err(|e| match e {
+        OpenError::Io(source) => SquadError::Io {
+            path: name.clone(),
+            source,
+        },
+        OpenError::Refused(message) => SquadError::Format {
+            path: name.clone(),
+            message,
+        },
+    })?;
     let mut b = Builder::new(&name);
     b.unanswered = unanswered;
     for_each_element(BufReader::new(file), Some("data"), |article| {
