@@ -4,7 +4,7 @@
 
 use pipeline_tasks::{Examples, TaskKind};
 
-use super::{Decoded, Head, Kind, Outputs, Scores, classify};
+use super::{Decoded, Head, Kind, classify};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -34,23 +34,6 @@ impl Kind for Choices {
                 .collect(),
             v.iter().map(|e| e.answer).collect(),
         )
-    }
-
-    fn decode(&self, _split: &EncodedSplit, outputs: Outputs) -> Decoded {
-        classify::decode(outputs)
-    }
-
-    fn score(
-        &self,
-        split: &EncodedSplit,
-        decoded: &Decoded,
-        labels: &[String],
-    ) -> anyhow::Result<Scores> {
-        classify::score(split, decoded, labels)
-    }
-
-    fn prediction_header(&self, labels: &[String]) -> String {
-        classify::header(labels)
     }
 
     fn prediction_rows(

@@ -188,19 +188,26 @@ pub trait Kind: Sync {
     /// Examples to features.
     fn encode(&self, name: &str, examples: &Examples, encoder: &Encoder) -> EncodedSplit;
 
-    /// The head's outputs on `split`'s features to one prediction per example.
-    fn decode(&self, split: &EncodedSplit, outputs: Outputs) -> Decoded;
+    /// The head's outputs on `split`'s features to one prediction per example; by default a
+    /// class per example (the argmax of its row), as every classification kind decodes.
+    fn decode(&self, _split: &EncodedSplit, outputs: Outputs) -> Decoded {
+        classify::decode(outputs)
+    }
 
-    /// The scores of `decoded` against `split`'s gold.
+    /// The scores of `decoded` against `split`'s gold; by default the class metrics.
     fn score(
         &self,
         split: &EncodedSplit,
         decoded: &Decoded,
         labels: &[String],
-    ) -> anyhow::Result<Scores>;
+    ) -> anyhow::Result<Scores> {
+        classify::score(split, decoded, labels)
+    }
 
-    /// The columns of `predictions.tsv` (without the line end).
-    fn prediction_header(&self, labels: &[String]) -> String;
+    /// The columns of `predictions.tsv` (without the line end); by default a classifier's.
+    fn prediction_header(&self, labels: &[String]) -> String {
+        classify::header(labels)
+    }
 
     /// The rows of set `name` in `predictions.tsv`.
     fn prediction_rows(

@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 use pipeline_tasks::c3::{C3_CHOICES, C3Example};
 use pipeline_tasks::{Examples, TaskKind};
 
-use super::{Decoded, Head, Kind, Outputs, Scores, classify, clean_tsv};
+use super::{Decoded, Head, Kind, Outputs, clean_tsv};
 use crate::data::{Decoding, EncodeNotes, EncodedSplit, Targets};
 use crate::encode::Encoder;
 use crate::predict::argmax;
@@ -102,15 +102,6 @@ impl Kind for ReadingChoices {
                 .map(|(p, &r)| mask_padding(p, r))
                 .collect(),
         )
-    }
-
-    fn score(
-        &self,
-        split: &EncodedSplit,
-        decoded: &Decoded,
-        labels: &[String],
-    ) -> anyhow::Result<Scores> {
-        classify::score(split, decoded, labels)
     }
 
     fn prediction_header(&self, labels: &[String]) -> String {
