@@ -14,19 +14,9 @@ fn repo() -> &'static str {
     env!("CARGO_MANIFEST_DIR")
 }
 
-/// The data stages and a 2-layer pretrain on the fixtures, then `finetune_stages`.
-fn yaml(finetune_stages: &str) -> String {
-    format!(
-        r#"{data}  pretrain:
-    kind: pretrain
-    deps: [mask, vocab]
-    params: {{model: tiny, hidden_size: 32, num_attention_heads: 2, intermediate_size: 64,
-             embedding_size: 16, num_hidden_layers: 2, batch_size: 8, steps: 10,
-             learning_rate: 0.005}}
-{finetune_stages}
-"#,
-        data = fixture_data_stages_yaml()
-    )
+/// The data stages and a 2-layer pretrain on the fixtures, then `stages`.
+fn yaml(stages: &str) -> String {
+    fixture_pretrain_yaml(stages)
 }
 
 const LCQMC: &str = r#"

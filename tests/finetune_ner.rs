@@ -10,18 +10,9 @@ use std::path::Path;
 use common::*;
 use serde_json::{Value, json};
 
+/// The data stages and a 2-layer pretrain on the fixtures, then `stages`.
 fn yaml(stages: &str) -> String {
-    format!(
-        r#"{data}  pretrain:
-    kind: pretrain
-    deps: [mask, vocab]
-    params: {{model: tiny, hidden_size: 32, num_attention_heads: 2, intermediate_size: 64,
-             embedding_size: 16, num_hidden_layers: 2, batch_size: 8, steps: 10,
-             learning_rate: 0.005}}
-{stages}
-"#,
-        data = fixture_data_stages_yaml()
-    )
+    fixture_pretrain_yaml(stages)
 }
 
 /// `max_seq_length: 24` cuts the fixture's long sentences (up to ~80 characters) into windows.

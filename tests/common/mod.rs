@@ -272,3 +272,19 @@ stages:
         repo = env!("CARGO_MANIFEST_DIR")
     )
 }
+
+/// The data stages and a 2-layer pretrain on the fixtures (10 steps), then `stages`: the
+/// pipeline file of the fine-tuning tests.
+pub fn fixture_pretrain_yaml(stages: &str) -> String {
+    format!(
+        r#"{data}  pretrain:
+    kind: pretrain
+    deps: [mask, vocab]
+    params: {{model: tiny, hidden_size: 32, num_attention_heads: 2, intermediate_size: 64,
+             embedding_size: 16, num_hidden_layers: 2, batch_size: 8, steps: 10,
+             learning_rate: 0.005}}
+{stages}
+"#,
+        data = fixture_data_stages_yaml()
+    )
+}
