@@ -119,15 +119,8 @@ fn elide(message: String) -> String {
 
 impl std::error::Error for UserError {}
 
-/// The closest candidate to `word`, if any is close enough to be a plausible typo.
-pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim::damerau_levenshtein(word, c), c))
-        .filter(|(d, c)| *d <= 2.max(c.len() / 3) && *d < c.len().max(word.len()))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
+/// The closest candidate to `word` (the pipeline's one measure, in `pipeline_params`).
+pub use pipeline_params::closest;
 
 /// "did you mean `x`?" or a list of what is allowed.
 pub fn suggestion(word: &str, candidates: &[&str]) -> String {

@@ -6,6 +6,7 @@
 //! - [`struct_fields`]: a struct's field names read from its `Deserialize` impl, so that the list
 //!   of keys a struct accepts is never written twice (a stage's `known_params`, a config format's
 //!   keys);
+//! - [`closest`]: the one measure of "did you mean" for every name the pipeline checks;
 //! - [`ParamError`]: what a stage crate's params parser returns (the engine shows it with the
 //!   stage's file:line:col; a misspelt key is refused earlier, at its own line, by the engine).
 
@@ -16,6 +17,20 @@ use std::fmt;
 use serde::de::{self, DeserializeOwned, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
+
+/// The closest candidate to `word`, if any is close enough to be a plausible typo: at most
+/// 2 edits (or a third of the candidate's length) by Damerau-Levenshtein, transpositions
+/// counting one, and never a complete rewrite. Every "did you mean" of the pipeline (the
+/// engine's, the model config's, the task readers', the stages' params) uses this one measure,
+/// so that the same typo gets the same suggestion everywhere.
+pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::damerau_levenshtein(word, c), c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 3) && *d < c.len().max(word.len()))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
 
 /// A param the stage cannot use, with what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -50,14 +50,10 @@ pub(crate) fn check_keys(
     Ok(())
 }
 
-/// The allowed name nearest to `name`, if it is near enough to be a plausible typo.
+/// The allowed name nearest to `name`, if it is near enough to be a plausible typo (the
+/// pipeline's one measure).
 pub(crate) fn closest<'a>(name: &str, allowed: &[&'a str]) -> Option<&'a str> {
-    allowed
-        .iter()
-        .map(|c| (strsim::jaro_winkler(name, c), *c))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
+    pipeline_params::closest(name, allowed.iter().copied())
 }
 
 pub(crate) fn string(v: &Value, at: &str) -> Result<String, TaskError> {

@@ -40,14 +40,10 @@ fn entry_keys() -> Vec<&'static str> {
         .collect()
 }
 
-/// The closest key, for a "did you mean" (the engine's one suggestion style).
+/// The closest key, for a "did you mean" (the engine's one measure).
 fn suggestion(key: &str, allowed: &[&str]) -> String {
-    allowed
-        .iter()
-        .map(|a| (strsim::jaro_winkler(key, a), *a))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, a)| format!(" (did you mean `{a}`?)"))
+    pipeline_engine::error::closest(key, allowed.iter().copied())
+        .map(|a| format!(" (did you mean `{a}`?)"))
         .unwrap_or_default()
 }
 

@@ -109,31 +109,11 @@ fn workspace_dir(key: &str, s: &str) -> Result<PathBuf, String> {
     Ok(clean)
 }
 
-/// ", did you mean X?" for the closest known name, if it is close.
+/// " (did you mean "x"?)" for the closest known name, if it is close (the engine's measure).
 fn suggestion(word: &str, known: &[&str]) -> String {
-    known
-        .iter()
-        .map(|k| (similarity(word, k), k))
-        .filter(|(score, _)| *score >= 0.6)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, k)| format!(" (did you mean {k:?}?)"))
+    pipeline_engine::error::closest(word, known.iter().copied())
+        .map(|k| format!(" (did you mean {k:?}?)"))
         .unwrap_or_default()
-}
-
-/// 1 − normalised Levenshtein distance (a dependency for one error message is not worth it).
-fn similarity(a: &str, b: &str) -> f64 {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    let longest = a.len().max(b.len()).max(1);
-    1.0 - prev[b.len()] as f64 / longest as f64
 }
 
 impl ReportParams {
