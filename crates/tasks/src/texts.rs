@@ -6,7 +6,8 @@
 //! `drop_eval_overlap`, the held-out `dev_fraction` and the `max_train_examples` cap.
 //!
 //! One example gives one or more *fields* (labels left out): a single text; a pair's two texts;
-//! a tagged sentence's characters joined; a choice question's prompt and choices.
+//! a tagged sentence's characters joined; a choice question's prompt and choices; a reading
+//! question's context and question (and C3's real choices).
 
 use std::collections::HashSet;
 
@@ -47,10 +48,29 @@ pub fn example_texts(examples: &Examples) -> Result<Vec<Vec<String>>, TaskError>
             })
             .collect());
     }
+    // Reading comprehension: the context and the question (an answer is a span of the
+    // context); the C3 choices too, padding left out. Contexts repeat across questions:
+    // held_out_texts keeps each once.
+    if let Some(v) = examples.as_spans() {
+        return Ok(v
+            .iter()
+            .map(|e| vec![e.context.to_string(), e.question.clone()])
+            .collect());
+    }
+    if let Some(v) = examples.as_reading_choices() {
+        return Ok(v
+            .iter()
+            .map(|e| {
+                [e.context.clone(), e.question.clone()]
+                    .into_iter()
+                    .chain(e.choices[..e.real_choices].iter().cloned())
+                    .collect()
+            })
+            .collect());
+    }
     Err(TaskError::param(
         "task",
-        "this kind of task has no texts for the pretraining corpus yet (single, pair, tagging \
-         and choice tasks have)",
+        "this kind of task has no texts for the pretraining corpus",
     ))
 }
 
@@ -161,5 +181,31 @@ mod tests {
         all.extend(held_out_texts(&p).unwrap());
         all.sort();
         assert_eq!(all, ["他去上海", "你好", "我在北京"]);
+    }
+
+    /// CMRC 2018 and C3 split by article / document: the held-out contexts (dev and test) are
+    /// never among the train texts, so decontamination drops no context fine-tuning trains on.
+    #[test]
+    fn reading_tasks_give_contexts_and_questions_by_split() {
+        let fixtures =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/fixtures");
+        for (task, file) in [("cmrc2018", "cmrc2018/dev.json"), ("c3", "c3/dev.json")] {
+            let p = load(
+                &fixtures,
+                json!({"task": task, "train": file, "dev_fraction": 0.2, "test_fraction": 0.2}),
+            );
+            let train = train_texts(&p).unwrap();
+            let held = held_out_texts(&p).unwrap();
+            assert!(!train.is_empty() && !held.is_empty(), "{task}");
+            assert!(
+                train.iter().all(|f| f.len() >= per_question.min(2)),
+                "{task}"
+            );
+            let contexts: HashSet<&String> = train.iter().map(|f| &f[0]).collect();
+            assert!(
+                held.iter().all(|h| !contexts.contains(h)),
+                "{task}: a held-out context is also trained on"
+            );
+        }
     }
 }
