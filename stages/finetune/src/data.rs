@@ -3,9 +3,12 @@
 //! than its own examples (sentence pairs vary from ~15 to 128 tokens; padding every row to a
 //! batch's longest wasted a third of the fine-tuning compute on XNLI).
 //!
-//! The shuffle keeps its own SplitMix64 rather than `pipeline_shards`' (whose generator is
-//! crate-private and draws bounded numbers differently): switching would change every
-//! fine-tuning run's example order.
+//! The shuffle draws from the workspace's one generator (`pipeline_shards::rng::SplitMix64`)
+//! but bounds its numbers by `%`, not by the generator's `below`: that is how fine-tuning's own
+//! copy of SplitMix64 drew them before, and a different draw would change every fine-tuning
+//! run's example order.
+
+use pipeline_shards::rng::SplitMix64;
 
 use crate::encode::Encoded;
 
@@ -126,24 +129,11 @@ impl EncodedSplit {
     }
 }
 
-/// A deterministic stream (SplitMix64): the order depends only on the seed.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Fisher–Yates.
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
+/// Fisher–Yates driven by `rng` (the order depends only on its seed).
+fn shuffle<T>(rng: &mut SplitMix64, v: &mut [T]) {
+    for i in (1..v.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        v.swap(i, j);
     }
 }
 
@@ -162,9 +152,9 @@ pub fn epoch_batches(
     seed: u64,
     group_by_length: bool,
 ) -> Vec<Vec<usize>> {
-    let mut rng = SplitMix(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut order: Vec<usize> = (0..lengths.len()).collect();
-    rng.shuffle(&mut order);
+    shuffle(&mut rng, &mut order);
     let batch_size = batch_size.max(1);
     if group_by_length {
         for group in order.chunks_mut(batch_size * GROUP_BATCHES) {
@@ -174,7 +164,7 @@ pub fn epoch_batches(
     }
     let mut batches: Vec<Vec<usize>> = order.chunks(batch_size).map(<[usize]>::to_vec).collect();
     if group_by_length {
-        rng.shuffle(&mut batches);
+        shuffle(&mut rng, &mut batches);
     }
     batches
 }
@@ -182,6 +172,21 @@ pub fn epoch_batches(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The order of the SplitMix64 copy this module had before it used the workspace's
+    /// generator (computed from that code): a change here changes every fine-tuning run.
+    #[test]
+    fn the_epoch_order_is_pinned() {
+        let lengths: Vec<usize> = (0..10).map(|i| (i * 37) % 23 + 1).collect();
+        assert_eq!(
+            epoch_batches(&lengths, 3, 42, true),
+            [vec![7, 4, 9], vec![0, 5, 2], vec![8], vec![1, 6, 3]]
+        );
+        assert_eq!(
+            epoch_batches(&lengths, 3, 42, false),
+            [vec![0, 9, 5], vec![8, 6, 4], vec![7, 2, 1], vec![3]]
+        );
+    }
 
     #[test]
     fn every_example_once_and_batches_of_similar_length() {
