@@ -27,6 +27,8 @@ pub mod yaml;
 use std::path::Path;
 
 pub use error::UserError;
+/// What a stage kind's `validate` returns: its params' problem, shown at the stage's line.
+pub use pipeline_params::ParamError;
 pub use stage::{DepArtifact, Registry, Stage, StageContext};
 
 use config::PipelineFile;

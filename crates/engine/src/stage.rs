@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use indicatif::ProgressBar;
+use pipeline_params::ParamError;
 use serde_json::{Map, Value};
 
 /// A kind of stage: what `kind:` in `pipeline.yaml` names.
@@ -35,7 +36,7 @@ pub trait Stage: Send + Sync {
     }
 
     /// Checks params before anything runs; the message is shown with the stage's position.
-    fn validate(&self, _params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
+    fn validate(&self, _params: &Map<String, Value>, _spec: &Value) -> Result<(), ParamError> {
         Ok(())
     }
 

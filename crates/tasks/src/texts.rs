@@ -197,10 +197,7 @@ mod tests {
             let train = train_texts(&p).unwrap();
             let held = held_out_texts(&p).unwrap();
             assert!(!train.is_empty() && !held.is_empty(), "{task}");
-            assert!(
-                train.iter().all(|f| f.len() >= per_question.min(2)),
-                "{task}"
-            );
+            assert!(train.iter().all(|f| f.len() >= 2), "{task}");
             let contexts: HashSet<&String> = train.iter().map(|f| &f[0]).collect();
             assert!(
                 held.iter().all(|h| !contexts.contains(h)),

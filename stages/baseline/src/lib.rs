@@ -43,6 +43,7 @@ use std::borrow::Cow;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use pipeline_engine::ParamError;
 use pipeline_engine::stage::{Stage, StageContext};
 use pipeline_tasks::{
     Metrics, MetricsBlock, PairExample, Protocol, ProtocolSpec, TaskKind, evaluate,
@@ -69,9 +70,9 @@ impl Stage for BaselineStage {
         known()
     }
 
-    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
+    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), ParamError> {
         BaselineParams::parse(params)?;
-        protocol_spec(params).map(|_| ())
+        protocol_spec(params).map(|_| ()).map_err(ParamError)
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {

@@ -70,6 +70,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use pipeline_engine::ParamError;
 use pipeline_engine::stage::{Stage, StageContext};
 use pipeline_text::corpus::{
     Detection, Document, DocumentReader, Format, InvalidUtf8, MAX_RECORDED_INVALID,
@@ -103,8 +104,8 @@ impl Stage for CleanStage {
         known_params()
     }
 
-    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
-        CleanParams::parse(params).map(|_| ()).map_err(|e| e.0)
+    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), ParamError> {
+        CleanParams::parse(params).map(|_| ())
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {

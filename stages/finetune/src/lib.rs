@@ -62,6 +62,7 @@ use std::time::Instant;
 use anyhow::bail;
 use pipeline_albert::device::{self, ResolvedDevice};
 use pipeline_albert::parallel::DataParallel;
+use pipeline_engine::ParamError;
 use pipeline_engine::stage::{Stage, StageContext};
 use pipeline_tasks::{Protocol, ProtocolSpec};
 use serde_json::{Map, Value, json};
@@ -91,7 +92,7 @@ impl Stage for FinetuneStage {
         known()
     }
 
-    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
+    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), ParamError> {
         TrainParams::parse(params, Path::new("."))?;
         let protocol: Map<String, Value> = params
             .iter()

@@ -176,8 +176,8 @@ impl Stage for MaskStage {
         PARAMS
     }
 
-    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
-        MaskConfig::from_params(params).map(|_| ()).map_err(|e| e.0)
+    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), ParamError> {
+        MaskConfig::from_params(params).map(|_| ())
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {

@@ -92,11 +92,9 @@ impl Stage for PretrainStage {
         known_params()
     }
 
-    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
+    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), ParamError> {
         // Paths are checked at run time, against the workspace root.
-        PretrainParams::parse(params, Path::new("."))
-            .map(|_| ())
-            .map_err(|e| e.0)
+        PretrainParams::parse(params, Path::new(".")).map(|_| ())
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {

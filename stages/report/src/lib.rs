@@ -84,6 +84,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use pipeline_engine::ParamError;
 use pipeline_engine::stage::{Stage, StageContext};
 use serde_json::{Map, Value, json};
 
@@ -118,8 +119,8 @@ impl Stage for ReportStage {
         KNOWN_PARAMS
     }
 
-    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
-        ReportParams::parse(params).map(|_| ())
+    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), ParamError> {
+        ReportParams::parse(params).map(|_| ()).map_err(ParamError)
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {

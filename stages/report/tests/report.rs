@@ -514,6 +514,7 @@ fn bad_params_fail_validation() {
     assert!(
         check(json!({"notes": {"pretrian": "x"}}))
             .unwrap_err()
+            .0
             .contains("pretraining")
     );
     assert!(check(json!({"publish_dir": "out", "title": "T"})).is_ok());

@@ -30,6 +30,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
+use pipeline_engine::ParamError;
 use pipeline_engine::stage::{DepArtifact, Stage, StageContext};
 use pipeline_text::Tokenizer;
 use pipeline_text::hf::{wordpiece_tokenizer, write_tokenizer_json};
@@ -56,8 +57,8 @@ impl Stage for VocabStage {
         known_params()
     }
 
-    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), String> {
-        VocabParams::parse(params).map(|_| ()).map_err(|e| e.0)
+    fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), ParamError> {
+        VocabParams::parse(params).map(|_| ())
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {

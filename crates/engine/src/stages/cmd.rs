@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use pipeline_params::ParamError;
 use serde_json::{Map, Value};
 
 use crate::stage::{Stage, StageContext};
@@ -59,10 +60,10 @@ impl Stage for CmdStage {
         env!("CMD_CODE_VERSION")
     }
 
-    fn validate(&self, _params: &Map<String, Value>, spec: &Value) -> Result<(), String> {
+    fn validate(&self, _params: &Map<String, Value>, spec: &Value) -> Result<(), ParamError> {
         match spec.get("cmd").and_then(Value::as_str) {
             Some(c) if !c.trim().is_empty() => Ok(()),
-            _ => Err("`cmd` is empty".into()),
+            _ => Err(ParamError("`cmd` is empty".into())),
         }
     }
 
