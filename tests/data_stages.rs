@@ -419,7 +419,40 @@ fn data_ws() -> Ws {
         "data/vocab/vocab.txt",
         read(format!("{}/vocab/vocab.txt", fixtures())),
     );
+    // The tasks' files, which `clean` reads to keep their dev and test texts out of the corpus.
+    for task in TASK_DIRS {
+        copy_dir(
+            &Path::new(&fixtures()).join(task),
+            &ws.path(&format!("data/{task}")),
+        );
+    }
     ws
+}
+
+/// The fixture folders of the tasks the default pipeline decontaminates against.
+const TASK_DIRS: [&str; 9] = [
+    "lcqmc",
+    "afqmc",
+    "nli_extra",
+    "xnli_zh",
+    "chnsenticorp",
+    "smp2020_ewect",
+    "msra_ner",
+    "cmrc2018",
+    "c3",
+];
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }
 
 /// `pipeline run mask --set data=data EXTRA...`
