@@ -12,7 +12,7 @@ fn the_default_pipeline_runs_on_the_fixtures_and_is_then_cached() {
     let data = format!("data={repo}/datasets/fixtures");
     // A short pretraining (its intermediate model at step 2 for the curve stages), one
     // fine-tuning seed and epoch: this test checks the wiring, not the model. (Every seed of
-    // the eight tasks took 1,100 s of CI's 2 cores in the debug build; this plan is 50
+    // the eight tasks took 1,100 s of CI's 2 cores in the debug build; this plan is 48
     // instances, not 112.)
     let short = [
         "pretrain_steps=4",
