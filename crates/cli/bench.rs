@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Result, bail};
+use burn::tensor::Device;
 use pipeline_albert::device::{DeviceChoice, ResolvedDevice, resolve};
 use pipeline_albert::model::AlbertInput;
 use pipeline_albert::parallel::DataParallel;
@@ -445,7 +446,23 @@ fn commit() -> Option<String> {
 pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
     let c = model_config(args)?;
     let dev = device(args)?;
-    let ad = dev.device.clone().autodiff();
+    let mut rng = SplitMix64::new(7);
+    let rows = synthetic_rows(&c, args.batch, args.seq, &mut rng);
+    let batch: Vec<&[Encoded]> = rows.iter().map(std::slice::from_ref).collect();
+    let mut heads = finetune_heads(&c, args, &dev.device.clone().autodiff(), &mut rng);
+    let timing = time_heads(&mut heads, args, &batch)?;
+    let workers = heads[0].tuner.parallel.workers();
+    let (value, human) = finetune_report(args, &c, &dev.name, workers, &timing);
+    report(args, value, human)
+}
+
+/// The two heads on one model config, each from the same seed, with the gold of the batch.
+fn finetune_heads(
+    c: &AlbertConfig,
+    args: &BenchArgs,
+    ad: &Device,
+    rng: &mut SplitMix64,
+) -> [Head; 2] {
     let optim = OptimConfig {
         optimizer: OptimizerKind::Adamw,
         learning_rate: 1e-4,
@@ -457,23 +474,18 @@ pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
         total_steps: 1_000_000,
         max_grad_norm: 1.0,
     };
-    let mut rng = SplitMix64::new(7);
-    let rows = synthetic_rows(&c, args.batch, args.seq, &mut rng);
-    let batch: Vec<&[Encoded]> = rows.iter().map(std::slice::from_ref).collect();
     let tuner = |model| FineTuner::new(model, optim.clone(), ad.clone(), c.hidden_size, false);
     ad.seed(1);
     let classify = TaskModel::Pair(pipeline_albert::AlbertForSequenceClassification::new(
-        &c, 2, 0.1, &ad,
+        c, 2, 0.1, ad,
     ));
     ad.seed(1);
-    let span = TaskModel::Span(pipeline_albert::AlbertForQuestionAnswering::new(&c, &ad));
-    let mut heads = [
+    let span = TaskModel::Span(pipeline_albert::AlbertForQuestionAnswering::new(c, ad));
+    [
         Head {
             name: "classification",
             tuner: tuner(classify),
-            classes: (0..args.batch)
-                .map(|_| below(&mut rng, 2) as usize)
-                .collect(),
+            classes: (0..args.batch).map(|_| below(rng, 2) as usize).collect(),
             spans: Vec::new(),
         },
         Head {
@@ -482,16 +494,26 @@ pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
             classes: Vec::new(),
             spans: (0..args.batch)
                 .map(|_| {
-                    let s = 1 + below(&mut rng, (args.seq - 2).max(1) as u64) as usize;
+                    let s = 1 + below(rng, (args.seq - 2).max(1) as u64) as usize;
                     (s, (s + 3).min(args.seq - 2).max(s))
                 })
                 .collect(),
         },
-    ];
+    ]
+}
+
+/// Tokens/s of each head in each round, and each round's span / classification ratio.
+struct HeadTiming {
+    rates: [Vec<f64>; 2],
+    ratios: Vec<f64>,
+}
+
+/// The warmup steps, then `args.runs` rounds of `args.steps` steps per head, alternating.
+fn time_heads(heads: &mut [Head; 2], args: &BenchArgs, batch: &[&[Encoded]]) -> Result<HeadTiming> {
     let mut step = 0u64;
-    for h in &mut heads {
+    for h in heads.iter_mut() {
         for _ in 0..args.warmup {
-            h.step(step, &batch)?;
+            h.step(step, batch)?;
             step += 1;
         }
     }
@@ -502,7 +524,7 @@ pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
         for (k, h) in heads.iter_mut().enumerate() {
             let t0 = Instant::now();
             for _ in 0..args.steps {
-                h.step(step, &batch)?;
+                h.step(step, batch)?;
                 step += 1;
             }
             round[k] = tokens * args.steps as f64 / t0.elapsed().as_secs_f64();
@@ -510,28 +532,39 @@ pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
         }
         ratios.push(round[1] / round[0]);
     }
-    let ratio = median(ratios.clone());
-    let [cls, spn] = [median(rates[0].clone()), median(rates[1].clone())];
+    Ok(HeadTiming { rates, ratios })
+}
+
+/// The JSON line and the human line of `bench finetune`.
+fn finetune_report(
+    args: &BenchArgs,
+    c: &AlbertConfig,
+    device: &str,
+    workers: usize,
+    t: &HeadTiming,
+) -> (serde_json::Value, String) {
+    let ratio = median(t.ratios.clone());
+    let [cls, spn] = [median(t.rates[0].clone()), median(t.rates[1].clone())];
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let commit = commit();
     let value = json!({
         "bench": "finetune", "model": args.model, "share_type": c.share_type.name(),
-        "device": dev.name, "batch": args.batch, "seq": args.seq, "steps": args.steps,
+        "device": device, "batch": args.batch, "seq": args.seq, "steps": args.steps,
         "runs": args.runs, "warmup": args.warmup,
         "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "classification_tokens_per_s": cls, "span_tokens_per_s": spn,
-        "runs_classification_tokens_per_s": rates[0], "runs_span_tokens_per_s": rates[1],
-        "span_over_classification": ratio, "runs_span_over_classification": ratios,
+        "runs_classification_tokens_per_s": t.rates[0], "runs_span_tokens_per_s": t.rates[1],
+        "span_over_classification": ratio, "runs_span_over_classification": t.ratios,
         "order": "alternating, classification then span in each round",
         "peak_rss_bytes": peak_rss(), "date": date, "commit": commit,
-        "data_parallel_workers": heads[0].tuner.parallel.workers(),
+        "data_parallel_workers": workers,
     });
     let human = format!(
         "finetune {} on {}: batch {} × seq {}: classification {:.0} tokens/s, span extraction \
          {:.0} tokens/s (medians of {} runs × {} steps, alternating); span / classification \
          {:.3} (median of the per-round ratios), peak RSS {:.2} GB; {date}{}",
         args.model,
-        dev.name,
+        device,
         args.batch,
         args.seq,
         cls,
@@ -545,5 +578,5 @@ pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
             .map(|c| format!(", commit {c}"))
             .unwrap_or_default()
     );
-    report(args, value, human)
+    (value, human)
 }
