@@ -76,7 +76,7 @@ impl Stage for BaselineStage {
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
-        let p = BaselineParams::parse(ctx.params).map_err(anyhow::Error::msg)?;
+        let p = BaselineParams::parse(ctx.params)?;
         let spec = protocol_spec(ctx.params).map_err(anyhow::Error::msg)?;
         for warning in spec.undeclared(ctx.instance, ctx.root, ctx.inputs) {
             tracing::warn!("{warning}");

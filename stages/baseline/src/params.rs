@@ -1,6 +1,7 @@
 //! The `baseline` stage's own params (the data protocol's are `pipeline_tasks`'s), checked
 //! with errors that name the param.
 
+use pipeline_engine::ParamError;
 use pipeline_tasks::TaskKind;
 use serde_json::{Map, Value};
 
@@ -98,7 +99,12 @@ fn count(
 }
 
 impl BaselineParams {
-    pub fn parse(p: &Map<String, Value>) -> Result<BaselineParams, String> {
+    pub fn parse(p: &Map<String, Value>) -> Result<BaselineParams, ParamError> {
+        Self::parse_text(p).map_err(ParamError)
+    }
+
+    /// [`Self::parse`] with the message as a `String` (the helpers it calls build them so).
+    fn parse_text(p: &Map<String, Value>) -> Result<BaselineParams, String> {
         let methods = match p.get("methods") {
             None | Some(Value::Null) => None,
             Some(Value::Array(items)) if !items.is_empty() => {
@@ -198,7 +204,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<BaselineParams, String> {
-        BaselineParams::parse(v.as_object().unwrap())
+        BaselineParams::parse(v.as_object().unwrap()).map_err(|e| e.0)
     }
 
     #[test]

@@ -104,7 +104,7 @@ impl Stage for FinetuneStage {
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
-        let train = TrainParams::parse(ctx.params, ctx.root).map_err(anyhow::Error::msg)?;
+        let train = TrainParams::parse(ctx.params, ctx.root)?;
         let protocol_params: Map<String, Value> = ctx
             .params
             .iter()

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use pipeline_albert::device::DeviceChoice;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
+use pipeline_engine::ParamError;
 use pipeline_tasks::span_features::SpanConfig;
 use pipeline_tasks::{Task, TaskKind};
 use serde::Deserialize;
@@ -267,7 +268,12 @@ fn task_kind(p: &Map<String, Value>) -> Option<TaskKind> {
 impl TrainParams {
     /// Parses and checks the training params of `p` (other keys are the protocol's); the
     /// error names the param, and the engine adds where in pipeline.yaml it is.
-    pub fn parse(p: &Map<String, Value>, root: &Path) -> Result<TrainParams, String> {
+    pub fn parse(p: &Map<String, Value>, root: &Path) -> Result<TrainParams, ParamError> {
+        Self::parse_text(p, root).map_err(ParamError)
+    }
+
+    /// [`Self::parse`] with the message as a `String` (the helpers it calls build them so).
+    fn parse_text(p: &Map<String, Value>, root: &Path) -> Result<TrainParams, String> {
         let g = Given::of(p)?;
         let init = g.init(root)?;
         let pretrain_step = match g.pretrain_step {
@@ -347,7 +353,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<TrainParams, String> {
-        TrainParams::parse(v.as_object().unwrap(), Path::new("/ws"))
+        TrainParams::parse(v.as_object().unwrap(), Path::new("/ws")).map_err(|e| e.0)
     }
 
     #[test]

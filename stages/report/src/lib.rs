@@ -120,11 +120,11 @@ impl Stage for ReportStage {
     }
 
     fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), ParamError> {
-        ReportParams::parse(params).map(|_| ()).map_err(ParamError)
+        ReportParams::parse(params).map(|_| ())
     }
 
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
-        let p = ReportParams::parse(ctx.params).map_err(anyhow::Error::msg)?;
+        let p = ReportParams::parse(ctx.params)?;
         let mut notes = Vec::new();
         let mut deps = deps::load(ctx.deps, &mut notes);
         for d in &mut deps {

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
+use pipeline_engine::ParamError;
 use serde_json::{Map, Value};
 
 /// Every param the kind takes.
@@ -117,7 +118,12 @@ fn suggestion(word: &str, known: &[&str]) -> String {
 }
 
 impl ReportParams {
-    pub fn parse(p: &Map<String, Value>) -> Result<ReportParams, String> {
+    pub fn parse(p: &Map<String, Value>) -> Result<ReportParams, ParamError> {
+        Self::parse_text(p).map_err(ParamError)
+    }
+
+    /// [`Self::parse`] with the message as a `String` (the helpers it calls build them so).
+    fn parse_text(p: &Map<String, Value>) -> Result<ReportParams, String> {
         let publish_dir = match string(p, "publish_dir")? {
             None => Some(PathBuf::from("results")),
             Some(s) if s.is_empty() => None,
@@ -206,7 +212,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<ReportParams, String> {
-        ReportParams::parse(v.as_object().unwrap())
+        ReportParams::parse(v.as_object().unwrap()).map_err(|e| e.0)
     }
 
     #[test]
