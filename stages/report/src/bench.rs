@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::deps::Dep;
 use crate::sizes::round;
-use crate::table::{Col, Fmt, Table};
+use crate::table::{Cell, Col, Fmt, Table};
 
 /// One benchmark line and where it came from.
 #[derive(Debug, Clone)]
@@ -287,8 +287,36 @@ fn hardware(d: &Dep) -> Option<String> {
     d.str(&["device"])
 }
 
+/// The throughput table: the benchmark lines (ours beside transformers' on the same shape),
+/// then our stages' own runs, with ours ÷ transformers where both measured the same shape.
 pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> Table {
-    let cols = vec![
+    let mut t = Table::new("throughput", "Throughput", throughput_columns());
+    let (mut rows, skipped) = bench_rows(lines);
+    rows.extend(pretrain.iter().map(|d| pretrain_row(d)));
+    rows.extend(finetune_rows(finetune));
+    for r in sorted(&rows) {
+        t.push(cells(r, ratio(r, &rows)));
+    }
+    if skipped > 0 {
+        t.notes.push(format!(
+            "{skipped} benchmark line(s) of other kinds (hf_maxbatch: memory, not throughput) \
+             are left out."
+        ));
+    }
+    if !pretrain.is_empty() || !finetune.is_empty() {
+        t.notes.push(
+            "Rows from our stages are the experiment's own runs (real data, padded batches \
+             of varying length, evaluation excluded), not fixed-shape benchmarks: compare \
+             them with each other, and the benchmark rows with transformers'."
+                .into(),
+        );
+    }
+    t
+}
+
+/// The throughput table's columns (a data table).
+fn throughput_columns() -> Vec<Col> {
+    vec![
         Col::text("what", "What", "data preparation, training or inference"),
         Col::text(
             "implementation",
@@ -326,8 +354,11 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
             "Source",
             "benchmark file:line, or the stage instance",
         ),
-    ];
-    let mut t = Table::new("throughput", "Throughput", cols);
+    ]
+}
+
+/// The benchmark lines as rows, and how many were of kinds the table does not show.
+fn bench_rows(lines: &[BenchLine]) -> (Vec<Row>, usize) {
     let mut rows: Vec<Row> = Vec::new();
     let mut skipped = 0;
     for l in lines {
@@ -340,29 +371,35 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
             None => skipped += 1,
         }
     }
-    for d in pretrain {
-        rows.push(Row {
-            what: "training",
-            implementation: "ours (pretrain stage)".into(),
-            ours: true,
-            model: d.str(&["model"]).map(|m| match d.str(&["share_type"]) {
-                Some(share) if share != "all" => format!("{m} (share {share})"),
-                _ => m,
-            }),
-            device: hardware(d),
-            precision: d.str(&["precision"]),
-            threads: d.u64(&["threads"]),
-            batch: d.u64(&["effective_batch_size"]),
-            seq: d.u64(&["max_seq_length"]),
-            value: d.num(&["tokens_per_s"]),
-            unit: "tokens/s",
-            tflops: d.num(&["model_tflops_per_s"]),
-            source: d.instance.clone(),
-            ..Row::default()
-        });
+    (rows, skipped)
+}
+
+/// A pretraining run's own training throughput.
+fn pretrain_row(d: &Dep) -> Row {
+    Row {
+        what: "training",
+        implementation: "ours (pretrain stage)".into(),
+        ours: true,
+        model: d.str(&["model"]).map(|m| match d.str(&["share_type"]) {
+            Some(share) if share != "all" => format!("{m} (share {share})"),
+            _ => m,
+        }),
+        device: hardware(d),
+        precision: d.str(&["precision"]),
+        threads: d.u64(&["threads"]),
+        batch: d.u64(&["effective_batch_size"]),
+        seq: d.u64(&["max_seq_length"]),
+        value: d.num(&["tokens_per_s"]),
+        unit: "tokens/s",
+        tflops: d.num(&["model_tflops_per_s"]),
+        source: d.instance.clone(),
+        ..Row::default()
     }
-    // Fine-tuning runs: one row per task and measure, the mean over its runs (they differ in
-    // weights, not in shape).
+}
+
+/// Fine-tuning runs: one row per task and measure, the mean over its runs (they differ in
+/// weights, not in shape).
+fn finetune_rows(finetune: &[&Dep]) -> Vec<Row> {
     let mut by_task: std::collections::BTreeMap<String, Vec<&Dep>> = Default::default();
     for d in finetune {
         by_task
@@ -370,6 +407,7 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
             .or_default()
             .push(d);
     }
+    let mut rows = Vec::new();
     for (task, runs) in &by_task {
         let first = runs[0];
         let mean = |path: &[&str]| -> Option<f64> {
@@ -405,29 +443,35 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
             ..base
         });
     }
-    // Ours ÷ transformers where the same shape was measured by both.
-    let ratio = |r: &Row| -> Option<f64> {
-        if !r.ours {
-            return None;
-        }
-        if let Some(same_run) = r.same_run_ratio {
-            return Some(round(same_run, 2));
-        }
-        let key = r.key()?;
-        let theirs = rows
-            .iter()
-            .find(|o| o.implementation == "transformers" && o.key().as_deref() == Some(&key))?;
-        Some(round(r.value? / theirs.value?, 2))
-    };
+    rows
+}
+
+/// Ours ÷ transformers where the same shape was measured by both.
+fn ratio(r: &Row, rows: &[Row]) -> Option<f64> {
+    if !r.ours {
+        return None;
+    }
+    if let Some(same_run) = r.same_run_ratio {
+        return Some(round(same_run, 2));
+    }
+    let key = r.key()?;
+    let theirs = rows
+        .iter()
+        .find(|o| o.implementation == "transformers" && o.key().as_deref() == Some(&key))?;
+    Some(round(r.value? / theirs.value?, 2))
+}
+
+/// Data preparation, training, fine-tuning, inference; within each, the benchmarks first
+/// (ours beside transformers'), then our stages' runs.
+fn sorted(rows: &[Row]) -> Vec<&Row> {
     let order = |w: &str| match w {
         "data preparation" => 0,
         "training" => 1,
         "fine-tuning" => 2,
         _ => 3,
     };
-    let mut sorted: Vec<&Row> = rows.iter().collect();
-    // Benchmarks first (ours beside transformers'), then our stages' runs.
     let stage_row = |r: &Row| r.implementation.contains("stage");
+    let mut sorted: Vec<&Row> = rows.iter().collect();
     sorted.sort_by(|a, b| {
         let key = |r: &Row| {
             (
@@ -443,39 +487,26 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
         };
         key(a).cmp(&key(b))
     });
-    for r in sorted {
-        t.push(vec![
-            ("what", r.what.into()),
-            ("implementation", r.implementation.as_str().into()),
-            ("model", r.model.clone().into()),
-            ("device", r.device.clone().into()),
-            ("precision", r.precision.clone().into()),
-            ("threads", r.threads.into()),
-            ("batch", r.batch.into()),
-            ("seq", r.seq.into()),
-            ("value", r.value.map(|x| round(x, 1)).into()),
-            ("unit", r.unit.into()),
-            ("vs_transformers", ratio(r).into()),
-            ("model_tflops_per_s", r.tflops.map(|x| round(x, 4)).into()),
-            ("mfu", r.mfu.map(|m| round(m * 100.0, 2)).into()),
-            ("source", r.source.as_str().into()),
-        ]);
-    }
-    if skipped > 0 {
-        t.notes.push(format!(
-            "{skipped} benchmark line(s) of other kinds (hf_maxbatch: memory, not throughput) \
-             are left out."
-        ));
-    }
-    if !pretrain.is_empty() || !finetune.is_empty() {
-        t.notes.push(
-            "Rows from our stages are the experiment's own runs (real data, padded batches \
-             of varying length, evaluation excluded), not fixed-shape benchmarks: compare \
-             them with each other, and the benchmark rows with transformers'."
-                .into(),
-        );
-    }
-    t
+    sorted
+}
+
+fn cells(r: &Row, ratio: Option<f64>) -> Vec<(&'static str, Cell)> {
+    vec![
+        ("what", r.what.into()),
+        ("implementation", r.implementation.as_str().into()),
+        ("model", r.model.clone().into()),
+        ("device", r.device.clone().into()),
+        ("precision", r.precision.clone().into()),
+        ("threads", r.threads.into()),
+        ("batch", r.batch.into()),
+        ("seq", r.seq.into()),
+        ("value", r.value.map(|x| round(x, 1)).into()),
+        ("unit", r.unit.into()),
+        ("vs_transformers", ratio.into()),
+        ("model_tflops_per_s", r.tflops.map(|x| round(x, 4)).into()),
+        ("mfu", r.mfu.map(|m| round(m * 100.0, 2)).into()),
+        ("source", r.source.as_str().into()),
+    ]
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::deps::{Dep, get};
 use crate::published::Published;
 use crate::sizes::round;
-use crate::table::{Col, Fmt, Table, thousands};
+use crate::table::{Cell, Col, Fmt, Table, thousands};
 
 /// A fraction (0.791) or a percentage (79.1) as a percentage with 2 decimals.
 pub(crate) fn percent(x: Option<f64>) -> Option<f64> {
@@ -71,7 +71,36 @@ pub(crate) fn cpu_hours(d: &Dep) -> Option<f64> {
 }
 
 pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Table {
-    let cols = vec![
+    let mut t = Table::new("pretraining", "Pretraining", pretraining_columns());
+    for d in deps {
+        t.push(our_pretraining_row(d, cleans));
+    }
+    for r in &published.pretraining.rows {
+        t.push(published_pretraining_row(r));
+    }
+    if deps.iter().any(|d| !crate::recipes::recipe(d, cleans).sop) {
+        t.notes.push(
+            "An MLM-only run (sop: false) trains no sentence-order head: it has no SOP accuracy              or loss, and its eval loss is the MLM loss alone."
+                .into(),
+        );
+    }
+    if deps.iter().any(|d| get(&d.metrics, &["eval"]).is_none()) {
+        t.notes.push(
+            "A run without MLM/SOP accuracy had no eval shard (mask's eval_fraction 0) or \
+             never reached an evaluation."
+                .into(),
+        );
+    }
+    t.notes.push(format!(
+        "albert_zh's rows: {}. {}",
+        published.pretraining.protocol, published.pretraining.note
+    ));
+    t
+}
+
+/// The pretraining table's columns (a data table).
+fn pretraining_columns() -> Vec<Col> {
+    vec![
         Col::text("source", "Source", "ours, or published by albert_zh"),
         Col::text("run", "Run", "our stage instance, or albert_zh's model"),
         Col::text("model", "Model", "config and its dimensions"),
@@ -155,110 +184,95 @@ pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Tab
             2,
             "MLM + SOP eval loss (albert_zh's 'Loss eval')",
         ),
-    ];
-    let mut t = Table::new("pretraining", "Pretraining", cols);
-    for d in deps {
-        let m = &d.metrics;
-        let eval = get(m, &["eval"]);
-        let e = |k: &str| eval.and_then(|e| e.get(k)).and_then(Value::as_f64);
-        let model = d.str(&["model"]).unwrap_or_else(|| "?".into());
-        let model = match get(m, &["config"]).and_then(dims) {
-            Some(dims) => format!("{model} ({dims})"),
-            None => model,
-        };
-        let recipe = crate::recipes::recipe(d, cleans);
-        let total = match (e("mlm_loss"), e("sop_loss")) {
-            (Some(a), Some(b)) => Some(round(a + b, 4)),
-            (Some(a), None) if !recipe.sop => Some(round(a, 4)),
-            _ => None,
-        };
-        let wall = d.num(&["wall_seconds"]);
-        t.push(vec![
-            ("source", "ours".into()),
-            ("run", d.instance.as_str().into()),
-            ("model", model.into()),
-            ("share_type", d.str(&["share_type"]).into()),
-            ("ln_type", d.str(&["ln_type"]).into()),
-            ("parameters", d.u64(&["parameters", "total"]).into()),
-            ("steps", d.u64(&["steps"]).into()),
-            (
-                "batch_size",
-                d.u64(&["effective_batch_size"])
-                    .or(d.u64(&["batch_size"]))
-                    .into(),
-            ),
-            ("max_seq_length", d.u64(&["max_seq_length"]).into()),
-            ("tokens_seen", d.u64(&["tokens_seen"]).into()),
-            ("wall_seconds", wall.map(|w| round(w, 1)).into()),
-            (
-                "wall_time",
-                wall.map(crate::table::duration).unwrap_or_default().into(),
-            ),
-            ("cpu_hours", cpu_hours(d).map(|h| round(h, 2)).into()),
-            (
-                "tokens_per_s",
-                d.num(&["tokens_per_s"]).map(|x| x.round()).into(),
-            ),
-            ("device", hardware(d).into()),
-            ("mlm_accuracy", percent(e("mlm_accuracy")).into()),
-            ("sop_accuracy", percent(e("sop_accuracy")).into()),
-            ("eval_mlm_loss", e("mlm_loss").map(|x| round(x, 4)).into()),
-            ("eval_sop_loss", e("sop_loss").map(|x| round(x, 4)).into()),
-            ("eval_loss", total.into()),
-            ("objective", recipe.objective().into()),
-            ("masking", recipe.masking.clone().into()),
-            ("corpus", recipe.clean.clone().into()),
-            ("task_text", recipe.task_text_cell().into()),
-        ]);
-    }
-    for r in &published.pretraining.rows {
-        let hours = r.training_hours.map(|h| h * 3600.0);
-        t.push(vec![
-            ("source", "albert_zh (published)".into()),
-            ("run", r.model.as_str().into()),
-            ("model", r.config.as_str().into()),
-            ("share_type", "all".into()),
-            ("steps", r.steps.into()),
-            ("batch_size", r.batch_size.into()),
-            ("max_seq_length", r.max_seq_length.into()),
-            ("wall_seconds", hours.into()),
-            (
-                "wall_time",
-                hours
-                    .map(|h| {
-                        format!(
-                            "{}{}",
-                            crate::table::duration(h),
-                            if r.training_hours_estimated { "*" } else { "" }
-                        )
-                    })
-                    .unwrap_or_default()
-                    .into(),
-            ),
-            ("device", r.device.clone().into()),
-            ("mlm_accuracy", r.mlm_accuracy.into()),
-            ("sop_accuracy", r.sop_accuracy.into()),
-            ("eval_loss", r.eval_loss.into()),
-        ]);
-    }
-    if deps.iter().any(|d| !crate::recipes::recipe(d, cleans).sop) {
-        t.notes.push(
-            "An MLM-only run (sop: false) trains no sentence-order head: it has no SOP accuracy              or loss, and its eval loss is the MLM loss alone."
+    ]
+}
+
+/// One of our pretraining runs as a row of the table.
+fn our_pretraining_row(d: &Dep, cleans: &[&Dep]) -> Vec<(&'static str, Cell)> {
+    let m = &d.metrics;
+    let eval = get(m, &["eval"]);
+    let e = |k: &str| eval.and_then(|e| e.get(k)).and_then(Value::as_f64);
+    let model = d.str(&["model"]).unwrap_or_else(|| "?".into());
+    let model = match get(m, &["config"]).and_then(dims) {
+        Some(dims) => format!("{model} ({dims})"),
+        None => model,
+    };
+    let recipe = crate::recipes::recipe(d, cleans);
+    let total = match (e("mlm_loss"), e("sop_loss")) {
+        (Some(a), Some(b)) => Some(round(a + b, 4)),
+        (Some(a), None) if !recipe.sop => Some(round(a, 4)),
+        _ => None,
+    };
+    let wall = d.num(&["wall_seconds"]);
+    vec![
+        ("source", "ours".into()),
+        ("run", d.instance.as_str().into()),
+        ("model", model.into()),
+        ("share_type", d.str(&["share_type"]).into()),
+        ("ln_type", d.str(&["ln_type"]).into()),
+        ("parameters", d.u64(&["parameters", "total"]).into()),
+        ("steps", d.u64(&["steps"]).into()),
+        (
+            "batch_size",
+            d.u64(&["effective_batch_size"])
+                .or(d.u64(&["batch_size"]))
                 .into(),
-        );
-    }
-    if deps.iter().any(|d| get(&d.metrics, &["eval"]).is_none()) {
-        t.notes.push(
-            "A run without MLM/SOP accuracy had no eval shard (mask's eval_fraction 0) or \
-             never reached an evaluation."
+        ),
+        ("max_seq_length", d.u64(&["max_seq_length"]).into()),
+        ("tokens_seen", d.u64(&["tokens_seen"]).into()),
+        ("wall_seconds", wall.map(|w| round(w, 1)).into()),
+        (
+            "wall_time",
+            wall.map(crate::table::duration).unwrap_or_default().into(),
+        ),
+        ("cpu_hours", cpu_hours(d).map(|h| round(h, 2)).into()),
+        (
+            "tokens_per_s",
+            d.num(&["tokens_per_s"]).map(|x| x.round()).into(),
+        ),
+        ("device", hardware(d).into()),
+        ("mlm_accuracy", percent(e("mlm_accuracy")).into()),
+        ("sop_accuracy", percent(e("sop_accuracy")).into()),
+        ("eval_mlm_loss", e("mlm_loss").map(|x| round(x, 4)).into()),
+        ("eval_sop_loss", e("sop_loss").map(|x| round(x, 4)).into()),
+        ("eval_loss", total.into()),
+        ("objective", recipe.objective().into()),
+        ("masking", recipe.masking.clone().into()),
+        ("corpus", recipe.clean.clone().into()),
+        ("task_text", recipe.task_text_cell().into()),
+    ]
+}
+
+/// One of albert_zh's published pretraining rows.
+fn published_pretraining_row(r: &crate::published::PretrainRow) -> Vec<(&'static str, Cell)> {
+    let hours = r.training_hours.map(|h| h * 3600.0);
+    vec![
+        ("source", "albert_zh (published)".into()),
+        ("run", r.model.as_str().into()),
+        ("model", r.config.as_str().into()),
+        ("share_type", "all".into()),
+        ("steps", r.steps.into()),
+        ("batch_size", r.batch_size.into()),
+        ("max_seq_length", r.max_seq_length.into()),
+        ("wall_seconds", hours.into()),
+        (
+            "wall_time",
+            hours
+                .map(|h| {
+                    format!(
+                        "{}{}",
+                        crate::table::duration(h),
+                        if r.training_hours_estimated { "*" } else { "" }
+                    )
+                })
+                .unwrap_or_default()
                 .into(),
-        );
-    }
-    t.notes.push(format!(
-        "albert_zh's rows: {}. {}",
-        published.pretraining.protocol, published.pretraining.note
-    ));
-    t
+        ),
+        ("device", r.device.clone().into()),
+        ("mlm_accuracy", r.mlm_accuracy.into()),
+        ("sop_accuracy", r.sop_accuracy.into()),
+        ("eval_loss", r.eval_loss.into()),
+    ]
 }
 
 /// What the pretraining runs were, in a sentence or two.
