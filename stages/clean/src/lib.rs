@@ -60,30 +60,31 @@
 #![warn(missing_docs)]
 
 mod decontam;
+mod metrics;
 mod params;
+mod read;
 mod task_text;
 mod writer;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use pipeline_engine::ParamError;
 use pipeline_engine::stage::{Stage, StageContext};
-use pipeline_text::corpus::{
-    Detection, Document, DocumentReader, Format, InvalidUtf8, MAX_RECORDED_INVALID,
-};
+use pipeline_text::corpus::{Document, MAX_RECORDED_INVALID};
 use pipeline_text::dedup::{Deduplicator, Fingerprint, Verdict};
 use pipeline_text::normalize::{NormalizeOptions, Normalizer};
 use pipeline_text::sentences::SentenceSplitter;
 use rayon::prelude::*;
-use serde::Serialize;
 use serde_json::{Map, Value};
 
-use decontam::{HeldOut, SourceCounts};
+use decontam::HeldOut;
+use metrics::{DecontamTask, Decontamination, DropReason, Metrics};
 pub use params::{CleanParams, FormatRules, TaskParams, known_params};
+use read::{BLOCK_DOCS, Msg, read_all};
 pub use task_text::TaskEntry;
 use task_text::TaskTextCounts;
 use writer::ShardWriter;
@@ -112,109 +113,6 @@ impl Stage for CleanStage {
         let (params, rules, tasks) = CleanParams::parse(ctx.params)?;
         Cleaner::new(ctx, params, rules, tasks)?.run()
     }
-}
-
-/// Documents per block of parallel work.
-const BLOCK_DOCS: usize = 2_000;
-/// A block also ends after this much text, so that blocks of long documents stay small.
-const BLOCK_BYTES: usize = 4 * 1024 * 1024;
-
-/// Why a document was dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DropReason {
-    Empty,
-    ShortDocument,
-    FewSentences,
-    LongDocument,
-    /// Every paragraph held a dev or test text.
-    Contaminated,
-}
-
-impl DropReason {
-    fn key(self) -> &'static str {
-        match self {
-            DropReason::Empty => "empty",
-            DropReason::ShortDocument => "short_document",
-            DropReason::FewSentences => "too_few_sentences",
-            DropReason::LongDocument => "long_document",
-            DropReason::Contaminated => "contaminated",
-        }
-    }
-}
-
-/// Drops by reason, as `metrics.json` shows them.
-#[derive(Debug, Default, Serialize)]
-struct Drops {
-    /// Sentences shorter than `min_sentence_chars` (sentences, not documents).
-    short_sentence: u64,
-    /// Documents with no text left after normalisation.
-    empty: u64,
-    short_document: u64,
-    too_few_sentences: u64,
-    long_document: u64,
-    /// Documents with nothing left once the paragraphs holding a held-out text went.
-    contaminated: u64,
-    duplicate: u64,
-    near_duplicate: u64,
-}
-
-impl Drops {
-    /// Counts a dropped document by its reason's key ([`DropReason::key`], `duplicate`,
-    /// `near_duplicate`).
-    fn count(&mut self, key: &str) {
-        *match key {
-            "empty" => &mut self.empty,
-            "short_document" => &mut self.short_document,
-            "too_few_sentences" => &mut self.too_few_sentences,
-            "long_document" => &mut self.long_document,
-            "contaminated" => &mut self.contaminated,
-            "duplicate" => &mut self.duplicate,
-            _ => &mut self.near_duplicate,
-        } += 1;
-    }
-}
-
-/// What the held-out texts dropped, as `metrics.json` shows it.
-#[derive(Debug, Default, Serialize)]
-struct Decontamination {
-    min_chars: usize,
-    window: usize,
-    /// Paragraphs dropped, over every task.
-    paragraphs_dropped: u64,
-    /// Per task: its files, held-out texts and the paragraphs they dropped.
-    tasks: BTreeMap<String, DecontamTask>,
-}
-
-#[derive(Debug, Default, Serialize)]
-struct DecontamTask {
-    files: Vec<String>,
-    #[serde(flatten)]
-    counts: SourceCounts,
-}
-
-#[derive(Debug, Default, Serialize)]
-struct Metrics {
-    files: u64,
-    bytes_in: u64,
-    documents_in: u64,
-    documents_out: u64,
-    chars_in: u64,
-    chars_out: u64,
-    sentences_out: u64,
-    /// Sentences longer than `max_sentence_chars` that were cut into pieces.
-    long_sentences_cut: u64,
-    invalid_utf8_lines: u64,
-    /// Documents of the `paragraphs`/`wiki` formats cut by the reader's size limit.
-    oversized_documents_cut: u64,
-    shards: u64,
-    drops: Drops,
-    formats: BTreeMap<String, Format>,
-    /// Per `task_text` entry: what its train texts added (absent without task text).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    task_text: BTreeMap<String, TaskTextCounts>,
-    /// Absent when no held-out text is configured.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    decontamination: Option<Decontamination>,
 }
 
 /// One document after the parallel part.
@@ -317,7 +215,7 @@ impl<'a> Cleaner<'a> {
         }
         self.log.flush()?;
         if self.metrics.documents_out == 0 {
-            bail!("{}", self.why_empty());
+            bail!("{}", self.metrics.why_empty(&self.params));
         }
         self.metrics.decontamination = self.decontamination();
         self.metrics.shards = self.writer.finish()?;
@@ -649,166 +547,6 @@ impl<'a> Cleaner<'a> {
             outcome,
         }
     }
-
-    /// Why nothing came out, from the drop counts.
-    fn why_empty(&self) -> String {
-        let m = &self.metrics;
-        let p = &self.params;
-        if m.documents_in == 0 {
-            let mut s = format!(
-                "the {} input file(s) hold no documents ({} bytes read)",
-                m.files, m.bytes_in
-            );
-            if m.invalid_utf8_lines > 0 {
-                s.push_str(&format!(
-                    "; {} lines were not valid UTF-8 (listed in clean.log)",
-                    m.invalid_utf8_lines
-                ));
-            }
-            return s;
-        }
-        let d = &m.drops;
-        let mut parts = Vec::new();
-        let mut add = |n: u64, what: String| {
-            if n > 0 {
-                parts.push(format!("{n} {what}"));
-            }
-        };
-        add(d.empty, "empty after normalisation".into());
-        add(
-            d.short_document,
-            format!(
-                "too short (min_doc_chars = {}, after dropping sentences under min_sentence_chars = {})",
-                p.min_doc_chars, p.min_sentence_chars
-            ),
-        );
-        add(
-            d.too_few_sentences,
-            format!(
-                "with too few sentences (min_doc_sentences = {})",
-                p.min_doc_sentences
-            ),
-        );
-        add(
-            d.long_document,
-            format!("too long (max_doc_chars = {})", p.max_doc_chars),
-        );
-        add(
-            d.contaminated,
-            "made only of paragraphs that hold a dev or test text (exclude_texts_of, task_text)"
-                .into(),
-        );
-        add(d.duplicate, "duplicates".into());
-        add(
-            d.near_duplicate,
-            format!(
-                "near-duplicates (near_dup_threshold = {})",
-                p.near_dup_threshold
-            ),
-        );
-        format!(
-            "all {} documents were dropped: {}",
-            m.documents_in,
-            parts.join(", ")
-        )
-    }
-}
-
-/// What the reader thread sends, in input order.
-enum Msg {
-    /// A file is opened (and read as `format`).
-    File {
-        rel: String,
-        format: Format,
-        detection: Option<Detection>,
-    },
-    /// Blocks of documents to clean.
-    Wave(Vec<Vec<Document>>),
-    /// A file has been read.
-    FileDone {
-        rel: String,
-        bytes: u64,
-        split_documents: u64,
-        invalid: InvalidUtf8,
-    },
-}
-
-/// The path as shown in logs and metrics and matched by `formats`: relative to the workspace
-/// root when inside it.
-fn display_path(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// Reads every file into blocks of documents, sent in waves of a few blocks per thread.
-/// Returns early, without error, when the receiver is gone.
-fn read_all(
-    ctx: &StageContext,
-    files: &[PathBuf],
-    rules: &FormatRules,
-    default: Format,
-    tx: std::sync::mpsc::SyncSender<Msg>,
-) -> anyhow::Result<()> {
-    let wave_blocks = (2 * rayon::current_num_threads()).max(4);
-    let mut block: Vec<Document> = Vec::new();
-    let mut block_bytes = 0usize;
-    let mut wave: Vec<Vec<Document>> = Vec::new();
-    macro_rules! send {
-        ($msg:expr) => {
-            if tx.send($msg).is_err() {
-                return Ok(());
-            }
-        };
-    }
-    for path in files {
-        let rel = display_path(ctx.root, path);
-        let format = rules.format_for(Path::new(&rel), default)?;
-        let mut reader = DocumentReader::open(path, format)
-            .with_context(|| format!("opening the input {}", path.display()))?;
-        send!(Msg::File {
-            rel: rel.clone(),
-            format: reader.format(),
-            detection: reader.detection().cloned(),
-        });
-        ctx.progress.set_message(rel.clone());
-        let mut reported = 0u64;
-        while let Some(doc) = reader.next() {
-            let doc = doc.with_context(|| {
-                format!(
-                    "reading {} after line {}",
-                    path.display(),
-                    reader.lines_read()
-                )
-            })?;
-            block_bytes += doc.text_len();
-            block.push(doc);
-            if block.len() >= BLOCK_DOCS || block_bytes >= BLOCK_BYTES {
-                wave.push(std::mem::take(&mut block));
-                block_bytes = 0;
-                ctx.progress.inc(reader.bytes_read() - reported);
-                reported = reader.bytes_read();
-                if wave.len() >= wave_blocks {
-                    send!(Msg::Wave(std::mem::take(&mut wave)));
-                }
-            }
-        }
-        ctx.progress.inc(reader.bytes_read() - reported);
-        send!(Msg::FileDone {
-            rel,
-            bytes: reader.bytes_read(),
-            split_documents: reader.split_documents(),
-            invalid: reader.invalid_utf8().clone(),
-        });
-    }
-    if !block.is_empty() {
-        wave.push(block);
-    }
-    if !wave.is_empty() {
-        send!(Msg::Wave(wave));
-    }
-    Ok(())
 }
 
 /// Characters of a UTF-8 string: bytes that do not continue a character (vectorises).
