@@ -27,10 +27,10 @@
 #![warn(missing_docs)]
 
 pub mod instances;
+mod read;
+mod report;
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -49,6 +49,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use instances::{MaskStats, Recipe, Specials, TokenizedDoc, instances_from_document};
+use read::DocReader;
+pub use report::{MaskReport, SplitReport};
 
 /// The `mask` stage kind.
 pub struct MaskStage;
@@ -236,105 +238,6 @@ pub fn corpus_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         );
     }
     Ok(files)
-}
-
-/// Counts for one output split.
-#[derive(Debug, Default, Clone)]
-pub struct SplitReport {
-    /// Instances written.
-    pub instances: u64,
-    /// Their tokens.
-    pub tokens: u64,
-    /// What masking did.
-    pub stats: MaskStats,
-    /// Instances whose segments were swapped (sentence-order label 1).
-    pub swapped: u64,
-    /// The shard files, by name.
-    pub shards: Vec<String>,
-}
-
-impl SplitReport {
-    fn add(&mut self, inst: &pipeline_shards::Instance) {
-        self.instances += 1;
-        self.tokens += inst.input_ids.len() as u64;
-        self.swapped += inst.sentence_order_label as u64;
-    }
-
-    fn to_json(&self, max_ngram: usize, max_seq_length: usize) -> Value {
-        let tokens = self.tokens.max(1) as f64;
-        let slots = (self.instances * max_seq_length as u64).max(1) as f64;
-        let masked = self.stats.masked.max(1) as f64;
-        let mut hist = Map::new();
-        for n in 1..=max_ngram {
-            hist.insert(
-                n.to_string(),
-                json!(self.stats.ngrams.get(n - 1).copied().unwrap_or(0)),
-            );
-        }
-        json!({
-            "instances": self.instances,
-            "tokens": self.tokens,
-            "mean_length": round4(self.tokens as f64 / self.instances.max(1) as f64),
-            "padding_fraction": round4(1.0 - self.tokens as f64 / slots),
-            "masked_tokens": self.stats.masked,
-            "mask_rate": round4(self.stats.masked as f64 / tokens),
-            "replaced_by_mask": round4(self.stats.replaced_mask as f64 / masked),
-            "replaced_by_random": round4(self.stats.replaced_random as f64 / masked),
-            "kept": round4(self.stats.kept as f64 / masked),
-            "ngram_histogram": hist,
-            "sop_swapped_fraction": round4(self.swapped as f64 / self.instances.max(1) as f64),
-            "shards": self.shards,
-        })
-    }
-}
-
-fn round4(x: f64) -> f64 {
-    (x * 10_000.0).round() / 10_000.0
-}
-
-/// What the stage did, for `metrics.json`.
-#[derive(Debug, Default, Clone)]
-pub struct MaskReport {
-    /// Documents read.
-    pub documents: u64,
-    /// Of which held out for evaluation.
-    pub eval_documents: u64,
-    /// Sentences read.
-    pub sentences: u64,
-    /// Tokens of the corpus (one pass).
-    pub corpus_tokens: u64,
-    /// Of which `[UNK]`.
-    pub unk_tokens: u64,
-    /// The units instances were cut from: documents, or with `pack` groups of them.
-    pub packs: u64,
-    /// The training split.
-    pub train: SplitReport,
-    /// The eval split.
-    pub eval: SplitReport,
-}
-
-impl MaskReport {
-    /// `metrics.json`'s content.
-    pub fn to_json(&self, c: &MaskConfig) -> Value {
-        json!({
-            "documents": self.documents,
-            "eval_documents": self.eval_documents,
-            "sentences": self.sentences,
-            "corpus_tokens": self.corpus_tokens,
-            "unk_rate": round4(self.unk_tokens as f64 / self.corpus_tokens.max(1) as f64),
-            "train": self.train.to_json(c.max_ngram, c.max_seq_length),
-            "eval": self.eval.to_json(c.max_ngram, c.max_seq_length),
-            "max_seq_length": c.max_seq_length,
-            "max_predictions_per_seq": c.max_predictions_per_seq,
-            "masked_lm_prob": c.masked_lm_prob,
-            "dupe_factor": c.dupe_factor,
-            "whole_word": c.whole_word,
-            "max_ngram": c.max_ngram,
-            "short_seq_prob": c.short_seq_prob,
-            "pack": c.pack,
-            "packs": self.packs,
-        })
-    }
 }
 
 /// Documents are read and processed in blocks of this many: enough to keep every core busy,
@@ -596,90 +499,6 @@ fn mix(seed: u64, pass: u64, doc: u64) -> u64 {
 
 fn unit_interval(x: u64) -> f64 {
     (x >> 11) as f64 / (1u64 << 53) as f64
-}
-
-struct Block {
-    docs: Vec<Vec<String>>,
-    bytes: u64,
-}
-
-/// Streams documents (runs of non-blank lines) from the corpus files, a block at a time.
-struct DocReader<'a> {
-    files: &'a [PathBuf],
-    next_file: usize,
-    current: Option<(BufReader<File>, PathBuf, u64)>,
-    line: Vec<u8>,
-}
-
-impl<'a> DocReader<'a> {
-    fn new(files: &'a [PathBuf]) -> DocReader<'a> {
-        DocReader {
-            files,
-            next_file: 0,
-            current: None,
-            line: Vec::new(),
-        }
-    }
-
-    fn next_block(&mut self, max_docs: usize) -> anyhow::Result<Option<Block>> {
-        let mut block = Block {
-            docs: Vec::new(),
-            bytes: 0,
-        };
-        let mut doc: Vec<String> = Vec::new();
-        loop {
-            if self.current.is_none() {
-                let Some(path) = self.files.get(self.next_file) else {
-                    break;
-                };
-                self.next_file += 1;
-                let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-                self.current = Some((BufReader::with_capacity(1 << 20, f), path.clone(), 0));
-            }
-            let Some((reader, path, line_no)) = self.current.as_mut() else {
-                break;
-            };
-            self.line.clear();
-            let n = reader
-                .read_until(b'\n', &mut self.line)
-                .with_context(|| format!("reading {}", path.display()))?;
-            if n == 0 {
-                // A document never spans two files.
-                self.current = None;
-                if !doc.is_empty() {
-                    block.docs.push(std::mem::take(&mut doc));
-                    if block.docs.len() >= max_docs {
-                        break;
-                    }
-                }
-                continue;
-            }
-            *line_no += 1;
-            block.bytes += n as u64;
-            let text = std::str::from_utf8(&self.line).with_context(|| {
-                format!(
-                    "{}:{}: invalid UTF-8 in the clean corpus",
-                    path.display(),
-                    line_no
-                )
-            })?;
-            let text = text.trim_end_matches(['\n', '\r']);
-            if text.trim().is_empty() {
-                if !doc.is_empty() {
-                    block.docs.push(std::mem::take(&mut doc));
-                    if block.docs.len() >= max_docs {
-                        break;
-                    }
-                }
-            } else {
-                doc.push(text.to_string());
-            }
-        }
-        if !doc.is_empty() {
-            block.docs.push(doc);
-        }
-        Ok((!block.docs.is_empty()).then_some(block))
-    }
 }
 
 #[cfg(test)]

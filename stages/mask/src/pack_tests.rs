@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::report::round4;
 
 /// A masker with the fixture vocabulary (the vocab stage's layout: vocab.txt + tokenizer.json).
 fn masker(dir: &Path, pack: bool) -> Masker {

@@ -1,0 +1,106 @@
+//! What `metrics.json` says the stage did: the instances and their masking per split, and
+//! the totals.
+
+use serde_json::{Map, Value, json};
+
+use crate::MaskConfig;
+use crate::instances::MaskStats;
+
+/// Counts for one output split.
+#[derive(Debug, Default, Clone)]
+pub struct SplitReport {
+    /// Instances written.
+    pub instances: u64,
+    /// Their tokens.
+    pub tokens: u64,
+    /// What masking did.
+    pub stats: MaskStats,
+    /// Instances whose segments were swapped (sentence-order label 1).
+    pub swapped: u64,
+    /// The shard files, by name.
+    pub shards: Vec<String>,
+}
+
+impl SplitReport {
+    pub(crate) fn add(&mut self, inst: &pipeline_shards::Instance) {
+        self.instances += 1;
+        self.tokens += inst.input_ids.len() as u64;
+        self.swapped += inst.sentence_order_label as u64;
+    }
+
+    pub(crate) fn to_json(&self, max_ngram: usize, max_seq_length: usize) -> Value {
+        let tokens = self.tokens.max(1) as f64;
+        let slots = (self.instances * max_seq_length as u64).max(1) as f64;
+        let masked = self.stats.masked.max(1) as f64;
+        let mut hist = Map::new();
+        for n in 1..=max_ngram {
+            hist.insert(
+                n.to_string(),
+                json!(self.stats.ngrams.get(n - 1).copied().unwrap_or(0)),
+            );
+        }
+        json!({
+            "instances": self.instances,
+            "tokens": self.tokens,
+            "mean_length": round4(self.tokens as f64 / self.instances.max(1) as f64),
+            "padding_fraction": round4(1.0 - self.tokens as f64 / slots),
+            "masked_tokens": self.stats.masked,
+            "mask_rate": round4(self.stats.masked as f64 / tokens),
+            "replaced_by_mask": round4(self.stats.replaced_mask as f64 / masked),
+            "replaced_by_random": round4(self.stats.replaced_random as f64 / masked),
+            "kept": round4(self.stats.kept as f64 / masked),
+            "ngram_histogram": hist,
+            "sop_swapped_fraction": round4(self.swapped as f64 / self.instances.max(1) as f64),
+            "shards": self.shards,
+        })
+    }
+}
+
+pub(crate) fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+/// What the stage did, for `metrics.json`.
+#[derive(Debug, Default, Clone)]
+pub struct MaskReport {
+    /// Documents read.
+    pub documents: u64,
+    /// Of which held out for evaluation.
+    pub eval_documents: u64,
+    /// Sentences read.
+    pub sentences: u64,
+    /// Tokens of the corpus (one pass).
+    pub corpus_tokens: u64,
+    /// Of which `[UNK]`.
+    pub unk_tokens: u64,
+    /// The units instances were cut from: documents, or with `pack` groups of them.
+    pub packs: u64,
+    /// The training split.
+    pub train: SplitReport,
+    /// The eval split.
+    pub eval: SplitReport,
+}
+
+impl MaskReport {
+    /// `metrics.json`'s content.
+    pub fn to_json(&self, c: &MaskConfig) -> Value {
+        json!({
+            "documents": self.documents,
+            "eval_documents": self.eval_documents,
+            "sentences": self.sentences,
+            "corpus_tokens": self.corpus_tokens,
+            "unk_rate": round4(self.unk_tokens as f64 / self.corpus_tokens.max(1) as f64),
+            "train": self.train.to_json(c.max_ngram, c.max_seq_length),
+            "eval": self.eval.to_json(c.max_ngram, c.max_seq_length),
+            "max_seq_length": c.max_seq_length,
+            "max_predictions_per_seq": c.max_predictions_per_seq,
+            "masked_lm_prob": c.masked_lm_prob,
+            "dupe_factor": c.dupe_factor,
+            "whole_word": c.whole_word,
+            "max_ngram": c.max_ngram,
+            "short_seq_prob": c.short_seq_prob,
+            "pack": c.pack,
+            "packs": self.packs,
+        })
+    }
+}
