@@ -437,80 +437,103 @@ pub fn protocol_sentence_as(deps: &[&Dep], opening: &str) -> Vec<String> {
     };
     let mut s = String::new();
     if let Some(train) = p.get("train") {
+        s.push_str(&train_clause(p, train, opening));
+    }
+    s.push_str(&dev_clause(p));
+    s.push_str(&eval_clause(p));
+    s.push_str(&hyper_clause(first));
+    s.push('.');
+    out.push(s);
+    out.extend(protocol_caveats(deps, p));
+    out
+}
+
+/// `{opening} on 7,128 examples of lcqmc/dev.tsv (after dropping …), capped to …`.
+fn train_clause(p: &Value, train: &Value, opening: &str) -> String {
+    let mut s = format!("{opening} on {} examples of {}", count(train), files(train));
+    let dropped: u64 = train
+        .get("files")
+        .and_then(Value::as_array)
+        .map(|fs| {
+            fs.iter()
+                .filter_map(|f| f.get("dropped_eval_overlap").and_then(Value::as_u64))
+                .sum()
+        })
+        .unwrap_or(0);
+    if dropped > 0 {
         s.push_str(&format!(
-            "{opening} on {} examples of {}",
-            count(train),
-            files(train)
+            " (after dropping {} whose texts are in an evaluation set)",
+            thousands(dropped as i64)
         ));
-        let dropped: u64 = train
-            .get("files")
-            .and_then(Value::as_array)
-            .map(|fs| {
-                fs.iter()
-                    .filter_map(|f| f.get("dropped_eval_overlap").and_then(Value::as_u64))
-                    .sum()
-            })
-            .unwrap_or(0);
-        if dropped > 0 {
-            s.push_str(&format!(
-                " (after dropping {} whose texts are in an evaluation set)",
-                thousands(dropped as i64)
-            ));
-        }
-        if let Some(cap) = p.get("max_train_examples").and_then(Value::as_u64) {
-            s.push_str(&format!(", capped to {}", thousands(cap as i64)));
-        }
     }
-    let group = p.get("group_split");
-    if let (Some(dev), Some(g)) = (p.get("dev"), group) {
-        s.push_str(&group_sentence(p, dev, g));
-    } else if let Some(dev) = p.get("dev") {
-        let held = dev
-            .get("held_out_from_train")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        if held {
-            let frac = p
-                .get("dev_fraction")
-                .and_then(Value::as_f64)
-                .map(|f| format!("{} %", round(f * 100.0, 2)))
-                .unwrap_or_else(|| "a share".into());
-            let seed = p
-                .get("split_seed")
-                .and_then(Value::as_u64)
-                .map(|s| format!(", split seed {s}"))
-                .unwrap_or_default();
-            s.push_str(&format!(
-                "; the best epoch chosen on {} examples held out from them ({frac}, stratified{seed})",
-                count(dev)
-            ));
-        } else {
-            s.push_str(&format!(
-                "; the best epoch chosen on {} examples of {}",
-                count(dev),
-                files(dev)
-            ));
-        }
+    if let Some(cap) = p.get("max_train_examples").and_then(Value::as_u64) {
+        s.push_str(&format!(", capped to {}", thousands(cap as i64)));
     }
-    if let Some(evals) = p.get("eval").and_then(Value::as_array)
-        && !evals.is_empty()
-    {
-        let list: Vec<String> = evals
-            .iter()
-            .map(|e| {
-                let name = e.get("name").and_then(Value::as_str).unwrap_or("?");
-                if e.get("held_out_from_train").and_then(Value::as_bool) == Some(true) {
-                    format!(
-                        "{name} ({} examples held out from them, as above)",
-                        count(e)
-                    )
-                } else {
-                    format!("{name} ({} examples of {})", count(e), files(e))
-                }
-            })
-            .collect();
-        s.push_str(&format!("; reported on {}", list.join(", ")));
+    s
+}
+
+/// `; the best epoch chosen on …` (a split held out from train, a dev file, or groups).
+fn dev_clause(p: &Value) -> String {
+    let Some(dev) = p.get("dev") else {
+        return String::new();
+    };
+    if let Some(g) = p.get("group_split") {
+        return group_sentence(p, dev, g);
     }
+    let held = dev
+        .get("held_out_from_train")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if !held {
+        return format!(
+            "; the best epoch chosen on {} examples of {}",
+            count(dev),
+            files(dev)
+        );
+    }
+    let frac = p
+        .get("dev_fraction")
+        .and_then(Value::as_f64)
+        .map(|f| format!("{} %", round(f * 100.0, 2)))
+        .unwrap_or_else(|| "a share".into());
+    let seed = p
+        .get("split_seed")
+        .and_then(Value::as_u64)
+        .map(|s| format!(", split seed {s}"))
+        .unwrap_or_default();
+    format!(
+        "; the best epoch chosen on {} examples held out from them ({frac}, stratified{seed})",
+        count(dev)
+    )
+}
+
+/// `; reported on xnli_dev (… examples of …), xnli_test (…)`.
+fn eval_clause(p: &Value) -> String {
+    let Some(evals) = p.get("eval").and_then(Value::as_array) else {
+        return String::new();
+    };
+    if evals.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = evals
+        .iter()
+        .map(|e| {
+            let name = e.get("name").and_then(Value::as_str).unwrap_or("?");
+            if e.get("held_out_from_train").and_then(Value::as_bool) == Some(true) {
+                format!(
+                    "{name} ({} examples held out from them, as above)",
+                    count(e)
+                )
+            } else {
+                format!("{name} ({} examples of {})", count(e), files(e))
+            }
+        })
+        .collect();
+    format!("; reported on {}", list.join(", "))
+}
+
+/// ` (3 epochs, batch 32, learning rate 0.0001, max length 128, flex · 2 threads)`.
+fn hyper_clause(first: &Dep) -> String {
     let hyper: Vec<String> = [
         first.u64(&["epochs"]).map(|e| format!("{e} epochs")),
         first.u64(&["batch_size"]).map(|b| format!("batch {b}")),
@@ -525,11 +548,17 @@ pub fn protocol_sentence_as(deps: &[&Dep], opening: &str) -> Vec<String> {
     .into_iter()
     .flatten()
     .collect();
-    if !hyper.is_empty() {
-        s.push_str(&format!(" ({})", hyper.join(", ")));
+    if hyper.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", hyper.join(", "))
     }
-    s.push('.');
-    out.push(s);
+}
+
+/// The sentences that qualify the protocol: an optimistic dev, capped evaluation sets, runs
+/// that did not share one protocol.
+fn protocol_caveats(deps: &[&Dep], p: &Value) -> Vec<String> {
+    let mut out = Vec::new();
     let dev_from_selection = deps
         .iter()
         .any(|d| resolve(d).dev_set.as_deref() == Some("held-out"));

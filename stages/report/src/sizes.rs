@@ -7,7 +7,7 @@
 use pipeline_albert::config::NAMED_CONFIGS;
 use pipeline_albert::{AlbertConfig, ParameterCount, ShareType};
 
-use crate::published::Published;
+use crate::published::{Published, SizeRow};
 use crate::table::{Cell, Col, Fmt, Table};
 
 /// The English ALBERT/BERT vocabulary the published counts use.
@@ -205,6 +205,38 @@ fn published_m(x: Option<f64>) -> Option<String> {
 
 /// Table 1a: albert_zh's configs and BERT-base.
 pub fn model_size(published: &Published) -> Table {
+    let mut t = Table::new("model_size", "Model size", model_size_columns());
+    let mut names: Vec<&str> = NAMED_CONFIGS.to_vec();
+    names.push("bert-base");
+    for name in names {
+        let c = if name == "bert-base" {
+            bert_base()
+        } else {
+            AlbertConfig::named(name).expect("a named config")
+        };
+        let p = published.model_size.iter().find(|r| r.model == name);
+        t.push(model_size_row(name, &c, p));
+    }
+    t.notes.push(
+        "Parameters: our exact count for the vocabulary albert_zh uses (bert-base-chinese's \
+         21,128 tokens) — embeddings, encoder and pooler, as transformers' AlbertModel counts \
+         them; the pretraining model adds the MLM head (H→E dense, LayerNorm, output bias; the \
+         decoder is tied to the word embeddings) and the SOP classifier. The published \
+         figures are for the English models (SentencePiece, V = 30,000): the column \
+         \"At V = 30,000\" is our count with that vocabulary, which is what they compare to."
+            .to_string(),
+    );
+    t.notes.push(
+        "bert-base is albert_zh's bert_config.json run through our ALBERT code (E = H = 768, \
+         no sharing); our code keeps an E→H projection even when E = H (768×768 + 768 = \
+         0.59M), which BERT does not have."
+            .to_string(),
+    );
+    t
+}
+
+/// The model-size table's columns (a data table).
+fn model_size_columns() -> Vec<Col> {
     let mut cols = vec![Col::text(
         "model",
         "Model",
@@ -257,85 +289,74 @@ pub fn model_size(published: &Published) -> Table {
             "what albert_zh's figures correspond to",
         ),
     ]);
-    let mut t = Table::new("model_size", "Model size", cols);
-    let mut names: Vec<&str> = NAMED_CONFIGS.to_vec();
-    names.push("bert-base");
-    for name in names {
-        let c = if name == "bert-base" {
-            bert_base()
-        } else {
-            AlbertConfig::named(name).expect("a named config")
-        };
-        let p = published.model_size.iter().find(|r| r.model == name);
-        let mut cells = vec![("model", Cell::from(name))];
-        cells.extend(size_cells(&c));
-        let mut shown = Vec::new();
-        let mut vs_zh = Vec::new();
-        if let Some(p) = p {
-            cells.push(("paper_params_m", p.paper_params_m.into()));
-            cells.push(("hf_params_m", p.hf_params_m.into()));
-            cells.push(("albert_zh_params_m", p.albert_zh_params_m.into()));
-            cells.push(("albert_zh_file_mb", p.albert_zh_file_mb.into()));
-            if let Some(m) = published_m(p.paper_params_m) {
-                shown.push(format!("paper {m}"));
+    cols
+}
+
+/// One config: our exact counts, the published figures, and what explains the difference.
+fn model_size_row(
+    name: &'static str,
+    c: &AlbertConfig,
+    p: Option<&SizeRow>,
+) -> Vec<(&'static str, Cell)> {
+    let mut cells = vec![("model", Cell::from(name))];
+    cells.extend(size_cells(c));
+    let mut shown = Vec::new();
+    let mut vs_zh = Vec::new();
+    if let Some(p) = p {
+        cells.push(("paper_params_m", p.paper_params_m.into()));
+        cells.push(("hf_params_m", p.hf_params_m.into()));
+        cells.push(("albert_zh_params_m", p.albert_zh_params_m.into()));
+        cells.push(("albert_zh_file_mb", p.albert_zh_file_mb.into()));
+        shown = published_figures(p);
+        if let Some(m) = p.paper_params_m {
+            let mut why = explain_published(c, m);
+            if let Some(note) = &p.note {
+                why.push_str(&format!(" ({note})"));
             }
-            if let Some(m) = published_m(p.hf_params_m) {
-                shown.push(format!("transformers {m}"));
-            }
-            if let Some(m) = published_m(p.albert_zh_params_m) {
-                shown.push(format!("albert_zh {m}"));
-            }
-            if let Some(f) = p.albert_zh_file_mb {
-                shown.push(format!("albert_zh file {f}M"));
-            }
-            if let Some(m) = p.paper_params_m {
-                let mut why = explain_published(&c, m);
-                if let Some(note) = &p.note {
-                    why.push_str(&format!(" ({note})"));
-                }
-                cells.push(("vs_paper", why.into()));
-            }
-            if let Some(m) = p.albert_zh_params_m {
-                vs_zh.push(explain_albert_zh(&c, m));
-            }
-            if let Some(f) = p.albert_zh_file_mb {
-                let n = c.parameter_count().total;
-                vs_zh.push(format!(
-                    "file {f}M vs our fp32 {:.1} MB = {:.1} MiB",
-                    fp32_mb(n),
-                    fp32_mib(n)
-                ));
-            }
+            cells.push(("vs_paper", why.into()));
         }
-        if name == "bert-base" {
-            let bare = c.parameter_count().backbone - projection(&c);
+        if let Some(m) = p.albert_zh_params_m {
+            vs_zh.push(explain_albert_zh(c, m));
+        }
+        if let Some(f) = p.albert_zh_file_mb {
+            let n = c.parameter_count().total;
             vs_zh.push(format!(
-                "BERT itself has no E→H projection: bert-base-chinese holds {} parameters",
-                crate::table::thousands(bare as i64)
+                "file {f}M vs our fp32 {:.1} MB = {:.1} MiB",
+                fp32_mb(n),
+                fp32_mib(n)
             ));
         }
-        cells.push(("published", Cell::from(shown.join(" · "))));
-        if !vs_zh.is_empty() {
-            cells.push(("vs_albert_zh", vs_zh.join("; ").into()));
-        }
-        t.push(cells);
     }
-    t.notes.push(
-        "Parameters: our exact count for the vocabulary albert_zh uses (bert-base-chinese's \
-         21,128 tokens) — embeddings, encoder and pooler, as transformers' AlbertModel counts \
-         them; the pretraining model adds the MLM head (H→E dense, LayerNorm, output bias; the \
-         decoder is tied to the word embeddings) and the SOP classifier. The published \
-         figures are for the English models (SentencePiece, V = 30,000): the column \
-         \"At V = 30,000\" is our count with that vocabulary, which is what they compare to."
-            .to_string(),
-    );
-    t.notes.push(
-        "bert-base is albert_zh's bert_config.json run through our ALBERT code (E = H = 768, \
-         no sharing); our code keeps an E→H projection even when E = H (768×768 + 768 = \
-         0.59M), which BERT does not have."
-            .to_string(),
-    );
-    t
+    if name == "bert-base" {
+        let bare = c.parameter_count().backbone - projection(c);
+        vs_zh.push(format!(
+            "BERT itself has no E→H projection: bert-base-chinese holds {} parameters",
+            crate::table::thousands(bare as i64)
+        ));
+    }
+    cells.push(("published", Cell::from(shown.join(" · "))));
+    if !vs_zh.is_empty() {
+        cells.push(("vs_albert_zh", vs_zh.join("; ").into()));
+    }
+    cells
+}
+
+/// `paper 12M`, `transformers 11M`, `albert_zh 12M`, `albert_zh file 40M`: those published.
+fn published_figures(p: &SizeRow) -> Vec<String> {
+    let mut shown = Vec::new();
+    if let Some(m) = published_m(p.paper_params_m) {
+        shown.push(format!("paper {m}"));
+    }
+    if let Some(m) = published_m(p.hf_params_m) {
+        shown.push(format!("transformers {m}"));
+    }
+    if let Some(m) = published_m(p.albert_zh_params_m) {
+        shown.push(format!("albert_zh {m}"));
+    }
+    if let Some(f) = p.albert_zh_file_mb {
+        shown.push(format!("albert_zh file {f}M"));
+    }
+    shown
 }
 
 /// Table 1b: base dimensions, E ∈ {768, 128} × sharing, as the paper's Tables 3 and 4.
