@@ -9,7 +9,7 @@ use crate::deps::Dep;
 use crate::recipes::{self, Effect, Recipe};
 use crate::seeds;
 use crate::sizes::round;
-use crate::table::{Col, Fmt, Table, thousands};
+use crate::table::{Cell, Col, Fmt, Table, thousands};
 
 fn columns() -> Vec<Col> {
     vec![
@@ -149,58 +149,9 @@ pub fn ablations(
         columns(),
     );
     for (p, r, effects) in &runs {
-        let changes = match &reference {
-            Some(_) if Some(p.instance.as_str()) == main.map(|m| m.instance.as_str()) => {
-                "main".to_string()
-            }
-            Some(reference) => {
-                let d = r.differences(reference);
-                if d.is_empty() {
-                    "none (same recipe)".into()
-                } else {
-                    d.join(", ")
-                }
-            }
-            None => "–".into(),
-        };
+        let changes = changes(p, r, main, reference.as_ref());
         for e in effects {
-            let (pre, rnd) = (e.pretrained_test(), e.random_test());
-            t.push(vec![
-                ("pretrain", p.instance.as_str().into()),
-                ("changes", changes.clone().into()),
-                ("share_type", r.share_type.clone().into()),
-                ("objective", r.objective().into()),
-                ("masking", r.masking.clone().into()),
-                ("task_text", r.task_text_cell().into()),
-                ("steps", p.u64(&["steps"]).into()),
-                ("tokens_seen", p.u64(&["tokens_seen"]).into()),
-                ("task", e.task.clone().into()),
-                ("stage", e.stage.clone().into()),
-                ("train_data", e.train_data.clone().into()),
-                ("seeds", (e.pretrained.len() as u64).into()),
-                ("random_seeds", (e.random.len() as u64).into()),
-                ("test", pre.map(|m| round(m.mean, 2)).into()),
-                (
-                    "test_sd",
-                    pre.and_then(|m| m.sd).map(|s| round(s, 2)).into(),
-                ),
-                ("test_md", seeds::cell(pre, 2).into()),
-                ("random_test", rnd.map(|m| round(m.mean, 2)).into()),
-                (
-                    "random_test_sd",
-                    rnd.and_then(|m| m.sd).map(|s| round(s, 2)).into(),
-                ),
-                ("random_md", seeds::cell(rnd, 2).into()),
-                ("effect", e.diff().map(|x| round(x, 2)).into()),
-                (
-                    "beyond_2sd",
-                    e.beyond_two_sd()
-                        .map(|b| if b { "yes" } else { "no" }.to_string())
-                        .unwrap_or_else(|| "–".into())
-                        .into(),
-                ),
-                ("effect_md", effect_cell(e).into()),
-            ]);
+            t.push(effect_row(p, r, &changes, e));
         }
     }
     t.notes.push(budget_note(
@@ -214,6 +165,67 @@ pub fn ablations(
             .into(),
     );
     Some(t)
+}
+
+/// What a run's recipe changes against the main run's: `main`, `none (same recipe)`, the
+/// differences, or `–` without a main run.
+fn changes(p: &Dep, r: &Recipe, main: Option<&Dep>, reference: Option<&Recipe>) -> String {
+    match reference {
+        Some(_) if Some(p.instance.as_str()) == main.map(|m| m.instance.as_str()) => {
+            "main".to_string()
+        }
+        Some(reference) => {
+            let d = r.differences(reference);
+            if d.is_empty() {
+                "none (same recipe)".into()
+            } else {
+                d.join(", ")
+            }
+        }
+        None => "–".into(),
+    }
+}
+
+/// One (pretraining run, fine-tuning stage) row: the recipe, the budget, and the effect of
+/// the pretrained weights against random ones.
+fn effect_row(p: &Dep, r: &Recipe, changes: &str, e: &Effect) -> Vec<(&'static str, Cell)> {
+    let (pre, rnd) = (e.pretrained_test(), e.random_test());
+    vec![
+        ("pretrain", p.instance.as_str().into()),
+        ("changes", changes.into()),
+        ("share_type", r.share_type.clone().into()),
+        ("objective", r.objective().into()),
+        ("masking", r.masking.clone().into()),
+        ("task_text", r.task_text_cell().into()),
+        ("steps", p.u64(&["steps"]).into()),
+        ("tokens_seen", p.u64(&["tokens_seen"]).into()),
+        ("task", e.task.clone().into()),
+        ("stage", e.stage.clone().into()),
+        ("train_data", e.train_data.clone().into()),
+        ("seeds", (e.pretrained.len() as u64).into()),
+        ("random_seeds", (e.random.len() as u64).into()),
+        ("test", pre.map(|m| round(m.mean, 2)).into()),
+        (
+            "test_sd",
+            pre.and_then(|m| m.sd).map(|s| round(s, 2)).into(),
+        ),
+        ("test_md", seeds::cell(pre, 2).into()),
+        ("random_test", rnd.map(|m| round(m.mean, 2)).into()),
+        (
+            "random_test_sd",
+            rnd.and_then(|m| m.sd).map(|s| round(s, 2)).into(),
+        ),
+        ("random_md", seeds::cell(rnd, 2).into()),
+        ("effect", e.diff().map(|x| round(x, 2)).into()),
+        (
+            "beyond_2sd",
+            e.beyond_two_sd()
+                .map(|b| if b { "yes" } else { "no" }.to_string())
+                .unwrap_or_else(|| "–".into())
+                .into(),
+        ),
+        ("effect_md", effect_cell(e).into()),
+    ]
 }
 
 /// The pretraining budget of each run, stated: steps × batch × sequence length, tokens seen.

@@ -15,7 +15,7 @@ use crate::finetune_runs::{resolve, resolve_metrics, train_data};
 use crate::plots::{Figure, Series};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
-use crate::table::{Col, Fmt, Table};
+use crate::table::{Cell, Col, Fmt, Table};
 
 /// One budget of one line: the runs fine-tuned from the same pretraining point.
 pub struct Point {
@@ -245,6 +245,73 @@ fn millions(tokens: f64) -> String {
     }
 }
 
+/// The curve table's columns (a data table).
+fn curve_columns() -> Vec<Col> {
+    vec![
+        Col::text("train_data", "Train data", "the protocol's training files"),
+        Col::text("backbone", "Backbone", "the pretrain instance"),
+        Col::int("step", "Pretraining step", "0: random init"),
+        Col::int(
+            "tokens_seen",
+            "Tokens seen",
+            "real tokens the backbone was trained on",
+        )
+        .fmt(Fmt::Millions(2)),
+        Col::float("test", "Test", 2, "mean test accuracy over seeds (%)").data_only(),
+        Col::float("test_sd", "Test sd", 2, "sample sd over seeds").data_only(),
+        Col::text("test_md", "Test", "mean ± sd over seeds").markdown_only(),
+        Col::int("seeds", "Seeds", "fine-tuning seeds"),
+    ]
+}
+
+/// One point of a line: the backbone at a pretraining step, its mean test score over seeds.
+fn point_row(line: &Line, p: &Point) -> Vec<(&'static str, Cell)> {
+    vec![
+        ("train_data", line.train_data.as_str().into()),
+        ("backbone", line.backbone.as_str().into()),
+        ("step", p.step.into()),
+        ("tokens_seen", p.tokens.into()),
+        ("test", round(p.test.mean, 2).into()),
+        ("test_sd", p.test.sd.map(|s| round(s, 2)).into()),
+        ("test_md", seeds::cell(Some(p.test), 2).into()),
+        ("seeds", (p.test.n as u64).into()),
+    ]
+}
+
+/// A line's series for the figure (bold, with points) and, where a baseline ran on the same
+/// data, the best baseline as a thin flat line across the same range.
+fn line_series(
+    line: &Line,
+    baseline: Option<&(f64, String)>,
+    several: bool,
+    i: usize,
+    max_tokens: f64,
+) -> Vec<Series> {
+    let mut series = vec![Series {
+        label: line.legend(several),
+        points: line
+            .points
+            .iter()
+            .map(|p| (p.tokens as f64 / 1e6, p.test.mean / 100.0))
+            .collect(),
+        marked: true,
+        colour: 2 * i,
+    }];
+    if let Some((acc, name)) = baseline {
+        series.push(Series {
+            label: if several {
+                format!("best baseline ({name}) · {}", short_data(&line.train_data))
+            } else {
+                format!("best baseline ({name})")
+            },
+            points: vec![(0.0, acc / 100.0), (max_tokens / 1e6, acc / 100.0)],
+            marked: false,
+            colour: 2 * i + 1,
+        });
+    }
+    series
+}
+
 /// The curve table, the trend sentences and the figure of one task; `None` without a line.
 pub fn curve(
     task: &str,
@@ -259,21 +326,7 @@ pub fn curve(
     let mut t = Table::new(
         &format!("{task}_curve"),
         &format!("{title}: test accuracy against pretraining tokens"),
-        vec![
-            Col::text("train_data", "Train data", "the protocol's training files"),
-            Col::text("backbone", "Backbone", "the pretrain instance"),
-            Col::int("step", "Pretraining step", "0: random init"),
-            Col::int(
-                "tokens_seen",
-                "Tokens seen",
-                "real tokens the backbone was trained on",
-            )
-            .fmt(Fmt::Millions(2)),
-            Col::float("test", "Test", 2, "mean test accuracy over seeds (%)").data_only(),
-            Col::float("test_sd", "Test sd", 2, "sample sd over seeds").data_only(),
-            Col::text("test_md", "Test", "mean ± sd over seeds").markdown_only(),
-            Col::int("seeds", "Seeds", "fine-tuning seeds"),
-        ],
+        curve_columns(),
     );
     let mut series = Vec::new();
     let mut sentences = Vec::new();
@@ -290,41 +343,11 @@ pub fn curve(
         > 1;
     for (i, line) in lines.iter().enumerate() {
         for p in &line.points {
-            t.push(vec![
-                ("train_data", line.train_data.as_str().into()),
-                ("backbone", line.backbone.as_str().into()),
-                ("step", p.step.into()),
-                ("tokens_seen", p.tokens.into()),
-                ("test", round(p.test.mean, 2).into()),
-                ("test_sd", p.test.sd.map(|s| round(s, 2)).into()),
-                ("test_md", seeds::cell(Some(p.test), 2).into()),
-                ("seeds", (p.test.n as u64).into()),
-            ]);
+            t.push(point_row(line, p));
         }
         let baseline = best_baseline(baselines, &line.train_data);
         sentences.push(trend_sentence(line, baseline.as_ref()));
-        series.push(Series {
-            label: line.legend(several),
-            points: line
-                .points
-                .iter()
-                .map(|p| (p.tokens as f64 / 1e6, p.test.mean / 100.0))
-                .collect(),
-            marked: true,
-            colour: 2 * i,
-        });
-        if let Some((acc, name)) = baseline {
-            series.push(Series {
-                label: if several {
-                    format!("best baseline ({name}) · {}", short_data(&line.train_data))
-                } else {
-                    format!("best baseline ({name})")
-                },
-                points: vec![(0.0, acc / 100.0), (max_tokens / 1e6, acc / 100.0)],
-                marked: false,
-                colour: 2 * i + 1,
-            });
-        }
+        series.extend(line_series(line, baseline.as_ref(), several, i, max_tokens));
     }
     let figure = Figure {
         file: format!("plots/{task}_curve.svg"),

@@ -161,12 +161,14 @@ impl Figure {
         root.fill(&WHITE).map_err(err)?;
         // The legend goes in a strip under the chart, where it hides no curve; the figure grows
         // by its height (a fixed height overflowed with the 16 instances of a six-task report).
-        let entries = self.legend_entries();
-        let labels: Vec<String> = entries.iter().map(|(l, _)| l.clone()).collect();
-        let (layout, _) = legend_layout(&labels);
-        let caption = self.shown_caption();
         let (upper, lower) = root.split_vertically(CHART_H);
+        self.draw_chart(&upper)?;
+        self.draw_legend(&lower)
+    }
 
+    /// The axes' ranges: the points' extent, padded; whole epochs get room for their markers,
+    /// a curve against tokens starts at 0, accuracies round out to tenths.
+    fn ranges(&self) -> (f64, f64, f64, f64) {
         let points = self.series.iter().flat_map(|s| s.points.iter());
         let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
         for &(x, y) in points {
@@ -181,8 +183,7 @@ impl Figure {
         if x1 - x0 < 1e-9 {
             x1 = x0 + 1.0;
         }
-        let epochs = !self.x_from_zero;
-        if epochs {
+        if !self.x_from_zero {
             // Whole epochs: a little room so that the first and last markers show whole.
             x0 -= 0.1;
             x1 += 0.1;
@@ -197,7 +198,14 @@ impl Figure {
             y0 = (y0 - pad).max(0.0);
             y1 += pad;
         }
-        let mut chart = ChartBuilder::on(&upper)
+        (x0, x1, y0, y1)
+    }
+
+    /// The chart: title, axes, mesh and one line per series (marked series bold with points).
+    fn draw_chart(&self, upper: &DrawingArea<SVGBackend<'_>, Shift>) -> anyhow::Result<()> {
+        let (x0, x1, y0, y1) = self.ranges();
+        let epochs = !self.x_from_zero;
+        let mut chart = ChartBuilder::on(upper)
             .caption(&self.title, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(40)
@@ -234,10 +242,18 @@ impl Figure {
             let line = if s.marked { line.point_size(3) } else { line };
             chart.draw_series(line).map_err(err)?;
         }
+        Ok(())
+    }
 
+    /// The strip under the chart: the caption (if any) on its first row, then the legend's
+    /// entries as `legend_layout` places them.
+    fn draw_legend(&self, lower: &DrawingArea<SVGBackend<'_>, Shift>) -> anyhow::Result<()> {
+        let entries = self.legend_entries();
+        let labels: Vec<String> = entries.iter().map(|(l, _)| l.clone()).collect();
+        let (layout, _) = legend_layout(&labels);
         let font = ("sans-serif", LEGEND_FONT).into_font();
         let mut first_row = 0i32;
-        if let Some(caption) = caption {
+        if let Some(caption) = self.shown_caption() {
             let width = (WIDTH as i32 - LEGEND_X - 12) as f64;
             lower
                 .draw(&Text::new(
