@@ -76,150 +76,185 @@ pub fn parse_block(
     node: &Node,
     what: &str,
 ) -> Result<ExecutorDecl, UserError> {
-    let err = |mark: Mark, msg: String| UserError::at(path, source, mark, msg);
+    let p = BlockParser { path, source, what };
     let mut decl = ExecutorDecl::default();
     if node.is_null() {
         return Ok(decl);
     }
     let NodeValue::Map(entries) = &node.value else {
-        return Err(err(
-            node.mark,
-            format!("{what} must be a mapping, found {}", node.type_name()),
-        )
-        .with_help("e.g. `executor: {kind: slurm, partition: gpu, time: \"24:00:00\"}`"));
+        return Err(p
+            .err(
+                node.mark,
+                format!("{what} must be a mapping, found {}", node.type_name()),
+            )
+            .with_help("e.g. `executor: {kind: slurm, partition: gpu, time: \"24:00:00\"}`"));
     };
     let mut seen: Vec<&str> = Vec::new();
     for (k, v) in entries.iter() {
         let Some(key) = k.scalar_text() else {
-            return Err(err(
+            return Err(p.err(
                 k.mark,
                 format!("keys of {what} must be strings, found {}", k.type_name()),
             ));
         };
         if seen.contains(&key) {
-            return Err(err(k.mark, format!("duplicate key `{key}` in {what}")));
+            return Err(p.err(k.mark, format!("duplicate key `{key}` in {what}")));
         }
         seen.push(key);
-        let field = format!("`{key}` of {what}");
-        let text = |v: &Node| -> Result<Located<String>, UserError> {
-            match (&v.value, v.to_json()) {
-                (NodeValue::Scalar { text, .. }, j) if !j.is_null() => Ok(Located {
-                    value: text.clone(),
-                    mark: v.mark,
-                }),
-                _ => Err(err(
-                    v.mark,
-                    format!("{field} must be a string, found {}", v.type_name()),
-                )),
-            }
-        };
-        let duration = |v: &Node| -> Result<Duration, UserError> {
-            let t = text(v)?;
-            humantime::parse_duration(&t.value).map_err(|e| {
-                err(
-                    v.mark,
-                    format!("{field} must be a duration, found `{}` ({e})", t.value),
-                )
-                .with_help("write e.g. `30s`, `5m` or `1h`")
-            })
-        };
+        p.set(&mut decl, k, key, v)?;
+    }
+    Ok(decl)
+}
+
+/// Reads one `executor:` block: where it is (for file:line:col errors) and what it is called.
+struct BlockParser<'a> {
+    path: &'a Path,
+    source: &'a str,
+    what: &'a str,
+}
+
+impl BlockParser<'_> {
+    fn err(&self, mark: Mark, msg: String) -> UserError {
+        UserError::at(self.path, self.source, mark, msg)
+    }
+
+    /// Sets the field `key` names from `v`.
+    fn set(&self, decl: &mut ExecutorDecl, k: &Node, key: &str, v: &Node) -> Result<(), UserError> {
+        let field = format!("`{key}` of {}", self.what);
         match key {
-            "kind" => {
-                let t = text(v)?;
-                let Some(kind) = ExecutorKind::parse(&t.value) else {
-                    return Err(err(v.mark, format!("unknown executor kind `{}`", t.value))
-                        .with_help(suggestion(&t.value, KINDS)));
-                };
-                decl.kind = Some(Located {
-                    value: kind,
-                    mark: v.mark,
-                });
-            }
-            "partition" => decl.partition = Some(text(v)?),
-            "account" => decl.account = Some(text(v)?),
+            "kind" => decl.kind = Some(self.kind(v, &field)?),
+            "partition" => decl.partition = Some(self.text(v, &field)?),
+            "account" => decl.account = Some(self.text(v, &field)?),
             "time" => {
-                let t = text(v)?;
+                let t = self.text(v, &field)?;
                 decl.time = Some(Located {
                     value: parse_time(&t.value)
-                        .ok_or_else(|| time_error(path, source, v, &field))?,
+                        .ok_or_else(|| time_error(self.path, self.source, v, &field))?,
                     mark: v.mark,
                 });
             }
             "mem" => {
-                let t = text(v)?;
+                let t = self.text(v, &field)?;
                 decl.mem = Some(Located {
-                    value: parse_mem(&t.value).ok_or_else(|| mem_error(path, source, v, &field))?,
+                    value: parse_mem(&t.value)
+                        .ok_or_else(|| mem_error(self.path, self.source, v, &field))?,
                     mark: v.mark,
                 });
             }
-            "extra" => {
-                let items: Vec<&Node> = match &v.value {
-                    NodeValue::Seq(items) => items.iter().collect(),
-                    NodeValue::Scalar { .. } if !v.is_null() => vec![v],
-                    _ => {
-                        return Err(err(
-                            v.mark,
-                            format!(
-                                "{field} must be a list of sbatch flags, found {}",
-                                v.type_name()
-                            ),
-                        )
-                        .with_help("e.g. `extra: [\"--qos=normal\", \"--constraint=a100\"]`"));
-                    }
-                };
-                let mut flags = Vec::new();
-                for item in items {
-                    let flag = text(item)?;
-                    if !flag.value.starts_with('-') {
-                        return Err(err(
-                            item.mark,
-                            format!("`{}` in {field} is not an sbatch flag", flag.value),
-                        )
-                        .with_help(
-                            "each entry is passed to sbatch as one argument, e.g. `--qos=normal`",
-                        ));
-                    }
-                    flags.push(flag);
-                }
-                decl.extra = Some(flags);
-            }
-            "requeue" => match v.to_json() {
-                serde_json::Value::Bool(b) => decl.requeue = Some(b),
-                _ => {
-                    return Err(err(
-                        v.mark,
-                        format!("{field} must be true or false, found {}", v.type_name()),
-                    ));
-                }
-            },
-            "retries" => match v.to_json().as_u64().filter(|n| *n <= 100) {
-                Some(n) => decl.retries = Some(n as u32),
-                None => {
-                    return Err(err(
-                        v.mark,
-                        format!(
-                            "{field} must be a whole number from 0 to 100, found {}",
-                            v.type_name()
-                        ),
-                    ));
-                }
-            },
-            "poll_max" => decl.poll_max = Some(duration(v)?),
-            "pending_timeout" => decl.pending_timeout = Some(duration(v)?),
-            "unknown_timeout" => decl.unknown_timeout = Some(duration(v)?),
-            "fs_wait" => decl.fs_wait = Some(duration(v)?),
+            "extra" => decl.extra = Some(self.extra(v, &field)?),
+            "requeue" => decl.requeue = Some(self.requeue(v, &field)?),
+            "retries" => decl.retries = Some(self.retries(v, &field)?),
+            "poll_max" => decl.poll_max = Some(self.duration(v, &field)?),
+            "pending_timeout" => decl.pending_timeout = Some(self.duration(v, &field)?),
+            "unknown_timeout" => decl.unknown_timeout = Some(self.duration(v, &field)?),
+            "fs_wait" => decl.fs_wait = Some(self.duration(v, &field)?),
             other => {
-                return Err(
-                    err(k.mark, format!("unknown key `{other}` in {what}")).with_help(format!(
+                return Err(self
+                    .err(k.mark, format!("unknown key `{other}` in {}", self.what))
+                    .with_help(format!(
                         "{} (executor keys: {})",
                         suggestion(other, EXECUTOR_KEYS),
                         EXECUTOR_KEYS.join(", ")
-                    )),
-                );
+                    )));
             }
         }
+        Ok(())
     }
-    Ok(decl)
+
+    fn text(&self, v: &Node, field: &str) -> Result<Located<String>, UserError> {
+        match (&v.value, v.to_json()) {
+            (NodeValue::Scalar { text, .. }, j) if !j.is_null() => Ok(Located {
+                value: text.clone(),
+                mark: v.mark,
+            }),
+            _ => Err(self.err(
+                v.mark,
+                format!("{field} must be a string, found {}", v.type_name()),
+            )),
+        }
+    }
+
+    fn duration(&self, v: &Node, field: &str) -> Result<Duration, UserError> {
+        let t = self.text(v, field)?;
+        humantime::parse_duration(&t.value).map_err(|e| {
+            self.err(
+                v.mark,
+                format!("{field} must be a duration, found `{}` ({e})", t.value),
+            )
+            .with_help("write e.g. `30s`, `5m` or `1h`")
+        })
+    }
+
+    fn kind(&self, v: &Node, field: &str) -> Result<Located<ExecutorKind>, UserError> {
+        let t = self.text(v, field)?;
+        let Some(kind) = ExecutorKind::parse(&t.value) else {
+            return Err(self
+                .err(v.mark, format!("unknown executor kind `{}`", t.value))
+                .with_help(suggestion(&t.value, KINDS)));
+        };
+        Ok(Located {
+            value: kind,
+            mark: v.mark,
+        })
+    }
+
+    /// `extra:` — one sbatch flag or a list of them, each starting with `-`.
+    fn extra(&self, v: &Node, field: &str) -> Result<Vec<Located<String>>, UserError> {
+        let items: Vec<&Node> = match &v.value {
+            NodeValue::Seq(items) => items.iter().collect(),
+            NodeValue::Scalar { .. } if !v.is_null() => vec![v],
+            _ => {
+                return Err(self
+                    .err(
+                        v.mark,
+                        format!(
+                            "{field} must be a list of sbatch flags, found {}",
+                            v.type_name()
+                        ),
+                    )
+                    .with_help("e.g. `extra: [\"--qos=normal\", \"--constraint=a100\"]`"));
+            }
+        };
+        let mut flags = Vec::new();
+        for item in items {
+            let flag = self.text(item, field)?;
+            if !flag.value.starts_with('-') {
+                return Err(self
+                    .err(
+                        item.mark,
+                        format!("`{}` in {field} is not an sbatch flag", flag.value),
+                    )
+                    .with_help(
+                        "each entry is passed to sbatch as one argument, e.g. `--qos=normal`",
+                    ));
+            }
+            flags.push(flag);
+        }
+        Ok(flags)
+    }
+
+    fn requeue(&self, v: &Node, field: &str) -> Result<bool, UserError> {
+        match v.to_json() {
+            serde_json::Value::Bool(b) => Ok(b),
+            _ => Err(self.err(
+                v.mark,
+                format!("{field} must be true or false, found {}", v.type_name()),
+            )),
+        }
+    }
+
+    fn retries(&self, v: &Node, field: &str) -> Result<u32, UserError> {
+        match v.to_json().as_u64().filter(|n| *n <= 100) {
+            Some(n) => Ok(n as u32),
+            None => Err(self.err(
+                v.mark,
+                format!(
+                    "{field} must be a whole number from 0 to 100, found {}",
+                    v.type_name()
+                ),
+            )),
+        }
+    }
 }
 
 pub fn time_error(path: &Path, source: &str, v: &Node, field: &str) -> UserError {
