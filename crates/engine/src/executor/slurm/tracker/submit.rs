@@ -8,6 +8,7 @@ use tracing::{info, warn};
 
 use super::judge::ALIVE;
 use super::{Job, POLL_MIN, Tracker};
+use crate::executor::JobSettings;
 use crate::executor::instance::{InstanceSpec, SpecDep};
 use crate::executor::slurm::commands;
 use crate::executor::slurm::script::{Attempt, sbatch_args};
@@ -70,49 +71,64 @@ impl Tracker<'_, '_> {
             return;
         };
         let key = (inst.name.clone(), sub.fingerprint.clone());
-        let now = Instant::now();
         if let Some(orphan) = self.orphans.remove(&key) {
-            eprintln!(
-                "re-attached to Slurm job {} ({}), left running by an interrupted run",
-                orphan.job_id, inst.name
-            );
-            let attempt = Attempt {
-                dir: orphan.attempt.clone(),
-            };
-            self.entries.push(JobEntry {
-                state: "re-attached".into(),
-                ..orphan.clone()
-            });
-            self.dirty = true;
-            self.jobs.insert(
-                sub.index,
-                Job {
-                    sub,
-                    s,
-                    attempt,
-                    id: Some(orphan.job_id),
-                    line: String::new(),
-                    submitted: SystemTime::now(),
-                    first: now,
-                    attempts: 1,
-                    state: "re-attached".into(),
-                    node: None,
-                    hopeless_since: None,
-                    unknown_since: None,
-                    ended_since: None,
-                    retry_at: None,
-                    trouble_since: None,
-                },
-            );
-            self.interval = POLL_MIN;
-            self.next_poll = now;
+            self.reattach(sub, s, orphan);
             return;
         }
-        // Jobs of an interrupted run for this instance but another fingerprint: stale.
+        self.cancel_stale(&inst.name);
+        let attempt = self.new_attempt(&inst.name, &sub.fingerprint);
+        let job = Job::new(sub, s, attempt, None, 0, "SUBMITTING");
+        if self.cancelled_all {
+            self.fail(
+                job,
+                "CANCELLED",
+                "not submitted: the run was interrupted".into(),
+            );
+            return;
+        }
+        self.prepare_and_sbatch(job);
+    }
+
+    /// Writes the job's directory and submits it; a job that cannot be prepared fails.
+    fn prepare_and_sbatch(&mut self, mut job: Job) {
+        let spec = self.spec(&job);
+        if let Err(e) = job.attempt.prepare(&spec, &self.exe) {
+            self.fail(job, "NOT SUBMITTED", format!("preparing the job: {e:#}"));
+            return;
+        }
+        self.sbatch(&mut job);
+        self.place(job);
+    }
+
+    /// Tracks a job an interrupted run left running for this very instance and fingerprint
+    /// instead of submitting it again.
+    fn reattach(&mut self, sub: Submission, s: JobSettings, orphan: JobEntry) {
+        let inst = &self.p.plan.instances[sub.index];
+        eprintln!(
+            "re-attached to Slurm job {} ({}), left running by an interrupted run",
+            orphan.job_id, inst.name
+        );
+        let attempt = Attempt {
+            dir: orphan.attempt.clone(),
+        };
+        self.entries.push(JobEntry {
+            state: "re-attached".into(),
+            ..orphan.clone()
+        });
+        self.dirty = true;
+        let index = sub.index;
+        let job = Job::new(sub, s, attempt, Some(orphan.job_id), 1, "re-attached");
+        self.jobs.insert(index, job);
+        self.interval = POLL_MIN;
+        self.next_poll = Instant::now();
+    }
+
+    /// Cancels the jobs of an interrupted run for this instance but another fingerprint: stale.
+    fn cancel_stale(&mut self, instance: &str) {
         let stale: Vec<(String, String)> = self
             .orphans
             .keys()
-            .filter(|(name, _)| *name == inst.name)
+            .filter(|(name, _)| name == instance)
             .cloned()
             .collect();
         let mut ids = Vec::new();
@@ -123,54 +139,20 @@ impl Tracker<'_, '_> {
             }
         }
         self.cancel(&ids, "their instance has a new fingerprint");
+    }
 
+    /// A fresh job directory: `jobs/<instance>/<fingerprint>-<pid>-<seq>` under the state dir.
+    fn new_attempt(&mut self, instance: &str, fingerprint: &str) -> Attempt {
         self.seq += 1;
-        let attempt = Attempt {
+        Attempt {
             dir: self
                 .p
                 .ws
                 .state
                 .join("jobs")
-                .join(dir_name(&inst.name))
-                .join(format!(
-                    "{}-{}-{}",
-                    sub.fingerprint,
-                    std::process::id(),
-                    self.seq
-                )),
-        };
-        let mut job = Job {
-            line: String::new(),
-            sub,
-            s,
-            attempt,
-            id: None,
-            submitted: SystemTime::now(),
-            first: now,
-            attempts: 0,
-            state: "SUBMITTING".into(),
-            node: None,
-            hopeless_since: None,
-            unknown_since: None,
-            ended_since: None,
-            retry_at: None,
-            trouble_since: None,
-        };
-        if self.cancelled_all {
-            self.fail(
-                job,
-                "CANCELLED",
-                "not submitted: the run was interrupted".into(),
-            );
-            return;
+                .join(dir_name(instance))
+                .join(format!("{fingerprint}-{}-{}", std::process::id(), self.seq)),
         }
-        let spec = self.spec(&job);
-        if let Err(e) = job.attempt.prepare(&spec, &self.exe) {
-            self.fail(job, "NOT SUBMITTED", format!("preparing the job: {e:#}"));
-            return;
-        }
-        self.sbatch(&mut job);
-        self.place(job);
     }
 
     pub(super) fn spec(&self, job: &Job) -> InstanceSpec {
@@ -301,6 +283,36 @@ impl Tracker<'_, '_> {
             }
             self.sbatch(&mut job);
             self.place(job);
+        }
+    }
+}
+
+impl Job {
+    /// A job as submission starts it (`attempts` 0, no id) or as re-attaching finds it.
+    fn new(
+        sub: Submission,
+        s: JobSettings,
+        attempt: Attempt,
+        id: Option<String>,
+        attempts: u32,
+        state: &str,
+    ) -> Job {
+        Job {
+            line: String::new(),
+            sub,
+            s,
+            attempt,
+            id,
+            submitted: SystemTime::now(),
+            first: Instant::now(),
+            attempts,
+            state: state.into(),
+            node: None,
+            hopeless_since: None,
+            unknown_since: None,
+            ended_since: None,
+            retry_at: None,
+            trouble_since: None,
         }
     }
 }
