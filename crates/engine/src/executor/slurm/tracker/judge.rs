@@ -190,6 +190,36 @@ impl Tracker<'_, '_> {
     pub(super) fn on_state(&mut self, mut job: Job, s: &Seen, cancel: &mut Vec<String>) -> bool {
         job.unknown_since = None;
         let id = job.id.clone().unwrap_or_default();
+        let changed = self.show_state(&mut job, s, &id);
+        let state = s.state.as_str();
+        let slurm_requeues = job.s.requeue && matches!(state, "NODE_FAIL" | "PREEMPTED");
+        let kept = if state == "PENDING" {
+            self.on_pending(job, s, &id, cancel)
+        } else if ALIVE.contains(&state) || slurm_requeues {
+            job.hopeless_since = None;
+            job.ended_since = None;
+            Some(job)
+        } else if matches!(state, "COMPLETED" | "FAILED") {
+            self.on_ended(job, s, &id)
+        } else if matches!(state, "NODE_FAIL" | "PREEMPTED" | "BOOT_FAIL") {
+            self.on_node_failure(job, state, &id);
+            None
+        } else {
+            self.on_terminal(job, s, &id);
+            None
+        };
+        match kept {
+            Some(job) => {
+                self.jobs.insert(job.sub.index, job);
+                changed
+            }
+            None => true,
+        }
+    }
+
+    /// Shows the state (with the pending reason) on the job's bar and in its entry; true if it
+    /// changed.
+    fn show_state(&mut self, job: &mut Job, s: &Seen, id: &str) -> bool {
         let shown = if s.reason.is_empty() || s.state != "PENDING" {
             s.state.clone()
         } else {
@@ -202,90 +232,106 @@ impl Tracker<'_, '_> {
             if !s.node.is_empty() {
                 job.node = Some(s.node.clone());
             }
-            if let Some(e) = self.entry(&id) {
+            if let Some(e) = self.entry(id) {
                 e.state = shown.clone();
             }
             self.dirty = true;
         }
-        let state = s.state.as_str();
-        let slurm_requeues = job.s.requeue && matches!(state, "NODE_FAIL" | "PREEMPTED");
-        if state == "PENDING" {
-            job.ended_since = None;
-            let hopeless = HOPELESS.iter().any(|h| s.reason.starts_with(h));
-            if !hopeless {
-                job.hopeless_since = None;
-            } else if job
-                .hopeless_since
-                .get_or_insert_with(Instant::now)
-                .elapsed()
-                > job.s.pending_timeout
-            {
-                cancel.push(id.clone());
-                let error = format!(
-                    "Slurm job {id} stayed PENDING ({}) for {:?}: the cluster cannot run it as requested (check `resources` and `executor` of the stage)\n  sbatch line: {}",
-                    s.reason, job.s.pending_timeout, job.line
-                );
-                self.fail(job, &format!("PENDING ({})", s.reason), error);
-                return true;
-            }
-        } else if ALIVE.contains(&state) || slurm_requeues {
-            job.hopeless_since = None;
-            job.ended_since = None;
-        } else if matches!(state, "COMPLETED" | "FAILED") {
-            // The script ended; its marker may still be on its way through the filesystem.
-            // A job Slurm requeues (`requeue: true`) shows FAILED until its epilog is done.
-            let grace = if job.s.requeue {
-                job.s.fs_wait.max(std::time::Duration::from_secs(60))
-            } else {
-                job.s.fs_wait
-            };
-            if job.ended_since.get_or_insert_with(Instant::now).elapsed() > grace {
-                let error = format!(
-                    "Slurm says job {id} is {state}{} but its exit marker {} did not appear within {:?} (is .pipeline on a filesystem the compute nodes share?)",
-                    s.exit
-                        .as_ref()
-                        .map(|e| format!(" (exit {e})"))
-                        .unwrap_or_default(),
-                    job.attempt.marker().display(),
-                    job.s.fs_wait
-                );
-                self.fail(job, state, error);
-                return true;
-            }
-        } else if matches!(state, "NODE_FAIL" | "PREEMPTED" | "BOOT_FAIL") {
-            if job.attempts <= job.s.retries {
-                eprintln!(
-                    "Slurm job {id} ({}) ended {state}; resubmitting (retry {} of {}), resuming from its work directory",
-                    self.p.plan.instances[job.sub.index].name, job.attempts, job.s.retries
-                );
-                self.mark_entry(&job, state);
-                self.sbatch(&mut job);
-                self.place(job);
-            } else {
-                let error = format!(
-                    "Slurm job {id}: {state} (no retries left: retries {})",
-                    job.s.retries
-                );
-                self.fail(job, state, error);
-            }
-            return true;
-        } else {
-            let what = match state {
-                "TIMEOUT" => format!(
-                    "TIMEOUT (time limit {})",
-                    job.s
-                        .time
-                        .map(crate::executor::config::format_time)
-                        .unwrap_or_else(|| "of the partition".into())
-                ),
-                "CANCELLED" if !s.reason.is_empty() => format!("CANCELLED {}", s.reason),
-                _ => state.to_string(),
-            };
-            let error = format!("Slurm job {id}: {what}");
-            self.fail(job, state, error);
-            return true;
-        }
-        self.jobs.insert(job.sub.index, job);
         changed
+    }
+
+    /// PENDING: waits, unless for a reason no waiting clears for longer than `pending_timeout`
+    /// (then the job is cancelled and fails). `None`: the job is done with.
+    fn on_pending(
+        &mut self,
+        mut job: Job,
+        s: &Seen,
+        id: &str,
+        cancel: &mut Vec<String>,
+    ) -> Option<Job> {
+        job.ended_since = None;
+        let hopeless = HOPELESS.iter().any(|h| s.reason.starts_with(h));
+        if !hopeless {
+            job.hopeless_since = None;
+            return Some(job);
+        }
+        if job
+            .hopeless_since
+            .get_or_insert_with(Instant::now)
+            .elapsed()
+            <= job.s.pending_timeout
+        {
+            return Some(job);
+        }
+        cancel.push(id.to_string());
+        let error = format!(
+            "Slurm job {id} stayed PENDING ({}) for {:?}: the cluster cannot run it as requested (check `resources` and `executor` of the stage)\n  sbatch line: {}",
+            s.reason, job.s.pending_timeout, job.line
+        );
+        self.fail(job, &format!("PENDING ({})", s.reason), error);
+        None
+    }
+
+    /// COMPLETED or FAILED without a marker: the script ended and its marker may still be on
+    /// its way through the filesystem; past the grace period the job fails. A job Slurm
+    /// requeues (`requeue: true`) shows FAILED until its epilog is done.
+    fn on_ended(&mut self, mut job: Job, s: &Seen, id: &str) -> Option<Job> {
+        let grace = if job.s.requeue {
+            job.s.fs_wait.max(std::time::Duration::from_secs(60))
+        } else {
+            job.s.fs_wait
+        };
+        if job.ended_since.get_or_insert_with(Instant::now).elapsed() <= grace {
+            return Some(job);
+        }
+        let state = s.state.as_str();
+        let error = format!(
+            "Slurm says job {id} is {state}{} but its exit marker {} did not appear within {:?} (is .pipeline on a filesystem the compute nodes share?)",
+            s.exit
+                .as_ref()
+                .map(|e| format!(" (exit {e})"))
+                .unwrap_or_default(),
+            job.attempt.marker().display(),
+            job.s.fs_wait
+        );
+        self.fail(job, state, error);
+        None
+    }
+
+    /// NODE_FAIL, PREEMPTED or BOOT_FAIL: resubmitted while retries are left, else failed.
+    fn on_node_failure(&mut self, mut job: Job, state: &str, id: &str) {
+        if job.attempts <= job.s.retries {
+            eprintln!(
+                "Slurm job {id} ({}) ended {state}; resubmitting (retry {} of {}), resuming from its work directory",
+                self.p.plan.instances[job.sub.index].name, job.attempts, job.s.retries
+            );
+            self.mark_entry(&job, state);
+            self.sbatch(&mut job);
+            self.place(job);
+        } else {
+            let error = format!(
+                "Slurm job {id}: {state} (no retries left: retries {})",
+                job.s.retries
+            );
+            self.fail(job, state, error);
+        }
+    }
+
+    /// Any other end (TIMEOUT, CANCELLED, OUT_OF_MEMORY, …): the job fails, saying which.
+    fn on_terminal(&mut self, job: Job, s: &Seen, id: &str) {
+        let state = s.state.as_str();
+        let what = match state {
+            "TIMEOUT" => format!(
+                "TIMEOUT (time limit {})",
+                job.s
+                    .time
+                    .map(crate::executor::config::format_time)
+                    .unwrap_or_else(|| "of the partition".into())
+            ),
+            "CANCELLED" if !s.reason.is_empty() => format!("CANCELLED {}", s.reason),
+            _ => state.to_string(),
+        };
+        let error = format!("Slurm job {id}: {what}");
+        self.fail(job, state, error);
     }
 }
