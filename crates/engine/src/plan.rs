@@ -9,18 +9,18 @@ use petgraph::algo::tarjan_scc;
 use petgraph::graph::DiGraph;
 use serde_json::{Map, Value};
 
-use crate::config::{Located, PipelineFile, Resources, StageDecl};
+use crate::config::{PipelineFile, Resources, StageDecl};
 use crate::error::{UserError, closest, suggestion};
 use crate::stage::Registry;
 use crate::yaml::{self, Mark};
 
 mod checks;
 mod coords;
+mod expand;
 mod inputs;
 mod vars;
 pub use coords::display_value;
-use coords::{CoordIndex, combine, inherited_coords, instance_name};
-use inputs::inputs_of;
+use expand::{Expander, workspace_root};
 pub use vars::subst_str;
 use vars::{matrix_values, resolve_vars, subst_value};
 
@@ -100,22 +100,9 @@ impl Plan {
         overrides: &Overrides,
         registry: &Registry,
     ) -> Result<Plan, UserError> {
-        let root = file
-            .path
-            .parent()
-            .map(|p| {
-                if p.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    p
-                }
-            })
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
-        let root = root.canonicalize().unwrap_or(root);
+        let root = workspace_root(&file);
         let vars = resolve_vars(&file, overrides)?;
         let stage_overrides = stage_overrides(&file, &vars, overrides, registry)?;
-
         let index: HashMap<&str, usize> = file
             .stages
             .iter()
@@ -123,72 +110,21 @@ impl Plan {
             .map(|(i, s)| (s.name.value.as_str(), i))
             .collect();
         let order = stage_order(&file, &index, registry)?;
-
-        let mut instances: Vec<Instance> = Vec::new();
-        let mut by_stage: HashMap<usize, Vec<usize>> = HashMap::new();
-        let mut by_coords: HashMap<usize, CoordIndex> = HashMap::new();
+        let mut expander = Expander {
+            file: &file,
+            root: &root,
+            vars: &vars,
+            stage_overrides: &stage_overrides,
+            registry,
+            index: &index,
+            instances: Vec::new(),
+            by_stage: HashMap::new(),
+            by_coords: HashMap::new(),
+        };
         for &s in &order {
-            let decl = &file.stages[s];
-            let kind = registry.get(&decl.kind.value).expect("checked above");
-            let (params, matrix) = stage_params(&file, decl, &vars, &stage_overrides)?;
-            let aggregate = decl.aggregate.unwrap_or_else(|| kind.aggregates());
-            let dep_instances = |dep: &Located<String>| &by_stage[&index[dep.value.as_str()]];
-            let inherited = if aggregate {
-                vec![BTreeMap::new()]
-            } else {
-                inherited_coords(decl.deps.iter().map(dep_instances), &instances)
-            };
-            // The same files for every instance of the stage: globbed once, when the first
-            // instance has been validated.
-            let mut stage_inputs: Option<(Vec<InputFile>, Option<UserError>)> = None;
-            let mut mine = Vec::new();
-            for (coords, own) in combine(inherited, &matrix) {
-                let name = instance_name(&decl.name.value, &coords);
-                let mut inst_params = params.clone();
-                inst_params.extend(own);
-                // Inherited coordinates too: `finetune@share_type=all` knows which model it has.
-                for (k, v) in &coords {
-                    inst_params.entry(k.clone()).or_insert_with(|| v.clone());
-                }
-                check_known_params(&file, decl, kind.known_params(), &coords)?;
-                let deps: Vec<usize> = if aggregate {
-                    decl.deps.iter().flat_map(dep_instances).copied().collect()
-                } else {
-                    let of = |dep: &Located<String>| &by_coords[&index[dep.value.as_str()]];
-                    decl.deps
-                        .iter()
-                        .flat_map(|d| of(d).within(&coords))
-                        .collect()
-                };
-                if decl.kind.value == "cmd" {
-                    checks::dep_env_names(&file, decl, &name, &deps, &instances)?;
-                }
-                let spec = kind_spec(&file, decl, &vars, &inst_params)?;
-                kind.validate(&inst_params, &spec).map_err(|msg| {
-                    file.error_at(decl.name.mark, format!("stage `{name}`: {msg}"))
-                })?;
-                if stage_inputs.is_none() {
-                    stage_inputs = Some(inputs_of(&file, &root, decl, &vars)?);
-                }
-                let (inputs, input_error) = stage_inputs.clone().expect("set above");
-                mine.push(instances.len());
-                instances.push(Instance {
-                    name,
-                    stage: decl.name.value.clone(),
-                    kind: decl.kind.value.clone(),
-                    coords,
-                    params: inst_params,
-                    spec,
-                    inputs,
-                    input_error,
-                    deps,
-                    resources: decl.resources,
-                    mark: decl.name.mark,
-                });
-            }
-            by_coords.insert(s, CoordIndex::new(&mine, &instances));
-            by_stage.insert(s, mine);
+            expander.expand(s)?;
         }
+        let instances = expander.instances;
         checks::unique_names(&file, &instances)?;
         Ok(Plan {
             root,
