@@ -310,55 +310,70 @@ impl Cx<'_> {
             executor: ExecutorDecl::default(),
         };
         for (key, value) in entries {
-            let field = format!("`{}` of {what}", key.value);
-            match key.value.as_str() {
-                "kind" => kind = Some(self.string(value, &field)?),
-                "cmd" => stage.cmd = Some(self.string(value, &field)?),
-                "deps" => stage.deps = self.strings(value, &field)?,
-                "inputs" => stage.inputs = self.strings(value, &field)?,
-                "outs" => stage.outs = self.strings(value, &field)?,
-                "desc" => stage.desc = Some(self.string(value, &field)?.value),
-                "params" => {
-                    if !value.is_null() {
-                        stage.params = self
-                            .map(value, &field)?
-                            .into_iter()
-                            .map(|(k, v)| (k, v.clone()))
-                            .collect();
-                    }
-                }
-                "matrix" => stage.matrix = self.matrix(value, &field, &what)?,
-                "executor" => {
-                    stage.executor = executor_config::parse_block(
-                        self.path,
-                        self.source,
-                        value,
-                        &format!("`executor` of {what}"),
-                    )?;
-                }
-                "resources" => self.resources(value, &field, &what, &mut stage.resources)?,
-                "aggregate" => match value.to_json() {
-                    serde_json::Value::Bool(b) => stage.aggregate = Some(b),
-                    _ => {
-                        return Err(self.err(
-                            value.mark,
-                            format!("{field} must be true or false, found {}", value.type_name()),
-                        ));
-                    }
-                },
-                other => {
-                    return Err(self
-                        .err(key.mark, format!("unknown key `{other}` in {what}"))
-                        .with_help(format!(
-                            "{} (stage keys: {})",
-                            suggestion(other, STAGE_KEYS),
-                            STAGE_KEYS.join(", ")
-                        )));
-                }
+            if key.value == "kind" {
+                kind = Some(self.string(value, &format!("`kind` of {what}"))?);
+            } else {
+                self.stage_key(&mut stage, &key, value, &what)?;
             }
         }
         stage.kind = self.stage_kind(kind, &stage, name.mark, &what)?;
         Ok(stage)
+    }
+
+    /// Sets the field of `stage` that `key` names (every key but `kind`).
+    fn stage_key(
+        &self,
+        stage: &mut StageDecl,
+        key: &Located<String>,
+        value: &Node,
+        what: &str,
+    ) -> Result<(), UserError> {
+        let field = format!("`{}` of {what}", key.value);
+        match key.value.as_str() {
+            "cmd" => stage.cmd = Some(self.string(value, &field)?),
+            "deps" => stage.deps = self.strings(value, &field)?,
+            "inputs" => stage.inputs = self.strings(value, &field)?,
+            "outs" => stage.outs = self.strings(value, &field)?,
+            "desc" => stage.desc = Some(self.string(value, &field)?.value),
+            "params" => {
+                if !value.is_null() {
+                    stage.params = self
+                        .map(value, &field)?
+                        .into_iter()
+                        .map(|(k, v)| (k, v.clone()))
+                        .collect();
+                }
+            }
+            "matrix" => stage.matrix = self.matrix(value, &field, what)?,
+            "executor" => {
+                stage.executor = executor_config::parse_block(
+                    self.path,
+                    self.source,
+                    value,
+                    &format!("`executor` of {what}"),
+                )?;
+            }
+            "resources" => self.resources(value, &field, what, &mut stage.resources)?,
+            "aggregate" => match value.to_json() {
+                serde_json::Value::Bool(b) => stage.aggregate = Some(b),
+                _ => {
+                    return Err(self.err(
+                        value.mark,
+                        format!("{field} must be true or false, found {}", value.type_name()),
+                    ));
+                }
+            },
+            other => {
+                return Err(self
+                    .err(key.mark, format!("unknown key `{other}` in {what}"))
+                    .with_help(format!(
+                        "{} (stage keys: {})",
+                        suggestion(other, STAGE_KEYS),
+                        STAGE_KEYS.join(", ")
+                    )));
+            }
+        }
+        Ok(())
     }
 
     /// A stage's `matrix:`: axes of non-empty lists of scalars.
