@@ -94,7 +94,7 @@ pub fn export(cli: &Cli, src: &ModelSource, out: &Path, json_out: bool) -> Resul
 /// `model info` on a TF checkpoint: what the index says (the data files are not needed).
 pub fn info(path: &Path, json_out: bool) -> Result<ExitCode> {
     let i = tf::inspect(path, None).map_err(user)?;
-    let d = &i.detected;
+    // The checkpoint's own weights, without optimizer slots and bookkeeping.
     let weights: u64 = i
         .checkpoint
         .names()
@@ -102,10 +102,20 @@ pub fn info(path: &Path, json_out: bool) -> Result<ExitCode> {
         .filter_map(|n| i.checkpoint.raw_entry(n))
         .map(|e| e.size as u64)
         .sum();
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&info_json(&i, weights))?);
+    } else {
+        print_info(&i, weights);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `model info --json` on a TF checkpoint.
+fn info_json(i: &tf::TfInfo, weights: u64) -> serde_json::Value {
+    let d = &i.detected;
     let counts = i.config.as_ref().map(|c| c.parameter_count());
     let note = i.config.as_ref().and_then(|c| c.hf_compatible().err());
-    if json_out {
-        let report = json!({
+    json!({
             "checkpoint": i.checkpoint.prefix,
             "format": "tensorflow",
             "layout": d.layout.name(),
@@ -125,10 +135,14 @@ pub fn info(path: &Path, json_out: bool) -> Result<ExitCode> {
             "missing_shards": i.missing_shards,
             "hf_compatible": note.is_none() && i.config.is_some(),
             "note": note,
-        });
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(ExitCode::SUCCESS);
-    }
+    })
+}
+
+/// `model info` on a TF checkpoint, as lines.
+fn print_info(i: &tf::TfInfo, weights: u64) {
+    let d = &i.detected;
+    let counts = i.config.as_ref().map(|c| c.parameter_count());
+    let note = i.config.as_ref().and_then(|c| c.hf_compatible().err());
     println!(
         "checkpoint:   {} (TensorFlow)",
         i.checkpoint.prefix.display()
@@ -190,5 +204,4 @@ pub fn info(path: &Path, json_out: bool) -> Result<ExitCode> {
         None => {}
         Some(why) => println!("transformers: cannot run it faithfully: {why}"),
     }
-    Ok(ExitCode::SUCCESS)
 }
