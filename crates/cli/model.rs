@@ -96,6 +96,7 @@ fn tensor_json<const D: usize>(t: Tensor<D>) -> Value {
     nest(&data, &dims)
 }
 
+/// `model forward`: the pretraining model's outputs for the token ids of a JSON file.
 pub fn forward(
     cli: &Cli,
     src: &ModelSource,
@@ -105,65 +106,13 @@ pub fn forward(
 ) -> Result<ExitCode> {
     let dir = model_dir(cli, src)?;
     let device = resolve(DeviceChoice::parse(device)?)?;
-    let text = std::fs::read_to_string(input)
-        .with_context(|| format!("cannot read the input {}", input.display()))?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "{}:{}:{}: not valid JSON: {e}",
-            input.display(),
-            e.line(),
-            e.column()
-        )
-    })?;
-    let (b, s, ids) = matrix(&v, "input_ids", input)?
-        .with_context(|| format!("{}: no `input_ids`", input.display()))?;
-    let types = match matrix(&v, "token_type_ids", input)? {
-        Some((b2, s2, t)) if (b2, s2) == (b, s) => t,
-        Some((b2, s2, _)) => bail!(
-            "{}: token_type_ids is {b2}×{s2} but input_ids is {b}×{s}",
-            input.display()
-        ),
-        None => vec![0; b * s],
-    };
-    let mask = match matrix(&v, "attention_mask", input)? {
-        Some((b2, s2, m)) if (b2, s2) == (b, s) => m,
-        Some((b2, s2, _)) => bail!(
-            "{}: attention_mask is {b2}×{s2} but input_ids is {b}×{s}",
-            input.display()
-        ),
-        None => vec![1; b * s],
-    };
+    let rows = ForwardInput::read(input)?;
     // A TF checkpoint is imported into a temporary directory first.
     let dir = crate::tf::open_model_dir(&dir)?;
     let (config, model) = hf::load_pretraining(dir.path(), &device.device)?;
-    if let Some(bad) = ids
-        .iter()
-        .find(|&&i| i < 0 || i as usize >= config.vocab_size)
-    {
-        bail!(
-            "{}: token id {bad} is outside the vocabulary (0..{})",
-            input.display(),
-            config.vocab_size
-        );
-    }
-    if let Some(bad) = types
-        .iter()
-        .find(|&&t| t < 0 || t as usize >= config.type_vocab_size)
-    {
-        bail!(
-            "{}: token type {bad} is outside 0..{}",
-            input.display(),
-            config.type_vocab_size
-        );
-    }
-    if s > config.max_position_embeddings {
-        bail!(
-            "{}: sequences of {s} tokens, but the model has {} positions",
-            input.display(),
-            config.max_position_embeddings
-        );
-    }
-    let x = AlbertInput::from_rows(b, s, ids, types, mask, &device.device);
+    rows.check(&config, input)?;
+    let (b, s) = (rows.b, rows.s);
+    let x = AlbertInput::from_rows(b, s, rows.ids, rows.types, rows.mask, &device.device);
     let (logits, sop, out) = model.forward_all(&x);
     let result = json!({
         "prediction_logits": tensor_json(logits),
@@ -182,6 +131,92 @@ pub fn forward(
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The rows of `model forward`'s input file: `input_ids` (b × s), and `token_type_ids` and
+/// `attention_mask` of the same shape (zeros and ones when absent).
+struct ForwardInput {
+    b: usize,
+    s: usize,
+    ids: Vec<i64>,
+    types: Vec<i64>,
+    mask: Vec<i64>,
+}
+
+impl ForwardInput {
+    fn read(input: &Path) -> Result<ForwardInput> {
+        let text = std::fs::read_to_string(input)
+            .with_context(|| format!("cannot read the input {}", input.display()))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}:{}:{}: not valid JSON: {e}",
+                input.display(),
+                e.line(),
+                e.column()
+            )
+        })?;
+        let (b, s, ids) = matrix(&v, "input_ids", input)?
+            .with_context(|| format!("{}: no `input_ids`", input.display()))?;
+        let types = match matrix(&v, "token_type_ids", input)? {
+            Some((b2, s2, t)) if (b2, s2) == (b, s) => t,
+            Some((b2, s2, _)) => bail!(
+                "{}: token_type_ids is {b2}×{s2} but input_ids is {b}×{s}",
+                input.display()
+            ),
+            None => vec![0; b * s],
+        };
+        let mask = match matrix(&v, "attention_mask", input)? {
+            Some((b2, s2, m)) if (b2, s2) == (b, s) => m,
+            Some((b2, s2, _)) => bail!(
+                "{}: attention_mask is {b2}×{s2} but input_ids is {b}×{s}",
+                input.display()
+            ),
+            None => vec![1; b * s],
+        };
+        Ok(ForwardInput {
+            b,
+            s,
+            ids,
+            types,
+            mask,
+        })
+    }
+
+    /// Token ids inside the vocabulary, token types inside the model's, no more positions
+    /// than it has.
+    fn check(&self, config: &AlbertConfig, input: &Path) -> Result<()> {
+        if let Some(bad) = self
+            .ids
+            .iter()
+            .find(|&&i| i < 0 || i as usize >= config.vocab_size)
+        {
+            bail!(
+                "{}: token id {bad} is outside the vocabulary (0..{})",
+                input.display(),
+                config.vocab_size
+            );
+        }
+        if let Some(bad) = self
+            .types
+            .iter()
+            .find(|&&t| t < 0 || t as usize >= config.type_vocab_size)
+        {
+            bail!(
+                "{}: token type {bad} is outside 0..{}",
+                input.display(),
+                config.type_vocab_size
+            );
+        }
+        if self.s > config.max_position_embeddings {
+            bail!(
+                "{}: sequences of {} tokens, but the model has {} positions",
+                input.display(),
+                self.s,
+                config.max_position_embeddings
+            );
+        }
+        Ok(())
+    }
 }
 
 pub fn info(cli: &Cli, src: &ModelSource, json_out: bool) -> Result<ExitCode> {
