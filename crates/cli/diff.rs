@@ -104,7 +104,8 @@ pub fn diff(cli: &Cli, args: &DiffArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The artifact a reference names (see the command's help).
+/// The artifact a reference names (see the command's help): an instance or a stage with one
+/// instance, `~N` steps back in its history, or a fingerprint prefix.
 fn resolve<'a>(
     p: &Pipeline,
     all: &'a [ArtifactInfo],
@@ -114,6 +115,26 @@ fn resolve<'a>(
         Some((n, k)) if k.parse::<usize>().is_ok() => (n, k.parse::<usize>().unwrap_or(0)),
         _ => (reference, 0),
     };
+    if let Some(found) = by_name(all, name, back)? {
+        return Ok(found);
+    }
+    let hex = name.len() >= 4 && name.chars().all(|c| c.is_ascii_hexdigit());
+    if hex
+        && back == 0
+        && let Some(found) = by_fingerprint(all, name)?
+    {
+        return Ok(found);
+    }
+    Err(not_found(p, all, name))
+}
+
+/// The artifacts of an instance (or of a stage with one instance), the index's first, then
+/// newest first; `back` steps into them. `None` when the name has none.
+fn by_name<'a>(
+    all: &'a [ArtifactInfo],
+    name: &str,
+    back: usize,
+) -> Result<Option<&'a ArtifactInfo>, UserError> {
     let mut of: Vec<&ArtifactInfo> = all.iter().filter(|a| a.manifest.instance == name).collect();
     if of.is_empty() {
         let instances: BTreeSet<&str> = all
@@ -129,64 +150,73 @@ fn resolve<'a>(
         }
         of = all.iter().filter(|a| a.manifest.stage == name).collect();
     }
-    if !of.is_empty() {
-        // The latest (the index's) first, then the others newest first.
-        of.reverse();
-        of.sort_by_key(|a| !a.current);
-        return of.get(back).copied().ok_or_else(|| {
-            UserError::new(format!(
-                "`{name}` has {} artifact{} in the store: `{name}` to `{name}~{}`",
-                of.len(),
-                if of.len() == 1 { "" } else { "s" },
-                of.len() - 1
-            ))
-        });
+    if of.is_empty() {
+        return Ok(None);
     }
-    let hex = name.len() >= 4 && name.chars().all(|c| c.is_ascii_hexdigit());
-    if hex && back == 0 {
-        let found: Vec<&ArtifactInfo> = all
-            .iter()
-            .filter(|a| {
-                a.manifest
-                    .fingerprint
-                    .starts_with(&name.to_ascii_lowercase())
-            })
-            .collect();
-        match found.len() {
-            1 => return Ok(found[0]),
-            0 => {}
-            _ => {
-                let list: Vec<String> = found
-                    .iter()
-                    .map(|a| {
-                        format!(
-                            "{} ({})",
-                            &a.manifest.fingerprint[..12],
-                            a.manifest.instance
-                        )
-                    })
-                    .collect();
-                return Err(UserError::new(format!(
-                    "the fingerprint prefix `{name}` is ambiguous; give more digits"
-                ))
-                .with_help(list.join(", ")));
-            }
+    // The latest (the index's) first, then the others newest first.
+    of.reverse();
+    of.sort_by_key(|a| !a.current);
+    of.get(back).copied().map(Some).ok_or_else(|| {
+        UserError::new(format!(
+            "`{name}` has {} artifact{} in the store: `{name}` to `{name}~{}`",
+            of.len(),
+            if of.len() == 1 { "" } else { "s" },
+            of.len() - 1
+        ))
+    })
+}
+
+/// The one artifact whose fingerprint starts with `prefix`; an error when several do.
+fn by_fingerprint<'a>(
+    all: &'a [ArtifactInfo],
+    prefix: &str,
+) -> Result<Option<&'a ArtifactInfo>, UserError> {
+    let found: Vec<&ArtifactInfo> = all
+        .iter()
+        .filter(|a| {
+            a.manifest
+                .fingerprint
+                .starts_with(&prefix.to_ascii_lowercase())
+        })
+        .collect();
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(Some(found[0])),
+        _ => {
+            let list: Vec<String> = found
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{} ({})",
+                        &a.manifest.fingerprint[..12],
+                        a.manifest.instance
+                    )
+                })
+                .collect();
+            Err(UserError::new(format!(
+                "the fingerprint prefix `{prefix}` is ambiguous; give more digits"
+            ))
+            .with_help(list.join(", ")))
         }
     }
+}
+
+/// No artifact: not run yet (an instance of the plan), or a name to correct.
+fn not_found(p: &Pipeline, all: &[ArtifactInfo], name: &str) -> UserError {
     let in_plan = p
         .plan
         .instances
         .iter()
         .any(|i| i.name == name || i.stage == name);
     let msg = format!("no artifact of `{name}` in the store");
-    Err(if in_plan {
+    if in_plan {
         UserError::new(msg).with_help(format!("it has not run yet: `pipeline run {name}`"))
     } else {
         let mut names: BTreeSet<&str> = all.iter().map(|a| a.manifest.instance.as_str()).collect();
         names.extend(p.plan.instances.iter().map(|i| i.name.as_str()));
         let names: Vec<&str> = names.into_iter().collect();
         UserError::new(msg).with_help(suggestion(name, &names))
-    })
+    }
 }
 
 fn side(a: &ArtifactInfo) -> Side {
