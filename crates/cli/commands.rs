@@ -1,6 +1,7 @@
 //! One function per subcommand: load the pipeline, ask the engine, print text or JSON.
 
 use std::collections::BTreeSet;
+use std::collections::HashSet;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -105,6 +106,34 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
     }
 }
 
+/// `run --dry-run`: what would run and why, from a read-only index.
+fn dry_run(
+    cli: &Cli,
+    args: &RunArgs,
+    p: &Pipeline,
+    selected: &[usize],
+    force: &HashSet<usize>,
+) -> Result<ExitCode> {
+    let mut index = Index::open_read_only(&p.ws);
+    let outcomes = exec::predict(p, &mut index, selected, force)?;
+    if args.json {
+        let would = outcomes
+            .iter()
+            .filter(|o| o.status == Status::WouldRun)
+            .count();
+        print_json(&json!({
+            "run_id": null, "ok": true, "dry_run": true,
+            "counts": {"would-run": would, "fresh": outcomes.len() - would},
+            "stages": outcomes,
+        }))?;
+    } else if !cli.quiet {
+        for o in &outcomes {
+            println!("{}", outcome_line(o).replacen("   stale", "would run", 1));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
     let t0 = Instant::now();
     let p = load(cli)?;
@@ -117,24 +146,7 @@ fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         p.plan.named(&args.targets)
     };
     if args.dry_run {
-        let mut index = Index::open_read_only(&p.ws);
-        let outcomes = exec::predict(&p, &mut index, &selected, &force)?;
-        if args.json {
-            let would = outcomes
-                .iter()
-                .filter(|o| o.status == Status::WouldRun)
-                .count();
-            print_json(&json!({
-                "run_id": null, "ok": true, "dry_run": true,
-                "counts": {"would-run": would, "fresh": outcomes.len() - would},
-                "stages": outcomes,
-            }))?;
-        } else if !cli.quiet {
-            for o in &outcomes {
-                println!("{}", outcome_line(o).replacen("   stale", "would run", 1));
-            }
-        }
-        return Ok(ExitCode::SUCCESS);
+        return dry_run(cli, args, &p, &selected, &force);
     }
     p.ws.ensure()?;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
