@@ -117,6 +117,60 @@ fn suggestion(word: &str, known: &[&str]) -> String {
         .unwrap_or_default()
 }
 
+/// `commit`: one word (a hash or a tag); an all-digit hash arrives as a YAML number.
+fn commit(p: &Map<String, Value>) -> Result<Option<String>, String> {
+    Ok(match p.get("commit") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.trim().is_empty() => None,
+        Some(Value::String(s)) => {
+            let s = s.trim();
+            if s.contains(char::is_whitespace) {
+                return Err(format!("commit {s:?} must be one word (a hash or a tag)"));
+            }
+            Some(s.to_string())
+        }
+        // YAML reads an all-digit hash as a number.
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(v) => Err(format!(
+            "commit must be a string (a hash or a tag), not {v}"
+        ))?,
+    })
+}
+
+/// `notes`: a text per table name (refused for a name that is not a table).
+fn notes(p: &Map<String, Value>) -> Result<BTreeMap<String, String>, String> {
+    let mut notes = BTreeMap::new();
+    match p.get("notes") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (k, v) in m {
+                if !NOTE_KEYS.contains(&k.as_str()) {
+                    return Err(format!(
+                        "notes.{k}: no such table{}; the tables are {}",
+                        suggestion(k, NOTE_KEYS),
+                        NOTE_KEYS.join(", ")
+                    ));
+                }
+                match v {
+                    Value::String(s) => {
+                        notes.insert(k.clone(), s.trim().to_string());
+                    }
+                    other => {
+                        return Err(format!("notes.{k} must be a string, not {other}"));
+                    }
+                }
+            }
+        }
+        Some(v) => {
+            return Err(format!(
+                "notes must be a map from a table name to a text ({{pretraining: \"…\"}}), \
+                 not {v}"
+            ));
+        }
+    }
+    Ok(notes)
+}
+
 impl ReportParams {
     pub fn parse(p: &Map<String, Value>) -> Result<ReportParams, ParamError> {
         Self::parse_text(p).map_err(ParamError)
@@ -135,51 +189,8 @@ impl ReportParams {
             Some(t) if t.contains('\n') => return Err("title must be one line".into()),
             Some(t) => t,
         };
-        let commit = match p.get("commit") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) if s.trim().is_empty() => None,
-            Some(Value::String(s)) => {
-                let s = s.trim();
-                if s.contains(char::is_whitespace) {
-                    return Err(format!("commit {s:?} must be one word (a hash or a tag)"));
-                }
-                Some(s.to_string())
-            }
-            // YAML reads an all-digit hash as a number.
-            Some(Value::Number(n)) => Some(n.to_string()),
-            Some(v) => Err(format!(
-                "commit must be a string (a hash or a tag), not {v}"
-            ))?,
-        };
-        let mut notes = BTreeMap::new();
-        match p.get("notes") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(m)) => {
-                for (k, v) in m {
-                    if !NOTE_KEYS.contains(&k.as_str()) {
-                        return Err(format!(
-                            "notes.{k}: no such table{}; the tables are {}",
-                            suggestion(k, NOTE_KEYS),
-                            NOTE_KEYS.join(", ")
-                        ));
-                    }
-                    match v {
-                        Value::String(s) => {
-                            notes.insert(k.clone(), s.trim().to_string());
-                        }
-                        other => {
-                            return Err(format!("notes.{k} must be a string, not {other}"));
-                        }
-                    }
-                }
-            }
-            Some(v) => {
-                return Err(format!(
-                    "notes must be a map from a table name to a text ({{pretraining: \"…\"}}), \
-                     not {v}"
-                ));
-            }
-        }
+        let commit = commit(p)?;
+        let notes = notes(p)?;
         let bench_dir = match string(p, "bench_dir")? {
             Some(s) if s.is_empty() => None,
             Some(s) => Some(workspace_dir("bench_dir", &s)?),

@@ -275,6 +275,24 @@ fn published_pretraining_row(r: &crate::published::PretrainRow) -> Vec<(&'static
     ]
 }
 
+/// ` with LAMB, peak learning rate 0.003, 250 warmup steps then linear decay`.
+fn optimizer_clause(o: &Value) -> String {
+    let name = o
+        .get("optimizer")
+        .and_then(Value::as_str)
+        .unwrap_or("the optimiser");
+    let lr = o.get("learning_rate").and_then(Value::as_f64);
+    let warm = o.get("warmup_steps").and_then(Value::as_u64);
+    format!(
+        " with {}{}{}",
+        name.to_uppercase(),
+        lr.map(|x| format!(", peak learning rate {x}"))
+            .unwrap_or_default(),
+        warm.map(|w| format!(", {w} warmup steps then linear decay"))
+            .unwrap_or_default()
+    )
+}
+
 /// What the pretraining runs were, in a sentence or two.
 pub fn pretraining_sentence(deps: &[&Dep]) -> String {
     let Some(first) = deps.first() else {
@@ -327,20 +345,7 @@ pub fn pretraining_sentence(deps: &[&Dep]) -> String {
             ));
         }
         if let Some(o) = get(m, &["optimizer"]) {
-            let name = o
-                .get("optimizer")
-                .and_then(Value::as_str)
-                .unwrap_or("the optimiser");
-            let lr = o.get("learning_rate").and_then(Value::as_f64);
-            let warm = o.get("warmup_steps").and_then(Value::as_u64);
-            s.push_str(&format!(
-                " with {}{}{}",
-                name.to_uppercase(),
-                lr.map(|x| format!(", peak learning rate {x}"))
-                    .unwrap_or_default(),
-                warm.map(|w| format!(", {w} warmup steps then linear decay"))
-                    .unwrap_or_default()
-            ));
+            s.push_str(&optimizer_clause(o));
         }
         s.push('.');
     }
