@@ -62,84 +62,18 @@ impl IntervalRule {
                 train_accuracy: 0.0,
             };
         }
-        // Cut points: midpoints between consecutive distinct values, thinned to quantiles.
-        let mut cuts: Vec<f64> = pairs
-            .windows(2)
-            .filter(|w| w[0].0 < w[1].0)
-            .map(|w| (w[0].0 + w[1].0) / 2.0)
-            .collect();
-        if cuts.len() > MAX_CANDIDATES {
-            let step = cuts.len() as f64 / MAX_CANDIDATES as f64;
-            cuts = (0..MAX_CANDIDATES)
-                .map(|i| cuts[(i as f64 * step) as usize])
-                .collect();
-            cuts.dedup();
-        }
-        // Class counts of the bins between consecutive cuts, as prefix sums.
+        let cuts = candidate_cuts(&pairs);
         let bins = cuts.len() + 1;
-        let mut prefix = vec![vec![0usize; k]; bins + 1];
-        let mut b = 0;
-        let mut counts = vec![0usize; k];
-        for &(v, l) in &pairs {
-            while b < cuts.len() && v > cuts[b] {
-                prefix[b + 1] = counts.clone();
-                b += 1;
-            }
-            counts[l] += 1;
-        }
-        for p in prefix.iter_mut().skip(b + 1) {
-            *p = counts.clone();
-        }
-        // The majority class of bins i..j and how many it gets right.
-        let best_of = |i: usize, j: usize| -> (usize, usize) {
-            let mut best = (0, 0);
-            for (c, (hi, lo)) in prefix[j].iter().zip(&prefix[i]).enumerate() {
-                if hi - lo > best.1 {
-                    best = (c, hi - lo);
-                }
-            }
-            best
-        };
-        // score[m][j]: most correct with bins 0..j in at most m+1 intervals; from[m][j]: where
-        // the last interval starts.
+        let prefix = bin_prefix_counts(&pairs, &cuts, k);
         let m_max = intervals.max(1).min(bins);
-        let mut score = vec![vec![0usize; bins + 1]; m_max];
-        let mut from = vec![vec![0usize; bins + 1]; m_max];
-        for (j, s) in score[0].iter_mut().enumerate().skip(1) {
-            *s = best_of(0, j).1;
-        }
-        for m in 1..m_max {
-            for j in 1..=bins {
-                score[m][j] = score[m - 1][j];
-                from[m][j] = from[m - 1][j];
-                for i in 1..j {
-                    let s = score[m - 1][i] + best_of(i, j).1;
-                    if s > score[m][j] {
-                        score[m][j] = s;
-                        from[m][j] = i;
-                    }
-                }
-            }
-        }
-        // Walk back to the interval boundaries (in bins), then to thresholds and classes.
-        let mut starts = Vec::new();
-        let (mut m, mut j) = (m_max - 1, bins);
-        loop {
-            let i = if m == 0 { 0 } else { from[m][j] };
-            starts.push(i);
-            if i == 0 {
-                break;
-            }
-            j = i;
-            m -= 1;
-        }
-        starts.reverse();
+        let (score, from) = best_partitions(&prefix, bins, m_max);
+        let starts = interval_starts(&from, m_max, bins);
         let mut ends: Vec<usize> = starts.iter().skip(1).copied().collect();
         ends.push(bins);
         let classes: Vec<usize> = starts
             .iter()
             .zip(&ends)
-            .map(|(&i, &j)| best_of(i, j).0)
+            .map(|(&i, &j)| bins_majority(&prefix, i, j).0)
             .collect();
         let thresholds: Vec<f64> = starts.iter().skip(1).map(|&i| cuts[i - 1]).collect();
         IntervalRule {
@@ -153,6 +87,100 @@ impl IntervalRule {
         let i = self.thresholds.iter().filter(|t| **t <= v).count();
         self.classes[i.min(self.classes.len() - 1)]
     }
+}
+
+/// Cut points: midpoints between consecutive distinct values (of sorted pairs), thinned to
+/// quantiles.
+fn candidate_cuts(pairs: &[(f64, usize)]) -> Vec<f64> {
+    let mut cuts: Vec<f64> = pairs
+        .windows(2)
+        .filter(|w| w[0].0 < w[1].0)
+        .map(|w| (w[0].0 + w[1].0) / 2.0)
+        .collect();
+    if cuts.len() > MAX_CANDIDATES {
+        let step = cuts.len() as f64 / MAX_CANDIDATES as f64;
+        cuts = (0..MAX_CANDIDATES)
+            .map(|i| cuts[(i as f64 * step) as usize])
+            .collect();
+        cuts.dedup();
+    }
+    cuts
+}
+
+/// Class counts of the bins between consecutive cuts, as prefix sums: `prefix[j][c]` is how
+/// many of bins 0..j have class `c`.
+fn bin_prefix_counts(pairs: &[(f64, usize)], cuts: &[f64], k: usize) -> Vec<Vec<usize>> {
+    let bins = cuts.len() + 1;
+    let mut prefix = vec![vec![0usize; k]; bins + 1];
+    let mut b = 0;
+    let mut counts = vec![0usize; k];
+    for &(v, l) in pairs {
+        while b < cuts.len() && v > cuts[b] {
+            prefix[b + 1] = counts.clone();
+            b += 1;
+        }
+        counts[l] += 1;
+    }
+    for p in prefix.iter_mut().skip(b + 1) {
+        *p = counts.clone();
+    }
+    prefix
+}
+
+/// The majority class of bins i..j and how many it gets right.
+fn bins_majority(prefix: &[Vec<usize>], i: usize, j: usize) -> (usize, usize) {
+    let mut best = (0, 0);
+    for (c, (hi, lo)) in prefix[j].iter().zip(&prefix[i]).enumerate() {
+        if hi - lo > best.1 {
+            best = (c, hi - lo);
+        }
+    }
+    best
+}
+
+/// Dynamic programming over the bins: `score[m][j]` is the most correct with bins 0..j in at
+/// most m+1 intervals; `from[m][j]` is where the last interval starts.
+fn best_partitions(
+    prefix: &[Vec<usize>],
+    bins: usize,
+    m_max: usize,
+) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
+    let mut score = vec![vec![0usize; bins + 1]; m_max];
+    let mut from = vec![vec![0usize; bins + 1]; m_max];
+    for (j, s) in score[0].iter_mut().enumerate().skip(1) {
+        *s = bins_majority(prefix, 0, j).1;
+    }
+    for m in 1..m_max {
+        for j in 1..=bins {
+            score[m][j] = score[m - 1][j];
+            from[m][j] = from[m - 1][j];
+            for i in 1..j {
+                let s = score[m - 1][i] + bins_majority(prefix, i, j).1;
+                if s > score[m][j] {
+                    score[m][j] = s;
+                    from[m][j] = i;
+                }
+            }
+        }
+    }
+    (score, from)
+}
+
+/// Walks back from the last bin to the bins where the best partition's intervals start.
+fn interval_starts(from: &[Vec<usize>], m_max: usize, bins: usize) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let (mut m, mut j) = (m_max - 1, bins);
+    loop {
+        let i = if m == 0 { 0 } else { from[m][j] };
+        starts.push(i);
+        if i == 0 {
+            break;
+        }
+        j = i;
+        m -= 1;
+    }
+    starts.reverse();
+    starts
 }
 
 #[cfg(test)]
