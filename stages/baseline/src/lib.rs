@@ -272,6 +272,65 @@ fn length_by_class(ex: &[PairExample], labels: &[String]) -> Value {
     json!({"examples": ex.len(), "mean_chars": mean})
 }
 
+/// Fits one method of a classification baseline on train and scores it on every split: its
+/// description, what it fitted, and the scores by split.
+fn fit_method(
+    method: Method,
+    protocol: &Protocol,
+    s: &Splits<'_>,
+    p: &BaselineParams,
+) -> anyhow::Result<(&'static str, Value, Map<String, Value>)> {
+    let labels = &protocol.labels;
+    let single = protocol.spec.task.kind() == TaskKind::Single;
+    Ok(match method {
+        Method::Majority => {
+            let c = majority(&labels_of(&s.train), labels.len());
+            let scored = score(s, labels, &|ex| vec![c; ex.len()])?;
+            ("majority class", json!({"class": labels[c]}), scored)
+        }
+        Method::MajorityTag | Method::Lexicon => bail!(
+            "method {} is a tagging baseline, and task {} is not a tagging task",
+            method.name(),
+            protocol.spec.task.name()
+        ),
+        Method::SlidingWindow
+        | Method::BestSentence
+        | Method::ChoiceOverlap
+        | Method::MajorityPosition => bail!(
+            "method {} is a reading-comprehension baseline (tasks cmrc2018, squad, c3), and \
+                 task {} is not one",
+            method.name(),
+            protocol.spec.task.name()
+        ),
+        Method::Overlap | Method::Length => {
+            let (what, f): (&str, fn(&PairExample) -> f64) = if method == Method::Overlap {
+                ("character-overlap (Jaccard) threshold", jaccard)
+            } else {
+                ("pair-length threshold", length)
+            };
+            let (rule, scored) = interval_baseline(s, labels, f)?;
+            let classes: Vec<&str> = rule.classes.iter().map(|&c| labels[c].as_str()).collect();
+            let fit = json!({"thresholds": rule.thresholds, "classes": classes,
+                                 "train_accuracy": rule.train_accuracy});
+            (what, fit, scored)
+        }
+        Method::NgramLr | Method::HypothesisLr => {
+            let view = if method == Method::NgramLr && !single {
+                View::Pair
+            } else {
+                View::Hypothesis
+            };
+            let (fit, scored) = ngram_baseline(s, labels, p, view)?;
+            let what = match (method, single) {
+                (Method::NgramLr, true) => "character n-gram logistic regression (text)",
+                (Method::NgramLr, false) => "character n-gram logistic regression (pair)",
+                _ => "character n-gram logistic regression (hypothesis only)",
+            };
+            (what, fit, scored)
+        }
+    })
+}
+
 /// Every baseline on a loaded protocol: the metrics.json of the stage.
 pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyhow::Result<Value> {
     let kind = protocol.spec.task.kind();
@@ -288,56 +347,9 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
     }
     let labels = &protocol.labels;
     let mut baselines = Vec::new();
-    let single = kind == TaskKind::Single;
     for method in p.methods_for_kind(labels, kind) {
         let t0 = Instant::now();
-        let (description, fit, scored) = match method {
-            Method::Majority => {
-                let c = majority(&labels_of(&s.train), labels.len());
-                let scored = score(&s, labels, &|ex| vec![c; ex.len()])?;
-                ("majority class", json!({"class": labels[c]}), scored)
-            }
-            Method::MajorityTag | Method::Lexicon => bail!(
-                "method {} is a tagging baseline, and task {} is not a tagging task",
-                method.name(),
-                protocol.spec.task.name()
-            ),
-            Method::SlidingWindow
-            | Method::BestSentence
-            | Method::ChoiceOverlap
-            | Method::MajorityPosition => bail!(
-                "method {} is a reading-comprehension baseline (tasks cmrc2018, squad, c3), and \
-                 task {} is not one",
-                method.name(),
-                protocol.spec.task.name()
-            ),
-            Method::Overlap | Method::Length => {
-                let (what, f): (&str, fn(&PairExample) -> f64) = if method == Method::Overlap {
-                    ("character-overlap (Jaccard) threshold", jaccard)
-                } else {
-                    ("pair-length threshold", length)
-                };
-                let (rule, scored) = interval_baseline(&s, labels, f)?;
-                let classes: Vec<&str> = rule.classes.iter().map(|&c| labels[c].as_str()).collect();
-                let fit = json!({"thresholds": rule.thresholds, "classes": classes,
-                                 "train_accuracy": rule.train_accuracy});
-                (what, fit, scored)
-            }
-            Method::NgramLr | Method::HypothesisLr => {
-                let view = if method == Method::NgramLr && !single {
-                    View::Pair
-                } else {
-                    View::Hypothesis
-                };
-                let (fit, scored) = ngram_baseline(&s, labels, p, view)?;
-                let what = match (method, single) {
-                    (Method::NgramLr, true) => "character n-gram logistic regression (text)",
-                    (Method::NgramLr, false) => "character n-gram logistic regression (pair)",
-                    _ => "character n-gram logistic regression (hypothesis only)",
-                };
-                (what, fit, scored)
-            }
-        };
+        let (description, fit, scored) = fit_method(method, protocol, &s, p)?;
         let seconds = t0.elapsed().as_secs_f64();
         let acc = |k: &str| {
             scored
