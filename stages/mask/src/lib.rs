@@ -299,24 +299,7 @@ impl Masker {
         out: &Path,
         progress: impl Fn(u64),
     ) -> anyhow::Result<MaskReport> {
-        let mut meta = BTreeMap::new();
-        for (k, v) in [
-            ("vocab_size", self.vocab.len().to_string()),
-            ("max_seq_length", self.config.max_seq_length.to_string()),
-            (
-                "max_predictions_per_seq",
-                self.config.max_predictions_per_seq.to_string(),
-            ),
-            ("masked_lm_prob", self.config.masked_lm_prob.to_string()),
-            ("max_ngram", self.config.max_ngram.to_string()),
-            ("whole_word", self.config.whole_word.to_string()),
-            ("dupe_factor", self.config.dupe_factor.to_string()),
-            ("short_seq_prob", self.config.short_seq_prob.to_string()),
-            ("pack", self.config.pack.to_string()),
-            ("seed", self.config.seed.to_string()),
-        ] {
-            meta.insert(k.to_string(), v);
-        }
+        let mut meta = self.shard_metadata();
         let per_shard = self.config.instances_per_shard;
         let mut train = ShardWriter::create(out, "shard", per_shard, meta.clone())?;
         meta.insert("split".into(), "eval".into());
@@ -337,43 +320,79 @@ impl Masker {
                 .map(|members| self.mask_pack(first_doc, members, &docs))
                 .collect();
             first_doc += block.docs.len() as u64;
-            // Pass-major order inside a block, as google's script loops over dupe passes.
-            for pass in 0..self.config.dupe_factor {
-                for r in &results {
-                    let (writer, split) = if r.eval {
-                        (&mut eval, &mut report.eval)
-                    } else {
-                        (&mut train, &mut report.train)
-                    };
-                    if let Some(instances) = r.passes.get(pass) {
-                        for inst in instances {
-                            split.add(inst);
-                            writer.write(inst)?;
-                        }
-                    }
-                }
-            }
-            for d in &docs {
-                report.documents += 1;
-                report.eval_documents += d.eval as u64;
-                report.sentences += d.doc.sentence_ends.len() as u64;
-                report.corpus_tokens += d.doc.ids.len() as u64;
-                report.unk_tokens += d.unk;
-            }
-            report.packs += results.len() as u64;
-            for r in &results {
-                let split = if r.eval {
-                    &mut report.eval
-                } else {
-                    &mut report.train
-                };
-                split.stats.add(&r.stats);
-            }
+            self.write_block(&docs, &results, &mut train, &mut eval, &mut report)?;
             progress(block.bytes);
         }
         report.train.shards = train.finish()?.into_iter().map(|s| s.file).collect();
         report.eval.shards = eval.finish()?.into_iter().map(|s| s.file).collect();
         Ok(report)
+    }
+
+    /// The masking recipe, written into every shard's metadata.
+    fn shard_metadata(&self) -> BTreeMap<String, String> {
+        let mut meta = BTreeMap::new();
+        for (k, v) in [
+            ("vocab_size", self.vocab.len().to_string()),
+            ("max_seq_length", self.config.max_seq_length.to_string()),
+            (
+                "max_predictions_per_seq",
+                self.config.max_predictions_per_seq.to_string(),
+            ),
+            ("masked_lm_prob", self.config.masked_lm_prob.to_string()),
+            ("max_ngram", self.config.max_ngram.to_string()),
+            ("whole_word", self.config.whole_word.to_string()),
+            ("dupe_factor", self.config.dupe_factor.to_string()),
+            ("short_seq_prob", self.config.short_seq_prob.to_string()),
+            ("pack", self.config.pack.to_string()),
+            ("seed", self.config.seed.to_string()),
+        ] {
+            meta.insert(k.to_string(), v);
+        }
+        meta
+    }
+
+    /// Writes a block's instances (pass-major) into the train or eval shards, and counts them.
+    fn write_block(
+        &self,
+        docs: &[Tokenized],
+        results: &[DocResult],
+        train: &mut ShardWriter,
+        eval: &mut ShardWriter,
+        report: &mut MaskReport,
+    ) -> anyhow::Result<()> {
+        // Pass-major order inside a block, as google's script loops over dupe passes.
+        for pass in 0..self.config.dupe_factor {
+            for r in results {
+                let (writer, split) = if r.eval {
+                    (&mut *eval, &mut report.eval)
+                } else {
+                    (&mut *train, &mut report.train)
+                };
+                if let Some(instances) = r.passes.get(pass) {
+                    for inst in instances {
+                        split.add(inst);
+                        writer.write(inst)?;
+                    }
+                }
+            }
+        }
+        for d in docs {
+            report.documents += 1;
+            report.eval_documents += d.eval as u64;
+            report.sentences += d.doc.sentence_ends.len() as u64;
+            report.corpus_tokens += d.doc.ids.len() as u64;
+            report.unk_tokens += d.unk;
+        }
+        report.packs += results.len() as u64;
+        for r in results {
+            let split = if r.eval {
+                &mut report.eval
+            } else {
+                &mut report.train
+            };
+            split.stats.add(&r.stats);
+        }
+        Ok(())
     }
 
     /// One document's tokens, word-continuation flags and split.
