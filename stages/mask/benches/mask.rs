@@ -10,7 +10,7 @@
 //! Set `PIPELINE_DATA_ROOT` when the shared datasets are not at `../shared/datasets`.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use pipeline_text::sentences::SentenceSplitter;
@@ -39,32 +39,8 @@ fn main() {
     }
     let tmp = tempfile::tempdir().expect("a temp dir");
 
-    // The baseline's input: sentences on lines, documents of 7 paragraphs.
-    let text = std::fs::read_to_string(&source).expect("reading People's Daily");
-    let corpus = tmp.path().join("corpus-00000.txt");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&corpus).expect("corpus file"));
-    let mut docs = 0;
-    let splitter = SentenceSplitter::new(256);
-    for (i, paragraph) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
-        for s in splitter.split(paragraph.trim()) {
-            writeln!(out, "{s}").expect("write");
-        }
-        if i % 7 == 6 {
-            writeln!(out).expect("write");
-            docs += 1;
-        }
-    }
-    drop(out);
-    let bytes = std::fs::metadata(&corpus).expect("corpus").len();
-
-    // The vocab stage's artifact layout: vocab.txt + tokenizer.json.
-    let vocab_dir = tmp.path().join("vocab");
-    std::fs::create_dir_all(&vocab_dir).expect("vocab dir");
-    std::fs::copy(&vocab, vocab_dir.join("vocab.txt")).expect("copy vocab");
-    let v = pipeline_text::vocab::Vocab::load(&vocab_dir.join("vocab.txt")).expect("vocab");
-    let tok = pipeline_text::hf::wordpiece_tokenizer(&v, true).expect("tokenizer");
-    pipeline_text::hf::write_tokenizer_json(&tok, &vocab_dir.join("tokenizer.json"))
-        .expect("tokenizer.json");
+    let (corpus, docs, bytes) = write_corpus(&source, tmp.path());
+    let vocab_dir = write_vocab_artifact(&vocab, tmp.path());
 
     let config = MaskConfig {
         max_seq_length: 128,
@@ -112,4 +88,38 @@ fn main() {
             "threads": 1, "instances": 11488, "seconds": 15.5, "instances_per_s": 742.0,
             "note": "albert_zh create_pretraining_data.py (Python + jieba), measured for issue 3"})
     );
+}
+
+/// The baseline's input: sentences on lines, documents of 7 paragraphs. Returns the file, its
+/// documents and its bytes.
+fn write_corpus(source: &Path, tmp: &Path) -> (PathBuf, usize, u64) {
+    let text = std::fs::read_to_string(source).expect("reading People's Daily");
+    let corpus = tmp.join("corpus-00000.txt");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&corpus).expect("corpus file"));
+    let mut docs = 0;
+    let splitter = SentenceSplitter::new(256);
+    for (i, paragraph) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+        for s in splitter.split(paragraph.trim()) {
+            writeln!(out, "{s}").expect("write");
+        }
+        if i % 7 == 6 {
+            writeln!(out).expect("write");
+            docs += 1;
+        }
+    }
+    drop(out);
+    let bytes = std::fs::metadata(&corpus).expect("corpus").len();
+    (corpus, docs, bytes)
+}
+
+/// The vocab stage's artifact layout: vocab.txt + tokenizer.json.
+fn write_vocab_artifact(vocab: &Path, tmp: &Path) -> PathBuf {
+    let vocab_dir = tmp.join("vocab");
+    std::fs::create_dir_all(&vocab_dir).expect("vocab dir");
+    std::fs::copy(vocab, vocab_dir.join("vocab.txt")).expect("copy vocab");
+    let v = pipeline_text::vocab::Vocab::load(&vocab_dir.join("vocab.txt")).expect("vocab");
+    let tok = pipeline_text::hf::wordpiece_tokenizer(&v, true).expect("tokenizer");
+    pipeline_text::hf::write_tokenizer_json(&tok, &vocab_dir.join("tokenizer.json"))
+        .expect("tokenizer.json");
+    vocab_dir
 }
