@@ -17,7 +17,7 @@ use crate::kinds::{Decoded, Kind, Scores};
 use crate::params::TrainParams;
 use crate::predict::outputs;
 use crate::task_model::TaskModel;
-use crate::train::{FineTuner, Gold};
+use crate::train::{FineTuner, Gold, StepResult};
 
 /// One epoch, as `metrics.jsonl` and `metrics.json`'s history record it.
 #[derive(Debug, Clone, Serialize)]
@@ -98,6 +98,57 @@ struct EpochSums {
     learning_rate: f64,
 }
 
+impl EpochSums {
+    /// Adds one step: its loss (a mean over the batch), accuracy counts, gradient norm and
+    /// real tokens; the learning rate is the last step's.
+    fn add(&mut self, r: &StepResult, examples: usize, tokens: u64, learning_rate: f64) {
+        self.tokens += tokens;
+        self.grad_norm += r.grad_norm;
+        self.steps += 1;
+        self.learning_rate = learning_rate;
+        self.loss += r.loss * examples as f64;
+        self.correct += r.correct;
+        self.counted += r.counted;
+        self.examples += examples;
+    }
+}
+
+/// One optimiser step on a batch (row indices of `train`) with its gold targets; a loss that
+/// is not finite stops training with the learning rate that caused it.
+fn train_batch(
+    tuner: &mut FineTuner,
+    train: &EncodedSplit,
+    batch: &[usize],
+    step: u64,
+    epoch: usize,
+) -> anyhow::Result<StepResult> {
+    let rows: Vec<&[Encoded]> = batch.iter().map(|&i| &train.rows[i][..]).collect();
+    let r = match &train.targets {
+        Targets::Classes(c) => {
+            let classes: Vec<usize> = batch.iter().map(|&i| c[i]).collect();
+            tuner.step_gold(step, &rows, Gold::Classes(&classes))
+        }
+        Targets::Tags(t) => {
+            let tags: Vec<&[i64]> = batch.iter().map(|&i| &t[i][..]).collect();
+            tuner.step_gold(step, &rows, Gold::Tags(&tags))
+        }
+        Targets::Spans(s) => {
+            let spans: Vec<(usize, usize)> = batch.iter().map(|&i| s[i]).collect();
+            tuner.step_gold(step, &rows, Gold::Spans(&spans))
+        }
+    };
+    if !r.loss.is_finite() {
+        bail!(
+            "epoch {epoch}, step {}: the loss is {} (learning rate {:.3e}); training \
+             stopped: lower learning_rate",
+            step + 1,
+            r.loss,
+            tuner.optim_config.lr_at(step)
+        );
+    }
+    Ok(r)
+}
+
 /// The task being fitted: its kind and labels (tags).
 #[derive(Clone, Copy)]
 pub struct Task<'a> {
@@ -126,30 +177,7 @@ pub fn fit(
         let mut sums = EpochSums::default();
         for batch in epoch_batches(&lengths, p.batch_size, epoch_seed, p.group_by_length) {
             tuner.device.seed(p.seed.wrapping_add(step));
-            let rows: Vec<&[Encoded]> = batch.iter().map(|&i| &train.rows[i][..]).collect();
-            let r = match &train.targets {
-                Targets::Classes(c) => {
-                    let classes: Vec<usize> = batch.iter().map(|&i| c[i]).collect();
-                    tuner.step_gold(step, &rows, Gold::Classes(&classes))
-                }
-                Targets::Tags(t) => {
-                    let tags: Vec<&[i64]> = batch.iter().map(|&i| &t[i][..]).collect();
-                    tuner.step_gold(step, &rows, Gold::Tags(&tags))
-                }
-                Targets::Spans(s) => {
-                    let spans: Vec<(usize, usize)> = batch.iter().map(|&i| s[i]).collect();
-                    tuner.step_gold(step, &rows, Gold::Spans(&spans))
-                }
-            };
-            if !r.loss.is_finite() {
-                bail!(
-                    "epoch {epoch}, step {}: the loss is {} (learning rate {:.3e}); training \
-                     stopped: lower learning_rate",
-                    step + 1,
-                    r.loss,
-                    tuner.optim_config.lr_at(step)
-                );
-            }
+            let r = train_batch(tuner, train, &batch, step, epoch)?;
             let longest = batch
                 .iter()
                 .map(|&i| lengths[i])
@@ -160,14 +188,12 @@ pub fn fit(
             padded_tokens += (longest * batch.len()) as u64;
             let batch_tokens = batch.iter().map(|&i| lengths[i] as u64).sum::<u64>();
             tokens += batch_tokens;
-            sums.tokens += batch_tokens;
-            sums.grad_norm += r.grad_norm;
-            sums.steps += 1;
-            sums.learning_rate = tuner.optim_config.lr_at(step);
-            sums.loss += r.loss * batch.len() as f64;
-            sums.correct += r.correct;
-            sums.counted += r.counted;
-            sums.examples += batch.len();
+            sums.add(
+                &r,
+                batch.len(),
+                batch_tokens,
+                tuner.optim_config.lr_at(step),
+            );
             step += 1;
             progress(step);
         }
