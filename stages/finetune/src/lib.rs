@@ -133,22 +133,7 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
     ad.seed(p.seed);
     let head = kind.head(&protocol.labels);
     let (config, model) = TaskModel::with_head(&source, p, head, &ad)?;
-    let mut encoder = Encoder::load(
-        &source.dir,
-        p.max_seq_length.min(config.max_position_embeddings),
-    )?;
-    encoder.span = pipeline_tasks::span_features::SpanConfig {
-        max_seq_length: encoder.max_seq_length,
-        ..p.span
-    };
-    if spec.task.kind() == pipeline_tasks::TaskKind::Span {
-        encoder.span.validate().map_err(|e| {
-            anyhow::anyhow!(
-                "the model has {} positions: {e}",
-                config.max_position_embeddings
-            )
-        })?;
-    }
+    let encoder = task_encoder(&source, p, &config, spec)?;
     check_vocab(&source.dir, encoder.vocab.len(), &config)?;
     let sets = Sets::encode(kind, &protocol, &encoder);
     let total_steps = (sets.train.rows.len().div_ceil(p.batch_size) * p.epochs) as u64;
@@ -174,24 +159,7 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         kind,
         labels: &protocol.labels,
     };
-    // Each epoch's line also goes to a live TensorBoard file in the work area (issue 25), so
-    // that `tensorboard --logdir .pipeline/work` shows a fine-tuning run in progress; the
-    // artifact's copy is rebuilt from metrics.jsonl when the stage ends (`write_model`).
-    let live = std::cell::RefCell::new(live_events(ctx));
-    let log_epoch = |line: &str| {
-        log(line);
-        if let Some(w) = live.borrow_mut().as_mut() {
-            write_live_event(w, line);
-        }
-    };
-    let fitted = fit(
-        task,
-        &mut tuner,
-        p,
-        (&sets.train, &sets.dev),
-        &log_epoch,
-        &|step| ctx.progress.set_position(step),
-    )?;
+    let fitted = fit_watched(ctx, task, &mut tuner, p, &sets, &log)?;
     let evaluated = evaluate_sets(&fitted, &protocol, &sets, p, &tuner.parallel, &device, &log)?;
     std::fs::write(ctx.out_dir.join("predictions.tsv"), &evaluated.predictions)?;
     write_model(
@@ -211,6 +179,61 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         serde_json::to_string_pretty(&metrics)? + "\n",
     )?;
     Ok(())
+}
+
+/// The encoder of the model's vocabulary, for sequences of at most `max_seq_length` tokens
+/// (and no more than the model has positions); span tasks check their window settings.
+fn task_encoder(
+    source: &Source,
+    p: &TrainParams,
+    config: &pipeline_albert::AlbertConfig,
+    spec: &ProtocolSpec,
+) -> anyhow::Result<Encoder> {
+    let mut encoder = Encoder::load(
+        &source.dir,
+        p.max_seq_length.min(config.max_position_embeddings),
+    )?;
+    encoder.span = pipeline_tasks::span_features::SpanConfig {
+        max_seq_length: encoder.max_seq_length,
+        ..p.span
+    };
+    if spec.task.kind() == pipeline_tasks::TaskKind::Span {
+        encoder.span.validate().map_err(|e| {
+            anyhow::anyhow!(
+                "the model has {} positions: {e}",
+                config.max_position_embeddings
+            )
+        })?;
+    }
+    Ok(encoder)
+}
+
+/// [`fit`] with each epoch's line also in a live TensorBoard file in the work area (issue 25),
+/// so that `tensorboard --logdir .pipeline/work` shows a fine-tuning run in progress; the
+/// artifact's copy is rebuilt from metrics.jsonl when the stage ends (`write_model`).
+fn fit_watched(
+    ctx: &StageContext,
+    task: Task,
+    tuner: &mut FineTuner,
+    p: &TrainParams,
+    sets: &Sets,
+    log: &dyn Fn(&str),
+) -> anyhow::Result<Fit> {
+    let live = std::cell::RefCell::new(live_events(ctx));
+    let log_epoch = |line: &str| {
+        log(line);
+        if let Some(w) = live.borrow_mut().as_mut() {
+            write_live_event(w, line);
+        }
+    };
+    fit(
+        task,
+        tuner,
+        p,
+        (&sets.train, &sets.dev),
+        &log_epoch,
+        &|step| ctx.progress.set_position(step),
+    )
 }
 
 /// A new live event file in the work area; none (with a warning) where it cannot be made:
