@@ -279,68 +279,9 @@ impl FineTuned {
         )
         .with_context(|| format!("{}/config.json is not valid JSON", dir.display()))?;
         let arch = raw["architectures"][0].as_str().unwrap_or("");
-        let named = raw["finetuning_task"].as_str().and_then(Task::kind_of_name);
-        let kind = match (named, arch) {
-            (_, "AlbertForTokenClassification") => TaskKind::Tagging,
-            (_, "AlbertForQuestionAnswering") => TaskKind::Span,
-            (Some(TaskKind::ReadingChoice), _) => TaskKind::ReadingChoice,
-            (_, "AlbertForMultipleChoice") => TaskKind::Choice,
-            (Some(TaskKind::Single), _) => TaskKind::Single,
-            _ => TaskKind::Pair,
-        };
-        let (config, model, outputs) = match arch {
-            "AlbertForQuestionAnswering" => {
-                let (c, m) = hf::load_question_answering(dir, device)?;
-                (c, TaskModel::Span(m), None)
-            }
-            "AlbertForMultipleChoice" => {
-                let (c, m) = hf::load_multiple_choice(dir, device)?;
-                (c, TaskModel::Choice(m), None)
-            }
-            "AlbertForSequenceClassification" => {
-                let (c, m) = hf::load_classifier(dir, device)?;
-                let n = m.num_labels();
-                (c, TaskModel::Pair(m), Some(n))
-            }
-            "AlbertForTokenClassification" => {
-                let (c, m) = hf::load_token_classifier(dir, device)?;
-                let n = m.num_labels();
-                (c, TaskModel::Tags(m), Some(n))
-            }
-            _ => bail!(
-                "{} holds a {} model, not a sentence-pair classifier: `pipeline predict` needs a \
-                 fine-tuned model (a `finetune` stage's artifact), e.g. --stage finetune_lcqmc",
-                dir.display(),
-                if arch.is_empty() {
-                    "model without a classifier head".to_string()
-                } else {
-                    arch.to_string()
-                }
-            ),
-        };
-        let mut labels: Vec<(usize, String)> = raw["id2label"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.parse().ok()?, v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        labels.sort();
-        let mut labels: Vec<String> = labels.into_iter().map(|(_, l)| l).collect();
-        match outputs {
-            Some(n) if labels.len() != n => bail!(
-                "{}/config.json: id2label has {} labels but the classifier has {} outputs",
-                dir.display(),
-                labels.len(),
-                n
-            ),
-            Some(_) => {}
-            // A choice model's classes are the answer positions; a span model has none (its
-            // `id2label`, if any, names transformers' two outputs, start and end).
-            None if kind == TaskKind::Span => labels.clear(),
-            None => labels = pipeline_tasks::task::choice_labels(4),
-        }
+        let kind = kind_of(&raw, arch);
+        let (config, model, outputs) = load_head(dir, arch, device)?;
+        let labels = labels_of(&raw, dir, kind, outputs)?;
         let default = if kind == TaskKind::Span { 256 } else { 128 };
         let max_seq_length = max_seq_length.unwrap_or(default);
         let encoder = PairEncoder::load(dir, max_seq_length.min(config.max_position_embeddings))?;
@@ -364,6 +305,92 @@ impl FineTuned {
     pub fn span_config(&self) -> pipeline_tasks::span_features::SpanConfig {
         self.encoder.span
     }
+}
+
+/// The task kind of a fine-tuned model: its architecture, then the `finetuning_task` it names.
+fn kind_of(raw: &serde_json::Value, arch: &str) -> TaskKind {
+    let named = raw["finetuning_task"].as_str().and_then(Task::kind_of_name);
+    match (named, arch) {
+        (_, "AlbertForTokenClassification") => TaskKind::Tagging,
+        (_, "AlbertForQuestionAnswering") => TaskKind::Span,
+        (Some(TaskKind::ReadingChoice), _) => TaskKind::ReadingChoice,
+        (_, "AlbertForMultipleChoice") => TaskKind::Choice,
+        (Some(TaskKind::Single), _) => TaskKind::Single,
+        _ => TaskKind::Pair,
+    }
+}
+
+/// The model of the architecture `config.json` names, and its classifier's outputs (none for
+/// a choice or span model).
+fn load_head(
+    dir: &Path,
+    arch: &str,
+    device: &Device,
+) -> anyhow::Result<(AlbertConfig, TaskModel, Option<usize>)> {
+    Ok(match arch {
+        "AlbertForQuestionAnswering" => {
+            let (c, m) = hf::load_question_answering(dir, device)?;
+            (c, TaskModel::Span(m), None)
+        }
+        "AlbertForMultipleChoice" => {
+            let (c, m) = hf::load_multiple_choice(dir, device)?;
+            (c, TaskModel::Choice(m), None)
+        }
+        "AlbertForSequenceClassification" => {
+            let (c, m) = hf::load_classifier(dir, device)?;
+            let n = m.num_labels();
+            (c, TaskModel::Pair(m), Some(n))
+        }
+        "AlbertForTokenClassification" => {
+            let (c, m) = hf::load_token_classifier(dir, device)?;
+            let n = m.num_labels();
+            (c, TaskModel::Tags(m), Some(n))
+        }
+        _ => bail!(
+            "{} holds a {} model, not a sentence-pair classifier: `pipeline predict` needs a \
+             fine-tuned model (a `finetune` stage's artifact), e.g. --stage finetune_lcqmc",
+            dir.display(),
+            if arch.is_empty() {
+                "model without a classifier head".to_string()
+            } else {
+                arch.to_string()
+            }
+        ),
+    })
+}
+
+/// The labels in `id2label` order, checked against the classifier's outputs; a choice model's
+/// are the answer positions, a span model has none.
+fn labels_of(
+    raw: &serde_json::Value,
+    dir: &Path,
+    kind: TaskKind,
+    outputs: Option<usize>,
+) -> anyhow::Result<Vec<String>> {
+    let mut labels: Vec<(usize, String)> = raw["id2label"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.parse().ok()?, v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    labels.sort();
+    let mut labels: Vec<String> = labels.into_iter().map(|(_, l)| l).collect();
+    match outputs {
+        Some(n) if labels.len() != n => bail!(
+            "{}/config.json: id2label has {} labels but the classifier has {} outputs",
+            dir.display(),
+            labels.len(),
+            n
+        ),
+        Some(_) => {}
+        // A choice model's classes are the answer positions; a span model has none (its
+        // `id2label`, if any, names transformers' two outputs, start and end).
+        None if kind == TaskKind::Span => labels.clear(),
+        None => labels = pipeline_tasks::task::choice_labels(4),
+    }
+    Ok(labels)
 }
 
 #[cfg(test)]
