@@ -197,6 +197,15 @@ fn load_into<M: Module + ModuleSnapshot + Clone>(
             .load_from(&mut store)
             .map_err(|e| load_error(file, &e.to_string()))?
     };
+    check_applied(&result, file, heads)?;
+    // Loaded tensors come back without gradient tracking; training them needs it.
+    *module = module.clone().set_require_grad(true);
+    Ok(())
+}
+
+/// burn-store's report of a load as the error a user can act on: tensors of the wrong shape,
+/// missing (of the heads this load requires), or the model does not have.
+fn check_applied(result: &ApplyResult, file: &Path, heads: Heads) -> anyhow::Result<()> {
     if !result.errors.is_empty() {
         let shown: Vec<String> = result
             .errors
@@ -259,8 +268,6 @@ fn load_into<M: Module + ModuleSnapshot + Clone>(
                 .join(", ")
         );
     }
-    // Loaded tensors come back without gradient tracking; training them needs it.
-    *module = module.clone().set_require_grad(true);
     Ok(())
 }
 
