@@ -278,6 +278,54 @@ fn positive_count(v: &Value, at: &str) -> Result<usize, TaskError> {
     Ok(n)
 }
 
+/// `dev` (file(s)) or `dev_fraction` (a share of train held out): exactly one of them.
+fn dev_spec(params: &Map<String, Value>) -> Result<DevSpec, TaskError> {
+    Ok(match (get(params, "dev"), get(params, "dev_fraction")) {
+        (Some(_), Some(_)) => {
+            return Err(TaskError::param(
+                "dev_fraction",
+                "give either `dev` (file(s)) or `dev_fraction` (a share of train held out), \
+                 not both",
+            ));
+        }
+        (Some(d), None) => DevSpec::Files(files(d, "dev")?),
+        (None, Some(f)) => DevSpec::Fraction(fraction(f, "dev_fraction", true, true)?),
+        (None, None) => {
+            return Err(TaskError::param(
+                "dev",
+                "missing: give `dev` (file(s)) or `dev_fraction` (a share of train held out, \
+                 e.g. 0.1), the set the best epoch is chosen on",
+            ));
+        }
+    })
+}
+
+/// The evaluation sets: `test` (one named test) and the named sets of `eval`, names unique.
+fn eval_specs(params: &Map<String, Value>) -> Result<Vec<EvalSpec>, TaskError> {
+    let mut eval = Vec::new();
+    if let Some(t) = get(params, "test") {
+        eval.push(EvalSpec {
+            name: "test".into(),
+            files: files(t, "test")?,
+        });
+    }
+    if let Some(e) = get(params, "eval") {
+        for set in eval_sets(e)? {
+            if eval.iter().any(|s| s.name == set.name) {
+                return Err(TaskError::param(
+                    "eval",
+                    format!(
+                        "two evaluation sets are named `{}` (`test:` is one named test)",
+                        set.name
+                    ),
+                ));
+            }
+            eval.push(set);
+        }
+    }
+    Ok(eval)
+}
+
 impl ProtocolSpec {
     /// Parses the protocol's params (see [`PARAMS`]; other keys are left to the stage) and
     /// checks them, without reading any file.
@@ -297,45 +345,8 @@ impl ProtocolSpec {
                 .ok_or_else(|| TaskError::param("train", "missing: the training file(s)"))?,
             "train",
         )?;
-        let dev = match (get(params, "dev"), get(params, "dev_fraction")) {
-            (Some(_), Some(_)) => {
-                return Err(TaskError::param(
-                    "dev_fraction",
-                    "give either `dev` (file(s)) or `dev_fraction` (a share of train held out), \
-                     not both",
-                ));
-            }
-            (Some(d), None) => DevSpec::Files(files(d, "dev")?),
-            (None, Some(f)) => DevSpec::Fraction(fraction(f, "dev_fraction", true, true)?),
-            (None, None) => {
-                return Err(TaskError::param(
-                    "dev",
-                    "missing: give `dev` (file(s)) or `dev_fraction` (a share of train held out, \
-                     e.g. 0.1), the set the best epoch is chosen on",
-                ));
-            }
-        };
-        let mut eval = Vec::new();
-        if let Some(t) = get(params, "test") {
-            eval.push(EvalSpec {
-                name: "test".into(),
-                files: files(t, "test")?,
-            });
-        }
-        if let Some(e) = get(params, "eval") {
-            for set in eval_sets(e)? {
-                if eval.iter().any(|s| s.name == set.name) {
-                    return Err(TaskError::param(
-                        "eval",
-                        format!(
-                            "two evaluation sets are named `{}` (`test:` is one named test)",
-                            set.name
-                        ),
-                    ));
-                }
-                eval.push(set);
-            }
-        }
+        let dev = dev_spec(params)?;
+        let eval = eval_specs(params)?;
         let spec = ProtocolSpec {
             task,
             train,
