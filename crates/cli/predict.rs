@@ -142,8 +142,7 @@ pub fn predict(cli: &Cli, args: &PredictArgs) -> Result<ExitCode> {
         .into());
     }
     let dir = model_dir(cli, &args.source)?;
-    let device = resolve(DeviceChoice::parse(&args.device).map_err(anyhow::Error::msg)?)
-        .map_err(anyhow::Error::msg)?;
+    let device = resolve(DeviceChoice::parse(&args.device)?)?;
     let model = FineTuned::load(&dir, args.max_seq_length, &device.device)?;
     if matches!(
         model.kind,

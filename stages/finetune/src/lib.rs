@@ -125,7 +125,7 @@ impl Stage for FinetuneStage {
 fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Result<()> {
     let started = Instant::now();
     let log = |line: &str| stage_log(ctx, line);
-    let device = device::resolve(p.device).map_err(anyhow::Error::msg)?;
+    let device = device::resolve(p.device)?;
     let protocol = load_protocol(ctx, spec, &log)?;
     let kind = kinds::of(spec.task.kind());
     let source = Source::of(ctx, p)?;
