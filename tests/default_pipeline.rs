@@ -51,3 +51,38 @@ fn the_default_pipeline_runs_on_the_fixtures_and_is_then_cached() {
         assert_eq!(s["status"], "fresh", "{s:#}");
     }
 }
+
+/// `experiment.yaml` (issue 23's committed experiment) plans on the fixtures: every stage's
+/// params validate, the grid is the one its header describes (one pretraining, five tasks ×
+/// pretrained/random × 3 seeds, a curve point each, five baselines, the report). Running it is
+/// the experiment itself (results/README.md).
+#[test]
+fn the_committed_experiment_plans_on_the_fixtures() {
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let ws = Ws::new(&read(format!("{repo}/experiment.yaml")));
+    let data = format!("data={repo}/datasets/fixtures");
+    let v = ws.json(&["run", "--dry-run", "report", "--set", &data], 0);
+    let names = instances(&v);
+    let count = |prefix: &str| names.iter().filter(|n| n.starts_with(prefix)).count();
+    assert_eq!(count("pretrain"), 1, "{names:?}");
+    for task in [
+        "chnsenticorp",
+        "smp2020_ewect",
+        "msra_ner",
+        "lcqmc_afqmc",
+        "xnli",
+    ] {
+        let main: Vec<&String> = names
+            .iter()
+            .filter(|n| n.starts_with(&format!("finetune_{task}@init=")))
+            .collect();
+        assert_eq!(main.len(), 6, "{task}: {main:?}");
+        assert!(
+            has_entry(&v, &format!("finetune_{task}_curve@pretrain_step=1250")),
+            "{task}: {names:?}"
+        );
+        assert!(has_entry(&v, &format!("baseline_{task}")), "{names:?}");
+    }
+    // clean, vocab and mask; pretrain; 30 fine-tunes; 5 curve points; 5 baselines; report.
+    assert_eq!(names.len(), 3 + 1 + 30 + 5 + 5 + 1, "{names:?}");
+}
