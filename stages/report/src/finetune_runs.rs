@@ -10,7 +10,7 @@ use crate::published::TaskPublished;
 use crate::runs::{dims, hardware, percent};
 use crate::seeds;
 use crate::sizes::round;
-use crate::table::{Col, Table, thousands};
+use crate::table::{Col, Fmt, Table, thousands};
 
 /// The evaluation set reported as "dev" or "test": `test`, `xnli_test`, ….
 fn eval_set<'a>(m: &'a Value, suffix: &str) -> Option<(String, &'a Value)> {
@@ -269,6 +269,32 @@ fn columns() -> Vec<Col> {
             "Train examples",
             "ours: training examples",
         ),
+        Col::int(
+            "pretrain_tokens",
+            "Pretraining tokens",
+            "ours: real tokens the backbone was pretrained on (0: random init)",
+        )
+        .fmt(Fmt::Millions(2)),
+        Col::float(
+            "wall_seconds",
+            "Wall s",
+            1,
+            "ours: fine-tuning wall time of one seed (mean over the seeds), seconds",
+        )
+        .data_only(),
+        Col::text(
+            "wall_time",
+            "Wall time",
+            "ours: fine-tuning wall time of one seed (mean over the seeds)",
+        )
+        .markdown_only(),
+        Col::float(
+            "cpu_hours",
+            "CPU-hours",
+            3,
+            "ours: fine-tuning wall time × threads, summed over the seeds (pretraining's are in \
+             the pretraining table)",
+        ),
         Col::text("run", "Run", "our stage instance (without its seed)").data_only(),
         Col::text("note", "Note", "").data_only(),
     ]
@@ -291,6 +317,14 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> 
         .map(|e| format!("{} / {e}", best.join(", ")));
     let init_cell = init_cell(d);
     let first = &resolved[0];
+    let walls: Vec<f64> = g.runs.iter().filter_map(|d| d.wall_seconds()).collect();
+    let wall = (walls.len() == g.runs.len() && !walls.is_empty())
+        .then(|| walls.iter().sum::<f64>() / walls.len() as f64);
+    let cpu_hours: Option<f64> = g
+        .runs
+        .iter()
+        .map(|d| crate::runs::cpu_hours(d))
+        .sum::<Option<f64>>();
     vec![
         ("source", "ours".into()),
         ("model", model.into()),
@@ -321,8 +355,24 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> 
             "train_examples",
             d.u64(&["protocol", "train", "examples"]).into(),
         ),
+        ("pretrain_tokens", pretrain_tokens(d).into()),
+        ("wall_seconds", wall.map(|w| round(w, 1)).into()),
+        (
+            "wall_time",
+            wall.map(crate::table::duration).unwrap_or_default().into(),
+        ),
+        ("cpu_hours", cpu_hours.map(|h| round(h, 3)).into()),
         ("run", g.name().into()),
     ]
+}
+
+/// Real tokens the run's backbone was pretrained on: 0 from random weights, `None` where
+/// the run does not say (an imported checkpoint).
+fn pretrain_tokens(d: &Dep) -> Option<u64> {
+    match d.str(&["init"]).as_deref() {
+        Some("random") => Some(0),
+        _ => d.u64(&["pretraining", "tokens_seen"]),
+    }
 }
 
 /// `ALBERT (E 128, H 312, L 4), share all` of a run.
@@ -644,6 +694,40 @@ mod tests {
         assert!(
             md.contains("| published | ALBERT-zh-tiny | – | – | – | – | – | 85.4 |"),
             "{md}"
+        );
+    }
+
+    #[test]
+    fn our_rows_state_the_budget_pretraining_tokens_wall_time_and_cpu_hours() {
+        let run = |init: &str, seed: u64, wall: f64| {
+            let mut d = dep(
+                &format!("finetune_chnsenticorp@init={init},seed={seed}"),
+                json!({"init": init, "pretraining": {"tokens_seen": 5_000_000u64},
+                       "wall_seconds": wall, "threads": 2, "device": "flex",
+                       "dev": {"accuracy": 0.8}, "eval": {"test": {"accuracy": 0.75}}}),
+            );
+            d.coords.insert("init".into(), json!(init));
+            d.coords.insert("seed".into(), json!(seed));
+            d
+        };
+        let (a, b, r) = (
+            run("pretrained", 1, 10.0),
+            run("pretrained", 2, 20.0),
+            run("random", 1, 12.0),
+        );
+        let t = finetune("chnsenticorp", &[&a, &b, &r], &[], None);
+        let j = t.json(serde_json::Map::new()).unwrap();
+        let rows = j["rows"].as_array().unwrap();
+        assert_eq!(rows[0]["seeds"], 2, "{j:#}");
+        assert_eq!(rows[0]["pretrain_tokens"], 5_000_000, "{j:#}");
+        assert_eq!(rows[0]["wall_seconds"], 15.0, "{j:#}");
+        // (10 + 20) s × 2 threads = 60 CPU-seconds.
+        assert_eq!(rows[0]["cpu_hours"], 0.017, "{j:#}");
+        assert_eq!(rows[1]["pretrain_tokens"], 0, "random init: {j:#}");
+        assert!(
+            t.markdown().unwrap().contains("5.00M"),
+            "{}",
+            t.markdown().unwrap()
         );
     }
 }
