@@ -69,6 +69,7 @@ mod finetune_runs;
 mod params;
 pub mod plots;
 mod portable;
+mod protocol_sentence;
 mod publish;
 pub mod published;
 mod readme;
