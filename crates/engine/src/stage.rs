@@ -50,6 +50,8 @@ pub struct DepArtifact {
     pub instance: String,
     /// The dep's stage name (`pretrain`).
     pub stage: String,
+    /// The dep's stage kind (`pretrain` for a stage named `pretrain_share_none`).
+    pub kind: String,
     pub coords: BTreeMap<String, Value>,
     pub dir: PathBuf,
 }
@@ -74,11 +76,21 @@ pub struct StageContext<'a> {
 }
 
 impl StageContext<'_> {
-    /// The one dep of stage `name` (for stages that expand with their deps).
+    /// The one dep of stage `name` (for stages that expand with their deps), else the one dep
+    /// of kind `name`: a `mask` stage reads its corpus from `deps: [clean_general, vocab]` as
+    /// from `deps: [clean, vocab]`, so that an ablation can name its variants after what they
+    /// change. Two deps of that kind and none of that name: none (the caller's error says
+    /// which deps it needs).
     pub fn dep(&self, name: &str) -> Option<&DepArtifact> {
-        self.deps
+        let by_name = self
+            .deps
             .iter()
-            .find(|d| d.stage == name || d.instance == name)
+            .find(|d| d.stage == name || d.instance == name);
+        by_name.or_else(|| {
+            let mut of_kind = self.deps.iter().filter(|d| d.kind == name);
+            let one = of_kind.next()?;
+            of_kind.next().is_none().then_some(one)
+        })
     }
 }
 
@@ -106,5 +118,51 @@ impl Registry {
 
     pub fn kinds(&self) -> Vec<&'static str> {
         self.kinds.keys().copied().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dep(stage: &str, kind: &str) -> DepArtifact {
+        DepArtifact {
+            instance: stage.into(),
+            stage: stage.into(),
+            kind: kind.into(),
+            coords: BTreeMap::new(),
+            dir: PathBuf::from(stage),
+        }
+    }
+
+    fn found<'a>(deps: &'a [DepArtifact], name: &str) -> Option<&'a str> {
+        let (params, spec, bar) = (Map::new(), Value::Null, ProgressBar::hidden());
+        let ctx = StageContext {
+            instance: "x",
+            stage: "x",
+            params: &params,
+            spec: &spec,
+            root: Path::new("."),
+            out_dir: Path::new("out"),
+            work_dir: Path::new("work"),
+            log_dir: Path::new("log"),
+            inputs: &[],
+            deps,
+            progress: &bar,
+        };
+        ctx.dep(name).map(|d| d.stage.as_str())
+    }
+
+    #[test]
+    fn a_dep_is_found_by_its_name_then_by_its_kind_when_only_one_has_it() {
+        let deps = [dep("clean_general", "clean"), dep("vocab", "vocab")];
+        assert_eq!(found(&deps, "clean"), Some("clean_general"));
+        assert_eq!(found(&deps, "vocab"), Some("vocab"));
+        assert_eq!(found(&deps, "mask"), None);
+        // The name wins over the kind; two of a kind and neither named: none.
+        let deps = [dep("clean_general", "clean"), dep("clean", "clean")];
+        assert_eq!(found(&deps, "clean"), Some("clean"));
+        let deps = [dep("clean_a", "clean"), dep("clean_b", "clean")];
+        assert_eq!(found(&deps, "clean"), None);
     }
 }

@@ -83,6 +83,7 @@ fn pretrain(root: &Path, share: &str, mlm: f64) -> DepArtifact {
     DepArtifact {
         instance,
         stage: "pretrain".into(),
+        kind: "pretrain".into(),
         coords: coords(&[("share_type", share)]),
         dir,
     }
@@ -174,6 +175,7 @@ fn finetune(root: &Path, task: &str, share: &str, init: &str, acc: f64) -> DepAr
     DepArtifact {
         instance,
         stage: format!("finetune_{task}"),
+        kind: "finetune".into(),
         coords: coords(&[("share_type", share), ("init", init)]),
         dir,
     }

@@ -29,6 +29,7 @@ fn artifact(root: &Path, instance: &str, coords: &[(&str, Value)], metrics: Valu
     DepArtifact {
         instance: instance.into(),
         stage: instance.split('@').next().unwrap().into(),
+        kind: instance.split(['@', '_']).next().unwrap().into(),
         coords: coords
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))

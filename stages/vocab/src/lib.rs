@@ -349,6 +349,7 @@ mod tests {
             vec![DepArtifact {
                 instance: "clean".into(),
                 stage: "clean".into(),
+                kind: "clean".into(),
                 coords: BTreeMap::new(),
                 dir: fx.clean.clone(),
             }]

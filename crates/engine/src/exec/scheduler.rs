@@ -182,6 +182,7 @@ impl<'a> Scheduler<'a> {
             deps.push(DepArtifact {
                 instance: dinst.name.clone(),
                 stage: dinst.stage.clone(),
+                kind: dinst.kind.clone(),
                 coords: dinst.coords.clone(),
                 dir: dir.clone(),
             });

@@ -25,6 +25,9 @@ pub const ERROR_FILE: &str = "error.txt";
 pub struct SpecDep {
     pub instance: String,
     pub stage: String,
+    /// Empty in a spec written before kinds travelled (a dep is then found by its name only).
+    #[serde(default)]
+    pub kind: String,
     pub coords: BTreeMap<String, Value>,
     pub dir: PathBuf,
 }
@@ -109,6 +112,7 @@ pub fn run_spec(registry: &Registry, path: &Path) -> anyhow::Result<()> {
             .map(|d| DepArtifact {
                 instance: d.instance.clone(),
                 stage: d.stage.clone(),
+                kind: d.kind.clone(),
                 coords: d.coords.clone(),
                 dir: d.dir.clone(),
             })

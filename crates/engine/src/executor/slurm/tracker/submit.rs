@@ -173,6 +173,7 @@ impl Tracker<'_, '_> {
                 .map(|d| SpecDep {
                     instance: d.instance.clone(),
                     stage: d.stage.clone(),
+                    kind: d.kind.clone(),
                     coords: d.coords.clone(),
                     dir: d.dir.clone(),
                 })
