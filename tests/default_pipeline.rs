@@ -86,3 +86,33 @@ fn the_committed_experiment_plans_on_the_fixtures() {
     // clean, vocab and mask; pretrain; 30 fine-tunes; 5 curve points; 5 baselines; report.
     assert_eq!(names.len(), 3 + 1 + 30 + 5 + 5 + 1, "{names:?}");
 }
+
+#[test]
+fn the_ablation_sitting_plans_one_axis_per_pretraining_run() {
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let ws = Ws::new(&read(format!("{repo}/ablations.yaml")));
+    let data = format!("data={repo}/datasets/fixtures");
+    let v = ws.json(&["run", "--dry-run", "report", "--set", &data], 0);
+    let names = instances(&v);
+    let arms = [
+        "",
+        "_share_none",
+        "_mlm_only",
+        "_char_masking",
+        "_general_corpus",
+    ];
+    for arm in arms {
+        assert!(has_entry(&v, &format!("pretrain{arm}")), "{names:?}");
+        for task in ["chnsenticorp", "lcqmc_afqmc"] {
+            for init in ["pretrained", "random"] {
+                for seed in 1..=3 {
+                    let name = format!("finetune_{task}{arm}@init={init},seed={seed}");
+                    assert!(has_entry(&v, &name), "{name} not in {names:?}");
+                }
+            }
+        }
+    }
+    // clean ×2, vocab, mask ×3; 5 pretraining runs; 5 × 2 tasks × 2 inits × 3 seeds; 2
+    // baselines; report.
+    assert_eq!(names.len(), 6 + 5 + 60 + 2 + 1, "{names:?}");
+}
