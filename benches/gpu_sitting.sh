@@ -47,17 +47,17 @@ run() {
 }
 
 # What the sitting published and measured: the published directory, the run summary, and every
-# stage's metrics and manifest (small files), by stage and instance.
+# stage's metrics, manifest and logs (small files) in one tarball: the device tool brings back no
+# file whose name holds `@`, `,` or `=`, which every matrix instance's directory does. (`-size
+# -2M` is "at most 1 MiB": find rounds sizes up to whole units, so `-1M` would keep only empty
+# files.)
 collect() {
-  if [ -d results ]; then cp -r results "$OUT/results"; fi
+  if [ -d results ]; then tar -czf "$OUT/results.tgz" results; fi
   "$bin" runs > "$OUT/runs.txt" 2>&1 || true
   "$bin" exp show --json > "$OUT/exp.json" 2>>"$OUT/run.log" || true
-  find .pipeline/artifacts \( -name 'metrics.json' -o -name 'MANIFEST.json' \) | while read -r f; do
-    d="$OUT/store/${f#.pipeline/artifacts/}"; mkdir -p "$(dirname "$d")"; cp "$f" "$d"
-  done || true
-  find .pipeline/artifacts .pipeline/failed -type f -name '*.log' -size -2M 2>/dev/null | while read -r f; do
-    d="$OUT/logs/${f#.pipeline/}"; mkdir -p "$(dirname "$d")"; cp "$f" "$d"
-  done || true
+  find .pipeline/artifacts .pipeline/failed -type f -size -2M \
+    \( -name 'metrics.json' -o -name 'MANIFEST.json' -o -name '*.log' \) 2>/dev/null \
+    | tar -czf "$OUT/store.tgz" -T - || true
 }
 
 "${1:?prepare or run}"

@@ -80,7 +80,8 @@ pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Tab
     }
     if deps.iter().any(|d| !crate::recipes::recipe(d, cleans).sop) {
         t.notes.push(
-            "An MLM-only run (sop: false) trains no sentence-order head: it has no SOP accuracy              or loss, and its eval loss is the MLM loss alone."
+            "An MLM-only run (sop: false) trains no sentence-order head: it has no SOP accuracy \
+             or loss, and its eval loss is the MLM loss alone."
                 .into(),
         );
     }
