@@ -1,7 +1,8 @@
 //! TensorBoard event files from the training stages, through the binary on the bundled
 //! fixtures with a very small model: readable while `pretrain` runs (in its work area), trimmed
-//! when a killed run resumes, kept in the artifact as a function of `metrics.jsonl`, and the
-//! same from `finetune`. Read back with our reader always, and with TensorBoard's own
+//! when a killed run resumes, kept in the artifact's log directory (beside the full
+//! `metrics.jsonl`, timings included, which the digested artifact leaves out) as a function of
+//! it, and the same from `finetune`. Read back with our reader always, and with TensorBoard's own
 //! (`event_accumulator`) where python3 can import it (skipped with a note elsewhere).
 
 mod common;
@@ -175,13 +176,14 @@ fn pretrain_events_are_live_survive_a_resume_and_match_metrics_jsonl() {
 
     let v = ws.run_ok(&["pretrain"]);
     let dir = artifact(&v, "pretrain");
-    let m: Value = serde_json::from_str(&read(dir.join("metrics.json"))).unwrap();
+    // The full records and the events (timings included) are in the log directory.
+    let m: Value = serde_json::from_str(&read(dir.join(".log/metrics.json"))).unwrap();
     assert!(m["resumed_from_step"].as_u64().is_some(), "the run resumed");
-    let events = dir.join(FILE_NAME);
+    let events = dir.join(".log").join(FILE_NAME);
     let all = pipeline_tbevents::read(&events).unwrap();
     assert_eq!(all[0].what, Some(What::FileVersion("brain.Event:2".into())));
     let scalars = pipeline_tbevents::scalars(&events).unwrap();
-    let jsonl = dir.join("metrics.jsonl");
+    let jsonl = dir.join(".log/metrics.jsonl");
     // Every metrics.jsonl series is a TensorBoard scalar, no step twice across the resume.
     for tag in [
         "loss",
@@ -219,7 +221,7 @@ fn pretrain_events_are_live_survive_a_resume_and_match_metrics_jsonl() {
     );
 
     if tensorboard_installed("pretrain_events_are_live…") {
-        let tb = tensorboard_scalars(&dir);
+        let tb = tensorboard_scalars(&dir.join(".log"));
         for tag in ["loss", "lr", "tokens_per_s", "eval_mlm_accuracy"] {
             assert_eq!(tb[tag], series(&scalars, tag), "TensorBoard's {tag}");
         }
@@ -257,8 +259,8 @@ fn finetune_writes_an_event_per_epoch() {
     ));
     let v = ws.run_ok(&["finetune_lcqmc"]);
     let dir = artifact(&v, "finetune_lcqmc");
-    let scalars = pipeline_tbevents::scalars(&dir.join(FILE_NAME)).unwrap();
-    let jsonl = dir.join("metrics.jsonl");
+    let scalars = pipeline_tbevents::scalars(&dir.join(".log").join(FILE_NAME)).unwrap();
+    let jsonl = dir.join(".log/metrics.jsonl");
     for tag in [
         "train_loss",
         "train_accuracy",
@@ -273,7 +275,7 @@ fn finetune_writes_an_event_per_epoch() {
         assert_eq!(s.iter().map(|x| x.0).collect::<Vec<_>>(), [1, 2], "{tag}");
     }
     if tensorboard_installed("finetune_writes_an_event_per_epoch") {
-        let tb = tensorboard_scalars(&dir);
+        let tb = tensorboard_scalars(&dir.join(".log"));
         assert_eq!(tb["dev_accuracy"], series(&scalars, "dev_accuracy"));
     }
 }

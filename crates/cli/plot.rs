@@ -58,7 +58,10 @@ pub fn plot(cli: &Cli, a: &PlotArgs) -> Result<ExitCode> {
     let curves: Vec<Curve> = found
         .iter()
         .filter_map(|f| {
-            let lines = read_lines(&f.dir.join("metrics.jsonl"))?;
+            let lines = read_lines(&pipeline_engine::metrics::full_record(
+                &f.dir,
+                pipeline_engine::metrics::METRICS_JSONL,
+            ))?;
             Some(Curve {
                 instance: f.manifest.instance.clone(),
                 lines,

@@ -14,6 +14,7 @@ mod index_snapshot;
 pub mod inspect;
 pub mod maintain;
 pub mod manifest;
+pub mod metrics;
 pub mod outputs;
 pub mod owned;
 pub mod plan;

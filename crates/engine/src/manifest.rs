@@ -112,9 +112,10 @@ impl Manifest {
             .all(|f| std::fs::metadata(dir.join(&f.path)).is_ok_and(|m| m.len() == f.size))
     }
 
-    /// The artifact's `metrics.json`; one that is not JSON is left out with a warning.
+    /// The artifact's metrics, timings included (the full record in its log directory when
+    /// there, see [`crate::metrics`]); one that is not JSON is left out with a warning.
     pub fn metrics(&self, dir: &Path) -> Option<Value> {
-        let path = dir.join("metrics.json");
+        let path = crate::metrics::full_record(dir, crate::metrics::METRICS);
         let bytes = std::fs::read(&path).ok()?;
         serde_json::from_slice(&bytes)
             .map_err(|e| {

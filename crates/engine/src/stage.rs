@@ -135,7 +135,7 @@ mod tests {
         }
     }
 
-    fn found<'a>(deps: &'a [DepArtifact], name: &str) -> Option<&'a str> {
+    fn found(deps: &[DepArtifact], name: &str) -> Option<String> {
         let (params, spec, bar) = (Map::new(), Value::Null, ProgressBar::hidden());
         let ctx = StageContext {
             instance: "x",
@@ -150,18 +150,18 @@ mod tests {
             deps,
             progress: &bar,
         };
-        ctx.dep(name).map(|d| d.stage.as_str())
+        ctx.dep(name).map(|d| d.stage.clone())
     }
 
     #[test]
     fn a_dep_is_found_by_its_name_then_by_its_kind_when_only_one_has_it() {
         let deps = [dep("clean_general", "clean"), dep("vocab", "vocab")];
-        assert_eq!(found(&deps, "clean"), Some("clean_general"));
-        assert_eq!(found(&deps, "vocab"), Some("vocab"));
+        assert_eq!(found(&deps, "clean"), Some("clean_general".into()));
+        assert_eq!(found(&deps, "vocab"), Some("vocab".into()));
         assert_eq!(found(&deps, "mask"), None);
         // The name wins over the kind; two of a kind and neither named: none.
         let deps = [dep("clean_general", "clean"), dep("clean", "clean")];
-        assert_eq!(found(&deps, "clean"), Some("clean"));
+        assert_eq!(found(&deps, "clean"), Some("clean".into()));
         let deps = [dep("clean_a", "clean"), dep("clean_b", "clean")];
         assert_eq!(found(&deps, "clean"), None);
     }

@@ -85,10 +85,7 @@ impl Stage for BaselineStage {
         let metrics = run(&protocol, &p, &|line| {
             tracing::info!(target: "baseline", "{}: {line}", ctx.instance);
         })?;
-        std::fs::write(
-            ctx.out_dir.join("metrics.json"),
-            serde_json::to_string_pretty(&metrics)? + "\n",
-        )?;
+        pipeline_engine::metrics::write_metrics(ctx.out_dir, ctx.log_dir, &metrics)?;
         Ok(())
     }
 }

@@ -174,10 +174,7 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         p, &protocol, &config, &source, &device, &tuner, &fitted, evaluated, started,
     );
     add_encoding(&mut metrics, &sets, &encoder, spec.task.kind());
-    std::fs::write(
-        ctx.out_dir.join("metrics.json"),
-        serde_json::to_string_pretty(&metrics)? + "\n",
-    )?;
+    pipeline_engine::metrics::write_metrics(ctx.out_dir, ctx.log_dir, &metrics)?;
     Ok(())
 }
 
@@ -419,17 +416,18 @@ fn write_model(
             std::fs::copy(&src, ctx.out_dir.join(f))?;
         }
     }
-    let jsonl: String = fitted
+    let lines: Vec<Value> = fitted
         .history
         .iter()
-        .filter_map(|r| serde_json::to_string(r).ok())
-        .map(|l| l + "\n")
+        .filter_map(|r| serde_json::to_value(r).ok())
         .collect();
-    std::fs::write(ctx.out_dir.join("metrics.jsonl"), jsonl)?;
-    // The same lines as TensorBoard events, one per epoch (issue 25).
+    pipeline_engine::metrics::write_metrics_jsonl(ctx.out_dir, ctx.log_dir, &lines)?;
+    // The same lines as TensorBoard events, one per epoch (issue 25), from the full lines (the
+    // epochs' seconds and tokens/s are among the scalars), so beside them in the log directory:
+    // `tensorboard --logdir` finds them there.
     pipeline_tbevents::write_from_jsonl(
-        &ctx.out_dir.join("metrics.jsonl"),
-        &ctx.out_dir.join(pipeline_tbevents::FILE_NAME),
+        &ctx.log_dir.join(pipeline_engine::metrics::METRICS_JSONL),
+        &ctx.log_dir.join(pipeline_tbevents::FILE_NAME),
         "epoch",
     )?;
     Ok(())

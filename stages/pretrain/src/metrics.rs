@@ -105,6 +105,19 @@ pub fn truncate_metrics(path: &Path, step: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The lines of a `metrics.jsonl` this stage wrote (each one JSON object).
+pub fn read_lines(path: &Path) -> anyhow::Result<Vec<Value>> {
+    let text = std::fs::read_to_string(path)?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| anyhow::anyhow!("{}:{}: not a JSON line ({e})", path.display(), i + 1))
+        })
+        .collect()
+}
+
 pub fn append_line(path: &Path, v: &Value) -> anyhow::Result<()> {
     let mut f = OpenOptions::new().create(true).append(true).open(path)?;
     writeln!(f, "{v}")?;

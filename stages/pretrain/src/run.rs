@@ -323,19 +323,18 @@ impl<'a> TrainingRun<'a> {
         hf::save_pretraining(out, config, &self.trainer.inference_model())?;
         snapshots::copy_vocabulary(&self.data.vocab_dir, out)?;
         snapshots::publish(self.ctx.work_dir, out, &self.p.save_steps)?;
-        std::fs::copy(&self.metrics.jsonl, out.join("metrics.jsonl"))?;
-        // The artifact's events are rebuilt from its metrics.jsonl rather than copied from the
-        // work area's live file, whose wall times are the clock's: see write_from_jsonl.
+        let log_dir = self.ctx.log_dir;
+        let lines = crate::metrics::read_lines(&self.metrics.jsonl)?;
+        pipeline_engine::metrics::write_metrics_jsonl(out, log_dir, &lines)?;
+        // The events are rebuilt from the full lines (their wall times are the lines'
+        // elapsed_s, see write_from_jsonl) into the log directory beside them: they carry the
+        // timings, which the digested artifact does not.
         pipeline_tbevents::write_from_jsonl(
-            &out.join("metrics.jsonl"),
-            &out.join(pipeline_tbevents::FILE_NAME),
+            &log_dir.join(pipeline_engine::metrics::METRICS_JSONL),
+            &log_dir.join(pipeline_tbevents::FILE_NAME),
             "step",
         )?;
-        let metrics = self.summary();
-        std::fs::write(
-            out.join("metrics.json"),
-            serde_json::to_string_pretty(&metrics)? + "\n",
-        )?;
+        pipeline_engine::metrics::write_metrics(out, log_dir, &self.summary())?;
         remove_checkpoint(&self.checkpoint.dir)?;
         self.log(&format!(
             "done: {} steps, {:.0} tokens/s, {}, eval {}",

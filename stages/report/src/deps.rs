@@ -125,7 +125,10 @@ pub fn load(deps: &[DepArtifact], notes: &mut Vec<String>) -> Vec<Dep> {
     sorted.sort_by(|a, b| a.instance.cmp(&b.instance));
     let mut out = Vec::new();
     for d in sorted {
-        let metrics = read_json(&d.dir.join("metrics.json"), notes, &d.instance);
+        // The full records (timings included, crate::metrics of the engine) where the artifact
+        // has them: the tables' wall times and rates come from there.
+        use pipeline_engine::metrics::{METRICS, METRICS_JSONL, full_record};
+        let metrics = read_json(&full_record(&d.dir, METRICS), notes, &d.instance);
         let kind = classify(&d.stage, &metrics);
         if metrics.is_null()
             && matches!(
@@ -139,7 +142,7 @@ pub fn load(deps: &[DepArtifact], notes: &mut Vec<String>) -> Vec<Dep> {
             ));
         }
         let mut lines = Vec::new();
-        if let Ok(text) = std::fs::read_to_string(d.dir.join("metrics.jsonl")) {
+        if let Ok(text) = std::fs::read_to_string(full_record(&d.dir, METRICS_JSONL)) {
             let mut bad = 0;
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 match serde_json::from_str::<Value>(line) {
