@@ -73,7 +73,7 @@ use fit::{Fit, Task, fit, predict_split};
 use kinds::Kind;
 use outputs::{Predictions, scores_json};
 pub use params::{Init, TrainParams};
-use params::{TRAIN_PARAMS, known};
+use params::{known, train_params};
 use task_model::{Source, TaskModel, check_vocab};
 use train::FineTuner;
 
@@ -96,7 +96,7 @@ impl Stage for FinetuneStage {
         TrainParams::parse(params, Path::new("."))?;
         let protocol: Map<String, Value> = params
             .iter()
-            .filter(|(k, _)| !TRAIN_PARAMS.contains(&k.as_str()))
+            .filter(|(k, _)| !train_params().contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         ProtocolSpec::from_params(&protocol).map_err(|e| e.to_string())?;

@@ -7,34 +7,16 @@ use std::path::{Path, PathBuf};
 use pipeline_albert::device::DeviceChoice;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
 use pipeline_engine::ParamError;
+use pipeline_params::{Count, Flag, Number, Text};
 use pipeline_tasks::span_features::SpanConfig;
 use pipeline_tasks::{Task, TaskKind};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-pub(crate) const TRAIN_PARAMS: &[&str] = &[
-    "init",
-    "init_from",
-    "pretrain_step",
-    "device",
-    "epochs",
-    "batch_size",
-    "eval_batch_size",
-    "learning_rate",
-    "optimizer",
-    "weight_decay",
-    "warmup_fraction",
-    "max_grad_norm",
-    "max_seq_length",
-    "dropout",
-    "hidden_dropout",
-    "seed",
-    "group_by_length",
-    "doc_stride",
-    "max_query_length",
-    "max_answer_length",
-    "n_best_size",
-];
+/// The training params' keys: [`Given`]'s fields, so that the list is written once.
+pub(crate) fn train_params() -> &'static [&'static str] {
+    pipeline_params::struct_fields::<Given>()
+}
 
 /// The span-extraction params (tasks `cmrc2018`, `squad`).
 const SPAN_PARAMS: &[&str] = &[
@@ -47,7 +29,7 @@ const SPAN_PARAMS: &[&str] = &[
 pub fn known() -> &'static [&'static str] {
     static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
-        TRAIN_PARAMS
+        train_params()
             .iter()
             .chain(pipeline_tasks::known_params())
             .copied()
@@ -101,31 +83,32 @@ pub struct TrainParams {
 }
 
 /// The params as given, typed (defaults for those left out; `null` means left out). Checked
-/// and combined into [`TrainParams`] by [`TrainParams::parse`].
+/// and combined into [`TrainParams`] by [`TrainParams::parse`]. A value of the wrong type is
+/// "`key` must be …" in the field type's words ([`pipeline_params::from_object`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct Given {
-    init: Option<String>,
-    init_from: Option<String>,
-    pretrain_step: Option<u64>,
-    device: String,
-    epochs: u64,
-    batch_size: u64,
-    eval_batch_size: u64,
-    learning_rate: f64,
-    optimizer: String,
-    weight_decay: f64,
-    warmup_fraction: f64,
-    max_grad_norm: f64,
-    max_seq_length: Option<u64>,
-    dropout: f64,
-    hidden_dropout: f64,
-    seed: u64,
-    group_by_length: bool,
-    doc_stride: Option<u64>,
-    max_query_length: Option<u64>,
-    max_answer_length: Option<u64>,
-    n_best_size: Option<u64>,
+    init: Option<Text>,
+    init_from: Option<PathText>,
+    pretrain_step: Option<SavedStep>,
+    device: Text,
+    epochs: Count,
+    batch_size: Count,
+    eval_batch_size: Count,
+    learning_rate: Number,
+    optimizer: Text,
+    weight_decay: Number,
+    warmup_fraction: Number,
+    max_grad_norm: Number,
+    max_seq_length: Option<Count>,
+    dropout: Number,
+    hidden_dropout: Number,
+    seed: Count,
+    group_by_length: Flag,
+    doc_stride: Option<Count>,
+    max_query_length: Option<Count>,
+    max_answer_length: Option<Count>,
+    n_best_size: Option<Count>,
 }
 
 impl Default for Given {
@@ -134,20 +117,20 @@ impl Default for Given {
             init: None,
             init_from: None,
             pretrain_step: None,
-            device: "auto".into(),
-            epochs: 3,
-            batch_size: 32,
-            eval_batch_size: 64,
-            learning_rate: 1e-4,
-            optimizer: "adamw".into(),
-            weight_decay: 0.01,
-            warmup_fraction: 0.1,
-            max_grad_norm: 1.0,
+            device: Text("auto".into()),
+            epochs: Count(3),
+            batch_size: Count(32),
+            eval_batch_size: Count(64),
+            learning_rate: Number(1e-4),
+            optimizer: Text("adamw".into()),
+            weight_decay: Number(0.01),
+            warmup_fraction: Number(0.1),
+            max_grad_norm: Number(1.0),
             max_seq_length: None,
-            dropout: 0.1,
-            hidden_dropout: 0.0,
-            seed: 42,
-            group_by_length: true,
+            dropout: Number(0.1),
+            hidden_dropout: Number(0.0),
+            seed: Count(42),
+            group_by_length: Flag(true),
             doc_stride: None,
             max_query_length: None,
             max_answer_length: None,
@@ -156,20 +139,32 @@ impl Default for Given {
     }
 }
 
-/// What a param of the wrong type is told: serde's message does not name the param.
-fn type_error(key: &str, v: &Value) -> String {
-    match key {
-        "init_from" => format!("init_from must be a path, not {v}"),
-        "init" | "device" | "optimizer" => format!("{key} must be a string, not {v}"),
-        "pretrain_step" => format!(
-            "pretrain_step must be a step number the pretrain dep saved (its save_steps), not {v}"
-        ),
-        "group_by_length" => format!("group_by_length must be true or false, not {v}"),
-        "epochs" | "batch_size" | "eval_batch_size" | "max_seq_length" | "seed" | "doc_stride"
-        | "max_query_length" | "max_answer_length" | "n_best_size" => {
-            format!("{key} must be a non-negative integer, not {v}")
+/// `init_from`: a directory, relative to the workspace root.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "Value")]
+struct PathText(String);
+
+impl TryFrom<Value> for PathText {
+    type Error = ParamError;
+    fn try_from(v: Value) -> Result<Self, ParamError> {
+        match v {
+            Value::String(s) => Ok(PathText(s)),
+            v => Err(format!("must be a path, not {v}").into()),
         }
-        _ => format!("{key} must be a number, not {v}"),
+    }
+}
+
+/// `pretrain_step`: one of the steps the pretrain dep saved, so at least 1.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(try_from = "Value")]
+struct SavedStep(u64);
+
+impl TryFrom<Value> for SavedStep {
+    type Error = ParamError;
+    fn try_from(v: Value) -> Result<Self, ParamError> {
+        v.as_u64().filter(|&s| s > 0).map(SavedStep).ok_or_else(|| {
+            format!("must be a step number the pretrain dep saved (its save_steps), not {v}").into()
+        })
     }
 }
 
@@ -186,43 +181,36 @@ impl Given {
     fn of(p: &Map<String, Value>) -> Result<Given, String> {
         let own: Map<String, Value> = p
             .iter()
-            .filter(|(k, v)| TRAIN_PARAMS.contains(&k.as_str()) && !v.is_null())
+            .filter(|(k, v)| train_params().contains(&k.as_str()) && !v.is_null())
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        serde_json::from_value(Value::Object(own.clone())).map_err(|e| {
-            // Try each param alone to say which one is wrong, in today's words.
-            own.iter()
-                .find(|(k, v)| {
-                    let one = Map::from_iter([(k.to_string(), (*v).clone())]);
-                    serde_json::from_value::<Given>(Value::Object(one)).is_err()
-                })
-                .map(|(k, v)| type_error(k, v))
-                .unwrap_or_else(|| e.to_string())
-        })
+        pipeline_params::from_object(&own).map_err(String::from)
     }
 
     /// Where the weights come from: `init` and `init_from` together.
     fn init(&self, root: &Path) -> Result<Init, String> {
-        let init_from = self.init_from.as_ref().map(|s| root.join(s));
-        Ok(match (self.init.as_deref(), init_from) {
-            (Some("checkpoint") | None, Some(dir)) => Init::Checkpoint(dir),
-            (Some("checkpoint"), None) => {
-                return Err(
-                    "init: checkpoint needs init_from: DIR (a Hugging Face ALBERT directory)"
-                        .into(),
-                );
-            }
-            (Some("pretrained") | None, None) => Init::Pretrained,
-            (Some("random"), None) => Init::Random,
-            (Some(other @ ("pretrained" | "random")), Some(_)) => {
-                return Err(format!("init: {other} and init_from exclude each other"));
-            }
-            (Some(other), _) => {
-                return Err(format!(
-                    "unknown init {other:?}: expected pretrained, random or checkpoint"
-                ));
-            }
-        })
+        let init_from = self.init_from.as_ref().map(|s| root.join(&s.0));
+        Ok(
+            match (self.init.as_ref().map(|t| t.0.as_str()), init_from) {
+                (Some("checkpoint") | None, Some(dir)) => Init::Checkpoint(dir),
+                (Some("checkpoint"), None) => {
+                    return Err(
+                        "init: checkpoint needs init_from: DIR (a Hugging Face ALBERT directory)"
+                            .into(),
+                    );
+                }
+                (Some("pretrained") | None, None) => Init::Pretrained,
+                (Some("random"), None) => Init::Random,
+                (Some(other @ ("pretrained" | "random")), Some(_)) => {
+                    return Err(format!("init: {other} and init_from exclude each other"));
+                }
+                (Some(other), _) => {
+                    return Err(format!(
+                        "unknown init {other:?}: expected pretrained, random or checkpoint"
+                    ));
+                }
+            },
+        )
     }
 
     /// The span windows and decoding: the defaults ([`SpanConfig::default`], chosen for the
@@ -234,17 +222,21 @@ impl Given {
             self.max_query_length,
             self.max_answer_length,
             self.n_best_size,
-        ];
+        ]
+        .map(|v| v.map(|c| c.0));
         if kind != Some(TaskKind::Span) {
             if let Some((k, _)) = SPAN_PARAMS.iter().zip(given).find(|(_, v)| v.is_some()) {
                 return Err(format!(
                     "{k} is a span-extraction param (tasks cmrc2018, squad), not one of this task"
                 ));
             }
-            return Ok((self.max_seq_length.unwrap_or(128), SpanConfig::default()));
+            return Ok((
+                self.max_seq_length.map_or(128, |c| c.0),
+                SpanConfig::default(),
+            ));
         }
         let d = SpanConfig::default();
-        let n = |v: Option<u64>, default: usize| v.map_or(default, |v| v as usize);
+        let n = |v: Option<Count>, default: usize| v.map_or(default, Count::usize);
         let cfg = SpanConfig {
             max_seq_length: n(self.max_seq_length, d.max_seq_length),
             doc_stride: n(self.doc_stride, d.doc_stride),
@@ -276,10 +268,7 @@ impl TrainParams {
     fn parse_text(p: &Map<String, Value>, root: &Path) -> Result<TrainParams, String> {
         let g = Given::of(p)?;
         let init = g.init(root)?;
-        let pretrain_step = match g.pretrain_step {
-            Some(0) => return Err(type_error("pretrain_step", &Value::from(0))),
-            other => other,
-        };
+        let pretrain_step = g.pretrain_step.map(|s| s.0);
         if pretrain_step.is_some() && init != Init::Pretrained {
             return Err(format!(
                 "pretrain_step picks a saved step of the pretrained weights; it does not go with \
@@ -287,41 +276,43 @@ impl TrainParams {
                 init.name()
             ));
         }
-        for (k, d) in [("dropout", g.dropout), ("hidden_dropout", g.hidden_dropout)] {
+        for (k, d) in [
+            ("dropout", g.dropout.0),
+            ("hidden_dropout", g.hidden_dropout.0),
+        ] {
             if !(0.0..1.0).contains(&d) {
                 return Err(format!("{k} = {d} must be in [0, 1)"));
             }
         }
-        if !(0.0..=1.0).contains(&g.warmup_fraction) {
+        let (warmup_fraction, learning_rate) = (g.warmup_fraction.0, g.learning_rate.0);
+        if !(0.0..=1.0).contains(&warmup_fraction) {
             return Err(format!(
-                "warmup_fraction = {} must be in [0, 1]",
-                g.warmup_fraction
+                "warmup_fraction = {warmup_fraction} must be in [0, 1]"
             ));
         }
-        if !(g.learning_rate > 0.0 && g.learning_rate.is_finite()) {
+        if !(learning_rate > 0.0 && learning_rate.is_finite()) {
             return Err(format!(
-                "learning_rate = {} must be a positive number",
-                g.learning_rate
+                "learning_rate = {learning_rate} must be a positive number"
             ));
         }
         let (max_seq_length, span) = g.span(task_kind(p))?;
         Ok(TrainParams {
             init,
             pretrain_step,
-            device: DeviceChoice::parse(&g.device)?,
-            epochs: at_least("epochs", g.epochs, 1)? as usize,
-            batch_size: at_least("batch_size", g.batch_size, 1)? as usize,
-            eval_batch_size: at_least("eval_batch_size", g.eval_batch_size, 1)? as usize,
-            learning_rate: g.learning_rate,
-            optimizer: OptimizerKind::parse(&g.optimizer)?,
-            weight_decay: g.weight_decay,
-            warmup_fraction: g.warmup_fraction,
-            max_grad_norm: g.max_grad_norm,
+            device: DeviceChoice::parse(&g.device.0)?,
+            epochs: at_least("epochs", g.epochs.0, 1)? as usize,
+            batch_size: at_least("batch_size", g.batch_size.0, 1)? as usize,
+            eval_batch_size: at_least("eval_batch_size", g.eval_batch_size.0, 1)? as usize,
+            learning_rate,
+            optimizer: OptimizerKind::parse(&g.optimizer.0)?,
+            weight_decay: g.weight_decay.0,
+            warmup_fraction,
+            max_grad_norm: g.max_grad_norm.0,
             max_seq_length: at_least("max_seq_length", max_seq_length, 5)? as usize,
-            dropout: g.dropout,
-            hidden_dropout: g.hidden_dropout,
-            seed: g.seed,
-            group_by_length: g.group_by_length,
+            dropout: g.dropout.0,
+            hidden_dropout: g.hidden_dropout.0,
+            seed: g.seed.0,
+            group_by_length: g.group_by_length.0,
             span,
         })
     }
