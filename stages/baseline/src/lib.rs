@@ -52,7 +52,7 @@ use serde_json::{Map, Value, json};
 
 use features::{View, Vocabulary, char_jaccard, pair_features, pair_length};
 pub use params::{BaselineParams, Method};
-use params::{OWN_PARAMS, known};
+use params::{known, own_params};
 use rules::{IntervalRule, majority};
 
 pub struct BaselineStage;
@@ -94,7 +94,7 @@ impl Stage for BaselineStage {
 fn protocol_spec(params: &Map<String, Value>) -> Result<ProtocolSpec, String> {
     let protocol: Map<String, Value> = params
         .iter()
-        .filter(|(k, _)| !OWN_PARAMS.contains(&k.as_str()))
+        .filter(|(k, _)| !own_params().contains(&k.as_str()))
         .filter(|(k, _)| pipeline_tasks::known_params().contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();

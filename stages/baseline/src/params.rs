@@ -3,23 +3,19 @@
 
 use pipeline_engine::ParamError;
 use pipeline_tasks::TaskKind;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// The params the kind reads besides the protocol's.
-pub(crate) const OWN_PARAMS: &[&str] = &[
-    "methods",
-    "ngram_max",
-    "max_features",
-    "min_df",
-    "alpha",
-    "max_iterations",
-];
+/// The params the kind reads besides the protocol's: [`Given`]'s fields.
+pub(crate) fn own_params() -> &'static [&'static str] {
+    pipeline_params::struct_fields::<Given>()
+}
 
 /// Every param the kind takes.
 pub fn known() -> &'static [&'static str] {
     static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
-        OWN_PARAMS
+        own_params()
             .iter()
             .chain(pipeline_tasks::known_params())
             .copied()
@@ -79,23 +75,111 @@ pub struct BaselineParams {
     pub max_iterations: u64,
 }
 
-fn count(
-    p: &Map<String, Value>,
-    key: &str,
-    default: u64,
-    min: u64,
-    max: u64,
-) -> Result<u64, String> {
-    let v = match p.get(key) {
-        None | Some(Value::Null) => default,
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| format!("{key} must be a whole number, not {v}"))?,
-    };
+/// The params as given, typed (`null` means left out); checked and defaulted into
+/// [`BaselineParams`] by [`BaselineParams::parse`].
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Given {
+    methods: Option<Listed>,
+    ngram_max: Option<Whole>,
+    max_features: Option<Whole>,
+    min_df: Option<Whole>,
+    alpha: Option<OneOrMore>,
+    max_iterations: Option<Whole>,
+}
+
+/// A whole number (the baseline's words for a count).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(try_from = "Value")]
+struct Whole(u64);
+
+impl TryFrom<Value> for Whole {
+    type Error = ParamError;
+    fn try_from(v: Value) -> Result<Self, ParamError> {
+        v.as_u64()
+            .map(Whole)
+            .ok_or_else(|| format!("must be a whole number, not {v}").into())
+    }
+}
+
+/// `methods`: a non-empty list (its names are checked against [`METHODS`] after).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "Value")]
+struct Listed(Vec<Value>);
+
+impl TryFrom<Value> for Listed {
+    type Error = ParamError;
+    fn try_from(v: Value) -> Result<Self, ParamError> {
+        match v {
+            Value::Array(items) if !items.is_empty() => Ok(Listed(items)),
+            v => Err(format!(
+                "must be a non-empty list such as [majority, overlap, ngram_lr], not {v}"
+            )
+            .into()),
+        }
+    }
+}
+
+/// `alpha`: one value or a non-empty list of them (each checked to be a number after).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "Value")]
+struct OneOrMore(Vec<Value>);
+
+impl TryFrom<Value> for OneOrMore {
+    type Error = ParamError;
+    fn try_from(v: Value) -> Result<Self, ParamError> {
+        match v {
+            Value::Array(items) if !items.is_empty() => Ok(OneOrMore(items)),
+            Value::Number(_) => Ok(OneOrMore(vec![v])),
+            v => Err(format!("must be a number or a list of numbers, not {v}").into()),
+        }
+    }
+}
+
+/// `key`'s count, `default` when left out, within `min..=max`.
+fn count(key: &str, given: Option<Whole>, default: u64, min: u64, max: u64) -> Result<u64, String> {
+    let v = given.map_or(default, |w| w.0);
     if !(min..=max).contains(&v) {
         return Err(format!("{key} = {v} must be between {min} and {max}"));
     }
     Ok(v)
+}
+
+/// The methods named, each once, in the order given.
+fn methods(items: &[Value]) -> Result<Vec<Method>, String> {
+    let mut out = Vec::new();
+    for item in items {
+        let name = item.as_str().unwrap_or_default();
+        let Some((_, m)) = METHODS.iter().find(|(n, _)| *n == name) else {
+            return Err(format!(
+                "methods: unknown method {item}; the methods are {}",
+                METHODS
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        if !out.contains(m) {
+            out.push(*m);
+        }
+    }
+    Ok(out)
+}
+
+/// The L2 penalties, each a non-negative number.
+fn alphas(items: &[Value]) -> Result<Vec<f64>, String> {
+    let alphas: Vec<f64> = items
+        .iter()
+        .map(|v| {
+            v.as_f64()
+                .ok_or_else(|| format!("alpha: {v} is not a number"))
+        })
+        .collect::<Result<_, _>>()?;
+    if let Some(a) = alphas.iter().find(|a| !(a.is_finite() && **a >= 0.0)) {
+        return Err(format!("alpha {a} must be a non-negative number"));
+    }
+    Ok(alphas)
 }
 
 impl BaselineParams {
@@ -105,59 +189,19 @@ impl BaselineParams {
 
     /// [`Self::parse`] with the message as a `String` (the helpers it calls build them so).
     fn parse_text(p: &Map<String, Value>) -> Result<BaselineParams, String> {
-        let methods = match p.get("methods") {
-            None | Some(Value::Null) => None,
-            Some(Value::Array(items)) if !items.is_empty() => {
-                let mut out = Vec::new();
-                for item in items {
-                    let name = item.as_str().unwrap_or_default();
-                    let Some((_, m)) = METHODS.iter().find(|(n, _)| *n == name) else {
-                        return Err(format!(
-                            "methods: unknown method {item}; the methods are {}",
-                            METHODS
-                                .iter()
-                                .map(|(n, _)| *n)
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ));
-                    };
-                    if !out.contains(m) {
-                        out.push(*m);
-                    }
-                }
-                Some(out)
-            }
-            Some(v) => {
-                return Err(format!(
-                    "methods must be a non-empty list such as [majority, overlap, ngram_lr], \
-                     not {v}"
-                ));
-            }
-        };
-        let alphas =
-            match p.get("alpha") {
-                None | Some(Value::Null) => vec![10.0],
-                Some(Value::Array(items)) if !items.is_empty() => items
-                    .iter()
-                    .map(|v| {
-                        v.as_f64()
-                            .ok_or_else(|| format!("alpha: {v} is not a number"))
-                    })
-                    .collect::<Result<_, _>>()?,
-                Some(v) => vec![v.as_f64().ok_or_else(|| {
-                    format!("alpha must be a number or a list of numbers, not {v}")
-                })?],
-            };
-        if let Some(a) = alphas.iter().find(|a| !(a.is_finite() && **a >= 0.0)) {
-            return Err(format!("alpha {a} must be a non-negative number"));
-        }
+        let own: Map<String, Value> = p
+            .iter()
+            .filter(|(k, _)| own_params().contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let g: Given = pipeline_params::from_object(&own).map_err(String::from)?;
         Ok(BaselineParams {
-            methods,
-            ngram_max: count(p, "ngram_max", 2, 1, 4)? as usize,
-            max_features: count(p, "max_features", 4096, 1, 1 << 16)? as usize,
-            min_df: count(p, "min_df", 2, 1, 1_000_000)? as usize,
-            alphas,
-            max_iterations: count(p, "max_iterations", 100, 1, 100_000)?,
+            methods: g.methods.map(|l| methods(&l.0)).transpose()?,
+            ngram_max: count("ngram_max", g.ngram_max, 2, 1, 4)? as usize,
+            max_features: count("max_features", g.max_features, 4096, 1, 1 << 16)? as usize,
+            min_df: count("min_df", g.min_df, 2, 1, 1_000_000)? as usize,
+            alphas: alphas(&g.alpha.map_or_else(|| vec![Value::from(10.0)], |a| a.0))?,
+            max_iterations: count("max_iterations", g.max_iterations, 100, 1, 100_000)?,
         })
     }
 
@@ -238,5 +282,33 @@ mod tests {
         assert!(err(json!({"max_features": "many"})).contains("whole number"));
         assert!(err(json!({"alpha": [1, "x"]})).contains("not a number"));
         assert!(err(json!({"alpha": -1})).contains("non-negative"));
+    }
+
+    #[test]
+    fn the_messages_are_whole_sentences_that_name_the_param() {
+        let err = |v: Value| parse(v).unwrap_err();
+        assert_eq!(
+            err(json!({"max_features": "many"})),
+            "max_features must be a whole number, not \"many\""
+        );
+        assert_eq!(
+            err(json!({"methods": []})),
+            "methods must be a non-empty list such as [majority, overlap, ngram_lr], not []"
+        );
+        assert_eq!(
+            err(json!({"alpha": true})),
+            "alpha must be a number or a list of numbers, not true"
+        );
+        assert_eq!(
+            err(json!({"alpha": [1, "x"]})),
+            "alpha: \"x\" is not a number"
+        );
+        assert_eq!(
+            err(json!({"min_df": 0})),
+            "min_df = 0 must be between 1 and 1000000"
+        );
+        // null is "left out": the defaults.
+        let p = parse(json!({"alpha": null, "methods": null, "ngram_max": null})).unwrap();
+        assert_eq!((p.alphas, p.methods, p.ngram_max), (vec![10.0], None, 2));
     }
 }
