@@ -90,7 +90,7 @@ use pipeline_engine::stage::{Stage, StageContext};
 use serde_json::{Map, Value, json};
 
 pub use deps::{Dep, DepKind};
-pub use params::{KNOWN_PARAMS, ReportParams};
+pub use params::{ReportParams, known_params};
 pub use publish::{Files, LEDGER};
 
 use bench::BenchLine;
@@ -117,7 +117,7 @@ impl Stage for ReportStage {
     }
 
     fn known_params(&self) -> &'static [&'static str] {
-        KNOWN_PARAMS
+        known_params()
     }
 
     fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), ParamError> {

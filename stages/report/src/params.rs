@@ -4,18 +4,14 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use pipeline_engine::ParamError;
+use pipeline_params::{Flag, Text};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// Every param the kind takes.
-pub const KNOWN_PARAMS: &[&str] = &[
-    "publish_dir",
-    "title",
-    "commit",
-    "notes",
-    "bench_dir",
-    "plots",
-    "main_pretrain",
-];
+/// Every param the kind takes: [`Given`]'s fields.
+pub fn known_params() -> &'static [&'static str] {
+    pipeline_params::struct_fields::<Given>()
+}
 
 /// The tables a `notes` entry may be attached to (`summary`: the top of the README). Tables of
 /// other fine-tuning tasks are named after the task.
@@ -62,11 +58,60 @@ pub struct ReportParams {
     pub main_pretrain: Option<String>,
 }
 
-fn string(p: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
-    match p.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(v) => Err(format!("{key} must be a string, not {v}")),
+/// The params as given, typed (`null` means left out); checked and defaulted into
+/// [`ReportParams`] by [`ReportParams::parse`].
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Given {
+    publish_dir: Option<Text>,
+    title: Option<Text>,
+    commit: Option<Commit>,
+    notes: Option<Notes>,
+    bench_dir: Option<Text>,
+    plots: Option<Flag>,
+    main_pretrain: Option<Text>,
+}
+
+/// `commit`: one word (a hash or a tag), `None` when blank; an all-digit hash arrives as a
+/// YAML number.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "Value")]
+struct Commit(Option<String>);
+
+impl TryFrom<Value> for Commit {
+    type Error = ParamError;
+    fn try_from(v: Value) -> Result<Self, ParamError> {
+        Ok(Commit(match v {
+            Value::String(s) if s.trim().is_empty() => None,
+            Value::String(s) => {
+                let s = s.trim();
+                if s.contains(char::is_whitespace) {
+                    return Err(format!("{s:?} must be one word (a hash or a tag)").into());
+                }
+                Some(s.to_string())
+            }
+            // YAML reads an all-digit hash as a number.
+            Value::Number(n) => Some(n.to_string()),
+            v => return Err(format!("must be a string (a hash or a tag), not {v}").into()),
+        }))
+    }
+}
+
+/// `notes`: a map from a table name to a text (names and texts are checked by [`notes`]).
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "Value")]
+struct Notes(Map<String, Value>);
+
+impl TryFrom<Value> for Notes {
+    type Error = ParamError;
+    fn try_from(v: Value) -> Result<Self, ParamError> {
+        match v {
+            Value::Object(m) => Ok(Notes(m)),
+            v => Err(format!(
+                "must be a map from a table name to a text ({{pretraining: \"…\"}}), not {v}"
+            )
+            .into()),
+        }
     }
 }
 
@@ -117,55 +162,22 @@ fn suggestion(word: &str, known: &[&str]) -> String {
         .unwrap_or_default()
 }
 
-/// `commit`: one word (a hash or a tag); an all-digit hash arrives as a YAML number.
-fn commit(p: &Map<String, Value>) -> Result<Option<String>, String> {
-    Ok(match p.get("commit") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.trim().is_empty() => None,
-        Some(Value::String(s)) => {
-            let s = s.trim();
-            if s.contains(char::is_whitespace) {
-                return Err(format!("commit {s:?} must be one word (a hash or a tag)"));
-            }
-            Some(s.to_string())
-        }
-        // YAML reads an all-digit hash as a number.
-        Some(Value::Number(n)) => Some(n.to_string()),
-        Some(v) => Err(format!(
-            "commit must be a string (a hash or a tag), not {v}"
-        ))?,
-    })
-}
-
 /// `notes`: a text per table name (refused for a name that is not a table).
-fn notes(p: &Map<String, Value>) -> Result<BTreeMap<String, String>, String> {
+fn notes(given: Option<Notes>) -> Result<BTreeMap<String, String>, String> {
     let mut notes = BTreeMap::new();
-    match p.get("notes") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(m)) => {
-            for (k, v) in m {
-                if !NOTE_KEYS.contains(&k.as_str()) {
-                    return Err(format!(
-                        "notes.{k}: no such table{}; the tables are {}",
-                        suggestion(k, NOTE_KEYS),
-                        NOTE_KEYS.join(", ")
-                    ));
-                }
-                match v {
-                    Value::String(s) => {
-                        notes.insert(k.clone(), s.trim().to_string());
-                    }
-                    other => {
-                        return Err(format!("notes.{k} must be a string, not {other}"));
-                    }
-                }
-            }
-        }
-        Some(v) => {
+    for (k, v) in given.map(|n| n.0).unwrap_or_default() {
+        if !NOTE_KEYS.contains(&k.as_str()) {
             return Err(format!(
-                "notes must be a map from a table name to a text ({{pretraining: \"…\"}}), \
-                 not {v}"
+                "notes.{k}: no such table{}; the tables are {}",
+                suggestion(&k, NOTE_KEYS),
+                NOTE_KEYS.join(", ")
             ));
+        }
+        match v {
+            Value::String(s) => {
+                notes.insert(k, s.trim().to_string());
+            }
+            other => return Err(format!("notes.{k} must be a string, not {other}")),
         }
     }
     Ok(notes)
@@ -178,30 +190,33 @@ impl ReportParams {
 
     /// [`Self::parse`] with the message as a `String` (the helpers it calls build them so).
     fn parse_text(p: &Map<String, Value>) -> Result<ReportParams, String> {
-        let publish_dir = match string(p, "publish_dir")? {
+        let own: Map<String, Value> = p
+            .iter()
+            .filter(|(k, _)| known_params().contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let g: Given = pipeline_params::from_object(&own).map_err(String::from)?;
+        let text = |t: Option<Text>| t.map(|t| t.0);
+        let publish_dir = match text(g.publish_dir) {
             None => Some(PathBuf::from("results")),
             Some(s) if s.is_empty() => None,
             Some(s) => Some(workspace_dir("publish_dir", &s)?),
         };
-        let title = match string(p, "title")? {
+        let title = match text(g.title) {
             None => DEFAULT_TITLE.to_string(),
             Some(t) if t.trim().is_empty() => return Err("title must not be empty".into()),
             Some(t) if t.contains('\n') => return Err("title must be one line".into()),
             Some(t) => t,
         };
-        let commit = commit(p)?;
-        let notes = notes(p)?;
-        let bench_dir = match string(p, "bench_dir")? {
+        let commit = g.commit.and_then(|c| c.0);
+        let notes = notes(g.notes)?;
+        let bench_dir = match text(g.bench_dir) {
             Some(s) if s.is_empty() => None,
             Some(s) => Some(workspace_dir("bench_dir", &s)?),
             None => publish_dir.as_ref().map(|d| d.join("bench")),
         };
-        let plots = match p.get("plots") {
-            None | Some(Value::Null) => true,
-            Some(Value::Bool(b)) => *b,
-            Some(v) => return Err(format!("plots must be true or false, not {v}")),
-        };
-        let main_pretrain = match string(p, "main_pretrain")? {
+        let plots = g.plots.is_none_or(|f| f.0);
+        let main_pretrain = match text(g.main_pretrain) {
             Some(s) if s.trim().is_empty() => None,
             other => other.map(|s| s.trim().to_string()),
         };
@@ -266,5 +281,37 @@ mod tests {
                              "notes": {"ablations": "x", "chnsenticorp": "y"}}))
         .unwrap();
         assert_eq!(p.main_pretrain.as_deref(), Some("pretrain@share_type=all"));
+    }
+
+    #[test]
+    fn type_errors_are_whole_sentences_that_name_the_param() {
+        let err = |v: Value| parse(v).unwrap_err();
+        assert_eq!(
+            err(json!({"publish_dir": 3})),
+            "publish_dir must be a string, not 3"
+        );
+        assert_eq!(
+            err(json!({"commit": "a b"})),
+            "commit \"a b\" must be one word (a hash or a tag)"
+        );
+        assert_eq!(
+            err(json!({"commit": true})),
+            "commit must be a string (a hash or a tag), not true"
+        );
+        assert_eq!(
+            err(json!({"notes": "x"})),
+            "notes must be a map from a table name to a text ({pretraining: \"…\"}), not \"x\""
+        );
+        assert_eq!(
+            err(json!({"plots": "yes"})),
+            "plots must be true or false, not \"yes\""
+        );
+        // An all-digit hash arrives as a number; a blank commit, null or a missing key: none.
+        assert_eq!(
+            parse(json!({"commit": 1234567})).unwrap().commit.as_deref(),
+            Some("1234567")
+        );
+        assert_eq!(parse(json!({"commit": "  "})).unwrap().commit, None);
+        assert!(parse(json!({"commit": null, "plots": null})).unwrap().plots);
     }
 }
