@@ -101,25 +101,16 @@ impl Default for MaskConfig {
     }
 }
 
-const PARAMS: &[&str] = &[
-    "max_seq_length",
-    "max_predictions_per_seq",
-    "masked_lm_prob",
-    "short_seq_prob",
-    "max_ngram",
-    "whole_word",
-    "dupe_factor",
-    "seed",
-    "eval_fraction",
-    "instances_per_shard",
-    "pack",
-];
+/// The params the kind takes: [`MaskConfig`]'s fields.
+fn params() -> &'static [&'static str] {
+    pipeline_params::struct_fields::<MaskConfig>()
+}
 
 impl MaskConfig {
     /// The params, read and checked.
     pub fn from_params(params: &Map<String, Value>) -> Result<MaskConfig, ParamError> {
-        let c: MaskConfig = serde_json::from_value(Value::Object(params.clone()))
-            .map_err(|e| format!("bad mask params: {e}"))?;
+        // In the clean and vocab stages' words: "param `key`: serde's message".
+        let c: MaskConfig = pipeline_params::from_params(params, |_| "")?;
         if c.max_seq_length < 5 {
             return Err(format!(
                 "max_seq_length = {} is too small: [CLS] A [SEP] B [SEP] needs at least 5 tokens",
@@ -175,7 +166,7 @@ impl Stage for MaskStage {
     }
 
     fn known_params(&self) -> &'static [&'static str] {
-        PARAMS
+        params()
     }
 
     fn validate(&self, params: &Map<String, Value>, _spec: &Value) -> Result<(), ParamError> {
@@ -522,3 +513,27 @@ fn unit_interval(x: u64) -> f64 {
 
 #[cfg(test)]
 mod pack_tests;
+
+#[cfg(test)]
+mod params_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<MaskConfig, String> {
+        MaskConfig::from_params(v.as_object().unwrap()).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn params_are_read_by_their_names_with_errors_that_name_them() {
+        assert_eq!(params().len(), 11);
+        assert!(params().contains(&"pack") && params().contains(&"whole_word"));
+        let c = parse(json!({"dupe_factor": 2, "pack": true})).unwrap();
+        assert_eq!((c.dupe_factor, c.pack, c.max_seq_length), (2, true, 128));
+        let e = parse(json!({"max_seq_length": "long"})).unwrap_err();
+        assert!(e.starts_with("param `max_seq_length`: invalid type"), "{e}");
+        assert_eq!(
+            parse(json!({"dupe_factor": 0})).unwrap_err(),
+            "dupe_factor must be at least 1"
+        );
+    }
+}
