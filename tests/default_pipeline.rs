@@ -51,6 +51,45 @@ fn the_default_pipeline_runs_on_the_fixtures_and_is_then_cached() {
         assert_eq!(s["status"], "fresh", "{s:#}");
     }
     no_column_of_ours_is_empty(&ws.path("results/local"));
+    every_metrics_key_is_documented(&ws.path(".pipeline/artifacts"));
+}
+
+/// docs/metrics.md is checked against what the stages write: every top-level key of every
+/// artifact's metrics (the full record, timings included) is named there in backticks.
+fn every_metrics_key_is_documented(artifacts: &std::path::Path) {
+    let doc = read(format!("{}/docs/metrics.md", env!("CARGO_MANIFEST_DIR")));
+    // The words inside `…` spans: a key counts when one of them is the key itself.
+    let named: std::collections::BTreeSet<&str> = doc
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .flat_map(|span| span.split(|c: char| !(c.is_alphanumeric() || c == '_')))
+        .collect();
+    let mut undocumented = std::collections::BTreeSet::new();
+    for stage in std::fs::read_dir(artifacts).unwrap() {
+        for artifact in std::fs::read_dir(stage.unwrap().path()).unwrap() {
+            let dir = artifact.unwrap().path();
+            let full = dir.join(".log/metrics.json");
+            let path = if full.is_file() {
+                full
+            } else {
+                dir.join("metrics.json")
+            };
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+            for key in m.as_object().into_iter().flat_map(|o| o.keys()) {
+                if !named.contains(key.as_str()) {
+                    undocumented.insert(format!("{key} ({})", path.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        undocumented.is_empty(),
+        "keys docs/metrics.md does not name: {undocumented:#?}"
+    );
 }
 
 /// The contract between the stages that write metrics and the report that reads them by name:
@@ -189,4 +228,15 @@ fn the_column_contract_fails_on_a_column_no_row_fills() {
     ]});
     std::fs::write(dir.path().join("pretraining.json"), table.to_string()).unwrap();
     no_column_of_ours_is_empty(dir.path());
+}
+
+#[test]
+#[should_panic(expected = "keys docs/metrics.md does not name")]
+fn the_docs_check_fails_on_a_key_the_docs_do_not_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let artifact = dir.path().join("pretrain").join("0123");
+    std::fs::create_dir_all(&artifact).unwrap();
+    let m = serde_json::json!({"tokens_seen": 1, "a_key_nobody_documented": 2});
+    std::fs::write(artifact.join("metrics.json"), m.to_string()).unwrap();
+    every_metrics_key_is_documented(dir.path());
 }
