@@ -78,7 +78,7 @@ fn pretrain_trains_evaluates_and_exports_a_model_the_model_commands_read() {
         assert!(dir.join(f).is_file(), "the artifact has no {f}");
     }
     // The full record (timings included) is in the log directory; metrics.json is the same
-    // without the timings (pipeline_engine::metrics).
+    // without the timings (pipeline_metrics).
     let m = json_file(dir.join(".log/metrics.json"));
     assert_eq!(m["steps"], 30);
     assert_eq!(

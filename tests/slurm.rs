@@ -259,7 +259,7 @@ fn the_default_pipeline_through_slurm_matches_a_local_run_and_is_then_cached() {
     let s = cluster.run_ok(sets);
     assert_eq!(s["counts"]["failed"], 0, "{s:#}");
     // Same fingerprints, same bytes: the executor is not part of either. Timings live in each
-    // artifact's log directory, which the digest leaves out (pipeline_engine::metrics), so
+    // artifact's log directory, which the digest leaves out (pipeline_metrics), so
     // every output file of every stage matches, pretrain's and finetune's weights and metrics
     // included (tests/reproducible.rs checks two local runs the same way).
     let (lo, so) = (outputs(&l), outputs(&s));

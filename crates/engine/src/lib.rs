@@ -14,7 +14,8 @@ mod index_snapshot;
 pub mod inspect;
 pub mod maintain;
 pub mod manifest;
-pub mod metrics;
+/// The split of a stage's metrics into the digested record and the full one in `.log/`.
+pub use pipeline_metrics as metrics;
 pub mod outputs;
 pub mod owned;
 pub mod plan;

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub const MANIFEST: &str = "MANIFEST.json";
-/// Logs live inside the artifact under this name; it is not part of the output digest.
-pub const LOG_DIR: &str = ".log";
+/// Logs (and a stage's full metrics) live inside the artifact under this name; it is not part of
+/// the output digest.
+pub use pipeline_metrics::LOG_DIR;
 pub const FORMAT: u32 = 1;
 
 /// Everything a fingerprint is computed from. Kept in the manifest so that `status` can say

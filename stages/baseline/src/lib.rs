@@ -85,7 +85,7 @@ impl Stage for BaselineStage {
         let metrics = run(&protocol, &p, &|line| {
             tracing::info!(target: "baseline", "{}: {line}", ctx.instance);
         })?;
-        pipeline_engine::metrics::write_metrics(ctx.out_dir, ctx.log_dir, &metrics)?;
+        pipeline_metrics::write_metrics(ctx.out_dir, ctx.log_dir, &metrics)?;
         Ok(())
     }
 }

@@ -174,7 +174,7 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         p, &protocol, &config, &source, &device, &tuner, &fitted, evaluated, started,
     );
     add_encoding(&mut metrics, &sets, &encoder, spec.task.kind());
-    pipeline_engine::metrics::write_metrics(ctx.out_dir, ctx.log_dir, &metrics)?;
+    pipeline_metrics::write_metrics(ctx.out_dir, ctx.log_dir, &metrics)?;
     Ok(())
 }
 
@@ -421,12 +421,12 @@ fn write_model(
         .iter()
         .filter_map(|r| serde_json::to_value(r).ok())
         .collect();
-    pipeline_engine::metrics::write_metrics_jsonl(ctx.out_dir, ctx.log_dir, &lines)?;
+    pipeline_metrics::write_metrics_jsonl(ctx.out_dir, ctx.log_dir, &lines)?;
     // The same lines as TensorBoard events, one per epoch (issue 25), from the full lines (the
     // epochs' seconds and tokens/s are among the scalars), so beside them in the log directory:
     // `tensorboard --logdir` finds them there.
     pipeline_tbevents::write_from_jsonl(
-        &ctx.log_dir.join(pipeline_engine::metrics::METRICS_JSONL),
+        &ctx.log_dir.join(pipeline_metrics::METRICS_JSONL),
         &ctx.log_dir.join(pipeline_tbevents::FILE_NAME),
         "epoch",
     )?;

@@ -325,16 +325,16 @@ impl<'a> TrainingRun<'a> {
         snapshots::publish(self.ctx.work_dir, out, &self.p.save_steps)?;
         let log_dir = self.ctx.log_dir;
         let lines = crate::metrics::read_lines(&self.metrics.jsonl)?;
-        pipeline_engine::metrics::write_metrics_jsonl(out, log_dir, &lines)?;
+        pipeline_metrics::write_metrics_jsonl(out, log_dir, &lines)?;
         // The events are rebuilt from the full lines (their wall times are the lines'
         // elapsed_s, see write_from_jsonl) into the log directory beside them: they carry the
         // timings, which the digested artifact does not.
         pipeline_tbevents::write_from_jsonl(
-            &log_dir.join(pipeline_engine::metrics::METRICS_JSONL),
+            &log_dir.join(pipeline_metrics::METRICS_JSONL),
             &log_dir.join(pipeline_tbevents::FILE_NAME),
             "step",
         )?;
-        pipeline_engine::metrics::write_metrics(out, log_dir, &self.summary())?;
+        pipeline_metrics::write_metrics(out, log_dir, &self.summary())?;
         remove_checkpoint(&self.checkpoint.dir)?;
         self.log(&format!(
             "done: {} steps, {:.0} tokens/s, {}, eval {}",

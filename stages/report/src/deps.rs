@@ -127,7 +127,7 @@ pub fn load(deps: &[DepArtifact], notes: &mut Vec<String>) -> Vec<Dep> {
     for d in sorted {
         // The full records (timings included, crate::metrics of the engine) where the artifact
         // has them: the tables' wall times and rates come from there.
-        use pipeline_engine::metrics::{METRICS, METRICS_JSONL, full_record};
+        use pipeline_metrics::{METRICS, METRICS_JSONL, full_record};
         let metrics = read_json(&full_record(&d.dir, METRICS), notes, &d.instance);
         let kind = classify(&d.stage, &metrics);
         if metrics.is_null()

@@ -1,17 +1,24 @@
 //! A stage's metrics, split so that its artifact is a function of its inputs, params, code and
 //! seed: the digested `metrics.json` / `metrics.jsonl` hold the record without timings and host
 //! facts ([`TIMING_KEYS`], at any depth), and the full record, timings included, goes to the
-//! artifact's log directory ([`LOG_DIR`](crate::manifest::LOG_DIR), which the output digest
-//! leaves out). Readers (`pipeline metrics`, `show`, the report) read the full record when it is
+//! artifact's log directory ([`LOG_DIR`], which the output digest leaves out). Readers (`pipeline metrics`, `show`, the report) read the full record when it is
 //! there and the digested one otherwise (an artifact pulled from a remote without its logs), so
 //! they see what a stage wrote; two runs of the same instance write the same digested bytes, and
 //! the cache can cut off below a re-run stage.
+//!
+//! A crate of its own rather than a module of the engine: the stages that write with it count
+//! it in their code version (the engine is left out of it), so a change to what is digested
+//! re-runs them.
+
+#![warn(missing_docs)]
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::manifest::LOG_DIR;
+/// An artifact's log directory: the stage's logs and its full metrics. The engine keeps it out
+/// of the output digest.
+pub const LOG_DIR: &str = ".log";
 
 /// The digested metrics file of an artifact.
 pub const METRICS: &str = "metrics.json";
