@@ -114,15 +114,36 @@ fn leak_sentences(c: &Dep, files: &[&str]) -> Vec<String> {
     out
 }
 
+/// A corpus file as the report names it: as `clean` recorded it when relative to the workspace,
+/// else from its `corpus` directory on (`corpus/misc/news_zh_1.txt`, as the shared data's README
+/// names its files), so that published results do not carry the paths of the machine that ran
+/// them. An absolute path without a `corpus` directory stays as it is.
+fn data_relative(path: &str) -> String {
+    let p = std::path::Path::new(path);
+    if !p.is_absolute() {
+        return path.to_string();
+    }
+    let parts: Vec<_> = p.components().collect();
+    match parts.iter().rposition(|c| c.as_os_str() == "corpus") {
+        Some(i) => parts[i..]
+            .iter()
+            .collect::<std::path::PathBuf>()
+            .display()
+            .to_string(),
+        None => path.to_string(),
+    }
+}
+
 /// The files a `clean` instance read (its metrics.json's `formats`, one entry per corpus file),
 /// the task text it added, what decontamination dropped, and the known leaks.
 pub fn corpus_sentence(c: &Dep) -> String {
-    let files: Vec<&str> = c
+    let owned: Vec<String> = c
         .metrics
         .get("formats")
         .and_then(Value::as_object)
-        .map(|m| m.keys().map(String::as_str).collect())
+        .map(|m| m.keys().map(|k| data_relative(k)).collect())
         .unwrap_or_default();
+    let files: Vec<&str> = owned.iter().map(String::as_str).collect();
     let mut s = format!(
         "The pretraining corpus (`{}`) read {} file(s): {}.",
         c.instance,
@@ -194,6 +215,24 @@ mod tests {
 
     fn clean(metrics: Value) -> Dep {
         dep("clean", DepKind::Clean, metrics)
+    }
+
+    #[test]
+    fn absolute_corpus_paths_are_named_from_their_corpus_directory() {
+        let files = json!({"/tmp/gpu/data/corpus/misc/news_zh_1.txt": "lines",
+                           "/tmp/gpu/data/corpus/wiki_mrc_contexts/cmrc2018_dev_contexts.txt":
+                               "paragraphs",
+                           "../shared/datasets/corpus/misc/x.txt": "lines",
+                           "/elsewhere/notes.txt": "lines"});
+        let s = corpus_sentence(&clean(json!({"documents_in": 1, "formats": files})));
+        assert!(s.contains("`corpus/misc/news_zh_1.txt`"), "{s}");
+        assert!(s.contains("`../shared/datasets/corpus/misc/x.txt`"), "{s}");
+        assert!(s.contains("`/elsewhere/notes.txt`"), "{s}");
+        assert!(
+            s.contains("It includes `corpus/wiki_mrc_contexts/cmrc2018_dev_contexts.txt`"),
+            "{s}"
+        );
+        assert!(!s.contains("/tmp/gpu"), "{s}");
     }
 
     #[test]
