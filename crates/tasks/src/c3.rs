@@ -195,10 +195,10 @@ pub fn read_c3(path: &Path) -> Result<C3File, C3Error> {
             by_answer: [0; C3_CHOICES],
         },
     };
-    for_each_element(BufReader::new(file), None, |doc| f.document(doc)).map_err(|message| {
+    for_each_element(BufReader::new(file), None, |doc| f.document(doc)).map_err(|e| {
         C3Error::Format {
             path: name.clone(),
-            message,
+            message: e.to_string(),
         }
     })?;
     if f.examples.is_empty() {

@@ -37,6 +37,17 @@ pub(crate) fn open_data_file(path: &Path) -> Result<File, OpenError> {
     Ok(file)
 }
 
+/// Why a JSON array could not be streamed (the readers put it in their own format error).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StreamError {
+    /// Not JSON, or not the expected shape: serde's message, with line and column.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// The top-level object has no array under the key asked for.
+    #[error("no `{0}` array at the top level")]
+    NoArray(String),
+}
+
 /// Calls `f` on each element of a JSON array: the top-level value when `key` is `None`, else
 /// the array under `key` of the top-level object (other keys are skipped unread). Streams: only
 /// one element is in memory at a time. Errors are serde's, with line and column.
@@ -44,7 +55,7 @@ pub(crate) fn for_each_element<R: std::io::Read>(
     reader: R,
     key: Option<&str>,
     f: impl FnMut(Value),
-) -> Result<(), String> {
+) -> Result<(), StreamError> {
     let mut de = serde_json::Deserializer::from_reader(reader);
     let mut seen = false;
     let mut each = EachElement { f };
@@ -59,9 +70,9 @@ pub(crate) fn for_each_element<R: std::io::Read>(
             each: &mut each,
         }),
     };
-    result.and_then(|()| de.end()).map_err(|e| e.to_string())?;
+    result.and_then(|()| de.end())?;
     match key {
-        Some(k) if !seen => Err(format!("no `{k}` array at the top level")),
+        Some(k) if !seen => Err(StreamError::NoArray(k.to_string())),
         _ => Ok(()),
     }
 }

@@ -274,9 +274,9 @@ fn read(path: &Path, unanswered: bool) -> Result<SquadFile, SquadError> {
     for_each_element(BufReader::new(file), Some("data"), |article| {
         b.article(article)
     })
-    .map_err(|message| SquadError::Format {
+    .map_err(|e| SquadError::Format {
         path: name.clone(),
-        message,
+        message: e.to_string(),
     })?;
     let f = b.finish();
     if f.examples.is_empty() {
