@@ -73,12 +73,14 @@ pub fn write_metrics(out_dir: &Path, log_dir: &Path, metrics: &Value) -> std::io
 /// Writes `lines` as `out_dir/metrics.jsonl` without their timings and whole as
 /// `log_dir/metrics.jsonl`, one JSON object per line.
 pub fn write_metrics_jsonl(out_dir: &Path, log_dir: &Path, lines: &[Value]) -> std::io::Result<()> {
-    let joined = |f: &dyn Fn(&Value) -> Value| -> String {
-        lines.iter().map(|l| format!("{}\n", f(l))).collect()
-    };
-    std::fs::write(out_dir.join(METRICS_JSONL), joined(&without_timings))?;
+    let digested: String = lines
+        .iter()
+        .map(|l| format!("{}\n", without_timings(l)))
+        .collect();
+    let full: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(out_dir.join(METRICS_JSONL), digested)?;
     std::fs::create_dir_all(log_dir)?;
-    std::fs::write(log_dir.join(METRICS_JSONL), joined(&|l| l.clone()))
+    std::fs::write(log_dir.join(METRICS_JSONL), full)
 }
 
 /// The file to read an artifact's `name` (`metrics.json` or `metrics.jsonl`) from: the full

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pipeline_engine::DepArtifact;
+use pipeline_metrics::{METRICS, METRICS_JSONL, full_record};
 use serde_json::Value;
 
 /// What a dep artifact is, judged by its metrics (so that a user may name stages as they like).
@@ -125,9 +126,8 @@ pub fn load(deps: &[DepArtifact], notes: &mut Vec<String>) -> Vec<Dep> {
     sorted.sort_by(|a, b| a.instance.cmp(&b.instance));
     let mut out = Vec::new();
     for d in sorted {
-        // The full records (timings included, crate::metrics of the engine) where the artifact
-        // has them: the tables' wall times and rates come from there.
-        use pipeline_metrics::{METRICS, METRICS_JSONL, full_record};
+        // The full records (timings included) where the artifact has them: the tables' wall
+        // times and rates come from there.
         let metrics = read_json(&full_record(&d.dir, METRICS), notes, &d.instance);
         let kind = classify(&d.stage, &metrics);
         if metrics.is_null()
