@@ -129,6 +129,19 @@ pub fn from_object<T: DeserializeOwned>(obj: &Map<String, Value>) -> Result<T, P
         .map_err(|e| ParamError(format!("{} {}", e.path(), e.inner())))
 }
 
+/// `T` from the keys of `params` that are `T`'s fields ([`struct_fields`]; the others belong to
+/// another parser of the same stage, such as the data protocol's), a `null` value meaning "left
+/// out"; errors as [`from_object`]'s.
+pub fn from_own_keys<T: DeserializeOwned>(params: &Map<String, Value>) -> Result<T, ParamError> {
+    let fields = struct_fields::<T>();
+    let own: Map<String, Value> = params
+        .iter()
+        .filter(|(k, v)| fields.contains(&k.as_str()) && !v.is_null())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    from_object(&own)
+}
+
 /// `T` from a stage's params, in the words of the `clean` and `vocab` stages: a value of the
 /// wrong type is "param `key`: serde's message`hint(key)`" (e.g. "param `source`: unknown variant
 /// `download`, expected `file` or `train` (file or train)"). Keys `T` does not have (matrix
@@ -213,6 +226,17 @@ mod tests {
         _rate: Option<Number>,
         name: Option<Text>,
         on: Option<Flag>,
+    }
+
+    #[test]
+    fn own_keys_only_and_null_is_left_out() {
+        let obj = json!({"size": 3, "name": null, "task": "lcqmc"});
+        let e: Example = from_own_keys(obj.as_object().unwrap()).unwrap();
+        assert_eq!(e.size, Some(Count(3)));
+        assert_eq!(e.name, None);
+        let bad = json!({"size": "big", "task": 1});
+        let err = from_own_keys::<Example>(bad.as_object().unwrap()).unwrap_err();
+        assert_eq!(err.0, "size must be a non-negative integer, not \"big\"");
     }
 
     #[test]

@@ -189,12 +189,7 @@ impl BaselineParams {
 
     /// [`Self::parse`] with the message as a `String` (the helpers it calls build them so).
     fn parse_text(p: &Map<String, Value>) -> Result<BaselineParams, String> {
-        let own: Map<String, Value> = p
-            .iter()
-            .filter(|(k, _)| own_params().contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let g: Given = pipeline_params::from_object(&own).map_err(String::from)?;
+        let g: Given = pipeline_params::from_own_keys(p).map_err(String::from)?;
         Ok(BaselineParams {
             methods: g.methods.map(|l| methods(&l.0)).transpose()?,
             ngram_max: count("ngram_max", g.ngram_max, 2, 1, 4)? as usize,

@@ -179,12 +179,7 @@ fn at_least(key: &str, v: u64, min: u64) -> Result<u64, String> {
 impl Given {
     /// The training params of `p` (the protocol's are left out), `null` meaning "left out".
     fn of(p: &Map<String, Value>) -> Result<Given, String> {
-        let own: Map<String, Value> = p
-            .iter()
-            .filter(|(k, v)| train_params().contains(&k.as_str()) && !v.is_null())
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        pipeline_params::from_object(&own).map_err(String::from)
+        pipeline_params::from_own_keys(p).map_err(String::from)
     }
 
     /// Where the weights come from: `init` and `init_from` together.

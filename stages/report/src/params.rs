@@ -190,12 +190,7 @@ impl ReportParams {
 
     /// [`Self::parse`] with the message as a `String` (the helpers it calls build them so).
     fn parse_text(p: &Map<String, Value>) -> Result<ReportParams, String> {
-        let own: Map<String, Value> = p
-            .iter()
-            .filter(|(k, _)| known_params().contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let g: Given = pipeline_params::from_object(&own).map_err(String::from)?;
+        let g: Given = pipeline_params::from_own_keys(p).map_err(String::from)?;
         let text = |t: Option<Text>| t.map(|t| t.0);
         let publish_dir = match text(g.publish_dir) {
             None => Some(PathBuf::from("results")),
