@@ -38,47 +38,73 @@ use serde_json::Value;
 
 use crate::group_split::{GroupSplit, GroupSplitError, split_by_group};
 use crate::json_stream::{OpenError, for_each_element, open_data_file};
-use crate::squad::Tally;
+use crate::tally::Tally;
 
 /// Choices per question after padding (C3's maximum).
 pub const C3_CHOICES: usize = 4;
 
 /// The fixed protocol of C3 here: its only labelled split (dev) cut 80 / 10 / 10 by document.
+/// This is the share of documents held out for dev (model selection).
 pub const C3_DEV_FRACTION: f64 = 0.1;
+/// The share of documents held out as the evaluation set `test` (see [`C3_DEV_FRACTION`]).
 pub const C3_TEST_FRACTION: f64 = 0.1;
 
 /// Everything that stops a C3 file from being read; each names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum C3Error {
+    /// The file cannot be opened or read.
     #[error("{path}: cannot read: {source}")]
     Io {
+        /// The file, as the path given to the reader displays.
         path: String,
+        /// The file system's error.
         #[source]
         source: std::io::Error,
     },
+    /// Not JSON, not a top-level array, or a file the reader refuses (not a regular file,
+    /// larger than 1 GiB).
     #[error("{path}: not C3 JSON: {message}")]
-    Format { path: String, message: String },
+    Format {
+        /// The file, as the path given to the reader displays.
+        path: String,
+        /// What is wrong: serde's message with line and column, or why the file is refused.
+        message: String,
+    },
+    /// Every question was dropped (or the file holds none).
     #[error("{path} has no usable question ({read} read: {counts})")]
     NoQuestions {
+        /// The file, as the path given to the reader displays.
         path: String,
+        /// Questions read (a malformed document counts as one).
         read: usize,
+        /// Why they were dropped: [`Tally::summary`] of the report's `dropped`.
         counts: String,
     },
+    /// More questions dropped than `max_bad_fraction` allows.
     #[error(
         "{path}: {bad} of {read} questions are bad ({pct:.2} %, more than max_bad_fraction = \
          {max}): {counts}"
     )]
     TooManyBad {
+        /// The file, as the path given to the reader displays.
         path: String,
+        /// Questions dropped.
         bad: usize,
+        /// Questions read.
         read: usize,
+        /// `bad` as a percentage of `read`.
         pct: f64,
+        /// The `max_bad_fraction` exceeded, a share (0.01 is 1 %).
         max: f64,
+        /// Why they were dropped: [`Tally::summary`] of the report's `dropped`.
         counts: String,
     },
+    /// The documents cannot be split as asked (too few of them for the fractions, …).
     #[error("{path}: {source}")]
     Split {
+        /// The file, as the path given to the reader displays.
         path: String,
+        /// What the split refused.
         #[source]
         source: GroupSplitError,
     },
@@ -88,14 +114,24 @@ pub enum C3Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum C3Issue {
+    /// A document that is not `[context lines, questions, id]`; counted once, as one question.
     MalformedDocument,
+    /// A context line that is not a string, or a question without its `question`, `choice`
+    /// (an array of strings) or `answer` string.
     MissingField,
+    /// A context that is empty once trimmed.
     EmptyContext,
+    /// A question that is empty once trimmed.
     EmptyQuestion,
+    /// A choice that is empty once trimmed.
     EmptyChoice,
+    /// Fewer than 2 choices.
     TooFewChoices,
+    /// More than [`C3_CHOICES`] choices.
     TooManyChoices,
+    /// An answer that is none of the choices' texts.
     AnswerNotInChoices,
+    /// An answer that is the text of more than one choice.
     AmbiguousAnswer,
 }
 
@@ -115,6 +151,7 @@ pub struct C3Example {
     pub document: usize,
     /// The context lines joined by `\n`.
     pub context: String,
+    /// The question, trimmed, never empty.
     pub question: String,
     /// The real choices first, then empty strings.
     pub choices: [String; C3_CHOICES],
@@ -150,12 +187,17 @@ pub fn best_real_choice(scores: &[f32], real_choices: usize) -> usize {
 /// What the reader saw; serialisable for metrics.json.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct C3Report {
+    /// The file, as the path given to the reader displays.
     pub path: String,
+    /// Elements of the top-level array, malformed ones included.
     pub documents_read: usize,
     /// Documents with at least one kept question.
     pub documents: usize,
+    /// Questions in the file (a malformed document counts as one).
     pub questions_read: usize,
+    /// Questions kept: the examples.
     pub questions: usize,
+    /// The questions dropped, by cause with their ids.
     pub dropped: Tally<C3Issue>,
     /// Kept questions by number of real choices (`{"2": 170, "3": 465, "4": 3181}`).
     pub by_choices: BTreeMap<usize, usize>,
@@ -163,9 +205,12 @@ pub struct C3Report {
     pub by_answer: [usize; C3_CHOICES],
 }
 
+/// A C3 file's kept questions and what its reader counted.
 #[derive(Debug, Clone)]
 pub struct C3File {
+    /// The kept questions, in file order.
     pub examples: Vec<C3Example>,
+    /// What the reader saw.
     pub report: C3Report,
 }
 

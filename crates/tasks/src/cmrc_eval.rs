@@ -161,7 +161,9 @@ pub struct CmrcScores {
 /// One gold question: its id and its reference answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GoldQuestion {
+    /// The question's id, the key of its prediction.
     pub id: String,
+    /// The gold answer texts; its EM and F1 are the maximum over them.
     pub answers: Vec<String>,
 }
 

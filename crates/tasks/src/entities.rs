@@ -34,14 +34,25 @@ pub struct Entity {
 /// sentences).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EntityError {
+    /// Gold and predictions hold different numbers of sentences.
     #[error("{gold} gold sentences but {predicted} predicted ones")]
-    SentenceCount { gold: usize, predicted: usize },
-    #[error("sentence {index}: {gold} gold tags but {predicted} predicted ones")]
-    SentenceLength {
-        index: usize,
+    SentenceCount {
+        /// Gold sentences.
         gold: usize,
+        /// Predicted sentences.
         predicted: usize,
     },
+    /// A sentence with different numbers of gold and predicted tags.
+    #[error("sentence {index}: {gold} gold tags but {predicted} predicted ones")]
+    SentenceLength {
+        /// The sentence's 0-based position.
+        index: usize,
+        /// Its gold tags.
+        gold: usize,
+        /// Its predicted tags.
+        predicted: usize,
+    },
+    /// No sentence, or only empty ones: nothing to score.
     #[error("no tokens to evaluate")]
     Empty,
 }
@@ -50,11 +61,15 @@ pub enum EntityError {
 /// from. A ratio whose denominator is 0 is 0, as seqeval's default `zero_division` gives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EntityPrf {
+    /// `correct / predicted`, in [0, 1].
     pub precision: f64,
+    /// `correct / gold`, in [0, 1].
     pub recall: f64,
+    /// The harmonic mean of precision and recall, in [0, 1].
     pub f1: f64,
     /// Gold entities (seqeval's `support`).
     pub gold: usize,
+    /// Predicted entities.
     pub predicted: usize,
     /// Predicted entities with the gold type, start and end.
     pub correct: usize,
@@ -90,7 +105,9 @@ pub struct EntityScores {
     /// Share of tokens whose predicted tag is the gold tag (seqeval's `accuracy_score`, `O`
     /// included).
     pub token_accuracy: f64,
+    /// Tokens (tags) scored, over all sentences.
     pub tokens: usize,
+    /// Sentences scored.
     pub sentences: usize,
 }
 

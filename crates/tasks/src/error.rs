@@ -11,16 +11,29 @@ pub enum TaskError {
     /// A param is missing, has the wrong type or an invalid value. `param` is its path within
     /// the stage's params (`eval.xnli_dev[0].path`).
     #[error("param `{param}`: {message}")]
-    Param { param: String, message: String },
+    Param {
+        /// The param's path (`train[0].format`).
+        param: String,
+        /// What is wrong with it, and what it should be.
+        message: String,
+    },
 
     /// A data file named by the params does not exist.
     #[error("{path}: no such file (looked for {})", resolved.display())]
-    NotFound { path: String, resolved: PathBuf },
+    NotFound {
+        /// The file as the params name it.
+        path: String,
+        /// Where it was looked for: `path` resolved against the workspace root.
+        resolved: PathBuf,
+    },
 
     /// A data file exists but cannot be read.
     #[error("{path}: cannot read: {source}")]
     Io {
+        /// The file as the params name it.
         path: String,
+        /// The file system's error, or why the file is refused (not a regular file, a line
+        /// longer than 16 MiB).
         #[source]
         source: std::io::Error,
     },
@@ -31,9 +44,13 @@ pub enum TaskError {
          true}}`, or the same as this file's `format:`); the line: {row}"
     )]
     UnexpectedHeader {
+        /// The file as the params name it.
         path: String,
+        /// Its 1-based line number.
         line: usize,
+        /// The line, quoted, cut after 40 characters.
         row: String,
+        /// The name of the format the file is read with (the task's, or the file's `format:`).
         task: String,
     },
 
@@ -44,26 +61,37 @@ pub enum TaskError {
          (`{{path: …, format: cmnli}}`)"
     )]
     HeaderLooksLikeData {
+        /// The file as the params name it.
         path: String,
+        /// Its 1-based line number.
         line: usize,
+        /// The cell that is one of the task's labels.
         label: String,
+        /// The name of the format the file is read with (the task's, or the file's `format:`).
         task: String,
     },
 
     /// A column named in the task is not in the file's header.
     #[error("{path}:{line}: no column `{column}` in the header (columns: {header})")]
     MissingColumn {
+        /// The file as the params name it.
         path: String,
+        /// The header's 1-based line number.
         line: usize,
+        /// The column name the format asks for (`text_a`, `sentence1`, …).
         column: String,
+        /// The header's cells, joined by `, `.
         header: String,
     },
 
     /// The file has no valid example (it is empty, or every row is bad).
     #[error("{path} has no examples ({rows} data rows, {bad} bad{samples})")]
     NoExamples {
+        /// The file as the params name it.
         path: String,
+        /// Data rows read (neither blank lines nor the header).
         rows: usize,
+        /// How many of them were bad.
         bad: usize,
         /// `: line 3 unknown_label …; …` when there were bad rows.
         samples: String,
@@ -76,13 +104,19 @@ pub enum TaskError {
         format_samples(samples)
     )]
     TooManyBadRows {
+        /// The file as the params name it.
         path: String,
+        /// Bad rows.
         bad: usize,
+        /// Data rows read.
         rows: usize,
+        /// `bad` as a percentage of `rows`.
         pct: f64,
+        /// The `max_bad_fraction` exceeded, a share (0.01 is 1 %).
         max: f64,
         /// `unknown_label 12, empty_text 1`.
         counts: String,
+        /// The first bad rows (up to [`crate::BadRows::MAX_SAMPLES`]; the message shows 5).
         samples: Vec<BadRow>,
     },
 
@@ -92,11 +126,16 @@ pub enum TaskError {
          choice task must have the same number of choices"
     )]
     ChoiceCount {
+        /// The file as the params name it.
         path: String,
+        /// The 1-based line of the offending example (in a protocol: the file's first).
         line: usize,
+        /// Its number of choices.
         found: usize,
+        /// The number every line must have.
         expected: usize,
-        /// `file:line` of the first example, which fixed the count.
+        /// `file:line` of the first example, which fixed the count, or `the task
+        /// (num_choices)` when the task sets it.
         expected_from: String,
     },
 

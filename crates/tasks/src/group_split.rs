@@ -17,7 +17,9 @@ const TEST_SALT: u64 = 0x7465_7374_5f73_706c; // "test_spl"
 /// A partition of the items (questions) into train, dev and test, each ascending (file order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupSplit {
+    /// The items of the groups left for training.
     pub train: Vec<usize>,
+    /// The items of the groups held out for model selection.
     pub dev: Vec<usize>,
     /// Empty when `test_fraction` is 0 (the test set comes from elsewhere).
     pub test: Vec<usize>,
@@ -44,26 +46,46 @@ impl GroupSplit {
 pub struct SplitSummary {
     /// `group`: by article (CMRC 2018) or document (C3), never by question.
     pub by: &'static str,
+    /// The seed of the draws (the protocol's `split_seed`).
     pub split_seed: u64,
+    /// The share of groups held out for dev.
     pub dev_fraction: f64,
+    /// The share of groups held out as the evaluation set `test` (0: none).
     pub test_fraction: f64,
+    /// Groups on each side.
     pub groups: [usize; 3],
+    /// Items (questions) on each side.
     pub items: [usize; 3],
 }
 
 /// Fractions that cannot make a split of these groups.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum GroupSplitError {
+    /// A fraction out of range: each must be in [0, 1), dev above 0, their sum below 1.
     #[error(
         "dev fraction {dev} and test fraction {test} must be in [0, 1) with dev > 0 and dev + \
          test < 1"
     )]
-    Fractions { dev: f64, test: f64 },
+    Fractions {
+        /// The dev fraction asked for.
+        dev: f64,
+        /// The test fraction asked for.
+        test: f64,
+    },
+    /// Valid fractions, but not enough groups to leave at least one on every side that needs
+    /// one (train always, dev always, test when its fraction is above 0).
     #[error(
         "{groups} group(s) (articles or documents) are too few for dev fraction {dev} and test \
          fraction {test}: each side needs at least one"
     )]
-    TooFewGroups { groups: usize, dev: f64, test: f64 },
+    TooFewGroups {
+        /// Distinct groups among the items.
+        groups: usize,
+        /// The dev fraction asked for.
+        dev: f64,
+        /// The test fraction asked for.
+        test: f64,
+    },
 }
 
 /// Splits items by group: `groups[i]` is item `i`'s group (any number; equal numbers are one

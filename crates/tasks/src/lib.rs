@@ -107,6 +107,8 @@
 //!   dev: data/my_nli/dev.tsv
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod cmrc_eval;
 pub mod entities;
 mod error;
@@ -126,6 +128,7 @@ pub mod group_split;
 mod json_stream;
 pub mod span_features;
 pub mod squad;
+mod tally;
 
 pub use error::TaskError;
 pub use metrics::{

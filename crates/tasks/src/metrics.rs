@@ -14,17 +14,29 @@ use crate::entities::EntityScores;
 /// Bad metric inputs (always a bug in the caller, but reported rather than panicking).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MetricsError {
+    /// Gold and predicted ids differ in number.
     #[error("{gold} gold labels but {predicted} predictions")]
-    LengthMismatch { gold: usize, predicted: usize },
+    LengthMismatch {
+        /// Gold ids.
+        gold: usize,
+        /// Predicted ids.
+        predicted: usize,
+    },
+    /// No example: every metric would be 0 / 0.
     #[error("no examples to evaluate")]
     Empty,
+    /// A class id not below the number of classes.
     #[error(
         "{which} class id {value} at position {index} is out of range (the task has {classes} classes)"
     )]
     OutOfRange {
+        /// `gold` or `predicted`: which list holds it.
         which: &'static str,
+        /// Its 0-based position in that list.
         index: usize,
+        /// The id.
         value: usize,
+        /// The number of classes (ids must be below it).
         classes: usize,
     },
 }
@@ -96,14 +108,17 @@ impl ConfusionMatrix {
         })
     }
 
+    /// The number of classes (rows and columns).
     pub fn num_classes(&self) -> usize {
         self.counts.len()
     }
 
+    /// Examples counted: the sum of all cells.
     pub fn total(&self) -> usize {
         self.counts.iter().flatten().sum()
     }
 
+    /// Examples predicted as their gold class: the sum of the diagonal.
     pub fn correct(&self) -> usize {
         (0..self.num_classes()).map(|c| self.counts[c][c]).sum()
     }
@@ -118,18 +133,22 @@ impl ConfusionMatrix {
         self.counts.iter().map(|row| row[c]).sum()
     }
 
+    /// `correct / total`, in [0, 1] (0 for an empty matrix).
     pub fn accuracy(&self) -> f64 {
         ratio(self.correct(), self.total())
     }
 
+    /// Of the examples predicted as class `c`, the share that are `c` (0 when none is).
     pub fn precision(&self, c: usize) -> f64 {
         ratio(self.counts[c][c], self.predicted(c))
     }
 
+    /// Of the gold examples of class `c`, the share predicted as `c` (0 when there are none).
     pub fn recall(&self, c: usize) -> f64 {
         ratio(self.counts[c][c], self.support(c))
     }
 
+    /// The harmonic mean of class `c`'s precision and recall (0 when both are 0).
     pub fn f1(&self, c: usize) -> f64 {
         harmonic(self.precision(c), self.recall(c))
     }
@@ -149,9 +168,13 @@ impl ConfusionMatrix {
 /// Precision, recall and F1 of one class.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClassMetrics {
+    /// The class's label.
     pub label: String,
+    /// [`ConfusionMatrix::precision`], in [0, 1].
     pub precision: f64,
+    /// [`ConfusionMatrix::recall`], in [0, 1].
     pub recall: f64,
+    /// [`ConfusionMatrix::f1`], in [0, 1].
     pub f1: f64,
     /// Gold examples of the class.
     pub support: usize,
@@ -162,13 +185,18 @@ pub struct ClassMetrics {
 /// Everything reported for one evaluation set.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Metrics {
+    /// Examples scored.
     pub examples: usize,
+    /// The share of examples predicted right, in [0, 1].
     pub accuracy: f64,
     /// F1 of class 1 (the positive class); only for 2-class tasks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub f1: Option<f64>,
+    /// [`ConfusionMatrix::macro_f1`], in [0, 1].
     pub macro_f1: f64,
+    /// One entry per class, in class-id order.
     pub per_class: Vec<ClassMetrics>,
+    /// The counts everything else is computed from.
     pub confusion: ConfusionMatrix,
 }
 
@@ -178,12 +206,15 @@ pub struct Metrics {
 /// compile rather than blanking a table cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricsBlock {
+    /// Examples scored; characters for a tagger.
     pub examples: usize,
     /// Of examples; of characters for a tagger.
     pub accuracy: f64,
     /// Binary F1 of class 1 (two-class tasks); null otherwise.
     pub f1: Option<f64>,
+    /// The mean per-class F1 over the classes in gold or predictions (tags, for a tagger).
     pub macro_f1: f64,
+    /// Gold × predicted counts (of tags, for a tagger).
     pub confusion: ConfusionMatrix,
     /// A tagger's entity precision, recall and F1 (overall, macro, per type) and token accuracy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -191,6 +222,7 @@ pub struct MetricsBlock {
 }
 
 impl MetricsBlock {
+    /// The block of `m`, with a tagger's `entities` (`None` for the other kinds).
     pub fn new(m: &Metrics, entities: Option<EntityScores>) -> MetricsBlock {
         MetricsBlock {
             examples: m.examples,
@@ -220,7 +252,10 @@ impl MetricsBlock {
 pub struct SpanMetricsBlock {
     /// Questions scored (those without a prediction count 0).
     pub examples: usize,
+    /// The share of questions whose prediction equals a gold answer (the script's EM), in
+    /// [0, 1].
     pub exact_match: f64,
+    /// Mean over questions of the best token F1 against the gold answers, in [0, 1].
     pub f1: f64,
     /// Questions without a prediction (no window had a context token).
     pub unanswered: usize,
@@ -242,6 +277,7 @@ impl SpanMetricsBlock {
         self.f1
     }
 
+    /// The block as JSON.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }

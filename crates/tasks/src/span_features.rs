@@ -46,10 +46,15 @@ use std::ops::Range;
 /// The feature and decoding parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SpanConfig {
+    /// Tokens of a feature, `[CLS] question [SEP] window [SEP]` (unpadded, at most this).
     pub max_seq_length: usize,
+    /// Context tokens two consecutive windows share (the overlap, not the step).
     pub doc_stride: usize,
+    /// Question tokens kept; the rest is cut.
     pub max_query_length: usize,
+    /// The longest answer decoded, in context tokens.
     pub max_answer_length: usize,
+    /// Answers kept per example in the n-best list.
     pub n_best_size: usize,
 }
 
@@ -68,34 +73,60 @@ impl Default for SpanConfig {
 /// Parameters or inputs that cannot make features.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpanError {
+    /// A window too short for the stride: `max_seq_length` less the question and the 3
+    /// special tokens leaves no more than `doc_stride` context tokens.
     #[error(
         "max_seq_length {max_seq_length} leaves {window} context tokens a window after a \
          question of max_query_length {max_query_length} and 3 special tokens, not more than \
          doc_stride {doc_stride}: raise max_seq_length or lower doc_stride / max_query_length"
     )]
     Config {
+        /// [`SpanConfig::max_seq_length`].
         max_seq_length: usize,
+        /// [`SpanConfig::max_query_length`].
         max_query_length: usize,
+        /// [`SpanConfig::doc_stride`].
         doc_stride: usize,
+        /// The context tokens a window holds, `max_seq_length - max_query_length - 3`
+        /// (negative when the question alone does not fit).
         window: isize,
     },
+    /// A length or count of the config that is 0.
     #[error("{what} must be at least 1")]
-    Zero { what: &'static str },
+    Zero {
+        /// The field's name (`max_answer_length`, `n_best_size`, `max_query_length`).
+        what: &'static str,
+    },
+    /// A token's offsets that are not character boundaries of the context, fall outside it,
+    /// or are out of order.
     #[error(
         "token {index}: offset {offset} is not a character boundary of the {len}-byte context, \
          or the offsets are not ascending"
     )]
     Offsets {
+        /// The token's 0-based position in the context's tokens.
         index: usize,
+        /// Its start byte.
         offset: usize,
+        /// The context's length in bytes.
         len: usize,
     },
+    /// A tokenizer's ids and offsets that differ in number.
     #[error("{ids} token ids but {offsets} offsets")]
-    Lengths { ids: usize, offsets: usize },
+    Lengths {
+        /// Token ids.
+        ids: usize,
+        /// Offsets (starts or byte ranges).
+        offsets: usize,
+    },
+    /// A window's start or end logits shorter than its input.
     #[error("window {feature}: {logits} logits for {positions} positions")]
     Logits {
+        /// The window's 0-based position among the example's features.
         feature: usize,
+        /// The shorter of its start and end logits' lengths.
         logits: usize,
+        /// Its input positions (`input_ids.len()`).
         positions: usize,
     },
 }
@@ -144,14 +175,19 @@ impl SpanConfig {
 /// The ids of the two special tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Specials {
+    /// `[CLS]`, the first token; its position (0) is the label of "no answer here".
     pub cls: u32,
+    /// `[SEP]`, after the question and after the window.
     pub sep: u32,
 }
 
 /// A context's tokens: ids and the byte range of each in the context.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenizedContext {
+    /// The token ids, in order.
     pub ids: Vec<u32>,
+    /// Each token's byte range in the context, on character boundaries, starts and ends
+    /// ascending.
     pub spans: Vec<Range<usize>>,
 }
 
@@ -227,6 +263,7 @@ pub struct SpanFeature {
     pub example: usize,
     /// `[CLS] question [SEP] window [SEP]`, unpadded.
     pub input_ids: Vec<u32>,
+    /// 0 for `[CLS] question [SEP]`, 1 for the window and its `[SEP]`; as long as `input_ids`.
     pub token_type_ids: Vec<u32>,
     /// Position in `input_ids` of the window's first context token.
     pub context_start: usize,
@@ -235,6 +272,7 @@ pub struct SpanFeature {
     /// Training labels: positions in `input_ids` (0, `[CLS]`, when the window does not hold
     /// the whole answer or there is none).
     pub start_position: usize,
+    /// The answer's last token, as `start_position` (0 with it).
     pub end_position: usize,
 }
 
@@ -358,7 +396,9 @@ pub fn answer_tokens(
 pub struct SpanCandidate {
     /// Bytes of the context; the answer is `&context[span]`.
     pub span: Range<usize>,
+    /// The start logit of its first token (in the window where it scored best).
     pub start_logit: f32,
+    /// The end logit of its last token (in the same window).
     pub end_logit: f32,
     /// `start_logit + end_logit`.
     pub score: f32,

@@ -36,7 +36,7 @@
 //! ([`SquadFile::require_labels`]): CMRC 2018's `test.json` in the shared data is such a file,
 //! its 6,000 answers are `FAKE_ANSWER_1..3` placeholders of the hidden test set.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io::BufReader;
 use std::ops::Range;
@@ -48,46 +48,77 @@ use serde_json::Value;
 
 use crate::group_split::{GroupSplit, GroupSplitError, split_by_group};
 use crate::json_stream::{OpenError, for_each_element, open_data_file};
+pub use crate::tally::Tally;
 
 /// Everything that stops a SQuAD file from being read; each names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum SquadError {
+    /// The file cannot be opened or read.
     #[error("{path}: cannot read: {source}")]
     Io {
+        /// The file, as the path given to the reader displays.
         path: String,
+        /// The file system's error.
         #[source]
         source: std::io::Error,
     },
     /// Not JSON, or not SQuAD's top-level shape; the message has serde's line and column.
     #[error("{path}: not SQuAD v1 JSON: {message}")]
-    Format { path: String, message: String },
+    Format {
+        /// The file, as the path given to the reader displays.
+        path: String,
+        /// What is wrong (serde's message), or why the file is refused (not a regular file,
+        /// over 1 GiB).
+        message: String,
+    },
+    /// Every question was dropped (or the file holds none).
     #[error("{path} has no usable question ({read} read: {counts})")]
     NoQuestions {
+        /// The file, as the path given to the reader displays.
         path: String,
+        /// Question entries read.
         read: usize,
+        /// Why they were dropped: [`Tally::summary`] of the report's `dropped`.
         counts: String,
     },
+    /// More questions dropped than `max_bad_fraction` allows.
     #[error(
         "{path}: {bad} of {read} questions are bad ({pct:.2} %, more than max_bad_fraction = \
          {max}): {counts}"
     )]
     TooManyBad {
+        /// The file, as the path given to the reader displays.
         path: String,
+        /// Questions dropped.
         bad: usize,
+        /// Question entries read.
         read: usize,
+        /// `bad` as a percentage of `read`.
         pct: f64,
+        /// The `max_bad_fraction` exceeded, a share (0.01 is 1 %).
         max: f64,
+        /// Why they were dropped: [`Tally::summary`] of the report's `dropped`.
         counts: String,
     },
+    /// No kept question has an answer that is a span: a file without gold answers, refused
+    /// for training and evaluation by [`SquadFile::require_labels`].
     #[error(
         "{path}: none of its {questions} questions has an answer that is a span of its context, \
          so it has no gold answers (CMRC 2018's test.json holds FAKE_ANSWER placeholders of the \
          hidden test set); it can be predicted on, not evaluated or trained on"
     )]
-    Unlabelled { path: String, questions: usize },
+    Unlabelled {
+        /// The file, as the path given to the reader displays.
+        path: String,
+        /// Questions kept, none with a span.
+        questions: usize,
+    },
+    /// The articles cannot be split as asked (too few of them for the fractions, …).
     #[error("{path}: {source}")]
     Split {
+        /// The file, as the path given to the reader displays.
         path: String,
+        /// What the split refused.
         #[source]
         source: GroupSplitError,
     },
@@ -97,17 +128,31 @@ pub enum SquadError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SquadIssue {
+    /// A missing or mistyped field: an article without `paragraphs`, a paragraph without `qas`
+    /// or `context`, a question without `id`, `question` or `answers`, an answer without
+    /// `text`. Drops the question (the whole entry, for an article or a paragraph); an answer
+    /// without `text` is dropped alone.
     MissingField,
+    /// A context that is empty or whitespace: drops each of its questions.
     EmptyContext,
+    /// A question that is empty or whitespace: drops it.
     EmptyQuestion,
+    /// A question id seen before in the file: drops the later question.
     DuplicateId,
+    /// A question left with no usable answer: drops it.
     NoAnswers,
+    /// An answer whose `answer_start` did not point at its text, moved to the nearest
+    /// occurrence: kept.
     AnswerStartRepaired,
+    /// An answer whose text is nowhere in the context: kept as a gold text without a span.
     AnswerNotInContext,
+    /// An answer whose text is empty or whitespace: dropped.
     EmptyAnswer,
 }
 
 impl SquadIssue {
+    /// The cause's snake_case name, as metrics.json and the messages write it
+    /// (`answer_start_repaired`).
     pub fn as_str(self) -> &'static str {
         match self {
             SquadIssue::MissingField => "missing_field",
@@ -128,68 +173,20 @@ impl fmt::Display for SquadIssue {
     }
 }
 
-/// Counts by cause, with the first few (id, detail) samples; serialisable for metrics.json.
-/// Shared by the SQuAD and C3 readers.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Tally<I: Ord> {
-    pub total: usize,
-    pub by_cause: BTreeMap<I, usize>,
-    /// The first [`Tally::MAX_SAMPLES`]: `(cause, question id, detail)`.
-    pub samples: Vec<(I, String, String)>,
-}
-
-impl<I: Ord> Default for Tally<I> {
-    fn default() -> Self {
-        Tally {
-            total: 0,
-            by_cause: BTreeMap::new(),
-            samples: Vec::new(),
-        }
-    }
-}
-
-impl<I: Ord + Copy + fmt::Display> Tally<I> {
-    pub const MAX_SAMPLES: usize = 20;
-
-    pub fn record(&mut self, cause: I, id: &str, detail: impl Into<String>) {
-        self.total += 1;
-        *self.by_cause.entry(cause).or_default() += 1;
-        if self.samples.len() < Self::MAX_SAMPLES {
-            self.samples.push((cause, id.to_string(), detail.into()));
-        }
-    }
-
-    pub fn count(&self, cause: I) -> usize {
-        self.by_cause.get(&cause).copied().unwrap_or(0)
-    }
-
-    /// `empty_context 2 (e.g. DEV_3_QUERY_1), missing_field 1 (…)`, or `none`.
-    pub fn summary(&self) -> String {
-        if self.by_cause.is_empty() {
-            return "none".into();
-        }
-        let line = |(c, n): (&I, &usize)| match self.samples.iter().find(|s| s.0 == *c) {
-            Some((_, id, detail)) => format!("{c} {n} (e.g. {id}: {detail})"),
-            None => format!("{c} {n}"),
-        };
-        self.by_cause
-            .iter()
-            .map(line)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
 /// One answer: its text and, when it is a span of the context, the span in bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SquadAnswer {
+    /// The annotator's text, as in the file (what the metric compares).
     pub text: String,
+    /// Its byte range in the context (the repaired one for `answer_start_repaired`); `None`
+    /// when the text is nowhere in the context.
     pub span: Option<Range<usize>>,
 }
 
 /// One question on one context.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SquadExample {
+    /// The question's `id`, unique in its file; predictions are keyed by it.
     pub id: String,
     /// Index into [`SquadFile::articles`].
     pub article: usize,
@@ -218,6 +215,7 @@ impl SquadExample {
 /// What the reader saw; serialisable for metrics.json.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SquadReport {
+    /// The file, as the path given to the reader displays.
     pub path: String,
     /// Articles with a `paragraphs` array.
     pub articles: usize,
@@ -228,6 +226,7 @@ pub struct SquadReport {
     pub questions_read: usize,
     /// Questions kept.
     pub questions: usize,
+    /// The questions dropped, by cause with their ids.
     pub dropped: Tally<SquadIssue>,
     /// Answers kept (on kept questions).
     pub answers: usize,
@@ -242,7 +241,9 @@ pub struct SquadReport {
 pub struct SquadFile {
     /// Article titles (or ids, or `article N`), in file order.
     pub articles: Vec<String>,
+    /// The kept questions, in file order.
     pub examples: Vec<SquadExample>,
+    /// What the reader saw.
     pub report: SquadReport,
 }
 

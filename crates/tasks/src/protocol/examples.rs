@@ -17,9 +17,13 @@ use crate::task::TaskKind;
 /// The examples of a split, of the task's kind.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Examples {
+    /// Sentence pairs (LCQMC, AFQMC, the NLI sets, `pair`).
     Pair(Vec<PairExample>),
+    /// Multiple-choice lines of a JSONL file (`choice`).
     Choice(Vec<ChoiceExample>),
+    /// Single texts (ChnSentiCorp, SMP2020-EWECT, `single`).
     Single(Vec<SingleExample>),
+    /// Tagged sentences (MSRA NER, `tagging`).
     Tagging(Vec<TagExample>),
     /// Questions on contexts with answer spans (CMRC 2018, SQuAD v1).
     Span(Vec<SquadExample>),
@@ -54,10 +58,12 @@ impl Examples {
         }
     }
 
+    /// The number of examples (sentences for tagging, questions for reading comprehension).
     pub fn len(&self) -> usize {
         each!(self, v => v.len())
     }
 
+    /// Whether there is no example.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -115,6 +121,7 @@ impl Examples {
         }
     }
 
+    /// The sentence pairs; `None` for another kind.
     pub fn as_pairs(&self) -> Option<&[PairExample]> {
         match self {
             Examples::Pair(v) => Some(v),
@@ -122,6 +129,7 @@ impl Examples {
         }
     }
 
+    /// The multiple-choice examples; `None` for another kind.
     pub fn as_choices(&self) -> Option<&[ChoiceExample]> {
         match self {
             Examples::Choice(v) => Some(v),
@@ -129,6 +137,7 @@ impl Examples {
         }
     }
 
+    /// The single texts; `None` for another kind.
     pub fn as_singles(&self) -> Option<&[SingleExample]> {
         match self {
             Examples::Single(v) => Some(v),
@@ -136,6 +145,7 @@ impl Examples {
         }
     }
 
+    /// The tagged sentences; `None` for another kind.
     pub fn as_tagged(&self) -> Option<&[TagExample]> {
         match self {
             Examples::Tagging(v) => Some(v),
@@ -143,6 +153,7 @@ impl Examples {
         }
     }
 
+    /// The span-extraction questions; `None` for another kind.
     pub fn as_spans(&self) -> Option<&[SquadExample]> {
         match self {
             Examples::Span(v) => Some(v),
@@ -150,6 +161,7 @@ impl Examples {
         }
     }
 
+    /// The C3 questions; `None` for another kind.
     pub fn as_reading_choices(&self) -> Option<&[C3Example]> {
         match self {
             Examples::ReadingChoice(v) => Some(v),
@@ -195,6 +207,7 @@ fn pick<T: Clone>(v: &[T], indices: &[usize]) -> Vec<T> {
 pub struct Split {
     /// `train`, `dev`, or the evaluation set's name.
     pub name: String,
+    /// Its examples, after holding out, dropping overlap and capping.
     pub examples: Examples,
     /// The files read for this split (indices into [`Protocol::files`]); empty for a dev set
     /// held out of train.
@@ -244,10 +257,12 @@ impl Split {
         }
     }
 
+    /// The number of examples.
     pub fn len(&self) -> usize {
         self.examples.len()
     }
 
+    /// Whether the split has no example.
     pub fn is_empty(&self) -> bool {
         self.examples.is_empty()
     }
@@ -256,6 +271,7 @@ impl Split {
 /// A loaded protocol: the examples of every split and what each file held.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Protocol {
+    /// The params it was loaded from.
     pub spec: ProtocolSpec,
     /// The class labels in class-id order (for a choice task `0` … `N-1`).
     pub labels: Vec<String>,
@@ -263,8 +279,12 @@ pub struct Protocol {
     pub num_choices: Option<usize>,
     /// Every file read, in order; [`PairExample::file`] indexes it.
     pub files: Vec<FileReport>,
+    /// The training examples.
     pub train: Split,
+    /// The model-selection set: the best epoch is chosen on it.
     pub dev: Split,
+    /// The named evaluation sets, in the order of [`ProtocolSpec::eval`] (a held-out `test`
+    /// first).
     pub eval: Vec<Split>,
     /// A reading-comprehension protocol's split of its train files by article or document
     /// (dev and, with `test_fraction`, the evaluation set `test` held out by group).
@@ -274,18 +294,27 @@ pub struct Protocol {
 /// One split in [`ProtocolSummary`].
 #[derive(Debug, Clone, Serialize)]
 pub struct SplitSummary {
+    /// [`Split::name`].
     pub name: String,
+    /// Examples in the split, as used.
     pub examples: usize,
+    /// [`Split::available`].
     pub available: usize,
+    /// [`Split::held_out_from_train`]; left out of the JSON when false.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub held_out_from_train: bool,
+    /// [`Split::capped_to`]; left out when no cap removed anything.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capped_to: Option<usize>,
+    /// [`Split::label_counts`].
     pub label_counts: Vec<usize>,
+    /// [`Split::overlap_with_train`]; left out for train.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overlap_with_train: Option<usize>,
+    /// [`Split::dropped_eval_overlap`]; left out when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub dropped_eval_overlap: usize,
+    /// The reports of the split's own files (none for a dev set held out of train).
     pub files: Vec<FileReport>,
 }
 
@@ -296,17 +325,27 @@ fn is_zero(n: &usize) -> bool {
 /// What metrics.json records of a protocol.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProtocolSummary {
+    /// The task's name (`lcqmc`, `pair`, `cmrc2018`, …).
     pub task: String,
+    /// The task's kind.
     pub kind: TaskKind,
+    /// [`Protocol::labels`].
     pub labels: Vec<String>,
+    /// [`Protocol::num_choices`]; left out for the other kinds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub num_choices: Option<usize>,
+    /// The seed of the held-out sets and the caps' subsamples.
     pub split_seed: u64,
+    /// The share of train held out as dev; left out when dev comes from files.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dev_fraction: Option<f64>,
+    /// The cap on train examples; `null`: none.
     pub max_train_examples: Option<usize>,
+    /// The cap on each dev and evaluation set; `null`: none.
     pub max_eval_examples: Option<usize>,
+    /// The share of a file's rows that may be bad.
     pub max_bad_fraction: f64,
+    /// Whether train examples with the texts of a dev or evaluation example were dropped.
     pub drop_eval_overlap: bool,
     /// Reading comprehension: the share of the train files' articles (documents) held out as
     /// the evaluation set `test`.
@@ -315,12 +354,16 @@ pub struct ProtocolSummary {
     /// Reading comprehension: how the train files were split by group, and the sizes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group_split: Option<group_split::SplitSummary>,
+    /// The train split.
     pub train: SplitSummary,
+    /// The dev split.
     pub dev: SplitSummary,
+    /// The evaluation sets, in order.
     pub eval: Vec<SplitSummary>,
 }
 
 impl Protocol {
+    /// The number of class labels (tags for a tagging task; 0 for span extraction).
     pub fn num_classes(&self) -> usize {
         self.labels.len()
     }

@@ -78,26 +78,37 @@ pub enum DevSpec {
 /// A named evaluation set (`test`, `xnli_dev`, …): its files are read and concatenated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvalSpec {
+    /// The set's name in metrics.json (not `train` or `dev`).
     pub name: String,
+    /// Its files, in order.
     pub files: Vec<FileSpec>,
 }
 
 /// A protocol as the params define it; nothing read yet.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProtocolSpec {
+    /// The task: its labels and the default format of every file.
     pub task: Task,
+    /// The training files (`train`).
     pub train: Vec<FileSpec>,
+    /// The model-selection set: `dev` files or a `dev_fraction` of train.
     pub dev: DevSpec,
     /// In the order given (`test` first, then `eval` as a list in order, or as a map by name).
     pub eval: Vec<EvalSpec>,
+    /// Seed of the held-out sets and the caps' subsamples ([`DEFAULT_SPLIT_SEED`] by default).
     pub split_seed: u64,
+    /// Cap on the train examples, a stratified seeded subsample; `None`: all.
     pub max_train_examples: Option<usize>,
+    /// Cap on dev and on each evaluation set (smoke runs only); `None`: all.
     pub max_eval_examples: Option<usize>,
+    /// The share of a file's rows that may be bad before loading fails
+    /// ([`DEFAULT_MAX_BAD_FRACTION`] by default).
     pub max_bad_fraction: f64,
     /// Drop train examples whose texts are those of a dev or evaluation example.
     pub drop_eval_overlap: bool,
     /// Reading comprehension only: the share of the train files' articles (documents) held
-    /// out as the evaluation set `test`, beside `dev_fraction`'s for dev ([`reading`]).
+    /// out as the evaluation set `test`, beside `dev_fraction`'s for dev (both by group, see
+    /// [`crate::group_split`]).
     pub test_fraction: Option<f64>,
 }
 

@@ -12,7 +12,9 @@ use crate::task::ChoiceFormat;
 /// A multiple-choice file's examples and report.
 #[derive(Debug, Clone)]
 pub struct ChoiceFile {
+    /// The valid lines, in file order.
     pub examples: Vec<ChoiceExample>,
+    /// What reading found: rows, bad lines, examples per answer position.
     pub report: FileReport,
     /// N, the number of choices on every line.
     pub num_choices: usize,

@@ -74,7 +74,9 @@ pub use tsv::{PairFile, SingleFile, read_pair_file, read_pairs, read_single_file
 /// A sentence-pair example.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PairExample {
+    /// The first text (the premise in NLI), trimmed, never empty.
     pub text_a: String,
+    /// The second text (the hypothesis in NLI), trimmed, never empty.
     pub text_b: String,
     /// The class id: the label's position in the task's labels.
     pub label: usize,
@@ -88,23 +90,28 @@ pub struct PairExample {
 /// A multiple-choice example.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ChoiceExample {
+    /// The question or context, trimmed, never empty.
     pub prompt: String,
+    /// The candidate answers, trimmed, none empty: at least 2, as many on every line of a file.
     pub choices: Vec<String>,
     /// Index of the correct choice; also the class id.
     pub answer: usize,
     /// As in [`PairExample::file`].
     pub file: usize,
+    /// 1-based line number in that file.
     pub line: usize,
 }
 
 /// A single-text example.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SingleExample {
+    /// The text (a review, a post), trimmed, never empty.
     pub text: String,
     /// The class id.
     pub label: usize,
     /// As in [`PairExample::file`].
     pub file: usize,
+    /// 1-based line number in that file.
     pub line: usize,
 }
 
@@ -112,6 +119,7 @@ pub struct SingleExample {
 /// MSRA NER, a whitespace-free token in general) and one tag id per character.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TagExample {
+    /// The sentence's characters (tokens), in order; never empty.
     pub chars: Vec<String>,
     /// Tag ids (positions in the task's tag set), one per character.
     pub tags: Vec<usize>,
@@ -132,17 +140,29 @@ impl TagExample {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BadReason {
+    /// A row with another number of columns than the format expects (or too few for its
+    /// highest column), or a CoNLL line with too few fields.
     ColumnCount,
+    /// A label (or tag) that is not one of the task's, nor mapped to one by its `label_map`.
     UnknownLabel,
+    /// A text, prompt or choice that is empty once trimmed, or a tagging sentence without
+    /// characters.
     EmptyText,
+    /// A line that is not valid UTF-8.
     InvalidUtf8,
+    /// A JSONL line that is not an object with `prompt`, `choices` and `answer` of their types.
     InvalidJson,
+    /// A multiple-choice answer that is not an index of the line's choices.
     BadAnswer,
+    /// A multiple-choice line with fewer than 2 choices.
     TooFewChoices,
+    /// A tagging sentence whose characters and tags differ in number.
     TagCount,
 }
 
 impl BadReason {
+    /// The reason's snake_case name, as metrics.json and the messages write it
+    /// (`unknown_label`).
     pub fn as_str(self) -> &'static str {
         match self {
             BadReason::ColumnCount => "column_count",
@@ -168,7 +188,9 @@ impl fmt::Display for BadReason {
 pub struct BadRow {
     /// The file as the params name it.
     pub file: String,
+    /// 1-based line number in that file (of a CoNLL sentence: of its first character).
     pub line: usize,
+    /// Why it was skipped.
     pub reason: BadReason,
     /// What exactly: `unknown label "-" (known: contradiction, entailment, neutral, …)`.
     pub detail: String,
@@ -177,7 +199,9 @@ pub struct BadRow {
 /// The bad rows of one file: counts by reason and the first few rows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct BadRows {
+    /// Bad rows in all.
     pub total: usize,
+    /// Bad rows per reason (only reasons that occurred); the counts add up to `total`.
     pub by_reason: BTreeMap<BadReason, usize>,
     /// The first [`BadRows::MAX_SAMPLES`] bad rows.
     pub samples: Vec<BadRow>,
@@ -187,6 +211,8 @@ impl BadRows {
     /// How many bad rows are kept with their details.
     pub const MAX_SAMPLES: usize = 20;
 
+    /// Counts one bad row of `file` (the path as the params name it) at `line`, and keeps it as
+    /// a sample while fewer than [`BadRows::MAX_SAMPLES`] are kept.
     pub fn record(&mut self, file: &str, line: usize, reason: BadReason, detail: String) {
         self.total += 1;
         *self.by_reason.entry(reason).or_default() += 1;
@@ -226,9 +252,12 @@ pub struct FileReport {
     pub rows: usize,
     /// Valid examples (`rows - bad.total`).
     pub examples: usize,
+    /// Lines holding nothing but whitespace, skipped and not counted in `rows`.
     pub blank_lines: usize,
     /// Examples per class id.
     pub label_counts: Vec<usize>,
+    /// The rows skipped, by reason with samples (for a reading-comprehension file, only
+    /// `total`: the details are in `reading`).
     pub bad: BadRows,
     /// Set by a protocol for a train file: its examples dropped because a dev or evaluation
     /// example has the same texts.
@@ -244,7 +273,9 @@ pub struct FileReport {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ReadingReport {
+    /// A SQuAD v1 file's (`cmrc2018`, `squad`).
     Squad(crate::squad::SquadReport),
+    /// A C3 file's (`c3`).
     C3(crate::c3::C3Report),
 }
 

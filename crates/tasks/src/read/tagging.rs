@@ -15,7 +15,9 @@ use crate::task::{TagFormat, TagLayout};
 /// A tagging file's sentences and report.
 #[derive(Debug, Clone)]
 pub struct TagFile {
+    /// The valid sentences, in file order.
     pub examples: Vec<TagExample>,
+    /// What reading found: rows, bad sentences, characters per tag id.
     pub report: FileReport,
 }
 

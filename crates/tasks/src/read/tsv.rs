@@ -14,14 +14,18 @@ use crate::task::{ClassView, Column, PairFormat, SingleFormat};
 /// A sentence-pair file's examples and report.
 #[derive(Debug, Clone)]
 pub struct PairFile {
+    /// The valid rows, in file order.
     pub examples: Vec<PairExample>,
+    /// What reading found: header, rows, bad rows, examples per class.
     pub report: FileReport,
 }
 
 /// A single-text file's examples and report.
 #[derive(Debug, Clone)]
 pub struct SingleFile {
+    /// The valid rows, in file order.
     pub examples: Vec<SingleExample>,
+    /// What reading found: header, rows, bad rows, examples per class.
     pub report: FileReport,
 }
 

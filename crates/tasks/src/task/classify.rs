@@ -36,8 +36,11 @@ pub(super) const SINGLE_KEYS: &[&str] = &[
 pub struct PairFormat {
     /// The built-in it came from (`lcqmc`, `xnli`, …) or `pair`.
     pub name: String,
+    /// The first text's column.
     pub text_a: Column,
+    /// The second text's column.
     pub text_b: Column,
+    /// The raw label's column.
     pub label: Column,
     /// Whether the first line is a header row (skipped; names columns given by name).
     pub header: bool,
@@ -56,11 +59,17 @@ pub struct PairFormat {
 pub struct SingleFormat {
     /// The built-in it came from (`chnsenticorp`, `smp2020_ewect`) or `single`.
     pub name: String,
+    /// The text's column.
     pub text: Column,
+    /// The raw label's column.
     pub label: Column,
+    /// As [`PairFormat::header`].
     pub header: bool,
+    /// As [`PairFormat::columns`].
     pub columns: Option<usize>,
+    /// As [`PairFormat::labels`].
     pub labels: Vec<String>,
+    /// As [`PairFormat::label_map`].
     pub label_map: BTreeMap<String, String>,
 }
 

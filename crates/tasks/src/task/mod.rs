@@ -97,7 +97,9 @@ const CHOICE_KEYS: &[&str] = &["name", "num_choices"];
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Column {
+    /// The 0-based position of the field in the row (`text_a: 0`).
     Index(usize),
+    /// The header cell that names the column (`text_a: sentence1`); needs `header: true`.
     Name(String),
 }
 
@@ -113,6 +115,7 @@ impl fmt::Display for Column {
 /// A multiple-choice JSONL format (see [`crate::read`] for the line format).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChoiceFormat {
+    /// `choice`.
     pub name: String,
     /// The number of choices every line must have; `None`: whatever the first line has.
     pub num_choices: Option<usize>,
@@ -122,6 +125,7 @@ pub struct ChoiceFormat {
 /// structure, so only the name is given.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReadingFormat {
+    /// `cmrc2018`, `squad` or `c3`.
     pub name: String,
 }
 
@@ -129,9 +133,13 @@ pub struct ReadingFormat {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Task {
+    /// Sentence-pair classification (LCQMC, AFQMC, the NLI sets, `pair`).
     Pair(PairFormat),
+    /// Multiple choice from a JSONL file (`choice`).
     Choice(ChoiceFormat),
+    /// Single-text classification (ChnSentiCorp, SMP2020-EWECT, `single`).
     Single(SingleFormat),
+    /// Token classification (MSRA NER, `tagging`).
     Tagging(TagFormat),
     /// Span extraction (CMRC 2018, any SQuAD v1 file).
     Span(ReadingFormat),
@@ -145,11 +153,17 @@ pub enum Task {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskKind {
+    /// [`Task::Pair`].
     Pair,
+    /// [`Task::Choice`].
     Choice,
+    /// [`Task::Single`].
     Single,
+    /// [`Task::Tagging`].
     Tagging,
+    /// [`Task::Span`].
     Span,
+    /// [`Task::ReadingChoice`].
     ReadingChoice,
 }
 
@@ -412,6 +426,7 @@ impl Task {
         }
     }
 
+    /// Which of the six kinds it is: what its examples, model head and metrics are.
     pub fn kind(&self) -> TaskKind {
         match self {
             Task::Pair(_) => TaskKind::Pair,

@@ -35,8 +35,12 @@ pub enum TagLayout {
 pub struct TagFormat {
     /// The built-in it came from (`msra_ner`) or `tagging`.
     pub name: String,
+    /// A sentence per row, or a character per line.
     pub layout: TagLayout,
+    /// The characters' column (TSV: a row's cell of space-separated characters; CoNLL: a
+    /// line's whitespace-separated field, an index).
     pub text: Column,
+    /// The tags' column, as `text`.
     pub label: Column,
     /// Whether the first line is a header row (TSV layout only).
     pub header: bool,
