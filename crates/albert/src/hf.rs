@@ -15,10 +15,12 @@
 //! The per-position heads (token classification, question answering) sit on transformers'
 //! `AlbertModel` without its pooler: their checkpoints have no `albert.pooler.*`, so loading
 //! them does not ask for it and saving them does not write it.
+//!
+//! What goes wrong is an [`HfError`]: a directory without `config.json` or weights, a config
+//! the weights do not fit, tensors missing or of another shape, a file that cannot be written.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
 use burn::module::Module;
 use burn::store::{
     ApplyResult, BurnToPyTorchAdapter, KeyRemapper, ModuleSnapshot, PyTorchToBurnAdapter,
@@ -32,6 +34,13 @@ use crate::heads::{
     AlbertForTokenClassification,
 };
 use crate::model::{Albert, AlbertForPreTraining};
+
+mod error;
+
+pub use error::HfError;
+
+/// The result of reading or writing a model directory.
+pub type Result<T, E = HfError> = std::result::Result<T, E>;
 
 /// transformers' names → ours (applied when reading).
 const FROM_HF: &[(&str, &str)] = &[
@@ -74,29 +83,25 @@ fn remapper(rules: &[(&str, &str)]) -> KeyRemapper {
 }
 
 /// The weights file of a checkpoint directory: `model.safetensors`, else `pytorch_model.bin`.
-pub fn weights_file(dir: &Path) -> anyhow::Result<PathBuf> {
+pub fn weights_file(dir: &Path) -> Result<PathBuf> {
     for name in ["model.safetensors", "pytorch_model.bin"] {
         let p = dir.join(name);
         if p.is_file() {
             return Ok(p);
         }
     }
-    bail!(
-        "{} has no model.safetensors or pytorch_model.bin: a model directory holds config.json \
-         and one of them (a pretrain or finetune artifact, or a Hugging Face checkpoint)",
-        dir.display()
-    )
+    Err(HfError::NoWeights {
+        dir: dir.to_path_buf(),
+    })
 }
 
 /// The config of a checkpoint directory.
-pub fn read_config(dir: &Path) -> anyhow::Result<AlbertConfig> {
+pub fn read_config(dir: &Path) -> Result<AlbertConfig> {
     let path = dir.join("config.json");
     if !path.is_file() {
-        bail!(
-            "{} has no config.json: is it a model directory (a pretrain or finetune artifact, or \
-             a Hugging Face ALBERT checkpoint)?",
-            dir.display()
-        );
+        return Err(HfError::NoConfig {
+            dir: dir.to_path_buf(),
+        });
     }
     let config = read_config_file(&path)?;
     // Before any model of this config is allocated: the weights must be able to fill it.
@@ -112,32 +117,32 @@ const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
 /// `config.json` as JSON, read through `take` so that a huge file, or one still growing, is
 /// refused rather than read whole.
-fn read_config_json(path: &Path) -> anyhow::Result<serde_json::Value> {
+fn read_config_json(path: &Path) -> Result<serde_json::Value> {
     use std::io::Read;
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
-        .with_context(|| format!("cannot read {}", path.display()))?;
+        .map_err(|source| HfError::ReadConfig {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        bail!(
-            "{}: larger than {} MiB; a model's config.json is a few kilobytes",
-            path.display(),
-            MAX_CONFIG_BYTES >> 20
-        );
+        return Err(HfError::ConfigTooLarge {
+            path: path.to_path_buf(),
+        });
     }
-    serde_json::from_slice(&bytes).map_err(|e| {
-        anyhow::anyhow!(
-            "{}:{}:{}: not valid JSON: {e}",
-            path.display(),
-            e.line(),
-            e.column()
-        )
+    serde_json::from_slice(&bytes).map_err(|error| HfError::ConfigJson {
+        path: path.to_path_buf(),
+        error,
     })
 }
 
-fn read_config_file(path: &Path) -> anyhow::Result<AlbertConfig> {
+fn read_config_file(path: &Path) -> Result<AlbertConfig> {
     let json = read_config_json(path)?;
-    AlbertConfig::from_json(&json).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message))
+    AlbertConfig::from_json(&json).map_err(|error| HfError::Config {
+        path: path.to_path_buf(),
+        error,
+    })
 }
 
 /// Which heads a loader expects besides the backbone.
@@ -177,7 +182,7 @@ fn load_into<M: Module + ModuleSnapshot + Clone>(
     module: &mut M,
     file: &Path,
     heads: Heads,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     let is_safetensors = file.extension().is_some_and(|e| e == "safetensors");
     let result: ApplyResult = if is_safetensors {
         check_safetensors_header(file)?;
@@ -205,21 +210,18 @@ fn load_into<M: Module + ModuleSnapshot + Clone>(
 
 /// burn-store's report of a load as the error a user can act on: tensors of the wrong shape,
 /// missing (of the heads this load requires), or the model does not have.
-fn check_applied(result: &ApplyResult, file: &Path, heads: Heads) -> anyhow::Result<()> {
+fn check_applied(result: &ApplyResult, file: &Path, heads: Heads) -> Result<()> {
     if !result.errors.is_empty() {
-        let shown: Vec<String> = result
-            .errors
-            .iter()
-            .take(5)
-            .map(|e| e.to_string())
-            .collect();
-        bail!(
-            "{}: {} tensor(s) do not fit the model, e.g. {}. Is the checkpoint from another \
-             config (vocabulary, sizes, share_type)?",
-            file.display(),
-            result.errors.len(),
-            shown.join("; ")
-        );
+        return Err(HfError::Unfit {
+            file: file.to_path_buf(),
+            count: result.errors.len(),
+            examples: result
+                .errors
+                .iter()
+                .take(5)
+                .map(|e| e.to_string())
+                .collect(),
+        });
     }
     let missing: Vec<&str> = result
         .missing
@@ -228,24 +230,12 @@ fn check_applied(result: &ApplyResult, file: &Path, heads: Heads) -> anyhow::Res
         .filter(|p| heads.requires(p))
         .collect();
     if !missing.is_empty() {
-        let heads_only = missing.iter().all(|p| !p.starts_with("albert."));
-        let hint = if heads_only {
-            " The backbone is there but not these heads: is it a checkpoint for another task \
-             (a fine-tuned classifier, or a bare AlbertModel)?"
-        } else {
-            " Is it an ALBERT checkpoint with this config.json?"
-        };
-        bail!(
-            "{}: {} tensor(s) missing, e.g. {}.{hint}",
-            file.display(),
-            missing.len(),
-            missing
-                .iter()
-                .take(5)
-                .copied()
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        return Err(HfError::Missing {
+            file: file.to_path_buf(),
+            count: missing.len(),
+            examples: first_five(&missing),
+            heads_only: missing.iter().all(|p| !p.starts_with("albert.")),
+        });
     }
     let unexpected: Vec<&str> = result
         .unused
@@ -255,25 +245,23 @@ fn check_applied(result: &ApplyResult, file: &Path, heads: Heads) -> anyhow::Res
         .filter(|p| heads.rejects_extra(p))
         .collect();
     if !unexpected.is_empty() {
-        bail!(
-            "{}: {} tensor(s) the model does not have, e.g. {}. Is the checkpoint from another \
-             config (share_type, number of layers) or architecture?",
-            file.display(),
-            unexpected.len(),
-            unexpected
-                .iter()
-                .take(5)
-                .copied()
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        return Err(HfError::Unexpected {
+            file: file.to_path_buf(),
+            count: unexpected.len(),
+            examples: first_five(&unexpected),
+        });
     }
     Ok(())
 }
 
+/// The first five of `paths`, as an error names them.
+fn first_five(paths: &[&str]) -> Vec<String> {
+    paths.iter().take(5).map(|p| p.to_string()).collect()
+}
+
 /// burn-store lists every mismatching tensor in one line; a user needs the count, one example
 /// and the likely cause.
-fn load_error(file: &Path, message: &str) -> anyhow::Error {
+fn load_error(file: &Path, message: &str) -> HfError {
     let mismatches = message.matches("ShapeMismatch").count();
     if mismatches > 0 {
         let first = message
@@ -281,27 +269,30 @@ fn load_error(file: &Path, message: &str) -> anyhow::Error {
             .nth(1)
             .and_then(|rest| rest.split('}').take(3).collect::<Vec<_>>().join("}").into())
             .unwrap_or_default();
-        return anyhow::anyhow!(
-            "{}: {mismatches} tensor(s) have other shapes than config.json says, e.g.{first}}}. \
-             Is the checkpoint from another config (vocabulary, sizes, share_type)?",
-            file.display()
-        );
+        return HfError::Shapes {
+            file: file.to_path_buf(),
+            count: mismatches,
+            first,
+        };
     }
-    anyhow::anyhow!("{}: cannot read the weights: {message}", file.display())
+    HfError::Load {
+        file: file.to_path_buf(),
+        message: message.to_string(),
+    }
 }
 
 /// A truncated or garbled safetensors file otherwise surfaces as an opaque parse error.
-fn check_safetensors_header(file: &Path) -> anyhow::Result<()> {
-    crate::safetensors_header::read(file).map(|_| ())
+fn check_safetensors_header(file: &Path) -> Result<()> {
+    crate::safetensors_header::read(file)?;
+    Ok(())
 }
 
-fn save_from<M: Module + ModuleSnapshot>(
-    module: &M,
-    file: &Path,
-    heads: Heads,
-) -> anyhow::Result<()> {
+fn save_from<M: Module + ModuleSnapshot>(module: &M, file: &Path, heads: Heads) -> Result<()> {
     if file.exists() {
-        std::fs::remove_file(file).with_context(|| format!("cannot replace {}", file.display()))?;
+        std::fs::remove_file(file).map_err(|source| HfError::Replace {
+            path: file.to_path_buf(),
+            source,
+        })?;
     }
     let mut store = SafetensorsStore::from_file(file);
     if heads == Heads::AllButPooler {
@@ -316,7 +307,10 @@ fn save_from<M: Module + ModuleSnapshot>(
         .metadata("format", "pt");
     module
         .save_into(&mut store)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))
+        .map_err(|e| HfError::WriteWeights {
+            path: file.to_path_buf(),
+            message: e.to_string(),
+        })
 }
 
 fn write_config(
@@ -324,7 +318,7 @@ fn write_config(
     config: &AlbertConfig,
     architecture: &str,
     extra: &[(&str, serde_json::Value)],
-) -> anyhow::Result<()> {
+) -> Result<()> {
     let mut json = config.to_hf_json(architecture);
     if let Some(obj) = json.as_object_mut() {
         for (k, v) in extra {
@@ -333,14 +327,14 @@ fn write_config(
     }
     let path = dir.join("config.json");
     std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))
+        .map_err(|source| HfError::WriteConfig { path, source })
 }
 
 /// Loads an `AlbertForPreTraining` checkpoint (both heads required).
 pub fn load_pretraining(
     dir: &Path,
     device: &Device,
-) -> anyhow::Result<(AlbertConfig, AlbertForPreTraining)> {
+) -> Result<(AlbertConfig, AlbertForPreTraining)> {
     let config = read_config(dir)?;
     let file = weights_file(dir)?;
     let mut model = AlbertForPreTraining::new(&config, device);
@@ -349,7 +343,7 @@ pub fn load_pretraining(
 }
 
 /// Loads the backbone of any ALBERT checkpoint (pretraining, classifier, bare model).
-pub fn load_backbone(dir: &Path, device: &Device) -> anyhow::Result<(AlbertConfig, Albert)> {
+pub fn load_backbone(dir: &Path, device: &Device) -> Result<(AlbertConfig, Albert)> {
     let config = read_config(dir)?;
     let file = weights_file(dir)?;
     // A wrapper with the backbone under `albert.`, so that paths line up with the file's.
@@ -381,7 +375,7 @@ fn label_maps(labels: &[String]) -> [(&'static str, serde_json::Value); 2] {
 }
 
 /// The number of classes config.json declares: the size of `id2label`, else `num_labels`.
-fn num_labels(dir: &Path) -> anyhow::Result<usize> {
+fn num_labels(dir: &Path) -> Result<usize> {
     let raw = read_config_json(&dir.join("config.json"))?;
     raw.get("id2label")
         .and_then(|v| v.as_object())
@@ -391,18 +385,14 @@ fn num_labels(dir: &Path) -> anyhow::Result<usize> {
                 .and_then(|v| v.as_u64())
                 .map(|n| n as usize)
         })
-        .with_context(|| {
-            format!(
-                "{}: config.json has no id2label or num_labels: is it a fine-tuned classifier? \
-                 (a pretrain artifact has no classifier head; fine-tune it first)",
-                dir.display()
-            )
+        .ok_or_else(|| HfError::NoNumLabels {
+            dir: dir.to_path_buf(),
         })
 }
 
 /// The label names of config.json's `id2label` in id order (`None` without one, or when its
 /// keys are not the ids 0..n).
-pub fn read_labels(dir: &Path) -> anyhow::Result<Option<Vec<String>>> {
+pub fn read_labels(dir: &Path) -> Result<Option<Vec<String>>> {
     let raw = read_config_json(&dir.join("config.json"))?;
     let Some(map) = raw.get("id2label").and_then(|v| v.as_object()) else {
         return Ok(None);
@@ -425,17 +415,17 @@ pub fn read_labels(dir: &Path) -> anyhow::Result<Option<Vec<String>>> {
 pub fn load_classifier(
     dir: &Path,
     device: &Device,
-) -> anyhow::Result<(AlbertConfig, AlbertForSequenceClassification)> {
+) -> Result<(AlbertConfig, AlbertForSequenceClassification)> {
     let config = read_config(dir)?;
     let file = weights_file(dir)?;
     let num_labels = num_labels(dir)?;
     let mut model = AlbertForSequenceClassification::new(&config, num_labels, 0.0, device);
     load_into(&mut model, &file, Heads::All).map_err(|e| {
         if e.to_string().contains("classifier") {
-            e.context(format!(
-                "{} holds no classifier head: `pipeline predict` needs a fine-tuned model",
-                dir.display()
-            ))
+            HfError::NoClassifierHead {
+                dir: dir.to_path_buf(),
+                source: Box::new(e),
+            }
         } else {
             e
         }
@@ -447,7 +437,7 @@ pub fn load_classifier(
 pub fn load_multiple_choice(
     dir: &Path,
     device: &Device,
-) -> anyhow::Result<(AlbertConfig, AlbertForMultipleChoice)> {
+) -> Result<(AlbertConfig, AlbertForMultipleChoice)> {
     let config = read_config(dir)?;
     let file = weights_file(dir)?;
     let mut model = AlbertForMultipleChoice::new(&config, 0.0, device);
@@ -460,10 +450,23 @@ pub fn save_pretraining(
     dir: &Path,
     config: &AlbertConfig,
     model: &AlbertForPreTraining,
-) -> anyhow::Result<()> {
+) -> Result<()> {
+    save_dir(dir, config, "AlbertForPreTraining", &[], model, Heads::All)
+}
+
+/// Creates `dir` and writes `config.json` (with `architecture` and the `extra` fields) and
+/// `model.safetensors` (what `heads` keeps of `model`) into it.
+fn save_dir<M: Module + ModuleSnapshot>(
+    dir: &Path,
+    config: &AlbertConfig,
+    architecture: &str,
+    extra: &[(&str, serde_json::Value)],
+    model: &M,
+    heads: Heads,
+) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    write_config(dir, config, "AlbertForPreTraining", &[])?;
-    save_from(model, &dir.join("model.safetensors"), Heads::All)
+    write_config(dir, config, architecture, extra)?;
+    save_from(model, &dir.join("model.safetensors"), heads)
 }
 
 /// Writes a classifier with its label names (`id2label`/`label2id`, as transformers reads them).
@@ -472,15 +475,10 @@ pub fn save_classifier(
     config: &AlbertConfig,
     model: &AlbertForSequenceClassification,
     labels: &[String],
-) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    write_config(
-        dir,
-        config,
-        "AlbertForSequenceClassification",
-        &label_maps(labels),
-    )?;
-    save_from(model, &dir.join("model.safetensors"), Heads::All)
+) -> Result<()> {
+    let extra = label_maps(labels);
+    let architecture = "AlbertForSequenceClassification";
+    save_dir(dir, config, architecture, &extra, model, Heads::All)
 }
 
 /// Writes a multiple-choice model.
@@ -488,10 +486,9 @@ pub fn save_multiple_choice(
     dir: &Path,
     config: &AlbertConfig,
     model: &AlbertForMultipleChoice,
-) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    write_config(dir, config, "AlbertForMultipleChoice", &[])?;
-    save_from(model, &dir.join("model.safetensors"), Heads::All)
+) -> Result<()> {
+    let architecture = "AlbertForMultipleChoice";
+    save_dir(dir, config, architecture, &[], model, Heads::All)
 }
 
 /// Loads an `AlbertForTokenClassification` checkpoint (transformers' or ours; the number of
@@ -499,7 +496,7 @@ pub fn save_multiple_choice(
 pub fn load_token_classifier(
     dir: &Path,
     device: &Device,
-) -> anyhow::Result<(AlbertConfig, AlbertForTokenClassification)> {
+) -> Result<(AlbertConfig, AlbertForTokenClassification)> {
     let config = read_config(dir)?;
     let file = weights_file(dir)?;
     let num_labels = num_labels(dir)?;
@@ -515,22 +512,24 @@ pub fn save_token_classifier(
     config: &AlbertConfig,
     model: &AlbertForTokenClassification,
     labels: &[String],
-) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    write_config(
+) -> Result<()> {
+    let extra = label_maps(labels);
+    let architecture = "AlbertForTokenClassification";
+    save_dir(
         dir,
         config,
-        "AlbertForTokenClassification",
-        &label_maps(labels),
-    )?;
-    save_from(model, &dir.join("model.safetensors"), Heads::AllButPooler)
+        architecture,
+        &extra,
+        model,
+        Heads::AllButPooler,
+    )
 }
 
 /// Loads an `AlbertForQuestionAnswering` checkpoint (transformers' or ours).
 pub fn load_question_answering(
     dir: &Path,
     device: &Device,
-) -> anyhow::Result<(AlbertConfig, AlbertForQuestionAnswering)> {
+) -> Result<(AlbertConfig, AlbertForQuestionAnswering)> {
     let config = read_config(dir)?;
     let file = weights_file(dir)?;
     let mut model = AlbertForQuestionAnswering::new(&config, device);
@@ -544,8 +543,7 @@ pub fn save_question_answering(
     dir: &Path,
     config: &AlbertConfig,
     model: &AlbertForQuestionAnswering,
-) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    write_config(dir, config, "AlbertForQuestionAnswering", &[])?;
-    save_from(model, &dir.join("model.safetensors"), Heads::AllButPooler)
+) -> Result<()> {
+    let architecture = "AlbertForQuestionAnswering";
+    save_dir(dir, config, architecture, &[], model, Heads::AllButPooler)
 }

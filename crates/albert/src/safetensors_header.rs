@@ -7,16 +7,22 @@
 //! allocated. The `safetensors` crate (a dependency, for TF import) checks the same offsets in
 //! `SafeTensors::read_metadata`, but only over a buffer of the whole file, and says which
 //! check failed without the sizes a user needs; the format is two fields, so the header alone
-//! is read here.
+//! is read here. A refused file is a [`SafetensorsError`] that names it and what is wrong.
 
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
-use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use crate::config::AlbertConfig;
+
+mod error;
+
+pub use error::{SafetensorsError, TensorSize};
+
+/// The result of reading or checking a weights file.
+pub type Result<T, E = SafetensorsError> = std::result::Result<T, E>;
 
 /// Headers above this are refused unread (real ones are a few tens of kilobytes).
 const MAX_HEADER: u64 = 100 << 20;
@@ -54,44 +60,48 @@ fn dtype_bytes(dtype: &str) -> Option<u64> {
 
 /// Reads and checks the header of `file`: its length fits the file, it is JSON, and every
 /// tensor's bytes lie within the file and match its shape and dtype.
-pub fn read(file: &Path) -> anyhow::Result<Header> {
-    let mut f =
-        std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+pub fn read(file: &Path) -> Result<Header> {
+    let mut f = std::fs::File::open(file).map_err(|source| SafetensorsError::Open {
+        path: file.to_path_buf(),
+        source,
+    })?;
     let size = f.metadata()?.len();
     let mut len = [0u8; 8];
     if size < 8 || f.read_exact(&mut len).is_err() {
-        bail!(
-            "{}: not a safetensors file ({size} bytes; it may be truncated)",
-            file.display()
-        );
+        return Err(SafetensorsError::TooShort {
+            path: file.to_path_buf(),
+            size,
+        });
     }
     let header = u64::from_le_bytes(len);
     if header == 0 || header > size - 8 || header > MAX_HEADER {
-        bail!(
-            "{}: not a valid safetensors file (header of {header} bytes in a file of {size}); \
-             it may be truncated or corrupt",
-            file.display()
-        );
+        return Err(SafetensorsError::HeaderLength {
+            path: file.to_path_buf(),
+            header,
+            size,
+        });
     }
     let mut text = vec![0u8; header as usize];
     f.read_exact(&mut text)?;
-    let mut json: BTreeMap<String, serde_json::Value> = serde_json::from_slice(&text)
-        .with_context(|| {
-            format!(
-                "{}: the safetensors header is not valid JSON",
-                file.display()
-            )
+    let mut json: BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(&text).map_err(|source| SafetensorsError::HeaderJson {
+            path: file.to_path_buf(),
+            source,
         })?;
     json.remove("__metadata__");
     let data = size - 8 - header;
     let mut tensors = BTreeMap::new();
     for (name, value) in json {
-        let t: TensorInfo = serde_json::from_value(value).with_context(|| {
-            format!(
-                "{}: tensor `{name}` in the header is malformed",
-                file.display()
-            )
-        })?;
+        let t: TensorInfo = match serde_json::from_value(value) {
+            Ok(t) => t,
+            Err(source) => {
+                return Err(SafetensorsError::MalformedTensor {
+                    path: file.to_path_buf(),
+                    tensor: name,
+                    source,
+                });
+            }
+        };
         check_tensor(file, &name, &t, data)?;
         tensors.insert(name, t);
     }
@@ -101,14 +111,16 @@ pub fn read(file: &Path) -> anyhow::Result<Header> {
     })
 }
 
-fn check_tensor(file: &Path, name: &str, t: &TensorInfo, data: u64) -> anyhow::Result<()> {
+fn check_tensor(file: &Path, name: &str, t: &TensorInfo, data: u64) -> Result<()> {
     let (start, end) = t.data_offsets;
     if start > end || end > data {
-        bail!(
-            "{}: truncated: tensor `{name}` lies at bytes {start}..{end} but the file has {data} \
-             bytes of tensors",
-            file.display()
-        );
+        return Err(SafetensorsError::OutOfBounds {
+            path: file.to_path_buf(),
+            tensor: name.to_string(),
+            start,
+            end,
+            data,
+        });
     }
     // An unknown dtype is left to the loader; a shape whose size overflows is never right.
     let Some(width) = dtype_bytes(&t.dtype) else {
@@ -116,14 +128,14 @@ fn check_tensor(file: &Path, name: &str, t: &TensorInfo, data: u64) -> anyhow::R
     };
     let bytes = t.shape.iter().try_fold(width, |acc, &d| acc.checked_mul(d));
     if bytes != Some(end - start) {
-        let need = bytes.map_or("more than 2^64".to_string(), |b| b.to_string());
-        bail!(
-            "{}: tensor `{name}` ({} {:?}) should take {need} bytes but the header gives it {}",
-            file.display(),
-            t.dtype,
-            t.shape,
-            end - start
-        );
+        return Err(SafetensorsError::TensorSize(Box::new(TensorSize {
+            path: file.to_path_buf(),
+            tensor: name.to_string(),
+            dtype: t.dtype.clone(),
+            shape: t.shape.clone(),
+            need: bytes,
+            bytes: end - start,
+        })));
     }
     Ok(())
 }
@@ -134,19 +146,18 @@ fn check_tensor(file: &Path, name: &str, t: &TensorInfo, data: u64) -> anyhow::R
 /// block are there, the file has as many blocks as `num_hidden_layers` and `share_type` ask
 /// for, and it holds at least as many values as the backbone has parameters (which bounds
 /// every size at once, whatever the names).
-pub fn check_config(file: &Path, header: &Header, config: &AlbertConfig) -> anyhow::Result<()> {
+pub fn check_config(file: &Path, header: &Header, config: &AlbertConfig) -> Result<()> {
     for (name, t) in &header.tensors {
-        if let Some(shape) = expected_shapes(name, config)
+        if let Some(mut shape) = expected_shapes(name, config)
             && !shape.allowed.contains(&t.shape)
         {
-            bail!(
-                "{}: config.json says {} = {:?} but the weights have `{name}` of shape {:?}; \
-                 the weights are of another config",
-                file.display(),
-                shape.what,
-                shape.allowed[0],
-                t.shape
-            );
+            return Err(SafetensorsError::ConfigShape {
+                path: file.to_path_buf(),
+                what: shape.what,
+                expected: shape.allowed.swap_remove(0),
+                tensor: name.clone(),
+                shape: t.shape.clone(),
+            });
         }
     }
     check_blocks(file, header, config)?;
@@ -157,12 +168,12 @@ pub fn check_config(file: &Path, header: &Header, config: &AlbertConfig) -> anyh
         .map(|t| t.shape.iter().fold(1u64, |n, &d| n.saturating_mul(d)))
         .fold(0u64, u64::saturating_add);
     if need > held {
-        bail!(
-            "{}: config.json implies {need} backbone parameters ({}) but the weights hold {held} \
-             values; the weights are of another config",
-            file.display(),
-            describe(config)
-        );
+        return Err(SafetensorsError::TooFewValues {
+            path: file.to_path_buf(),
+            need,
+            sizes: describe(config),
+            held,
+        });
     }
     Ok(())
 }
@@ -225,12 +236,11 @@ const FFN_OUT: &str = ".ffn_output.weight";
 
 /// The word embeddings are there, and as many attention and feed-forward blocks as the config
 /// uses (`share_type` shares some across `num_hidden_layers`).
-fn check_blocks(file: &Path, header: &Header, config: &AlbertConfig) -> anyhow::Result<()> {
+fn check_blocks(file: &Path, header: &Header, config: &AlbertConfig) -> Result<()> {
     if !header.tensors.contains_key(WORDS) {
-        bail!(
-            "{}: the weights have no `{WORDS}`: not an ALBERT checkpoint in transformers' names",
-            file.display()
-        );
+        return Err(SafetensorsError::NoWordEmbeddings {
+            path: file.to_path_buf(),
+        });
     }
     let count = |suffix: &str| {
         header
@@ -246,14 +256,14 @@ fn check_blocks(file: &Path, header: &Header, config: &AlbertConfig) -> anyhow::
     ];
     for (what, have, need) in have {
         if have < need {
-            bail!(
-                "{}: config.json says num_hidden_layers = {} with share_type {}, which uses {need} \
-                 {what} block(s), but the weights have {have}; the weights are of another \
-                 config",
-                file.display(),
-                config.num_hidden_layers,
-                config.share_type
-            );
+            return Err(SafetensorsError::TooFewBlocks {
+                path: file.to_path_buf(),
+                layers: config.num_hidden_layers,
+                share_type: config.share_type,
+                what,
+                need,
+                have,
+            });
         }
     }
     Ok(())
@@ -310,23 +320,27 @@ fn describe(c: &AlbertConfig) -> String {
 /// `pytorch_model.bin`, whose tensors cannot be listed without unpickling it), that it is large
 /// enough for the backbone the config implies at 2 bytes a value (fp16, the smallest
 /// checkpoints use).
-pub fn check_weights(weights: &Path, config: &AlbertConfig) -> anyhow::Result<()> {
+pub fn check_weights(weights: &Path, config: &AlbertConfig) -> Result<()> {
     if weights.extension().is_some_and(|e| e == "safetensors") {
         let header = read(weights)?;
         return check_config(weights, &header, config);
     }
     let size = std::fs::metadata(weights)
-        .with_context(|| format!("cannot read {}", weights.display()))?
+        .map_err(|source| SafetensorsError::Metadata {
+            path: weights.to_path_buf(),
+            source,
+        })?
         .len();
-    let need = backbone_parameters(config).saturating_mul(2);
+    let values = backbone_parameters(config);
+    let need = values.saturating_mul(2);
     if need > size {
-        bail!(
-            "{}: config.json implies a backbone of {} values ({}), which needs at least {need} \
-             bytes of weights, but the file has {size}",
-            weights.display(),
-            backbone_parameters(config),
-            describe(config)
-        );
+        return Err(SafetensorsError::TooSmall {
+            path: weights.to_path_buf(),
+            values,
+            sizes: describe(config),
+            need,
+            size,
+        });
     }
     Ok(())
 }

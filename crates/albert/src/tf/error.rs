@@ -10,6 +10,7 @@ use pipeline_text::hf::TokenizerError;
 use pipeline_text::vocab::VocabError;
 
 use crate::config::{ConfigError, ShareType};
+use crate::hf::HfError;
 
 /// The crate's result type for TF checkpoints.
 pub type Result<T, E = TfError> = std::result::Result<T, E>;
@@ -23,9 +24,9 @@ pub enum TfError {
     /// The model config file is unreadable or invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The model directory to export could not be loaded (the message of `crate::hf`).
+    /// The model directory to export could not be read.
     #[error(transparent)]
-    Model(Box<dyn std::error::Error + Send + Sync>),
+    Model(#[from] HfError),
     /// The tokenizer of the imported model could not be built or written.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),

@@ -137,7 +137,7 @@ pub fn export(model_dir: &Path, out: &Path) -> Result<ExportReport> {
 
 /// The model's config, if TensorFlow has a layout for its sharing.
 fn exportable_config(model_dir: &Path) -> Result<AlbertConfig> {
-    let config = crate::hf::read_config(model_dir).map_err(|e| TfError::Model(e.into()))?;
+    let config = crate::hf::read_config(model_dir)?;
     if matches!(config.share_type, ShareType::Attention | ShareType::Ffn) {
         return Err(TfError::NoTfLayout {
             dir: model_dir.to_path_buf(),
