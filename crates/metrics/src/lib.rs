@@ -12,6 +12,13 @@
 
 #![warn(missing_docs)]
 
+pub mod records;
+
+pub use records::{
+    BaselineEntry, BaselineRecord, FinetuneRecord, MaskRecord, MaskSplitRecord, PretrainRecord,
+    PretrainingPoint,
+};
+
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};

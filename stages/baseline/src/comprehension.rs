@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use anyhow::bail;
+use pipeline_metrics::{BaselineEntry, BaselineRecord};
 use pipeline_tasks::c3::C3Example;
 use pipeline_tasks::cmrc_eval::{self, GoldQuestion};
 use pipeline_tasks::squad::SquadExample;
@@ -171,24 +172,30 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
             headline(blocks.get("train")),
             headline(blocks.get("dev"))
         ));
-        let mut entry = Map::new();
-        entry.insert("name".into(), json!(m.name()));
-        entry.insert("description".into(), json!(description));
-        entry.insert("fit".into(), fit);
-        entry.extend(blocks);
-        entry.insert("seconds".into(), json!(seconds));
-        baselines.push(Value::Object(entry));
+        baselines.push(BaselineEntry::new(
+            m.name(),
+            description,
+            fit,
+            blocks,
+            seconds,
+        ));
     }
-    Ok(json!({
-        "task": protocol.spec.task.name(),
-        "kind": "baseline",
-        "labels": protocol.labels,
-        "protocol": protocol.to_json(),
-        "baselines": baselines,
-        "questions": splits(protocol).iter().map(|s| (s.name.clone(), json!(s.len()))).collect::<Map<_, _>>(),
-        "seconds": started.elapsed().as_secs_f64(),
-        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-    }))
+    Ok(serde_json::to_value(BaselineRecord {
+        task: Some(protocol.spec.task.name().into()),
+        kind: Some("baseline".into()),
+        labels: Some(protocol.labels.clone()),
+        protocol: Some(protocol.to_json()),
+        baselines: Some(baselines),
+        length: None,
+        questions: Some(
+            splits(protocol)
+                .iter()
+                .map(|s| (s.name.clone(), json!(s.len())))
+                .collect(),
+        ),
+        seconds: Some(started.elapsed().as_secs_f64()),
+        threads: Some(std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
+    })?)
 }
 
 #[cfg(test)]

@@ -86,10 +86,13 @@ impl Vocabulary {
         }
     }
 
+    /// How many features were kept: the columns of [`Vocabulary::matrix`] (which has one
+    /// column even when none was).
     pub fn len(&self) -> usize {
         self.index.len()
     }
 
+    /// Whether no feature reached `min_df` (the regression then has nothing to learn from).
     pub fn is_empty(&self) -> bool {
         self.index.is_empty()
     }

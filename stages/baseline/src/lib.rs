@@ -45,6 +45,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use pipeline_engine::ParamError;
 use pipeline_engine::stage::{Stage, StageContext};
+use pipeline_metrics::{BaselineEntry, BaselineRecord};
 use pipeline_tasks::{
     Metrics, MetricsBlock, PairExample, Protocol, ProtocolSpec, TaskKind, evaluate,
 };
@@ -361,13 +362,13 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
             acc("train"),
             acc("dev")
         ));
-        let mut entry = Map::new();
-        entry.insert("name".into(), json!(method.name()));
-        entry.insert("description".into(), json!(description));
-        entry.insert("fit".into(), fit);
-        entry.extend(scored);
-        entry.insert("seconds".into(), json!(seconds));
-        baselines.push(Value::Object(entry));
+        baselines.push(BaselineEntry::new(
+            method.name(),
+            description,
+            fit,
+            scored,
+            seconds,
+        ));
     }
     let mut length = Map::new();
     length.insert("train".into(), length_by_class(&s.train, labels));
@@ -375,16 +376,18 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
     for (name, ex) in &s.eval {
         length.insert(name.to_string(), length_by_class(ex, labels));
     }
-    Ok(json!({
-        "task": protocol.spec.task.name(),
-        "kind": "baseline",
-        "labels": labels,
-        "protocol": protocol.to_json(),
-        "baselines": baselines,
-        "length": length,
-        "seconds": started.elapsed().as_secs_f64(),
-        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-    }))
+    let record = BaselineRecord {
+        task: Some(protocol.spec.task.name().into()),
+        kind: Some("baseline".into()),
+        labels: Some(labels.clone()),
+        protocol: Some(protocol.to_json()),
+        baselines: Some(baselines),
+        length: Some(length),
+        questions: None,
+        seconds: Some(started.elapsed().as_secs_f64()),
+        threads: Some(std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
+    };
+    Ok(serde_json::to_value(record)?)
 }
 
 #[cfg(test)]

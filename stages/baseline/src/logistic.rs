@@ -10,12 +10,14 @@ use ndarray::{Array1, Array2};
 /// A fitted model and how it was chosen.
 pub struct Fitted {
     model: MultiFittedLogisticRegression<f32, usize>,
+    /// The L2 penalty of the model kept: the best on dev, the first of them on a tie.
     pub alpha: f64,
-    /// Dev accuracy of every candidate, in the order tried.
+    /// `(alpha, dev accuracy)` of every candidate, in the order tried.
     pub tried: Vec<(f64, f64)>,
 }
 
 impl Fitted {
+    /// The class id of each row of `x` (a matrix of the vocabulary the model was fitted with).
     pub fn predict(&self, x: &Array2<f32>) -> Vec<usize> {
         self.model.predict(x).to_vec()
     }

@@ -26,19 +26,34 @@ pub fn known() -> &'static [&'static str] {
 /// A baseline method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
+    /// `majority`: always the most frequent training class.
     Majority,
+    /// `overlap`: a threshold rule on the Jaccard similarity of the two texts' character sets.
     Overlap,
+    /// `length`: a threshold rule on the pair's length in characters.
     Length,
+    /// `ngram_lr`: logistic regression on character n-grams of both texts and of those they
+    /// share (of the text alone for a single-text task).
     NgramLr,
+    /// `hypothesis_lr`: the same on `text_b` alone (NLI: what the hypothesis gives away).
     HypothesisLr,
+    /// `majority_tag`: tagging, each character's most frequent training tag.
     MajorityTag,
+    /// `lexicon`: tagging, the training entities matched longest-first.
     Lexicon,
+    /// `sliding_window`: span extraction, the context window most like the question.
     SlidingWindow,
+    /// `best_sentence`: span extraction, the context sentence most like the question.
     BestSentence,
+    /// `choice_overlap`: C3, the choice with the most of its characters in the context and
+    /// question.
     ChoiceOverlap,
+    /// `majority_position`: C3, the answer position most frequent in training.
     MajorityPosition,
 }
 
+/// Every method by its name in the `methods` param and metrics.json, in the order the stage
+/// runs them when `methods` is left out.
 pub const METHODS: &[(&str, Method)] = &[
     ("majority", Method::Majority),
     ("overlap", Method::Overlap),
@@ -54,6 +69,7 @@ pub const METHODS: &[(&str, Method)] = &[
 ];
 
 impl Method {
+    /// Its name in the `methods` param and metrics.json (`ngram_lr`).
     pub fn name(self) -> &'static str {
         METHODS
             .iter()
@@ -67,11 +83,16 @@ impl Method {
 pub struct BaselineParams {
     /// `None`: every method that suits the task (`hypothesis_lr` for NLI tasks only).
     pub methods: Option<Vec<Method>>,
+    /// The longest character n-gram of the regressions' features, 1–4 (default 2).
     pub ngram_max: usize,
+    /// The n-gram features kept, by training document frequency: 1–65536 (default 4096).
     pub max_features: usize,
+    /// Features in fewer training pairs than this are dropped: 1–1000000 (default 2).
     pub min_df: usize,
-    /// L2 penalties tried, the strongest first; the best on dev is kept.
+    /// L2 penalties, each ≥ 0, tried in the order given (default `[10]`); the best on dev is
+    /// kept, the first on a tie.
     pub alphas: Vec<f64>,
+    /// L-BFGS iterations per fit, 1–100000 (default 100).
     pub max_iterations: u64,
 }
 
@@ -183,6 +204,8 @@ fn alphas(items: &[Value]) -> Result<Vec<f64>, String> {
 }
 
 impl BaselineParams {
+    /// Reads the kind's own params from a stage's params (the protocol's are left to
+    /// `pipeline_tasks`), with the defaults; the error names the param.
     pub fn parse(p: &Map<String, Value>) -> Result<BaselineParams, ParamError> {
         Self::parse_text(p).map_err(ParamError)
     }

@@ -150,10 +150,12 @@ pub fn choice_overlap(ex: &C3Example) -> usize {
 /// The most frequent answer position in training, by position.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MajorityPosition {
+    /// Training questions whose answer is at each position (0 to 3).
     pub counts: [usize; C3_CHOICES],
 }
 
 impl MajorityPosition {
+    /// Counts the answer positions of `train`.
     pub fn fit(train: &[&C3Example]) -> MajorityPosition {
         let mut counts = [0; C3_CHOICES];
         for ex in train {

@@ -83,6 +83,7 @@ impl IntervalRule {
         }
     }
 
+    /// The class of the interval `v` falls in.
     pub fn predict(&self, v: f64) -> usize {
         let i = self.thresholds.iter().filter(|t| **t <= v).count();
         self.classes[i.min(self.classes.len() - 1)]

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use anyhow::bail;
+use pipeline_metrics::{BaselineEntry, BaselineRecord};
 use pipeline_tasks::entities::{entities, score};
 use pipeline_tasks::{MetricsBlock, Protocol, TagExample, evaluate};
 use serde_json::{Map, Value, json};
@@ -27,6 +28,7 @@ pub struct MajorityTag {
 }
 
 impl MajorityTag {
+    /// Counts the tags of each character of `train`, whose tag ids are below `classes`.
     pub fn fit(train: &[TagExample], classes: usize) -> MajorityTag {
         let mut counts: HashMap<&str, Vec<usize>> = HashMap::new();
         for e in train {
@@ -45,6 +47,8 @@ impl MajorityTag {
         MajorityTag { tags }
     }
 
+    /// The tag id of each character: its most frequent training tag, 0 (`O`) for a character
+    /// never seen in train.
     pub fn predict(&self, chars: &[String]) -> Vec<usize> {
         chars
             .iter()
@@ -52,10 +56,12 @@ impl MajorityTag {
             .collect()
     }
 
+    /// How many distinct characters train had.
     pub fn len(&self) -> usize {
         self.tags.len()
     }
 
+    /// Whether train had no character.
     pub fn is_empty(&self) -> bool {
         self.tags.is_empty()
     }
@@ -72,6 +78,8 @@ pub struct Lexicon {
 }
 
 impl Lexicon {
+    /// The entities of `train` (tag ids into `labels`, BIO), each surface string with its most
+    /// frequent type; types without both a `B-` and an `I-` label are left out.
     pub fn fit(train: &[TagExample], labels: &[String]) -> Lexicon {
         let mut seen: HashMap<String, HashMap<String, usize>> = HashMap::new();
         for e in train {
@@ -135,10 +143,12 @@ impl Lexicon {
         out
     }
 
+    /// How many distinct entity strings it holds.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether train had no entity it could tag.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -249,23 +259,25 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
             f1("train"),
             f1("dev")
         ));
-        let mut entry = Map::new();
-        entry.insert("name".into(), json!(method.name()));
-        entry.insert("description".into(), json!(description));
-        entry.insert("fit".into(), fit);
-        entry.extend(scores);
-        entry.insert("seconds".into(), json!(seconds));
-        baselines.push(Value::Object(entry));
+        baselines.push(BaselineEntry::new(
+            method.name(),
+            description,
+            fit,
+            scores,
+            seconds,
+        ));
     }
-    Ok(json!({
-        "task": protocol.spec.task.name(),
-        "kind": "baseline",
-        "labels": labels,
-        "protocol": protocol.to_json(),
-        "baselines": baselines,
-        "seconds": started.elapsed().as_secs_f64(),
-        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-    }))
+    Ok(serde_json::to_value(BaselineRecord {
+        task: Some(protocol.spec.task.name().into()),
+        kind: Some("baseline".into()),
+        labels: Some(labels.clone()),
+        protocol: Some(protocol.to_json()),
+        baselines: Some(baselines),
+        length: None,
+        questions: None,
+        seconds: Some(started.elapsed().as_secs_f64()),
+        threads: Some(std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
+    })?)
 }
 
 #[cfg(test)]

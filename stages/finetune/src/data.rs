@@ -16,7 +16,9 @@ use crate::encode::Encoded;
 /// single text, a tagging window or a span window; N for a choice question), the target each
 /// is trained towards, and what maps the head's outputs on the features back to examples.
 pub struct EncodedSplit {
+    /// The split's name: `train`, `dev`, or an evaluation set's (metrics.json's keys).
     pub name: String,
+    /// The model rows of each feature, unpadded: one, or one per choice of a question.
     pub rows: Vec<Vec<Encoded>>,
     /// One target per feature.
     pub targets: Targets,
@@ -59,11 +61,17 @@ pub enum Decoding {
     Direct,
     /// A choice question per feature, of which the first `real[i]` choices are real (the
     /// rest padding, never predicted).
-    Choices { real: Vec<usize> },
+    Choices {
+        /// The real choices of each question (at most its rows).
+        real: Vec<usize>,
+    },
     /// Tagging: each feature's window over its sentence, and the gold tag ids of each
     /// example's characters.
     Tagging {
+        /// One per feature.
         windows: Vec<Window>,
+        /// One per example: a tag id for each of its characters (what the windows' outputs
+        /// are merged back onto).
         gold_tags: Vec<Vec<usize>>,
     },
     /// Span extraction: the windows and their contexts ([`crate::kinds::span`]).
@@ -75,14 +83,18 @@ pub enum Decoding {
 pub struct EncodeNotes(pub std::collections::BTreeMap<&'static str, Vec<String>>);
 
 impl EncodeNotes {
+    /// Notes example `id` under `cause` (`answer_in_no_window`, `encoding_error`, …).
     pub fn record(&mut self, cause: &'static str, id: &str) {
         self.0.entry(cause).or_default().push(id.to_string());
     }
 
+    /// How many examples were noted under `cause` (0 for a cause never noted).
     pub fn count(&self, cause: &str) -> usize {
         self.0.get(cause).map_or(0, Vec::len)
     }
 
+    /// Whether every example was served whole (metrics.json then has no `encoding` entry for
+    /// the split).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -106,7 +118,11 @@ impl EncodeNotes {
 /// tag it decides (its first piece, in the window that gives it the most context), if any.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Window {
+    /// The example (sentence) it comes from: its index in the split.
     pub example: usize,
+    /// One per position of the window's row: the index of the character whose tag the
+    /// position decides, `None` for the special tokens, a character's later pieces, and the
+    /// characters another window decides.
     pub decides: Vec<Option<usize>>,
 }
 

@@ -18,7 +18,11 @@ use pipeline_text::wordpiece::{TokenizeWithOffsets, load_tokenizer};
 /// The tokenizer of a model directory and the special ids.
 pub struct Encoder {
     tokenizer: Box<dyn TokenizeWithOffsets>,
+    /// The model directory's `vocab.txt`: the special ids, and its size checked against the
+    /// model's `vocab_size`.
     pub vocab: Arc<Vocab>,
+    /// Tokens per row, special tokens included: pairs, single texts and choices are cut to
+    /// it, tagging windows are this long at most.
     pub max_seq_length: usize,
     /// The windows of span extraction (its `max_seq_length` is the window's length).
     pub span: SpanConfig,
@@ -30,7 +34,9 @@ pub type PairEncoder = Encoder;
 /// One encoded row: ids and segment ids, unpadded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Encoded {
+    /// Token ids, `[CLS]` first.
     pub ids: Vec<u32>,
+    /// Token type (segment) ids, 0 or 1, as many as `ids`.
     pub types: Vec<u8>,
 }
 

@@ -22,7 +22,10 @@ use crate::train::{FineTuner, Gold, StepResult};
 /// One epoch, as `metrics.jsonl` and `metrics.json`'s history record it.
 #[derive(Debug, Clone, Serialize)]
 pub struct EpochRecord {
+    /// Counted from 1.
     pub epoch: usize,
+    /// The mean training loss over the epoch's examples (each step's mean weighted by its
+    /// batch's size).
     pub train_loss: f64,
     /// Of examples (of labelled characters, tagging; of windows whose start and end are both
     /// right, spans).
@@ -32,6 +35,7 @@ pub struct EpochRecord {
     pub dev_accuracy: Option<f64>,
     /// Binary F1 of a two-class task; a span task's F1 (what its best epoch is chosen by).
     pub dev_f1: Option<f64>,
+    /// Macro-averaged F1 over the labels; absent for spans.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dev_macro_f1: Option<f64>,
     /// Tagging: the entity F1 on dev (what the best epoch is chosen by).
@@ -44,6 +48,7 @@ pub struct EpochRecord {
     /// shows here first); absent for spans.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dev_predicted: Vec<usize>,
+    /// Wall-clock seconds of the epoch's training steps (the dev evaluation not included).
     pub seconds: f64,
     /// The learning rate of the epoch's last step (warmup, then linear decay).
     pub learning_rate: f64,
@@ -56,19 +61,31 @@ pub struct EpochRecord {
 /// The epoch with the best dev score: its weights (without autodiff), dev scores and dev
 /// predictions.
 pub struct BestEpoch {
+    /// Counted from 1; the first of equal scores.
     pub epoch: usize,
+    /// Its weights, on the device without autodiff: what is saved and evaluated.
     pub model: TaskModel,
+    /// Its dev scores (metrics.json's `dev`).
     pub dev_scores: Scores,
+    /// Its dev predictions, one per example (the dev rows of predictions.tsv).
     pub dev_decoded: Decoded,
 }
 
 /// What the epochs left.
 pub struct Fit {
+    /// The epoch kept.
     pub best: BestEpoch,
+    /// Every epoch, in order (metrics.jsonl).
     pub history: Vec<EpochRecord>,
+    /// Optimiser steps taken over all epochs.
     pub steps: u64,
+    /// Seconds spent in training steps over all epochs (dev evaluations not included).
     pub train_seconds: f64,
+    /// Tokens of the training batches as padded: each batch's longest feature, rounded up to
+    /// 8, times its features.
     pub padded_tokens: u64,
+    /// Real tokens of the training batches (a feature's longest row), over all epochs;
+    /// against `padded_tokens`, metrics.json's `padding_share`.
     pub tokens: u64,
 }
 
@@ -152,7 +169,9 @@ fn train_batch(
 /// The task being fitted: its kind and labels (tags).
 #[derive(Clone, Copy)]
 pub struct Task<'a> {
+    /// How its examples are encoded, decoded and scored.
     pub kind: &'static dyn Kind,
+    /// The protocol's labels (for tagging, the tags), in id order.
     pub labels: &'a [String],
 }
 

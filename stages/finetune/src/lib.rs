@@ -64,6 +64,7 @@ use pipeline_albert::device::{self, ResolvedDevice};
 use pipeline_albert::parallel::DataParallel;
 use pipeline_engine::ParamError;
 use pipeline_engine::stage::{Stage, StageContext};
+use pipeline_metrics::FinetuneRecord;
 use pipeline_tasks::{Protocol, ProtocolSpec};
 use serde_json::{Map, Value, json};
 
@@ -170,10 +171,11 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         &protocol.labels,
         &source,
     )?;
-    let mut metrics = summary(
+    let mut record = summary(
         p, &protocol, &config, &source, &device, &tuner, &fitted, evaluated, started,
-    );
-    add_encoding(&mut metrics, &sets, &encoder, spec.task.kind());
+    )?;
+    add_encoding(&mut record, &sets, &encoder, spec.task.kind())?;
+    let metrics = serde_json::to_value(record)?;
     pipeline_metrics::write_metrics(ctx.out_dir, ctx.log_dir, &metrics)?;
     Ok(())
 }
@@ -447,13 +449,13 @@ fn mark_task(dir: &Path, task: &str) -> anyhow::Result<()> {
 /// A span task's window parameters (`span_features`), and what encoding each split could
 /// not serve whole, by cause with the example ids (`encoding`, when anything).
 fn add_encoding(
-    metrics: &mut Value,
+    record: &mut FinetuneRecord,
     sets: &Sets,
     encoder: &Encoder,
     kind: pipeline_tasks::TaskKind,
-) {
+) -> anyhow::Result<()> {
     if kind == pipeline_tasks::TaskKind::Span {
-        metrics["span_features"] = json!(encoder.span);
+        record.span_features = Some(serde_json::to_value(encoder.span)?);
     }
     let notes: Map<String, Value> = std::iter::once(&sets.train)
         .chain(std::iter::once(&sets.dev))
@@ -462,8 +464,9 @@ fn add_encoding(
         .map(|s| (s.name.clone(), s.notes.to_json()))
         .collect();
     if !notes.is_empty() {
-        metrics["encoding"] = Value::Object(notes);
+        record.encoding = Some(notes);
     }
+    Ok(())
 }
 
 /// `metrics.json` (docs/metrics.md).
@@ -478,46 +481,51 @@ fn summary(
     fitted: &Fit,
     evaluated: Evaluated,
     started: Instant,
-) -> Value {
+) -> anyhow::Result<FinetuneRecord> {
     let examples_trained = (protocol.train.examples.len() * p.epochs) as f64;
     let train_s = fitted.train_seconds.max(1e-9);
-    json!({
-        "task": protocol.spec.task.name(),
-        "kind": protocol.spec.task.kind().name(),
-        "labels": protocol.labels,
-        "init": p.init.name(),
-        "init_from": match &p.init { Init::Checkpoint(d) => Some(d.display().to_string()), _ => None },
-        "pretrain_instance": source.pretrain_instance,
-        "pretrain_step": p.pretrain_step,
-        "pretraining": source.pretraining,
-        "share_type": config.share_type.name(),
-        "ln_type": config.ln_type.name(),
-        "config": config,
-        "parameters": burn::module::Module::num_params(&fitted.best.model),
-        "protocol": protocol.to_json(),
-        "epochs": p.epochs,
-        "steps": fitted.steps,
-        "batch_size": p.batch_size,
-        "learning_rate": p.learning_rate,
-        "optimizer": tuner.optim_config,
-        "max_seq_length": p.max_seq_length.min(config.max_position_embeddings),
-        "warmup_steps": tuner.optim_config.warmup_steps,
-        "dropout": p.dropout,
-        "hidden_dropout": p.hidden_dropout,
-        "group_by_length": p.group_by_length,
-        "seed": p.seed,
-        "history": fitted.history,
-        "best_epoch": fitted.best.epoch,
-        "dev": scores_json(&fitted.best.dev_scores),
-        "eval": evaluated.eval,
-        "train_seconds": fitted.train_seconds,
-        "train_examples_per_s": examples_trained / train_s,
-        "train_tokens_per_s": fitted.tokens as f64 / train_s,
-        "padding_share": 1.0 - fitted.tokens as f64 / fitted.padded_tokens.max(1) as f64,
-        "eval_sentences_per_s": evaluated.rate,
-        "wall_seconds": started.elapsed().as_secs_f64(),
-        "device": device.name,
-        "data_parallel_workers": tuner.parallel.workers(),
-        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+    Ok(FinetuneRecord {
+        task: Some(protocol.spec.task.name().into()),
+        kind: Some(protocol.spec.task.kind().name().into()),
+        labels: Some(protocol.labels.clone()),
+        init: Some(p.init.name().into()),
+        init_from: match &p.init {
+            Init::Checkpoint(d) => Some(d.display().to_string()),
+            _ => None,
+        },
+        pretrain_instance: source.pretrain_instance.clone(),
+        pretrain_step: p.pretrain_step,
+        pretraining: source.pretraining,
+        share_type: Some(config.share_type.name().into()),
+        ln_type: Some(config.ln_type.name().into()),
+        config: Some(serde_json::to_value(config)?),
+        parameters: Some(burn::module::Module::num_params(&fitted.best.model) as u64),
+        protocol: Some(protocol.to_json()),
+        epochs: Some(p.epochs as u64),
+        steps: Some(fitted.steps),
+        batch_size: Some(p.batch_size as u64),
+        learning_rate: Some(p.learning_rate),
+        optimizer: Some(serde_json::to_value(&tuner.optim_config)?),
+        max_seq_length: Some(p.max_seq_length.min(config.max_position_embeddings) as u64),
+        warmup_steps: Some(tuner.optim_config.warmup_steps),
+        dropout: Some(p.dropout),
+        hidden_dropout: Some(p.hidden_dropout),
+        group_by_length: Some(p.group_by_length),
+        seed: Some(p.seed),
+        history: Some(serde_json::to_value(&fitted.history)?),
+        best_epoch: Some(fitted.best.epoch as u64),
+        dev: Some(scores_json(&fitted.best.dev_scores)),
+        eval: Some(evaluated.eval),
+        train_seconds: Some(fitted.train_seconds),
+        train_examples_per_s: Some(examples_trained / train_s),
+        train_tokens_per_s: Some(fitted.tokens as f64 / train_s),
+        padding_share: Some(1.0 - fitted.tokens as f64 / fitted.padded_tokens.max(1) as f64),
+        eval_sentences_per_s: Some(evaluated.rate),
+        wall_seconds: Some(started.elapsed().as_secs_f64()),
+        device: Some(device.name.clone()),
+        data_parallel_workers: Some(tuner.parallel.workers() as u64),
+        threads: Some(std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
+        span_features: None,
+        encoding: None,
     })
 }

@@ -52,6 +52,7 @@ impl Predictions {
             .prediction_rows(name, examples, decoded, &self.labels, &mut self.text);
     }
 
+    /// The file's text: the header line, then every row added, each ending in a newline.
     pub fn into_string(self) -> String {
         self.text
     }

@@ -26,6 +26,7 @@ const SPAN_PARAMS: &[&str] = &[
     "n_best_size",
 ];
 
+/// Every param the kind takes: the training params, then the protocol's.
 pub fn known() -> &'static [&'static str] {
     static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
@@ -40,12 +41,19 @@ pub fn known() -> &'static [&'static str] {
 /// Where the initial weights come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Init {
+    /// `pretrained` (the default): the weights the `pretrain` dep saved.
     Pretrained,
+    /// `random`: the `pretrain` dep's architecture and vocabulary with fresh weights (the
+    /// "no pretraining" baseline).
     Random,
+    /// `checkpoint`: the model directory `init_from` names (a Hugging Face ALBERT directory
+    /// or a TensorFlow checkpoint), joined to the workspace root.
     Checkpoint(PathBuf),
 }
 
 impl Init {
+    /// Its value of the `init` param (`pretrained`, `random`, `checkpoint`), as metrics.json
+    /// records it.
     pub fn name(&self) -> &'static str {
         match self {
             Init::Pretrained => "pretrained",
@@ -58,22 +66,38 @@ impl Init {
 /// The training params, checked.
 #[derive(Debug, Clone)]
 pub struct TrainParams {
+    /// Where the initial weights come from (`init`, `init_from`).
     pub init: Init,
     /// With `init: pretrained`, one of the `pretrain` dep's `save_steps` instead of its final
     /// model.
     pub pretrain_step: Option<u64>,
+    /// Where it trains (`auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N`; default `auto`).
     pub device: DeviceChoice,
+    /// Passes over the training split, ≥ 1 (default 3); the best on dev is kept.
     pub epochs: usize,
+    /// Training examples per optimiser step, ≥ 1 (default 32).
     pub batch_size: usize,
+    /// Examples per batch when predicting dev and the evaluation sets, ≥ 1 (default 64).
     pub eval_batch_size: usize,
+    /// The peak learning rate, > 0 (default 1e-4).
     pub learning_rate: f64,
+    /// AdamW (the default) or LAMB.
     pub optimizer: OptimizerKind,
+    /// Weight decay, not applied to LayerNorm or bias (default 0.01).
     pub weight_decay: f64,
+    /// The share of the steps with linear warmup, in [0, 1] (default 0.1); linear decay
+    /// after.
     pub warmup_fraction: f64,
+    /// The global gradient norm is clipped to this (default 1.0); 0 disables clipping.
     pub max_grad_norm: f64,
+    /// Tokens per row, ≥ 5 (default 128; 256, the window, for span extraction); the stage
+    /// caps it at the model's `max_position_embeddings`.
     pub max_seq_length: usize,
+    /// Dropout before the classifier, in [0, 1) (default 0.1; none on the span head).
     pub dropout: f64,
+    /// Dropout inside the encoder, in [0, 1) (default 0: albert_zh fine-tunes without).
     pub hidden_dropout: f64,
+    /// Seeds the classifier's initialisation, the example order and dropout (default 42).
     pub seed: u64,
     /// Batch examples of similar length together (fewer padding tokens per batch).
     pub group_by_length: bool,

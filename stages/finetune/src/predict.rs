@@ -244,13 +244,20 @@ pub fn argmax(p: &[f32]) -> usize {
 /// classifier, a multiple-choice model (C3) or a span extractor (CMRC 2018), with its tokenizer
 /// and labels (tags; none for a span extractor).
 pub struct FineTuned {
+    /// The model directory it was loaded from.
     pub dir: PathBuf,
     /// What it was fine-tuned for (the kind of config.json's `finetuning_task`; a sequence
     /// classifier without it is a pair classifier, as every one was before single texts).
     pub kind: TaskKind,
+    /// The model's config.json.
     pub config: AlbertConfig,
+    /// The model, its head as config.json's `architectures` names it.
     pub model: TaskModel,
+    /// The directory's tokenizer, for rows of the `max_seq_length` it was loaded with (at
+    /// most the model's positions).
     pub encoder: Encoder,
+    /// The class or tag names in id order (config.json's `id2label`); a multiple-choice
+    /// model's are the answer positions `0`–`3`, a span extractor has none.
     pub labels: Vec<String>,
 }
 

@@ -17,7 +17,8 @@ use pipeline_albert::{
     AlbertForSequenceClassification, AlbertForTokenClassification, AlbertInput, hf,
 };
 use pipeline_engine::stage::StageContext;
-use serde_json::{Value, json};
+use pipeline_metrics::{PretrainRecord, PretrainingPoint, records};
+use serde_json::Value;
 
 use crate::kinds::Head;
 use crate::params::{Init, TrainParams};
@@ -26,9 +27,13 @@ use crate::params::{Init, TrainParams};
 #[derive(Module, Debug)]
 #[allow(clippy::large_enum_variant)]
 pub enum TaskModel {
+    /// A sequence classifier: sentence pairs and single texts.
     Pair(AlbertForSequenceClassification),
+    /// A multiple-choice model: one score per choice row of a question.
     Choice(AlbertForMultipleChoice),
+    /// A token classifier: a tag at every position (tagging, NER).
     Tags(AlbertForTokenClassification),
+    /// A span extractor: a start and an end score at every position.
     Span(AlbertForQuestionAnswering),
 }
 
@@ -36,12 +41,19 @@ pub enum TaskModel {
 /// 0 where ignored), or the answers' start and end positions.
 #[derive(Debug, Clone)]
 pub enum GoldTensors {
+    /// The gold of a classifier, a choice model or a token classifier.
     Classes {
+        /// One class (choice, tag) id per example, or per position of the padded batch for
+        /// tags (0 where ignored).
         ids: Tensor<1, Int>,
+        /// The weight of each id in the loss: 1, or 0 where it is ignored.
         weights: Tensor<1>,
     },
+    /// The gold of a span extractor.
     Spans {
+        /// The answer's first token in each row (0, `[CLS]`, where the row does not hold it).
         start: Tensor<1, Int>,
+        /// The answer's last token in each row (0 with `start`).
         end: Tensor<1, Int>,
     },
 }
@@ -50,7 +62,9 @@ pub enum GoldTensors {
 /// choice heads, or on the `[rows, seq, H]` hidden states of the token head.
 #[derive(Debug, Clone)]
 pub enum DropoutMask {
+    /// `[rows, H]`, for the sequence and choice heads.
     Pooled(Tensor<2>),
+    /// `[rows, seq, H]`, for the token head.
     Hidden(Tensor<3>),
 }
 
@@ -64,7 +78,7 @@ pub struct Source {
     pub imported: Option<pipeline_albert::tf::ModelDir>,
     /// How far the backbone was pretrained: `{step, tokens_seen}` of the `pretrain` dep at the
     /// weights used (0 for `init: random`), for the accuracy-versus-pretraining curve.
-    pub pretraining: Option<Value>,
+    pub pretraining: Option<PretrainingPoint>,
 }
 
 impl Source {
@@ -95,7 +109,13 @@ impl Source {
                     )
                 })?;
                 let (dir, pretraining) = match (&p.init, p.pretrain_step) {
-                    (Init::Random, _) => (dep.dir.clone(), json!({"step": 0, "tokens_seen": 0})),
+                    (Init::Random, _) => (
+                        dep.dir.clone(),
+                        PretrainingPoint {
+                            step: Some(0),
+                            tokens_seen: Some(0),
+                        },
+                    ),
                     (_, None) => (dep.dir.clone(), final_point(&dep.dir)),
                     (_, Some(step)) => saved_step(&dep.dir, &dep.instance, step)?,
                 };
@@ -110,26 +130,29 @@ impl Source {
     }
 }
 
-/// What the pretrain stage writes into each `steps/<N>/` (stages/pretrain/src/snapshots.rs).
-const SNAPSHOT_FILE: &str = "snapshot.json";
-
 /// The `{step, tokens_seen}` of a pretrain artifact's final model, from its metrics.json.
-fn final_point(dir: &Path) -> Value {
+fn final_point(dir: &Path) -> PretrainingPoint {
     let metrics = std::fs::read_to_string(dir.join("metrics.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         .unwrap_or(Value::Null);
-    json!({"step": metrics["steps"], "tokens_seen": metrics["tokens_seen"]})
+    records::read::<PretrainRecord>(&metrics)
+        .map(|r| r.final_point())
+        .unwrap_or_default()
 }
 
 /// The directory and `{step, tokens_seen}` of the model the pretrain artifact `dir` saved at
 /// `step` (its `save_steps`), or an error naming the steps it has.
-fn saved_step(dir: &Path, instance: &str, step: u64) -> anyhow::Result<(PathBuf, Value)> {
+fn saved_step(
+    dir: &Path,
+    instance: &str,
+    step: u64,
+) -> anyhow::Result<(PathBuf, PretrainingPoint)> {
     let snapshot = dir.join("steps").join(step.to_string());
-    let about = snapshot.join(SNAPSHOT_FILE);
+    let about = snapshot.join(records::SNAPSHOT_FILE);
     match std::fs::read_to_string(&about) {
         Ok(text) => {
-            let v: Value = serde_json::from_str(&text)
+            let v: PretrainingPoint = serde_json::from_str(&text)
                 .with_context(|| format!("reading {}", about.display()))?;
             Ok((snapshot, v))
         }
@@ -219,7 +242,8 @@ impl TaskModel {
         Ok((config, model))
     }
 
-    /// Rows per example: 1 for a pair, the number of choices for a question.
+    /// Whether it is a multiple-choice model, whose examples are several rows (one per choice)
+    /// where the other heads' are one.
     pub fn is_choice(&self) -> bool {
         matches!(self, TaskModel::Choice(_))
     }
@@ -305,17 +329,18 @@ impl TaskModel {
 
     /// The model directory in the Hugging Face layout.
     pub fn save(&self, dir: &Path, config: &AlbertConfig, labels: &[String]) -> anyhow::Result<()> {
-        match self {
+        Ok(match self {
             TaskModel::Pair(m) => hf::save_classifier(dir, config, m, labels),
             TaskModel::Choice(m) => hf::save_multiple_choice(dir, config, m),
             TaskModel::Tags(m) => hf::save_token_classifier(dir, config, m, labels),
             // Its two outputs (start, end) are transformers' `num_labels`: no label names.
             TaskModel::Span(m) => hf::save_question_answering(dir, config, m),
-        }
+        }?)
     }
 }
 
-/// The classes a pair classifier predicts must be as many as the labels.
+/// Checks that the tokenizer's vocabulary (`vocab` tokens, read from `dir`) is as large as
+/// the model's `vocab_size`: a mismatch would index embeddings that do not exist.
 pub fn check_vocab(dir: &Path, vocab: usize, config: &AlbertConfig) -> anyhow::Result<()> {
     if vocab != config.vocab_size {
         bail!(

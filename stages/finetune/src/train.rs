@@ -1,5 +1,6 @@
 //! Fine-tuning steps: the task model's loss (cross-entropy of its logits; for spans the mean
-//! of the start and end cross-entropies), global-norm clipping, the optimiser; each batch split into one micro-batch per core on a CPU, as pretraining does
+//! of the start and end cross-entropies), global-norm clipping, the optimiser; each batch
+//! split into one micro-batch per core on a CPU, as pretraining does
 //! (`pipeline_albert::parallel`), with the classifier's dropout masks drawn on the calling
 //! thread in a fixed order so that a run is reproducible whatever the thread timing.
 
@@ -17,8 +18,11 @@ use crate::task_model::{DropoutMask, GoldTensors, TaskModel};
 /// (−100 where ignored), or the answer's start and end position in each row.
 #[derive(Debug, Clone, Copy)]
 pub enum Gold<'a> {
+    /// A class (or the right choice) per example.
     Classes(&'a [usize]),
+    /// A tag id per position of each example's row, −100 where the loss ignores it.
     Tags(&'a [&'a [i64]]),
+    /// The answer's start and end position in each row (both 0 where the row lacks it).
     Spans(&'a [(usize, usize)]),
 }
 
@@ -37,11 +41,16 @@ pub struct StepResult {
 
 /// The model, its optimiser and the workers.
 pub struct FineTuner {
+    /// The model being trained (on the autodiff device).
     pub model: TaskModel,
+    /// The optimiser and its state, built from `optim_config`.
     pub optim: ModuleOptimizer,
+    /// The optimiser's settings and the learning-rate schedule (warmup, then linear decay).
     pub optim_config: OptimConfig,
     /// The autodiff device.
     pub device: Device,
+    /// The workers a batch is split over: one per core on a CPU, one alone with
+    /// `hidden_dropout`.
     pub parallel: DataParallel,
     hidden: usize,
 }

@@ -46,7 +46,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use instances::{MaskStats, Recipe, Specials, TokenizedDoc, instances_from_document};
 use read::DocReader;
@@ -203,12 +203,12 @@ impl Stage for MaskStage {
                 config.eval_fraction
             );
         }
-        let mut metrics = report.to_json(&config);
+        let mut record = report.to_json(&config);
         // Which corpus the shards were cut from, so that what trains on them can say so.
-        metrics["clean_instance"] = json!(clean.instance);
+        record.clean_instance = Some(clean.instance.clone());
         std::fs::write(
             ctx.out_dir.join("metrics.json"),
-            serde_json::to_string_pretty(&metrics)? + "\n",
+            serde_json::to_string_pretty(&serde_json::to_value(record)?)? + "\n",
         )?;
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! What `metrics.json` says the stage did: the instances and their masking per split, and
 //! the totals.
 
-use serde_json::{Map, Value, json};
+use pipeline_metrics::{MaskRecord, MaskSplitRecord};
+use serde_json::{Map, json};
 
 use crate::MaskConfig;
 use crate::instances::MaskStats;
@@ -28,7 +29,7 @@ impl SplitReport {
         self.swapped += inst.sentence_order_label as u64;
     }
 
-    pub(crate) fn to_json(&self, max_ngram: usize, max_seq_length: usize) -> Value {
+    pub(crate) fn to_json(&self, max_ngram: usize, max_seq_length: usize) -> MaskSplitRecord {
         let tokens = self.tokens.max(1) as f64;
         let slots = (self.instances * max_seq_length as u64).max(1) as f64;
         let masked = self.stats.masked.max(1) as f64;
@@ -39,20 +40,20 @@ impl SplitReport {
                 json!(self.stats.ngrams.get(n - 1).copied().unwrap_or(0)),
             );
         }
-        json!({
-            "instances": self.instances,
-            "tokens": self.tokens,
-            "mean_length": round4(self.tokens as f64 / self.instances.max(1) as f64),
-            "padding_fraction": round4(1.0 - self.tokens as f64 / slots),
-            "masked_tokens": self.stats.masked,
-            "mask_rate": round4(self.stats.masked as f64 / tokens),
-            "replaced_by_mask": round4(self.stats.replaced_mask as f64 / masked),
-            "replaced_by_random": round4(self.stats.replaced_random as f64 / masked),
-            "kept": round4(self.stats.kept as f64 / masked),
-            "ngram_histogram": hist,
-            "sop_swapped_fraction": round4(self.swapped as f64 / self.instances.max(1) as f64),
-            "shards": self.shards,
-        })
+        MaskSplitRecord {
+            instances: Some(self.instances),
+            tokens: Some(self.tokens),
+            mean_length: Some(round4(self.tokens as f64 / self.instances.max(1) as f64)),
+            padding_fraction: Some(round4(1.0 - self.tokens as f64 / slots)),
+            masked_tokens: Some(self.stats.masked),
+            mask_rate: Some(round4(self.stats.masked as f64 / tokens)),
+            replaced_by_mask: Some(round4(self.stats.replaced_mask as f64 / masked)),
+            replaced_by_random: Some(round4(self.stats.replaced_random as f64 / masked)),
+            kept: Some(round4(self.stats.kept as f64 / masked)),
+            ngram_histogram: Some(hist),
+            sop_swapped_fraction: Some(round4(self.swapped as f64 / self.instances.max(1) as f64)),
+            shards: Some(self.shards.clone()),
+        }
     }
 }
 
@@ -82,25 +83,28 @@ pub struct MaskReport {
 }
 
 impl MaskReport {
-    /// `metrics.json`'s content.
-    pub fn to_json(&self, c: &MaskConfig) -> Value {
-        json!({
-            "documents": self.documents,
-            "eval_documents": self.eval_documents,
-            "sentences": self.sentences,
-            "corpus_tokens": self.corpus_tokens,
-            "unk_rate": round4(self.unk_tokens as f64 / self.corpus_tokens.max(1) as f64),
-            "train": self.train.to_json(c.max_ngram, c.max_seq_length),
-            "eval": self.eval.to_json(c.max_ngram, c.max_seq_length),
-            "max_seq_length": c.max_seq_length,
-            "max_predictions_per_seq": c.max_predictions_per_seq,
-            "masked_lm_prob": c.masked_lm_prob,
-            "dupe_factor": c.dupe_factor,
-            "whole_word": c.whole_word,
-            "max_ngram": c.max_ngram,
-            "short_seq_prob": c.short_seq_prob,
-            "pack": c.pack,
-            "packs": self.packs,
-        })
+    /// `metrics.json`'s content (without `clean_instance`, which the stage adds).
+    pub fn to_json(&self, c: &MaskConfig) -> MaskRecord {
+        MaskRecord {
+            documents: Some(self.documents),
+            eval_documents: Some(self.eval_documents),
+            sentences: Some(self.sentences),
+            corpus_tokens: Some(self.corpus_tokens),
+            unk_rate: Some(round4(
+                self.unk_tokens as f64 / self.corpus_tokens.max(1) as f64,
+            )),
+            train: Some(self.train.to_json(c.max_ngram, c.max_seq_length)),
+            eval: Some(self.eval.to_json(c.max_ngram, c.max_seq_length)),
+            max_seq_length: Some(c.max_seq_length as u64),
+            max_predictions_per_seq: Some(c.max_predictions_per_seq as u64),
+            masked_lm_prob: Some(c.masked_lm_prob),
+            dupe_factor: Some(c.dupe_factor as u64),
+            whole_word: Some(c.whole_word),
+            max_ngram: Some(c.max_ngram as u64),
+            short_seq_prob: Some(c.short_seq_prob),
+            pack: Some(c.pack),
+            packs: Some(self.packs),
+            clean_instance: None,
+        }
     }
 }

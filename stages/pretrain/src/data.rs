@@ -161,9 +161,10 @@ impl Data {
         let clean = std::fs::read_to_string(mask.dir.join("metrics.json"))
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|m| m.get("clean_instance").cloned());
+            .and_then(|m| pipeline_metrics::records::read::<pipeline_metrics::MaskRecord>(&m))
+            .and_then(|m| m.clean_instance);
         if let Some(clean) = clean {
-            data.lineage.insert("clean_instance".into(), clean);
+            data.lineage.insert("clean_instance".into(), clean.into());
         }
         Ok(data)
     }

@@ -11,9 +11,10 @@ use pipeline_albert::device::ResolvedDevice;
 use pipeline_albert::train::{Checkpoint, remove_checkpoint};
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining, hf};
 use pipeline_engine::stage::StageContext;
+use pipeline_metrics::PretrainRecord;
 use pipeline_shards::{BatchReader, BatchReaderConfig, ReaderPosition};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::data::Data;
 use crate::metrics::{MetricsLog, Timings, eval_line, eval_summary, round, step_line, time_split};
@@ -334,7 +335,7 @@ impl<'a> TrainingRun<'a> {
             &log_dir.join(pipeline_tbevents::FILE_NAME),
             "step",
         )?;
-        pipeline_metrics::write_metrics(out, log_dir, &self.summary())?;
+        pipeline_metrics::write_metrics(out, log_dir, &self.summary()?)?;
         remove_checkpoint(&self.checkpoint.dir)?;
         self.log(&format!(
             "done: {} steps, {:.0} tokens/s, {}, eval {}",
@@ -358,7 +359,7 @@ impl<'a> TrainingRun<'a> {
     }
 
     /// `metrics.json` (docs/metrics.md).
-    fn summary(&self) -> Value {
+    fn summary(&self) -> anyhow::Result<Value> {
         let (p, s, c) = (self.p, &self.state, &self.state.config);
         let train_s = s.timings.train_seconds.max(1e-9);
         let rows_per_step = (p.batch_size * p.grad_accum_steps) as u64;
@@ -371,45 +372,54 @@ impl<'a> TrainingRun<'a> {
             self.data.max_predictions,
         ) * micro_batches as f64;
         let wall = self.started.elapsed().as_secs_f64();
-        json!({
-            "model": p.model,
-            "config": c,
-            "parameters": c.parameter_count(),
-            "share_type": c.share_type.name(),
-            "ln_type": c.ln_type.name(),
-            "hf_compatible": c.hf_compatible().is_ok(),
-            "steps": s.step,
-            "batch_size": p.batch_size,
-            "grad_accum_steps": p.grad_accum_steps,
-            "effective_batch_size": rows_per_step,
-            "max_seq_length": self.data.max_seq_length,
-            "optimizer": p.optim,
-            "tokens_seen": s.tokens_seen,
-            "padded_tokens_seen": s.padded_tokens_seen,
-            "train_seconds": round(s.timings.train_seconds),
-            "eval_seconds": round(s.timings.eval_seconds),
-            "checkpoint_seconds": round(s.timings.checkpoint_seconds),
-            "wall_seconds": round(wall),
-            "time_split": time_split(&s.timings, wall),
-            "tokens_per_s": (s.tokens_seen as f64 / train_s).round(),
-            "padded_tokens_per_s": (s.padded_tokens_seen as f64 / train_s).round(),
-            "model_tflops_per_s": round(flops / train_s / 1e12),
-            "device": self.device_name,
-            "precision": match p.precision { Precision::Fp32 => "fp32", Precision::Bf16 => "bf16" },
-            "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            "data_parallel_workers": self.trainer.parallel.workers(),
-            "eval_batches": p.eval_batches_for(),
-            "resumed_from_step": self.resumed_from,
-            "train_instances_per_epoch": self.reader.instances_per_epoch(),
-            "epochs": round(s.step as f64 * rows_per_step as f64
-                / self.reader.instances_per_epoch().max(1) as f64),
-            "sop": p.sop,
-            "masking": self.data.masking,
-            "mask_instance": self.data.lineage.get("mask_instance"),
-            "clean_instance": self.data.lineage.get("clean_instance"),
-            "eval": eval_summary(s.last_eval.as_ref(), p.sop),
-            "save_steps": p.save_steps,
-        })
+        let per_epoch = self.reader.instances_per_epoch();
+        let record = PretrainRecord {
+            model: Some(p.model.clone()),
+            config: Some(serde_json::to_value(c)?),
+            parameters: Some(serde_json::to_value(c.parameter_count())?),
+            share_type: Some(c.share_type.name().into()),
+            ln_type: Some(c.ln_type.name().into()),
+            hf_compatible: Some(c.hf_compatible().is_ok()),
+            steps: Some(s.step),
+            batch_size: Some(p.batch_size as u64),
+            grad_accum_steps: Some(p.grad_accum_steps as u64),
+            effective_batch_size: Some(rows_per_step),
+            max_seq_length: Some(self.data.max_seq_length as u64),
+            optimizer: Some(serde_json::to_value(&p.optim)?),
+            tokens_seen: Some(s.tokens_seen),
+            padded_tokens_seen: Some(s.padded_tokens_seen),
+            train_seconds: Some(round(s.timings.train_seconds)),
+            eval_seconds: Some(round(s.timings.eval_seconds)),
+            checkpoint_seconds: Some(round(s.timings.checkpoint_seconds)),
+            wall_seconds: Some(round(wall)),
+            time_split: Some(time_split(&s.timings, wall)),
+            tokens_per_s: Some((s.tokens_seen as f64 / train_s).round()),
+            padded_tokens_per_s: Some((s.padded_tokens_seen as f64 / train_s).round()),
+            model_tflops_per_s: Some(round(flops / train_s / 1e12)),
+            device: Some(self.device_name.clone()),
+            precision: Some(
+                match p.precision {
+                    Precision::Fp32 => "fp32",
+                    Precision::Bf16 => "bf16",
+                }
+                .into(),
+            ),
+            threads: Some(std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
+            data_parallel_workers: Some(self.trainer.parallel.workers() as u64),
+            eval_batches: Some(p.eval_batches_for()),
+            resumed_from_step: self.resumed_from,
+            train_instances_per_epoch: Some(per_epoch),
+            epochs: Some(round(
+                s.step as f64 * rows_per_step as f64 / per_epoch.max(1) as f64,
+            )),
+            sop: Some(p.sop),
+            masking: Some(self.data.masking.clone()),
+            mask_instance: self.data.lineage.get("mask_instance").and_then(Value::as_str).map(String::from),
+            clean_instance: self.data.lineage.get("clean_instance").and_then(Value::as_str).map(String::from),
+            eval: Some(eval_summary(s.last_eval.as_ref(), p.sop)),
+            save_steps: Some(p.save_steps.clone()),
+        };
+        Ok(serde_json::to_value(record)?)
     }
 }
 

@@ -10,10 +10,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining, hf};
-use serde_json::json;
-
-/// The file in each snapshot that says where in the run it was taken.
-pub const SNAPSHOT_FILE: &str = "snapshot.json";
+use pipeline_metrics::PretrainingPoint;
+use pipeline_metrics::records::SNAPSHOT_FILE;
 
 /// Where the snapshots of a run are kept until the export (the work area).
 pub fn work_dir(work: &Path) -> PathBuf {
@@ -41,8 +39,14 @@ pub fn save(
     std::fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
     hf::save_pretraining(&staging, config, model)?;
     copy_vocabulary(vocab_dir, &staging)?;
-    let about = json!({"step": step, "tokens_seen": tokens_seen});
-    std::fs::write(staging.join(SNAPSHOT_FILE), about.to_string() + "\n")?;
+    let about = PretrainingPoint {
+        step: Some(step),
+        tokens_seen: Some(tokens_seen),
+    };
+    std::fs::write(
+        staging.join(SNAPSHOT_FILE),
+        serde_json::to_value(about)?.to_string() + "\n",
+    )?;
     std::fs::rename(&staging, &dir)
         .with_context(|| format!("renaming {} to {}", staging.display(), dir.display()))
 }

@@ -2,6 +2,7 @@
 //! the task texts it added, what decontamination dropped, and whether a file known to hold
 //! evaluation texts was read without decontamination), and what the `mask` stage made of it.
 
+use pipeline_metrics::MaskSplitRecord;
 use serde_json::Value;
 
 use crate::deps::{Dep, get};
@@ -167,33 +168,34 @@ pub fn corpus_sentence(c: &Dep) -> String {
 
 /// The pretraining data, from a `mask` dep.
 pub fn mask_sentence(m: &Dep) -> String {
-    let n = |path: &[&str]| m.u64(path).map(|x| thousands(x as i64));
+    let r = m.mask();
+    let split = |s: &Option<MaskSplitRecord>, f: fn(&MaskSplitRecord) -> Option<u64>| {
+        s.as_ref().and_then(f)
+    };
+    let n = |x: Option<u64>| x.map_or_else(|| "?".into(), |x| thousands(x as i64));
     let mut s = String::from("Pretraining data (the `mask` stage): ");
     s.push_str(&format!(
         "{} training instances ({} tokens) and {} held-out eval instances from {} documents",
-        n(&["train", "instances"]).unwrap_or_else(|| "?".into()),
-        n(&["train", "tokens"]).unwrap_or_else(|| "?".into()),
-        n(&["eval", "instances"]).unwrap_or_else(|| "?".into()),
-        n(&["documents"]).unwrap_or_else(|| "?".into()),
+        n(split(&r.train, |t| t.instances)),
+        n(split(&r.train, |t| t.tokens)),
+        n(split(&r.eval, |t| t.instances)),
+        n(r.documents),
     ));
     let params: Vec<String> = [
-        m.u64(&["max_seq_length"])
-            .map(|x| format!("max_seq_length {x}")),
-        m.num(&["masked_lm_prob"])
-            .map(|x| format!("masked_lm_prob {x}")),
-        m.u64(&["max_ngram"]).map(|x| format!("n-grams up to {x}")),
-        m.metrics
-            .get("whole_word")
-            .and_then(Value::as_bool)
-            .map(|w| {
-                if w {
-                    "whole-word masking".into()
-                } else {
-                    "character masking".into()
-                }
-            }),
-        m.u64(&["dupe_factor"]).map(|x| format!("dupe_factor {x}")),
-        m.num(&["train", "padding_fraction"])
+        r.max_seq_length.map(|x| format!("max_seq_length {x}")),
+        r.masked_lm_prob.map(|x| format!("masked_lm_prob {x}")),
+        r.max_ngram.map(|x| format!("n-grams up to {x}")),
+        r.whole_word.map(|w| {
+            if w {
+                "whole-word masking".into()
+            } else {
+                "character masking".into()
+            }
+        }),
+        r.dupe_factor.map(|x| format!("dupe_factor {x}")),
+        r.train
+            .as_ref()
+            .and_then(|t| t.padding_fraction)
             .map(|x| format!("{:.1} % padding", x * 100.0)),
     ]
     .into_iter()

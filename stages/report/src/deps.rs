@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pipeline_engine::DepArtifact;
-use pipeline_metrics::{METRICS, METRICS_JSONL, full_record};
+use pipeline_metrics::{
+    BaselineRecord, FinetuneRecord, METRICS, METRICS_JSONL, MaskRecord, PretrainRecord,
+    full_record, records,
+};
 use serde_json::Value;
 
 /// What a dep artifact is, judged by its metrics (so that a user may name stages as they like).
@@ -39,35 +42,82 @@ pub struct Dep {
 }
 
 impl Dep {
-    pub fn num(&self, path: &[&str]) -> Option<f64> {
-        get(&self.metrics, path).and_then(Value::as_f64)
+    /// The record of a pretrain dep (every field `None` for a dep of another kind, or a record
+    /// this version cannot read).
+    pub fn pretrain(&self) -> PretrainRecord {
+        self.record(DepKind::Pretrain)
     }
 
-    pub fn u64(&self, path: &[&str]) -> Option<u64> {
-        get(&self.metrics, path).and_then(|v| {
-            v.as_u64()
-                .or_else(|| v.as_f64().filter(|x| *x >= 0.0).map(|x| x.round() as u64))
-        })
+    /// The record of a finetune dep (every field `None` for another kind).
+    pub fn finetune(&self) -> FinetuneRecord {
+        self.record(DepKind::Finetune)
     }
 
-    pub fn str(&self, path: &[&str]) -> Option<String> {
-        get(&self.metrics, path).and_then(|v| match v {
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        })
+    /// The record of a baseline dep (every field `None` for another kind).
+    pub fn baseline(&self) -> BaselineRecord {
+        self.record(DepKind::Baseline)
+    }
+
+    /// The record of a mask dep (every field `None` for another kind).
+    pub fn mask(&self) -> MaskRecord {
+        self.record(DepKind::Mask)
+    }
+
+    fn record<T: Default + for<'de> serde::Deserialize<'de>>(&self, kind: DepKind) -> T {
+        (self.kind == kind)
+            .then(|| records::read(&self.metrics))
+            .flatten()
+            .unwrap_or_default()
     }
 
     /// The stage's wall time as its metrics.json records it: `wall_seconds` (pretrain,
     /// finetune) or `seconds` (baseline).
     pub fn wall_seconds(&self) -> Option<f64> {
-        self.num(&["wall_seconds"])
-            .or_else(|| self.num(&["seconds"]))
+        match self.kind {
+            DepKind::Pretrain => self.pretrain().wall_seconds,
+            DepKind::Finetune => self.finetune().wall_seconds,
+            DepKind::Baseline => self.baseline().seconds,
+            _ => None,
+        }
     }
 
-    /// The finetune task (`lcqmc`, `xnli`, …).
+    /// The device a pretrain or finetune dep ran on.
+    pub fn device(&self) -> Option<String> {
+        match self.kind {
+            DepKind::Pretrain => self.pretrain().device,
+            DepKind::Finetune => self.finetune().device,
+            _ => None,
+        }
+    }
+
+    /// The host's available parallelism where a pretrain, finetune or baseline dep ran.
+    pub fn threads(&self) -> Option<u64> {
+        match self.kind {
+            DepKind::Pretrain => self.pretrain().threads,
+            DepKind::Finetune => self.finetune().threads,
+            DepKind::Baseline => self.baseline().threads,
+            _ => None,
+        }
+    }
+
+    /// The task of a finetune or baseline dep (`lcqmc`, `xnli`, …), lower case.
     pub fn task(&self) -> Option<String> {
-        self.str(&["task"]).map(|t| t.to_lowercase())
+        let task = match self.kind {
+            DepKind::Finetune => self.finetune().task,
+            DepKind::Baseline => self.baseline().task,
+            _ => None,
+        };
+        task.map(|t| t.to_lowercase())
+    }
+
+    /// The protocol of a finetune or baseline dep (which files each split read).
+    pub fn protocol(&self) -> Option<Value> {
+        match self.kind {
+            DepKind::Finetune => self.finetune().protocol,
+            DepKind::Baseline => self.baseline().protocol,
+            _ => None,
+        }
+        .filter(|p| !p.is_null())
     }
 }
 

@@ -59,6 +59,7 @@ pub struct SpanAnswer {
     pub text: String,
     /// Characters of the context (as SQuAD's `answer_start`), end exclusive.
     pub chars: Range<usize>,
+    /// Bytes of the context, end exclusive, on character boundaries.
     pub bytes: Range<usize>,
     /// Softmax of the start + end score over the n-best list.
     pub probability: f32,
@@ -95,6 +96,7 @@ impl Decoded {
         }
     }
 
+    /// Whether there are no examples.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -104,8 +106,11 @@ impl Decoded {
 /// class) and, for tagging, the entity scores; or, for span extraction, EM and F1.
 #[derive(Debug, Clone)]
 pub struct Scores {
+    /// Accuracy, F1, macro-F1 and the confusion matrix; `None` for span extraction.
     pub classes: Option<Metrics>,
+    /// Tagging: entity precision, recall and F1 (seqeval's default mode); `None` otherwise.
     pub entities: Option<EntityScores>,
+    /// Span extraction: CMRC 2018's EM and F1; `None` otherwise.
     pub spans: Option<SpanMetricsBlock>,
 }
 

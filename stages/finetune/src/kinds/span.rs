@@ -41,11 +41,19 @@ pub struct Spans;
 /// context, the context's tokens and the gold answers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpanSplit {
+    /// One window per feature, in the split's feature order; each names its question.
     pub features: Vec<SpanFeature>,
+    /// Per question: its id, which the scoring matches predictions and gold answers by.
     pub ids: Vec<String>,
+    /// Per question: its context, which every answer is a substring of.
     pub contexts: Vec<Arc<str>>,
+    /// Per question: its context's tokens and their byte ranges (empty where encoding
+    /// failed).
     pub tokens: Vec<TokenizedContext>,
+    /// Per question: the gold answers' texts; empty for a question without any (not scored),
+    /// as in `predict`.
     pub gold: Vec<Vec<String>>,
+    /// The window and decoding parameters the features were built with.
     pub config: SpanConfig,
 }
 
