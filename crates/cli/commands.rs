@@ -94,11 +94,9 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
         Command::RunInstance { spec } => Ok(
             match pipeline_engine::executor::instance::run_spec(&registry(), spec) {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(e) if e.downcast_ref::<pipeline_engine::UserError>().is_some() => {
-                    return Err(e);
-                }
+                Err(e) if e.user_error().is_some() => return Err(e.into()),
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    eprintln!("error: {:#}", anyhow::Error::from(e));
                     ExitCode::from(1)
                 }
             },

@@ -44,7 +44,7 @@ fn main() -> ExitCode {
     match commands::dispatch(&cli) {
         Ok(code) => code,
         Err(err) => {
-            if let Some(user) = err.downcast_ref::<pipeline_engine::UserError>() {
+            if let Some(user) = pipeline_engine::error::user_error(&err) {
                 eprintln!("error: {user}");
                 ExitCode::from(2)
             } else {

@@ -26,15 +26,24 @@ const RESOURCE_KEYS: &[&str] = &["gpu", "cpu", "mem", "time"];
 /// A string from the file and where it was written.
 #[derive(Debug, Clone)]
 pub struct Located<T> {
+    /// The value as read.
     pub value: T,
+    /// Where it starts in the file, for errors about it.
     pub mark: Mark,
 }
 
+/// A `pipeline.yaml` that passed the schema checks, as written: nothing is substituted or
+/// expanded yet.
 #[derive(Debug, Clone)]
 pub struct PipelineFile {
+    /// The file as it was named (`-f`); its directory is the workspace root.
     pub path: PathBuf,
+    /// The whole text, kept so that later errors can quote the offending line.
     pub source: String,
+    /// `vars:` in file order, values unresolved (`${vars.x}` references and `--set` overrides
+    /// are applied when the plan is built).
     pub vars: Vec<(Located<String>, Node)>,
+    /// `stages:` in file order.
     pub stages: Vec<StageDecl>,
     /// Where stages run (`executor:`); see [`crate::executor`].
     pub executor: ExecutorDecl,
@@ -45,18 +54,34 @@ pub struct PipelineFile {
 /// One `matrix:` axis: its name and its values.
 pub type MatrixAxis = (Located<String>, Vec<Node>);
 
+/// One entry of `stages:` as written, before matrix expansion.
 #[derive(Debug, Clone)]
 pub struct StageDecl {
+    /// The key under `stages:`: letters, digits, `_` and `-` (`@` and `.` are reserved for
+    /// instance names and `--set STAGE.PARAM`).
     pub name: Located<String>,
+    /// `kind:`, or `cmd` (at the `cmd:` line) when only `cmd:` is given; not yet checked
+    /// against the registry.
     pub kind: Located<String>,
+    /// The shell command of a `cmd` stage (`None` for every other kind), before `${...}`
+    /// substitution.
     pub cmd: Option<Located<String>>,
+    /// Names of the stages this one needs (a single string is a list of one).
     pub deps: Vec<Located<String>>,
+    /// File paths and globs hashed into the fingerprint, `!PATTERN` to exclude; relative to
+    /// the workspace root, before substitution.
     pub inputs: Vec<Located<String>>,
+    /// `params:` in file order, values unsubstituted.
     pub params: Vec<(Located<String>, Node)>,
+    /// The outputs a `cmd` stage promises under `$PIPELINE_OUT` (empty for other kinds).
     pub outs: Vec<Located<String>>,
+    /// `matrix:` axes in file order; each non-empty, of scalars, or one `${vars.NAME}`.
     pub matrix: Vec<MatrixAxis>,
+    /// `resources:`, defaults where not given.
     pub resources: Resources,
+    /// `aggregate:`; `None` leaves it to the kind ([`crate::stage::Stage::aggregates`]).
     pub aggregate: Option<bool>,
+    /// `desc:`, a note for people; the engine does not use it.
     pub desc: Option<String>,
     /// The stage's `executor:` overrides of the top-level block.
     pub executor: ExecutorDecl,
@@ -66,7 +91,10 @@ pub struct StageDecl {
 /// tokens (`--gpus`, one by default, so GPU stages never overlap).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resources {
+    /// `--jobs` slots, 1 to 1024 (default 1; `cpu: 0` counts as 1); more than `--jobs` is
+    /// capped to `--jobs`.
     pub cpu: u32,
+    /// GPU tokens, 0 to 1024 (default 0).
     pub gpu: u32,
     /// Megabytes (`mem: 32G`); only a cluster executor uses it.
     pub mem: Option<u64>,
@@ -113,6 +141,8 @@ impl PipelineFile {
         Self::parse(path, source)
     }
 
+    /// Checks `source`, the text of `path` (which is only used in messages and for the
+    /// workspace root). Every mistake is a [`UserError`] at its line and column.
     pub fn parse(path: &Path, source: String) -> Result<PipelineFile, UserError> {
         let root = match yaml::parse(&source) {
             Ok(Some(root)) => root,
@@ -189,6 +219,7 @@ impl PipelineFile {
         })
     }
 
+    /// An error at `mark` in this file, quoting its line.
     pub fn error_at(&self, mark: Mark, message: impl Into<String>) -> UserError {
         UserError::at(&self.path, &self.source, mark, message)
     }

@@ -1,23 +1,45 @@
-//! Errors a user can fix: they name the file, line and column (or the stage, or the flag) and
-//! say what to do, and the CLI turns them into exit code 2 without a backtrace.
+//! The engine's errors. [`UserError`] is a mistake the user can fix: it names the file, line
+//! and column (or the stage, or the flag) and says what to do, and the CLI turns it into exit
+//! code 2 without a backtrace. The typed errors of the public functions, which callers can
+//! match on, are grouped by job: the store, its index and fingerprints ([`StoreError`],
+//! [`IndexError`], [`FingerprintError`]), the commands that read or keep the store
+//! ([`InspectError`], [`MaintainError`]), and running ([`RunError`], [`InstanceError`],
+//! [`JobError`]). Those that can carry a [`UserError`] say so through `user_error`, and
+//! [`user_error`] finds it behind an `anyhow::Error`.
+//!
+//! Their messages are the ones the CLI always printed: a wrapped error is the `source` where
+//! the message used to be an `anyhow` context over it or quoted its whole chain (so `{:#}`
+//! through `anyhow` prints the same text), and stays part of the message where the message
+//! quoted it alone.
 
+use std::error::Error;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::yaml::Mark;
 
+mod run;
+mod store;
+
+pub use run::{InstanceError, JobError, RunError};
+pub use store::{FingerprintError, IndexError, InspectError, MaintainError, StoreError};
+
 /// A mistake in the user's input: `pipeline.yaml`, a flag, a target name, the workspace.
 #[derive(Debug, Clone)]
 pub struct UserError {
+    /// What is wrong (made by [`UserError::at`], a message of over 1000 characters keeps only
+    /// its start and end).
     pub message: String,
     /// Where in which file, when the mistake is in a file.
     pub location: Option<(PathBuf, Mark)>,
     /// The offending source line, shown under the message with a caret.
     pub snippet: Option<String>,
+    /// What to do about it, shown on a line of its own after `help:`.
     pub help: Option<String>,
 }
 
 impl UserError {
+    /// A mistake that is not at a place in a file (a flag, a target name, the workspace).
     pub fn new(message: impl Into<String>) -> Self {
         UserError {
             message: message.into(),
@@ -41,6 +63,7 @@ impl UserError {
         }
     }
 
+    /// The same mistake, with what to do about it.
     pub fn with_help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
         self
@@ -119,10 +142,58 @@ fn elide(message: String) -> String {
 
 impl std::error::Error for UserError {}
 
+/// The [`UserError`] that `err` is, or that the engine's error it is carries (a target that
+/// `status` does not know, a pipeline file `gc` cannot load, a run that cannot start, a bad
+/// instance spec): what the CLI prints alone and exits with 2 for. Context added with `anyhow`
+/// is looked through, as `anyhow`'s own downcasts do.
+pub fn user_error(err: &anyhow::Error) -> Option<&UserError> {
+    if let Some(e) = err.downcast_ref::<UserError>() {
+        return Some(e);
+    }
+    if let Some(e) = err.downcast_ref::<InspectError>() {
+        return e.user_error();
+    }
+    if let Some(e) = err.downcast_ref::<MaintainError>() {
+        return e.user_error();
+    }
+    if let Some(e) = err.downcast_ref::<RunError>() {
+        return e.user_error();
+    }
+    err.downcast_ref::<InstanceError>()
+        .and_then(InstanceError::user_error)
+}
+
+/// Writes each error of the chain that starts at `source` after ": ", as `{:#}` of an
+/// `anyhow::Error` does after its first message.
+pub(crate) fn write_sources(
+    f: &mut fmt::Formatter<'_>,
+    mut source: Option<&(dyn Error + 'static)>,
+) -> fmt::Result {
+    while let Some(e) = source {
+        write!(f, ": {e}")?;
+        source = e.source();
+    }
+    Ok(())
+}
+
+/// `err` and its sources, joined by ": ": what `{:#}` of an `anyhow::Error` holding it prints,
+/// for the run records and logs that keep the text.
+pub(crate) fn chain_text(err: &(dyn Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
 /// The closest candidate to `word` (the pipeline's one measure, in `pipeline_params`).
 pub use pipeline_params::closest;
 
-/// "did you mean `x`?" or a list of what is allowed.
+/// "did you mean `x`?" when a candidate is close to `word`, else the list of candidates (or
+/// "none are declared" when there are none): the `help` of an unknown name.
 pub fn suggestion(word: &str, candidates: &[&str]) -> String {
     match closest(word, candidates.iter().copied()) {
         Some(c) => format!("did you mean `{c}`?"),

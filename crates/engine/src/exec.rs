@@ -16,7 +16,7 @@ mod scheduler;
 mod store;
 
 use crate::Pipeline;
-use crate::error::UserError;
+use crate::error::{FingerprintError, IndexError, RunError, UserError};
 use crate::fingerprint::{Freshness, components, freshness, own_changes};
 use crate::index::Index;
 use crate::manifest::{Components, Manifest, RunStage, RunSummary, StageRecord, now_string};
@@ -27,13 +27,20 @@ use store::clear_tmp;
 pub use store::{DOWNLOADS, commit};
 pub(crate) use store::{move_entry, write_summary};
 
+/// How `pipeline run` runs the selected instances (its flags).
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// CPU slots for local stages (`--jobs`, default the machine's cores; 0 counts as 1): a
+    /// stage takes `resources.cpu` of them, capped at this.
     pub jobs: usize,
+    /// GPU tokens for local stages (`--gpus`); a run with a local stage needing more is
+    /// refused before anything starts.
     pub gpus: u32,
     /// Instances to re-run even if cached.
     pub force: HashSet<usize>,
+    /// `--fail-fast`: after a failure, start nothing more.
     pub fail_fast: bool,
+    /// The targets as given on the command line, for the run summary.
     pub targets: Vec<String>,
     /// `--executor`: overrides `executor.kind` of pipeline.yaml (`local` forces every stage
     /// local).
@@ -45,19 +52,26 @@ pub struct RunOptions {
     pub remote: Option<std::sync::Arc<dyn crate::remote::RemoteCache>>,
 }
 
+/// How an instance ended in a run, or stands in a prediction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
+    /// It ran and its output was committed.
     Ran,
+    /// Its artifact was already in the store, or pulled from a remote.
     Cached,
+    /// It ran and failed (or could not be fingerprinted).
     Failed,
+    /// It did not start: a dep failed, the run was interrupted, or `--fail-fast`.
     Skipped,
     /// `--dry-run`/`status`: would run.
     WouldRun,
+    /// `--dry-run`/`status`: its artifact is in the store.
     Fresh,
 }
 
 impl Status {
+    /// The status as `--json` and the run summary spell it (`would-run`).
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Ran => "ran",
@@ -70,16 +84,28 @@ impl Status {
     }
 }
 
+/// What happened to one instance in a run (or would happen, in a prediction).
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
+    /// The instance's name.
     pub instance: String,
+    /// Its stage.
     pub stage: String,
+    /// How it ended.
     pub status: Status,
+    /// Why it ran or would run ("never ran", "forced", "dep x will run"), why it was skipped,
+    /// or that it was pulled from a remote; empty for one found in the store.
     pub reasons: Vec<String>,
+    /// Its fingerprint; `None` while a dep has yet to run, or when it could not be computed.
     pub fingerprint: Option<String>,
+    /// How long it took to run and commit (for a cluster job, from its first submission), in
+    /// milliseconds; `None` if it did not run.
     pub duration_ms: Option<u64>,
+    /// Its artifact directory, when it has one.
     pub artifact: Option<PathBuf>,
+    /// Its logs: the artifact's `.log/`, or the kept logs of a failure.
     pub log: Option<PathBuf>,
+    /// Why it failed, with its causes.
     pub error: Option<String>,
 }
 
@@ -87,6 +113,7 @@ pub struct Outcome {
 pub trait Reporter: Sync {
     /// A stage starts; returns the bar the stage may feed.
     fn started(&self, instance: &str, reasons: &[String]) -> ProgressBar;
+    /// An instance was settled: ran, cached, failed or skipped.
     fn finished(&self, outcome: &Outcome);
 }
 
@@ -100,19 +127,27 @@ impl Reporter for Silent {
     fn finished(&self, _: &Outcome) {}
 }
 
+/// What a run did.
 pub struct RunResult {
+    /// The run's id: the time it started (RFC 3339), after which its summary in `runs/` is
+    /// named.
     pub run_id: String,
+    /// Each selected instance's outcome, in the order of the selection.
     pub outcomes: Vec<Outcome>,
+    /// Said when the index was rebuilt from the manifests, for the CLI to show.
     pub index_note: Option<String>,
 }
 
 impl RunResult {
+    /// Whether no instance failed or was skipped.
     pub fn ok(&self) -> bool {
         !self
             .outcomes
             .iter()
             .any(|o| matches!(o.status, Status::Failed | Status::Skipped))
     }
+    /// How many instances ran, were cached, failed and were skipped (those four always
+    /// present), by status name.
     pub fn counts(&self) -> BTreeMap<String, usize> {
         let mut counts: BTreeMap<String, usize> = ["ran", "cached", "failed", "skipped"]
             .iter()
@@ -132,7 +167,7 @@ pub fn predict(
     index: &mut Index,
     selected: &[usize],
     force: &HashSet<usize>,
-) -> anyhow::Result<Vec<Outcome>> {
+) -> Result<Vec<Outcome>, FingerprintError> {
     let mut outputs: HashMap<usize, Option<String>> = HashMap::new();
     let mut out = Vec::new();
     for &i in selected {
@@ -228,14 +263,16 @@ pub(crate) struct Ready {
     pub(crate) bar: ProgressBar,
 }
 
-/// Runs the selected instances. The caller holds the workspace lock.
+/// Runs the selected instances. The caller holds the workspace lock. A stage that fails is an
+/// outcome, not an error: the run stops early only when it cannot start (a [`UserError`]) or
+/// the index cannot record what happened.
 pub fn run(
     p: &Pipeline,
     index: &mut Index,
     selected: &[usize],
     opts: &RunOptions,
     reporter: &dyn Reporter,
-) -> anyhow::Result<RunResult> {
+) -> Result<RunResult, RunError> {
     // Instances that run as cluster jobs (checked up front: tools on PATH, partitions).
     let remote = crate::executor::prepare(p, selected, opts.executor)?;
     check_gpus(p, selected, opts, &remote)?;
@@ -247,7 +284,7 @@ pub fn run(
     let (tx, rx) = mpsc::channel::<JobResult>();
     let mut cluster_jobs = Vec::new();
 
-    let scoped = std::thread::scope(|scope| -> anyhow::Result<()> {
+    let scoped = std::thread::scope(|scope| -> Result<(), IndexError> {
         let cluster = (!remote.is_empty()).then(|| {
             crate::executor::slurm::Cluster::start(scope, p, remote, summary.clone(), tx.clone())
         });
@@ -371,7 +408,7 @@ fn finish_summary(
     p: &Pipeline,
     summary: &mut RunSummary,
     result: &RunResult,
-    error: Option<&anyhow::Error>,
+    error: Option<&IndexError>,
 ) {
     summary.finished = Some(now_string());
     summary.status = if error.is_some() {
@@ -383,7 +420,7 @@ fn finish_summary(
     } else {
         "failed".into()
     };
-    let run_error = error.map(|e| format!("{e:#}"));
+    let run_error = error.map(|e| crate::error::chain_text(e));
     summary.cause = run_error
         .as_deref()
         .or_else(|| result.outcomes.iter().find_map(|o| o.error.as_deref()))

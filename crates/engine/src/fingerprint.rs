@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use crate::error::FingerprintError;
 use crate::hash::{FileStamp, hash_file};
 use crate::index::Index;
 use crate::manifest::{Components, Manifest};
@@ -16,27 +17,35 @@ use crate::plan::{Instance, display_value};
 use crate::stage::Registry;
 use crate::workspace::Workspace;
 
-/// The components of an instance's fingerprint, given its deps' output digests.
+/// The components of an instance's fingerprint, given its deps' output digests. Input files
+/// are hashed unless the index has their digest under an unchanged stamp.
 pub fn components(
     inst: &Instance,
     registry: &Registry,
     index: &mut Index,
     dep_outputs: BTreeMap<String, String>,
-) -> anyhow::Result<Components> {
+) -> Result<Components, FingerprintError> {
     let kind = registry
         .get(&inst.kind)
-        .ok_or_else(|| anyhow::anyhow!("unknown stage kind {}", inst.kind))?;
+        .ok_or_else(|| FingerprintError::UnknownKind {
+            kind: inst.kind.clone(),
+        })?;
     let mut inputs = BTreeMap::new();
     for input in &inst.inputs {
-        let meta = std::fs::metadata(&input.path)
-            .map_err(|e| anyhow::anyhow!("input {} of stage {}: {e}", input.key, inst.name))?;
+        let meta = std::fs::metadata(&input.path).map_err(|cause| FingerprintError::Input {
+            key: input.key.clone(),
+            stage: inst.name.clone(),
+            cause,
+        })?;
         let stamp = FileStamp::of(&meta);
         let cache_key = input.path.to_string_lossy();
         let digest = match index.cached_hash(&cache_key, stamp) {
             Some(d) => d,
             None => {
-                let d = hash_file(&input.path)
-                    .map_err(|e| anyhow::anyhow!("hashing input {}: {e}", input.key))?;
+                let d = hash_file(&input.path).map_err(|cause| FingerprintError::Hash {
+                    key: input.key.clone(),
+                    cause,
+                })?;
                 index.store_hash(&cache_key, stamp, &d);
                 d
             }
@@ -55,15 +64,22 @@ pub fn components(
 
 /// Whether an instance with these components has a usable artifact, and if not, why.
 pub enum Freshness {
+    /// The artifact of this fingerprint is in the store, its files present.
     Fresh {
+        /// The artifact directory.
         dir: PathBuf,
+        /// Its manifest.
         manifest: Box<Manifest>,
     },
+    /// No usable artifact: the instance has to run.
     Stale {
+        /// Why, in the words `status` shows ("never ran", "input corpus changed", …).
         reasons: Vec<String>,
     },
 }
 
+/// Whether the artifact of `comps`' fingerprint is in the store with its files present; if
+/// not, the reasons against the instance's latest run.
 pub fn freshness(ws: &Workspace, index: &Index, inst: &Instance, comps: &Components) -> Freshness {
     let fp = comps.fingerprint();
     let dir = ws.artifact_dir(&inst.name, &fp);

@@ -22,12 +22,17 @@ pub fn hash_file(path: &Path) -> io::Result<String> {
 /// fast path that lets a no-op run skip re-hashing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileStamp {
+    /// Length in bytes.
     pub size: u64,
+    /// Modification time in nanoseconds since the Unix epoch (negative before 1970).
     pub mtime_ns: i128,
+    /// Inode number: a file replaced by a rename gets a new one even with the same size and
+    /// mtime.
     pub inode: u64,
 }
 
 impl FileStamp {
+    /// The stamp of a file, from its metadata.
     pub fn of(meta: &std::fs::Metadata) -> FileStamp {
         use std::os::unix::fs::MetadataExt;
         FileStamp {
@@ -47,6 +52,8 @@ impl FileStamp {
         now - self.mtime_ns > 2_000_000_000
     }
 
+    /// The 32-byte form the index stores before a cached digest: size (8 bytes), mtime (16)
+    /// and inode (8), little-endian.
     pub fn to_bytes(self) -> [u8; 32] {
         let mut out = [0u8; 32];
         out[..8].copy_from_slice(&self.size.to_le_bytes());
@@ -55,6 +62,8 @@ impl FileStamp {
         out
     }
 
+    /// Reads the first 32 bytes written by [`FileStamp::to_bytes`] (the rest, the digest, is
+    /// the caller's); `None` when there are fewer.
     pub fn from_bytes(b: &[u8]) -> Option<FileStamp> {
         if b.len() < 32 {
             return None;

@@ -15,15 +15,21 @@ use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
 
+use crate::error::IndexError;
 use crate::hash::FileStamp;
 use crate::index_snapshot::{self, Snapshot};
 use crate::manifest::{Manifest, StageRecord};
 use crate::workspace::Workspace;
 
+/// sled tree: instance name → the fingerprint it last produced.
 const LATEST: &str = "latest";
+/// sled tree: `finished\0run_id\0instance` → a stage run record (JSON).
 const RECORDS: &str = "records";
+/// sled tree: file path → its stamp (32 bytes) and blake3 digest (hex), the hash cache.
 const HASHES: &str = "hashes";
 
+/// The index of a workspace, open for a run (sled, or the snapshot until the first write) or
+/// read into memory for a read-only command.
 pub struct Index {
     db: Option<sled::Db>,
     latest: HashMap<String, String>,
@@ -44,7 +50,7 @@ pub struct Index {
 impl Index {
     /// Opens the index for writing; the caller holds the workspace lock. Rebuilds it from the
     /// manifests if it is missing or unreadable.
-    pub fn open_for_run(ws: &Workspace) -> anyhow::Result<Index> {
+    pub fn open_for_run(ws: &Workspace) -> Result<Index, IndexError> {
         if let Some(Snapshot { latest, hashes }) = index_snapshot::load(&ws.index_path()) {
             return Ok(Index {
                 db: None,
@@ -62,19 +68,18 @@ impl Index {
         Ok(index)
     }
 
-    fn open_sled_for_run(ws: &Workspace) -> anyhow::Result<Index> {
+    /// Opens sled itself, waiting for a read-only command that holds it; a corrupt database
+    /// is moved aside and rebuilt, a missing or unmarked one rebuilt, from the manifests.
+    fn open_sled_for_run(ws: &Workspace) -> Result<Index, IndexError> {
         let path = ws.index_path();
         index_snapshot::remove(&path);
         let existed = path.exists();
         let db = match open_with_retry(&path) {
             Ok(db) => db,
-            Err(e) if is_lock_error(&e) => anyhow::bail!(
-                "the index {} is held by another process: {e}",
-                path.display()
-            ),
+            Err(cause) if is_lock_error(&cause) => return Err(IndexError::Held { path, cause }),
             Err(e) => {
                 let aside = path.with_file_name(format!("index.corrupt-{}", std::process::id()));
-                std::fs::rename(&path, &aside)?;
+                std::fs::rename(&path, &aside).map_err(IndexError::MoveAside)?;
                 let db = sled::open(&path)?;
                 rebuild_into(ws, &db)?;
                 return Ok(Index::with_db(
@@ -117,7 +122,7 @@ impl Index {
     }
 
     /// Opens sled for a run that started from the snapshot, now that it has to write.
-    fn ensure_db(&mut self) -> anyhow::Result<()> {
+    fn ensure_db(&mut self) -> Result<(), IndexError> {
         if let Some(ws) = self.deferred.take() {
             let opened = Index::open_sled_for_run(&ws)?;
             self.dirty |= opened.dirty;
@@ -197,6 +202,8 @@ impl Index {
         Ok(())
     }
 
+    /// The fingerprint `instance` produced last; `None` if it never succeeded (or the index
+    /// cannot be read).
     pub fn latest(&self, instance: &str) -> Option<String> {
         match &self.db {
             Some(db) => db
@@ -210,7 +217,9 @@ impl Index {
         }
     }
 
-    pub fn set_latest(&mut self, instance: &str, fingerprint: &str) -> anyhow::Result<()> {
+    /// Records `fingerprint` as what `instance` produced last (a run from the snapshot opens
+    /// sled only when it changes).
+    pub fn set_latest(&mut self, instance: &str, fingerprint: &str) -> Result<(), IndexError> {
         if self.deferred.is_some() {
             if self.latest.get(instance).map(String::as_str) == Some(fingerprint) {
                 return Ok(());
@@ -233,7 +242,8 @@ impl Index {
         Ok(())
     }
 
-    pub fn add_record(&mut self, record: &StageRecord) -> anyhow::Result<()> {
+    /// Adds a stage run record (a success, a failure, or a pull from a remote).
+    pub fn add_record(&mut self, record: &StageRecord) -> Result<(), IndexError> {
         self.ensure_db()?;
         match &self.db {
             Some(db) => {
@@ -254,7 +264,10 @@ impl Index {
     /// none in memory: read them from sled).
     pub fn records(&mut self) -> Vec<StageRecord> {
         if let Err(e) = self.ensure_db() {
-            warn!("could not open the index to read run records: {e:#}");
+            warn!(
+                "could not open the index to read run records: {}",
+                crate::error::chain_text(&e)
+            );
         }
         let mut out: Vec<StageRecord> = match &self.db {
             Some(db) => db
@@ -287,6 +300,9 @@ impl Index {
         (s == stamp).then_some(h)
     }
 
+    /// Caches the digest of `path` under its stamp. A file modified in the last two seconds is
+    /// not cached (it could change again within the same timestamp tick); a failure to write
+    /// is a warning.
     pub fn store_hash(&mut self, path: &str, stamp: FileStamp, digest: &str) {
         if !stamp.is_settled() {
             return;
@@ -296,7 +312,10 @@ impl Index {
                 return;
             }
             if let Err(e) = self.ensure_db() {
-                warn!("could not open the index to cache a file hash: {e:#}");
+                warn!(
+                    "could not open the index to cache a file hash: {}",
+                    crate::error::chain_text(&e)
+                );
                 return;
             }
         }
@@ -420,7 +439,9 @@ pub fn scan(ws: &Workspace) -> (HashMap<String, String>, Vec<StageRecord>) {
     (latest, records)
 }
 
-fn rebuild_into(ws: &Workspace, db: &sled::Db) -> anyhow::Result<usize> {
+/// Fills `db` from the manifests and kept failure records ([`scan`]); returns how many
+/// records it holds.
+fn rebuild_into(ws: &Workspace, db: &sled::Db) -> Result<usize, IndexError> {
     let (latest, records) = scan(ws);
     let t = db.open_tree(LATEST)?;
     for (k, v) in &latest {

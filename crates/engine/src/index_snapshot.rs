@@ -53,7 +53,9 @@ struct OnDisk {
 
 /// The read side of the index, as the snapshot holds it.
 pub struct Snapshot {
+    /// Instance name → the fingerprint of its latest successful run.
     pub latest: HashMap<String, String>,
+    /// Input path → the stamp it had when hashed and its blake3 digest (hex).
     pub hashes: HashMap<String, (FileStamp, String)>,
 }
 

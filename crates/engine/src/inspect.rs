@@ -9,23 +9,29 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::Pipeline;
-use crate::error::UserError;
+use crate::error::{InspectError, UserError};
 use crate::exec::{Outcome, Status, predict};
 use crate::index::{Index, list_artifacts};
 use crate::manifest::{FileEntry, JobEntry, JobInfo, LOG_DIR, Manifest, RunSummary};
 use crate::workspace::LockInfo;
 
+/// What `status` shows.
 #[derive(Debug, Serialize)]
 pub struct StatusReport {
+    /// The run in progress (who holds the workspace lock); `None` when none is.
     pub running: Option<LockInfo>,
     /// Cluster jobs of the run in progress that are not done yet.
     pub jobs: Vec<JobEntry>,
+    /// Each selected instance, fresh or stale and why, in plan order.
     pub stages: Vec<Outcome>,
+    /// Said when the index was read from the manifests rather than sled (a run holds it).
     #[serde(skip)]
     pub note: Option<String>,
 }
 
-pub fn status(p: &Pipeline, targets: &[String]) -> anyhow::Result<StatusReport> {
+/// Whether each instance of `targets` (all when empty) is fresh, and why not, without running
+/// anything or taking the run lock.
+pub fn status(p: &Pipeline, targets: &[String]) -> Result<StatusReport, InspectError> {
     let selected = p.plan.select(targets)?;
     let mut index = Index::open_read_only(&p.ws);
     let stages = predict(p, &mut index, &selected, &HashSet::new())?;
@@ -41,27 +47,46 @@ pub fn status(p: &Pipeline, targets: &[String]) -> anyhow::Result<StatusReport> 
     })
 }
 
+/// When a stage run started and ended.
 #[derive(Debug, Serialize)]
 pub struct Timings {
+    /// Start, as the run record has it (RFC 3339, UTC).
     pub started: String,
+    /// End, likewise.
     pub finished: String,
+    /// How long it ran, in milliseconds.
     pub duration_ms: u64,
 }
 
+/// What `show` says about one instance.
 #[derive(Debug, Serialize)]
 pub struct ShowReport {
+    /// The instance's name (`finetune@task=tnews`).
     pub stage: String,
+    /// Its stage kind.
     pub kind: String,
+    /// Its current fingerprint; `None` while a dep has yet to run.
     pub fingerprint: Option<String>,
+    /// `fresh` or `stale`.
     pub status: &'static str,
+    /// Why it is stale; empty when fresh.
     pub reasons: Vec<String>,
+    /// Its current artifact when fresh, else the latest it produced; `None` if it never
+    /// succeeded (or that artifact is gone).
     pub artifact: Option<PathBuf>,
+    /// The artifact's `metrics.json`, if it has one.
     pub metrics: Option<Value>,
+    /// The instance's params, as the plan resolved them.
     pub params: serde_json::Map<String, Value>,
+    /// The artifact's input digests, by input key (empty without an artifact).
     pub inputs: std::collections::BTreeMap<String, String>,
+    /// The artifact's files (empty without an artifact).
     pub outputs: Vec<FileEntry>,
+    /// When the artifact's run started and ended.
     pub timings: Option<Timings>,
+    /// The artifact's `.log/` directory.
     pub log: Option<PathBuf>,
+    /// The instances it depends on, by name.
     pub deps: Vec<String>,
     /// The cluster job that made the artifact (job id, node, queue wait, run time).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -69,7 +94,7 @@ pub struct ShowReport {
 }
 
 /// The current state of one instance and what its latest successful run left.
-pub fn show(p: &Pipeline, name: &str) -> anyhow::Result<ShowReport> {
+pub fn show(p: &Pipeline, name: &str) -> Result<ShowReport, InspectError> {
     let i = match p.plan.find(name) {
         Some(i) => i,
         None => {
@@ -97,7 +122,9 @@ pub fn show(p: &Pipeline, name: &str) -> anyhow::Result<ShowReport> {
     let outcome = predict(p, &mut index, &selected, &HashSet::new())?
         .into_iter()
         .find(|o| o.instance == inst.name)
-        .ok_or_else(|| anyhow::anyhow!("instance vanished from the plan"))?;
+        .ok_or_else(|| InspectError::NotPredicted {
+            instance: inst.name.clone(),
+        })?;
     let fresh = outcome.status == Status::Fresh;
     // A fresh instance shows its current artifact; a stale one the latest it produced.
     let dir = outcome.artifact.clone().or_else(|| {
@@ -174,14 +201,22 @@ pub fn runs(p: &Pipeline, limit: usize) -> Vec<RunSummary> {
     out
 }
 
+/// One artifact's `metrics.json`, as `metrics` lists it.
 #[derive(Debug, Serialize)]
 pub struct MetricsRow {
+    /// The instance that made it.
     pub instance: String,
+    /// Its stage.
     pub stage: String,
+    /// The artifact's fingerprint.
     pub fingerprint: String,
+    /// The run that made it.
     pub run_id: String,
+    /// When that run finished the stage.
     pub finished: String,
+    /// Whether it is the artifact its instance produced last.
     pub current: bool,
+    /// The metrics.
     pub metrics: Value,
 }
 
@@ -208,9 +243,13 @@ pub fn metrics(p: &Pipeline, stages: &[String], latest_only: bool) -> Vec<Metric
 /// `exp show`, `diff` and `plot` read.
 #[derive(Debug, Clone)]
 pub struct ArtifactInfo {
+    /// The artifact directory.
     pub dir: PathBuf,
+    /// Its `MANIFEST.json`.
     pub manifest: Manifest,
+    /// Its `metrics.json`; `None` if it has none or it is not JSON.
     pub metrics: Option<Value>,
+    /// Whether it is the artifact its instance produced last.
     pub current: bool,
 }
 

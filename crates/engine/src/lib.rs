@@ -3,6 +3,8 @@
 //! read-only views (`status`, `show`, `runs`, `metrics`) and upkeep (`gc`, `verify`) the CLI
 //! prints. It knows nothing about ALBERT: stage kinds plug in through [`stage::Stage`].
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod error;
 pub mod exec;
@@ -39,8 +41,11 @@ use workspace::Workspace;
 
 /// A loaded, expanded pipeline and the workspace it lives in.
 pub struct Pipeline {
+    /// The workspace: the pipeline file's directory and its `.pipeline/` store.
     pub ws: Workspace,
+    /// The expanded DAG of stage instances.
     pub plan: Plan,
+    /// The stage kinds the pipeline was checked against and runs with.
     pub registry: Registry,
 }
 

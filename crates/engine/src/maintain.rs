@@ -8,26 +8,37 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::Pipeline;
-use crate::error::UserError;
+use crate::error::{FingerprintError, MaintainError, UserError};
 use crate::exec::{hash_tree, predict};
 use crate::index::{Index, list_artifacts};
 use crate::manifest::{LOG_DIR, MANIFEST, Manifest, now_string};
 use crate::workspace::dir_name;
 use crate::yaml::NodeValue;
 
+/// An entry `gc` removed (or, with `--dry-run`, would remove).
 #[derive(Debug, Serialize)]
 pub struct Removed {
+    /// The instance whose artifact or work area it was; `(killed run)` for a leftover in
+    /// `tmp/`, `(quarantined)` for an entry of the quarantine.
     pub instance: String,
+    /// The artifact's fingerprint, or the entry's name where it has none.
     pub fingerprint: String,
+    /// The entry.
     pub path: PathBuf,
+    /// Its size: the files under it, in bytes.
     pub bytes: u64,
 }
 
+/// What `gc` did.
 #[derive(Debug, Serialize)]
 pub struct GcReport {
+    /// Whether nothing was removed (`--dry-run`): `removed` is then what would go.
     pub dry_run: bool,
+    /// The entries removed.
     pub removed: Vec<Removed>,
+    /// Artifacts kept because a pipeline file references them.
     pub kept: usize,
+    /// The sum of the removed entries' sizes, in bytes.
     pub bytes_freed: u64,
     /// The other pipeline files of the workspace whose artifacts were kept too.
     pub other_files: Vec<PathBuf>,
@@ -40,7 +51,7 @@ pub struct GcReport {
 /// (the `*.yaml`/`*.yml` beside it that declare `stages:`; they share `.pipeline/`). Everything
 /// else the store made goes, with stale work areas, leftovers of killed runs and the
 /// quarantine; what it did not make (see [`crate::owned`]) stays and is listed as left alone.
-pub fn gc(p: &Pipeline, index: &mut Index, dry_run: bool) -> anyhow::Result<GcReport> {
+pub fn gc(p: &Pipeline, index: &mut Index, dry_run: bool) -> Result<GcReport, MaintainError> {
     let others = other_pipelines(p)?;
     let mut keep: HashSet<(String, String)> = HashSet::new();
     for q in std::iter::once(p).chain(others.iter()) {
@@ -106,7 +117,7 @@ fn referenced(
     q: &Pipeline,
     index: &mut Index,
     keep: &mut HashSet<(String, String)>,
-) -> anyhow::Result<()> {
+) -> Result<(), FingerprintError> {
     for inst in &q.plan.instances {
         if let Some(fp) = index.latest(&inst.name) {
             keep.insert((dir_name(&inst.name), fp));
@@ -177,6 +188,7 @@ fn declares_stages(file: &Path) -> Result<bool, String> {
     })
 }
 
+/// The name of `dir`'s parent folder (an instance's folder in the store).
 fn parent_name(dir: &Path) -> String {
     dir.parent()
         .and_then(Path::file_name)
@@ -228,6 +240,7 @@ fn two_levels(dir: &Path) -> Vec<(PathBuf, String)> {
     out
 }
 
+/// The bytes of the files under `path` (symlinks counted as themselves, never followed).
 fn dir_size(path: &Path) -> u64 {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return 0;
@@ -244,24 +257,34 @@ fn dir_size(path: &Path) -> u64 {
     }
 }
 
+/// An artifact whose files differ from its manifest, moved into the quarantine.
 #[derive(Debug, Serialize)]
 pub struct Corrupt {
+    /// Its instance (from the manifest, else the artifact's folder name).
     pub instance: String,
+    /// Its fingerprint (the artifact directory's name).
     pub fingerprint: String,
+    /// What differs, one line each ("x.bin changed (blake3 … expected …)", "y is missing").
     pub problems: Vec<String>,
+    /// Where it is now, under `.pipeline/quarantine/`.
     pub quarantined_to: PathBuf,
 }
 
+/// What `verify` found.
 #[derive(Debug, Serialize)]
 pub struct VerifyReport {
+    /// Whether every artifact matched its manifest.
     pub ok: bool,
+    /// How many artifacts were checked.
     pub checked: usize,
+    /// The ones that did not, now quarantined.
     pub corrupt: Vec<Corrupt>,
 }
 
 /// Re-hashes every artifact against its manifest; moves the ones that differ into
-/// `.pipeline/quarantine/` so that the next run makes them again.
-pub fn verify(p: &Pipeline) -> anyhow::Result<VerifyReport> {
+/// `.pipeline/quarantine/` so that the next run makes them again. An artifact that cannot be
+/// moved stops it.
+pub fn verify(p: &Pipeline) -> Result<VerifyReport, MaintainError> {
     let mut report = VerifyReport {
         ok: true,
         checked: 0,
@@ -285,8 +308,9 @@ pub fn verify(p: &Pipeline) -> anyhow::Result<VerifyReport> {
             p.ws.quarantine()
                 .join(&instance_dir)
                 .join(format!("{fp}-{}", now_string().replace(':', "-")));
-        crate::exec::move_entry(&p.ws, &dir, &dest)
-            .map_err(|e| anyhow::anyhow!("quarantining {}: {e:#}", dir.display()))?;
+        if let Err(source) = crate::exec::move_entry(&p.ws, &dir, &dest) {
+            return Err(MaintainError::Quarantine { dir, source });
+        }
         report.ok = false;
         report.corrupt.push(Corrupt {
             instance,
@@ -298,6 +322,8 @@ pub fn verify(p: &Pipeline) -> anyhow::Result<VerifyReport> {
     Ok(report)
 }
 
+/// What differs between the artifact in `dir` and its manifest, one line each; empty when
+/// nothing does.
 fn check(dir: &Path, fp: &str) -> Vec<String> {
     let Some(m) = Manifest::read(dir) else {
         return vec!["MANIFEST.json is missing or unreadable".into()];
@@ -311,7 +337,10 @@ fn check(dir: &Path, fp: &str) -> Vec<String> {
     }
     let actual = match hash_tree(dir) {
         Ok(files) => files,
-        Err(e) => return vec![format!("cannot read the artifact: {e:#}")],
+        Err(e) => {
+            let e = crate::error::chain_text(&e);
+            return vec![format!("cannot read the artifact: {e}")];
+        }
     };
     let actual: HashMap<&str, (&u64, &str)> = actual
         .iter()

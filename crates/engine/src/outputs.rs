@@ -9,42 +9,49 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
 use rayon::prelude::*;
 
+use crate::error::StoreError;
 use crate::hash::hash_file;
 use crate::manifest::FileEntry;
 
 /// Every file under `dir` with its size and digest, sorted by path; an entry that is not a
 /// regular file or a directory is an error naming it.
-pub fn hash_tree(dir: &Path) -> anyhow::Result<Vec<FileEntry>> {
+pub fn hash_tree(dir: &Path) -> Result<Vec<FileEntry>, StoreError> {
     let mut paths = Vec::new();
     walk(dir, dir, &mut paths)?;
     let mut files: Vec<FileEntry> = paths
         .par_iter()
-        .map(|(rel, full)| -> anyhow::Result<FileEntry> {
+        .map(|(rel, full)| -> Result<FileEntry, StoreError> {
             let size = std::fs::symlink_metadata(full)?.len();
             Ok(FileEntry {
                 path: rel.clone(),
                 size,
-                blake3: hash_file(full).with_context(|| format!("hashing {rel}"))?,
+                blake3: hash_file(full).map_err(|source| StoreError::Hash {
+                    path: rel.clone(),
+                    source,
+                })?,
             })
         })
-        .collect::<anyhow::Result<_>>()?;
+        .collect::<Result<_, _>>()?;
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
 }
 
-fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> anyhow::Result<()> {
-    for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+/// Collects the regular files under `dir` as (path relative to `base`, full path).
+fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(), StoreError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| StoreError::List {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    for entry in entries {
         let entry = entry?;
         let path = entry.path();
         let rel = path.strip_prefix(base).unwrap_or(&path);
         let Some(rel_str) = rel.to_str() else {
-            bail!(
-                "output `{}` has a name that is not valid UTF-8; name outputs in UTF-8",
-                rel.to_string_lossy()
-            );
+            return Err(StoreError::NotUtf8 {
+                name: rel.to_string_lossy().into_owned(),
+            });
         };
         // `DirEntry::file_type` does not follow symlinks.
         let kind = entry.file_type()?;
@@ -53,23 +60,23 @@ fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> anyhow::Re
         } else if kind.is_file() {
             out.push((rel_str.to_string(), path));
         } else {
-            bail!("{}", special(rel_str, &path, kind));
+            return Err(special(rel_str, &path, kind));
         }
     }
     Ok(())
 }
 
 /// What is wrong with a special file in an output, and what to do instead.
-fn special(rel: &str, path: &Path, kind: std::fs::FileType) -> String {
+fn special(rel: &str, path: &Path, kind: std::fs::FileType) -> StoreError {
     use std::os::unix::fs::FileTypeExt;
     if kind.is_symlink() {
         let target = std::fs::read_link(path)
             .map(|t| t.display().to_string())
             .unwrap_or_else(|_| "?".into());
-        return format!(
-            "output `{rel}` is a symlink (to {target}); outputs must be regular files and \
-             directories: copy the file into $PIPELINE_OUT instead of linking it"
-        );
+        return StoreError::Symlink {
+            path: rel.to_string(),
+            target,
+        };
     }
     let what = if kind.is_fifo() {
         "a FIFO"
@@ -80,7 +87,10 @@ fn special(rel: &str, path: &Path, kind: std::fs::FileType) -> String {
     } else {
         "not a regular file"
     };
-    format!("output `{rel}` is {what}; outputs must be regular files and directories")
+    StoreError::Special {
+        path: rel.to_string(),
+        what,
+    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,10 @@ const AREAS: &[&str] = &["tmp", "work", "artifacts", "failed", "quarantine", "jo
 #[derive(Debug, thiserror::Error)]
 #[error("left {path} alone: {why}")]
 pub struct Refused {
+    /// The entry that was not deleted, as displayed.
     pub path: String,
+    /// The reason, in words (a symlink, outside `.pipeline/`, no marker, or the failed
+    /// deletion's own error).
     pub why: String,
 }
 

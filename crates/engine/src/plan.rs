@@ -27,6 +27,8 @@ use vars::{matrix_values, resolve_vars, subst_value};
 /// `--set NAME=VALUE` flags, parsed.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
+    /// Name and value, in the order given: a var name, or `STAGE.PARAM`. A later flag for the
+    /// same name wins.
     pub items: Vec<(String, Value)>,
 }
 
@@ -60,7 +62,10 @@ impl Overrides {
 /// (relative to the workspace root where possible), `path` is where it is read from.
 #[derive(Debug, Clone)]
 pub struct InputFile {
+    /// The name in fingerprints and messages: relative to the workspace root, or the full
+    /// path for a file outside it.
     pub key: String,
+    /// Where the file is read from.
     pub path: PathBuf,
 }
 
@@ -69,32 +74,51 @@ pub struct InputFile {
 pub struct Instance {
     /// `train` or `train@lr=0.1,share_type=all`.
     pub name: String,
+    /// The stage it expands (the name in `pipeline.yaml`).
     pub stage: String,
+    /// The stage's kind, a name in the [`Registry`].
     pub kind: String,
     /// The matrix coordinates that name this instance (its own and those inherited from deps).
     pub coords: BTreeMap<String, Value>,
+    /// The stage's params with `${...}` substituted and `--set` applied, its own matrix
+    /// values, and the coordinates it inherits from its deps where it has no value of that
+    /// name.
     pub params: Map<String, Value>,
     /// What a kind needs besides params: for `cmd`, the command and declared outputs.
     pub spec: Value,
+    /// The files the stage's `inputs` match, sorted by key, without duplicates; the same for
+    /// every instance of the stage.
     pub inputs: Vec<InputFile>,
     /// A missing input or a glob that matches nothing. It only matters when the instance is
     /// selected, so that `pipeline run mask` works on a data root without the fine-tuning sets.
     pub input_error: Option<UserError>,
+    /// Indices in [`Plan::instances`] of the instances it needs: those of each dep stage
+    /// whose coordinates agree with its own, or all of them for an aggregating stage.
     pub deps: Vec<usize>,
+    /// The stage's `resources:`.
     pub resources: Resources,
+    /// Where the stage's name is in the file, for errors about the instance.
     pub mark: Mark,
 }
 
 /// The expanded DAG. Instances are in topological order: every dep has a smaller index.
 #[derive(Debug)]
 pub struct Plan {
+    /// The workspace root: the directory of `pipeline.yaml`, canonical where possible.
     pub root: PathBuf,
+    /// The file it was built from.
     pub file: PipelineFile,
+    /// Every var, resolved: `--set` applied and `${vars.x}` references substituted.
     pub vars: Map<String, Value>,
+    /// Every instance of every stage.
     pub instances: Vec<Instance>,
 }
 
 impl Plan {
+    /// Resolves the vars, applies `overrides`, checks the kinds (against `registry`), the
+    /// deps and the params, and expands every stage into its instances. Any mistake is a
+    /// [`UserError`], at its place in the file where it has one. A missing input is not: it
+    /// is kept in [`Instance::input_error`] until the instance is selected.
     pub fn build(
         file: PipelineFile,
         overrides: &Overrides,
@@ -134,6 +158,7 @@ impl Plan {
         })
     }
 
+    /// The index of the instance named exactly `name` (`train@lr=0.1`, not a stage name).
     pub fn find(&self, name: &str) -> Option<usize> {
         self.instances.iter().position(|i| i.name == name)
     }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use tracing::{info, warn};
 
 use crate::config::Located;
-use crate::error::{UserError, suggestion};
+use crate::error::{IndexError, UserError, suggestion};
 use crate::exec::{Outcome, Status};
 use crate::index::Index;
 use crate::manifest::{LOG_DIR, Manifest};
@@ -31,6 +31,7 @@ pub struct Remotes {
 }
 
 impl Remotes {
+    /// The URL or directory of the remote named `name`; `None` if no remote has that name.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.entries
             .iter()
@@ -38,6 +39,7 @@ impl Remotes {
             .map(|(_, url)| url.value.as_str())
     }
 
+    /// The declared remotes' names, in the file's order.
     pub fn names(&self) -> Vec<&str> {
         self.entries.iter().map(|(n, _)| n.value.as_str()).collect()
     }
@@ -136,14 +138,14 @@ pub trait RemoteCache: Send + Sync + std::fmt::Debug {
 
 /// The exec loop's one call: a stale instance whose artifact the remote has is pulled instead
 /// of run, and counts as cached. A remote that fails (unreachable, a corrupt object) is a
-/// warning: the instance then runs here.
+/// warning: the instance then runs here. An error is the index failing to record the pull.
 pub fn pull_instead_of_run(
     remote: Option<&dyn RemoteCache>,
     ws: &Workspace,
     index: &mut Index,
     inst: &Instance,
     fingerprint: &str,
-) -> anyhow::Result<Option<(Outcome, String, PathBuf)>> {
+) -> Result<Option<(Outcome, String, PathBuf)>, IndexError> {
     let Some(remote) = remote else {
         return Ok(None);
     };

@@ -15,6 +15,8 @@ use serde_json::{Map, Value};
 /// produces under `ctx.out_dir`; the engine hashes that directory into the artifact. Its output
 /// must depend only on those, never on time or thread count, or early cutoff cannot work.
 pub trait Stage: Send + Sync {
+    /// The name `kind:` gives it in `pipeline.yaml` (`cmd`, `pretrain`, …); unique in a
+    /// [`Registry`].
     fn kind(&self) -> &'static str;
 
     /// A digest of the code that decides the stage's output, made at build time by
@@ -40,6 +42,10 @@ pub trait Stage: Send + Sync {
         Ok(())
     }
 
+    /// Makes the stage's output in `ctx.out_dir`. An error (or a panic) fails the stage: the
+    /// engine keeps its logs under `.pipeline/failed/` and commits nothing. This is a stage
+    /// body, so its error is an `anyhow::Error`; the engine passes it on as
+    /// [`crate::error::InstanceError::Stage`].
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()>;
 }
 
@@ -52,14 +58,23 @@ pub struct DepArtifact {
     pub stage: String,
     /// The dep's stage kind (`pretrain` for a stage named `pretrain_share_none`).
     pub kind: String,
+    /// The dep's matrix coordinates (name → value); empty outside a matrix.
     pub coords: BTreeMap<String, Value>,
+    /// The dep's artifact directory, read-only to the stage.
     pub dir: PathBuf,
 }
 
+/// Everything a stage runs with: who it is, its params, its inputs and deps, and where to
+/// write.
 pub struct StageContext<'a> {
+    /// The instance's name (`finetune@task=tnews`).
     pub instance: &'a str,
+    /// Its stage name (`finetune`).
     pub stage: &'a str,
+    /// Its params: `pipeline.yaml`'s with `${...}` substituted and `--set` applied, its
+    /// matrix values, and the coordinates it inherits from its deps.
     pub params: &'a Map<String, Value>,
+    /// What its kind needs besides params: for `cmd`, the command and declared outputs.
     pub spec: &'a Value,
     /// The workspace root; relative paths in params are relative to it.
     pub root: &'a Path,
@@ -69,7 +84,9 @@ pub struct StageContext<'a> {
     pub work_dir: &'a Path,
     /// Where the stage's logs go; saved with the artifact, or kept apart if the stage fails.
     pub log_dir: &'a Path,
+    /// The files its `inputs:` match, sorted by key.
     pub inputs: &'a [PathBuf],
+    /// Its deps' artifacts, one per dep instance.
     pub deps: &'a [DepArtifact],
     /// A line on the terminal for this stage: set a length and advance it, or a message.
     pub progress: &'a ProgressBar,
@@ -108,14 +125,17 @@ impl Registry {
         r
     }
 
+    /// Adds a kind; one of the same [`Stage::kind`] is replaced.
     pub fn register(&mut self, stage: Arc<dyn Stage>) {
         self.kinds.insert(stage.kind(), stage);
     }
 
+    /// The kind named `kind`; `None` if this binary does not have it.
     pub fn get(&self, kind: &str) -> Option<&Arc<dyn Stage>> {
         self.kinds.get(kind)
     }
 
+    /// The names of the kinds, sorted.
     pub fn kinds(&self) -> Vec<&'static str> {
         self.kinds.keys().copied().collect()
     }

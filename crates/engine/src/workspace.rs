@@ -10,27 +10,38 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::UserError;
 
+/// Where a pipeline's state lives: the paths of `.pipeline/` and its folders. Making one
+/// touches nothing on disk; [`Workspace::ensure`] creates the folders.
 #[derive(Debug, Clone)]
 pub struct Workspace {
+    /// The directory of `pipeline.yaml` (canonical where it exists); relative inputs and
+    /// `cmd` stages' working directory are taken from here.
     pub root: PathBuf,
+    /// `<root>/.pipeline`, the only place the store writes to or deletes from.
     pub state: PathBuf,
 }
 
 /// Who holds the workspace, as written into `.pipeline/lock`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LockInfo {
+    /// The holding process.
     pub pid: u32,
+    /// When it took the lock (RFC 3339, milliseconds, UTC).
     pub started: String,
+    /// What holds it: a run's command line, or `pipeline gc`, `pipeline verify`,
+    /// `pipeline pull`.
     pub command: String,
 }
 
 /// Held for the whole of a `pipeline run`; the OS releases it if the process dies.
 pub struct RunLock {
     _file: File,
+    /// What was written into the lock file for a second run to print.
     pub info: LockInfo,
 }
 
 impl Workspace {
+    /// The workspace rooted at `root` (the directory of `pipeline.yaml`).
     pub fn new(root: &Path) -> Workspace {
         Workspace {
             root: root.to_path_buf(),
@@ -38,12 +49,17 @@ impl Workspace {
         }
     }
 
+    /// `.pipeline/artifacts`: committed artifacts, `<instance>/<fingerprint>/`.
     pub fn artifacts(&self) -> PathBuf {
         self.state.join("artifacts")
     }
+    /// The artifact directory of one instance at one fingerprint (the instance name through
+    /// [`dir_name`]); it exists once a run of it was committed.
     pub fn artifact_dir(&self, instance: &str, fingerprint: &str) -> PathBuf {
         self.artifacts().join(dir_name(instance)).join(fingerprint)
     }
+    /// `.pipeline/tmp`: the directories runs write into before committing; what a killed run
+    /// left there is cleared by the next run.
     pub fn tmp(&self) -> PathBuf {
         self.state.join("tmp")
     }
@@ -55,15 +71,21 @@ impl Workspace {
             .join(dir_name(instance))
             .join(fingerprint)
     }
+    /// `.pipeline/failed`: the logs and record of failed attempts, `<instance>/<run>/`.
     pub fn failed(&self) -> PathBuf {
         self.state.join("failed")
     }
+    /// `.pipeline/runs`: one summary per `pipeline run`, `<run_id>.json` (colons as dashes).
     pub fn runs(&self) -> PathBuf {
         self.state.join("runs")
     }
+    /// `.pipeline/quarantine`: artifacts `pipeline verify` found corrupt, moved aside rather
+    /// than deleted.
     pub fn quarantine(&self) -> PathBuf {
         self.state.join("quarantine")
     }
+    /// `.pipeline/index`: the sled database (run records, latest fingerprints, file-hash
+    /// cache), rebuildable from the manifests.
     pub fn index_path(&self) -> PathBuf {
         self.state.join("index")
     }

@@ -13,13 +13,18 @@ use yaml_rust2::scanner::{Marker, TScalarStyle};
 /// A position in the source file (1-based line and column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Mark {
+    /// Line, from 1.
     pub line: usize,
+    /// Column in characters, from 1.
     pub col: usize,
 }
 
+/// One node of the document: a scalar, list or mapping, with where it starts.
 #[derive(Debug, Clone)]
 pub struct Node {
+    /// Where the node starts in the file; for a node an alias copied in, where the alias is.
     pub mark: Mark,
+    /// What the node holds.
     pub value: NodeValue,
 }
 
@@ -31,14 +36,20 @@ pub enum NodeValue {
     /// `plain` scalars are unquoted and resolve to null, bools and numbers as YAML 1.2 says;
     /// quoted ones are always strings.
     Scalar {
+        /// The value with quotes and escapes resolved (`"a\tb"` holds a tab).
         text: String,
+        /// Written without quotes.
         plain: bool,
     },
+    /// A list, items in order.
     Seq(Arc<Vec<Node>>),
+    /// A mapping, key and value in the order written, merge keys (`<<`) already applied.
     Map(Arc<Vec<(Node, Node)>>),
 }
 
 impl Node {
+    /// What the node is, as error messages say it after "found": `null`, `a boolean`,
+    /// `a number`, `a string`, `a list` or `a mapping`.
     pub fn type_name(&self) -> &'static str {
         match &self.value {
             NodeValue::Scalar { .. } => match self.to_json() {
@@ -73,6 +84,8 @@ impl Node {
         }
     }
 
+    /// A scalar's text before type resolution (`1e-4` stays `1e-4`); `None` for a list or
+    /// mapping.
     pub fn scalar_text(&self) -> Option<&str> {
         match &self.value {
             NodeValue::Scalar { text, .. } => Some(text),
@@ -80,6 +93,8 @@ impl Node {
         }
     }
 
+    /// Whether the node is a null scalar (`~`, `null` or nothing at all); the quoted `"null"`
+    /// is a string.
     pub fn is_null(&self) -> bool {
         matches!(self.to_json(), serde_json::Value::Null)
             && matches!(self.value, NodeValue::Scalar { .. })
@@ -117,9 +132,13 @@ pub mod limits {
     pub const FILE_BYTES: u64 = 4 << 20;
 }
 
+/// Why a document could not be read: the YAML parser's complaint, or one of the [`limits`]
+/// (depth, alias expansion) that it went past.
 #[derive(Debug)]
 pub struct SyntaxError {
+    /// Where the parser stopped, or the node that went past a limit.
     pub mark: Mark,
+    /// What is wrong, without the position.
     pub message: String,
 }
 

@@ -10,6 +10,7 @@ use tracing::info;
 
 use super::{JobResult, Outcome, Ready, Reporter, RunOptions, Status};
 use crate::Pipeline;
+use crate::error::IndexError;
 use crate::fingerprint::{Freshness, components, freshness};
 use crate::index::Index;
 use crate::manifest::LOG_DIR;
@@ -96,7 +97,7 @@ impl<'a> Scheduler<'a> {
         i: usize,
         index: &mut Index,
         remote: bool,
-    ) -> anyhow::Result<Step> {
+    ) -> Result<Step, IndexError> {
         if !matches!(self.state[&i], State::Waiting) {
             return Ok(Step::Wait);
         }
@@ -271,7 +272,7 @@ impl<'a> Scheduler<'a> {
         done: JobResult,
         index: &mut Index,
         remote: bool,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), IndexError> {
         self.running -= 1;
         let inst = &self.p.plan.instances[done.index];
         if remote {

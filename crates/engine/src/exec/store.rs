@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use tracing::{info, warn};
 
+use crate::error::StoreError;
 use crate::manifest::RunSummary;
 use crate::workspace::Workspace;
 
@@ -30,45 +30,58 @@ pub(super) fn warn_bad_metrics(instance: &str, out_dir: &Path) {
 /// When `.pipeline/artifacts` is on another filesystem than `.pipeline/tmp` (a symlink to
 /// another mount), a rename cannot cross it (EXDEV): the output is copied next to `dest`
 /// first, and that copy renamed into place, so the commit stays one rename.
-pub fn commit(out_dir: &Path, dest: &Path, tmp: &Path) -> anyhow::Result<()> {
+pub fn commit(out_dir: &Path, dest: &Path, tmp: &Path) -> Result<(), StoreError> {
     if let Some(parent) = dest.parent() {
-        crate::owned::create_marked(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
+        crate::owned::create_marked(parent).map_err(|source| StoreError::CreateDir {
+            dir: parent.to_path_buf(),
+            source,
+        })?;
     }
     if dest.exists() {
         let old = tmp.join("replaced");
         if let Err(e) = std::fs::rename(dest, &old) {
             if !crosses_devices(&e) {
-                return Err(e).with_context(|| format!("moving the old {} aside", dest.display()));
+                return Err(StoreError::MoveAside {
+                    dest: dest.to_path_buf(),
+                    source: e,
+                });
             }
-            std::fs::remove_dir_all(dest)
-                .with_context(|| format!("removing the old {}", dest.display()))?;
+            std::fs::remove_dir_all(dest).map_err(|source| StoreError::RemoveOld {
+                dest: dest.to_path_buf(),
+                source,
+            })?;
         }
     }
     match std::fs::rename(out_dir, dest) {
         Err(e) if crosses_devices(&e) => copy_then_rename(out_dir, dest),
-        other => other.with_context(|| format!("committing {}", dest.display())),
+        other => other.map_err(|source| StoreError::Commit {
+            dest: dest.to_path_buf(),
+            source,
+        }),
     }
 }
 
+/// Whether a rename failed because it would cross filesystems (EXDEV).
 fn crosses_devices(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::CrossesDevices
 }
 
-fn copy_then_rename(out_dir: &Path, dest: &Path) -> anyhow::Result<()> {
+/// Copies `out_dir` beside `dest` (a `.NAME.incoming-PID` folder), then renames the copy into
+/// place: a commit across filesystems that is still one rename.
+fn copy_then_rename(out_dir: &Path, dest: &Path) -> Result<(), StoreError> {
     let name = dest
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
     let staging = dest.with_file_name(format!(".{name}.incoming-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
-    copy_tree(out_dir, &staging).with_context(|| {
-        format!(
-            "copying the output to {} (another filesystem)",
-            staging.display()
-        )
-    })?;
-    std::fs::rename(&staging, dest).with_context(|| format!("committing {}", dest.display()))
+    if let Err(source) = copy_tree(out_dir, &staging) {
+        return Err(StoreError::CopyAcross { staging, source });
+    }
+    std::fs::rename(&staging, dest).map_err(|source| StoreError::Commit {
+        dest: dest.to_path_buf(),
+        source,
+    })
 }
 
 /// Copies directories and regular files, and a symlink as a link (never followed: a corrupt
@@ -101,27 +114,32 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 /// filesystems the copy-then-rename of a commit, after which the original goes through
 /// [`crate::owned::remove`] (a symlink planted in the store is moved as a link: removing the
 /// link leaves its target alone).
-pub(crate) fn move_entry(ws: &Workspace, from: &Path, dest: &Path) -> anyhow::Result<()> {
+pub(crate) fn move_entry(ws: &Workspace, from: &Path, dest: &Path) -> Result<(), StoreError> {
     if let Some(parent) = dest.parent() {
-        crate::owned::create_marked(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
+        crate::owned::create_marked(parent).map_err(|source| StoreError::CreateDir {
+            dir: parent.to_path_buf(),
+            source,
+        })?;
     }
     match std::fs::rename(from, dest) {
         Err(e) if crosses_devices(&e) => copy_then_rename(from, dest)?,
-        other => return other.with_context(|| format!("moving {}", from.display())),
+        other => {
+            return other.map_err(|source| StoreError::Move {
+                from: from.to_path_buf(),
+                source,
+            });
+        }
     }
     let is_link = std::fs::symlink_metadata(from).is_ok_and(|m| m.file_type().is_symlink());
-    let removed = if is_link {
-        std::fs::remove_file(from).map_err(|e| e.to_string())
+    let removed: Result<(), Box<dyn std::error::Error + Send + Sync>> = if is_link {
+        std::fs::remove_file(from).map_err(Into::into)
     } else {
-        crate::owned::remove(ws, from).map_err(|e| e.to_string())
+        crate::owned::remove(ws, from).map_err(Into::into)
     };
-    removed.map_err(|why| {
-        anyhow::anyhow!(
-            "{} was copied to {} (another filesystem) but not removed: {why}",
-            from.display(),
-            dest.display()
-        )
+    removed.map_err(|cause| StoreError::NotRemoved {
+        from: from.to_path_buf(),
+        dest: dest.to_path_buf(),
+        cause,
     })
 }
 

@@ -9,6 +9,7 @@ use crate::config::Located;
 use crate::error::{UserError, suggestion};
 use crate::yaml::{Mark, Node, NodeValue};
 
+/// The keys an `executor:` block may hold (the top-level block and a stage's alike).
 pub const EXECUTOR_KEYS: &[&str] = &[
     "kind",
     "partition",
@@ -23,16 +24,20 @@ pub const EXECUTOR_KEYS: &[&str] = &[
     "unknown_timeout",
     "fs_wait",
 ];
+/// The values of `kind:` in an `executor:` block, as [`ExecutorKind::as_str`] spells them.
 pub const KINDS: &[&str] = &["local", "slurm"];
 
 /// Where a stage instance runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExecutorKind {
+    /// In the `pipeline run` process, within `--jobs` and `--gpus` (the default).
     Local,
+    /// One Slurm job per instance, submitted with `sbatch`.
     Slurm,
 }
 
 impl ExecutorKind {
+    /// The kind `local` or `slurm` names (exactly, lower case); `None` for anything else.
     pub fn parse(text: &str) -> Option<ExecutorKind> {
         match text {
             "local" => Some(ExecutorKind::Local),
@@ -40,6 +45,7 @@ impl ExecutorKind {
             _ => None,
         }
     }
+    /// The name `pipeline.yaml` and `--executor` use for it.
     pub fn as_str(self) -> &'static str {
         match self {
             ExecutorKind::Local => "local",
@@ -52,19 +58,30 @@ impl ExecutorKind {
 /// top-level one key by key.
 #[derive(Debug, Clone, Default)]
 pub struct ExecutorDecl {
+    /// `kind:`, where instances run.
     pub kind: Option<Located<ExecutorKind>>,
+    /// `partition:`, passed to `sbatch --partition`; checked against `sinfo` before a run.
     pub partition: Option<Located<String>>,
+    /// `account:`, passed to `sbatch --account`.
     pub account: Option<Located<String>>,
-    /// Seconds.
+    /// `time:`, the job's time limit in seconds (written as a Slurm time, see [`parse_time`]).
     pub time: Option<Located<u64>>,
-    /// Megabytes.
+    /// `mem:`, the job's memory in megabytes (written as `32G`, see [`parse_mem`]).
     pub mem: Option<Located<u64>>,
+    /// `extra:`, further `sbatch` flags, each one argument starting with `-`.
     pub extra: Option<Vec<Located<String>>>,
+    /// `requeue:`, whether Slurm requeues a job after a node failure or preemption.
     pub requeue: Option<bool>,
+    /// `retries:`, 0 to 100: how often the controller resubmits a job that ended in a node
+    /// failure, boot failure or preemption (one Slurm did not requeue itself).
     pub retries: Option<u32>,
+    /// `poll_max:`, the longest wait between two polls of Slurm (written as `30s`, `5m`).
     pub poll_max: Option<Duration>,
+    /// `pending_timeout:`, how long a job may stay pending for a reason that cannot clear.
     pub pending_timeout: Option<Duration>,
+    /// `unknown_timeout:`, how long a job may be neither finished nor listed by Slurm.
     pub unknown_timeout: Option<Duration>,
+    /// `fs_wait:`, how long to wait for a finished job's files on the shared filesystem.
     pub fs_wait: Option<Duration>,
 }
 
@@ -257,6 +274,8 @@ impl BlockParser<'_> {
     }
 }
 
+/// The error for a `time:` value (at `v`, called `field`) that is not a Slurm time limit,
+/// with the forms that are.
 pub fn time_error(path: &Path, source: &str, v: &Node, field: &str) -> UserError {
     UserError::at(
         path,
@@ -271,6 +290,8 @@ pub fn time_error(path: &Path, source: &str, v: &Node, field: &str) -> UserError
     .with_help("write MINUTES, HH:MM:SS or DAYS-HH:MM:SS, e.g. \"48:00:00\" or \"2-00:00:00\"")
 }
 
+/// The error for a `mem:` value (at `v`, called `field`) that is not an amount of memory,
+/// with the forms that are.
 pub fn mem_error(path: &Path, source: &str, v: &Node, field: &str) -> UserError {
     UserError::at(
         path,

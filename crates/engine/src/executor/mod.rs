@@ -34,30 +34,47 @@ use config::ExecutorKind;
 /// `executor:` block, the stage's own `executor:` block and its `resources`.
 #[derive(Debug, Clone)]
 pub struct JobSettings {
+    /// Where the instance runs (only [`ExecutorKind::Slurm`] instances become jobs).
     pub kind: ExecutorKind,
+    /// `sbatch --partition`; `None` leaves it to Slurm's default. Located so that an unknown
+    /// partition is an error at its line.
     pub partition: Option<Located<String>>,
+    /// `sbatch --account`; `None` leaves it to Slurm's default.
     pub account: Option<String>,
-    /// Seconds.
+    /// The time limit in seconds (`resources: time` first, then the blocks); `None`: the
+    /// partition's.
     pub time: Option<u64>,
-    /// Megabytes.
+    /// Memory in megabytes (`resources: mem` first, then the blocks); `None`: the
+    /// partition's.
     pub mem: Option<u64>,
+    /// `--cpus-per-task`, from the stage's `resources: cpu`.
     pub cpu: u32,
+    /// GPUs (`--gres=gpu:N`, none when 0), from the stage's `resources: gpu`.
     pub gpu: u32,
+    /// Further `sbatch` arguments, passed as written after the engine's own.
     pub extra: Vec<String>,
     /// `--requeue` (Slurm requeues the job itself after a node failure or preemption, under the
     /// same id) or `--no-requeue` (the controller resubmits, up to `retries` times).
     pub requeue: bool,
+    /// Resubmissions after a node failure, boot failure or preemption (default 1).
     pub retries: u32,
+    /// The longest wait between two polls of Slurm while nothing changes (default 30 s); the
+    /// interval starts at 250 ms and grows by half each quiet poll.
     pub poll_max: Duration,
-    /// How long a job may stay PENDING for a reason that cannot clear.
+    /// How long a job may stay PENDING for a reason that cannot clear (default 10 min).
     pub pending_timeout: Duration,
-    /// How long a job's state may stay unknown (no marker, not listed by Slurm).
+    /// How long a job's state may stay unknown (no marker, not listed by Slurm; default
+    /// 10 min).
     pub unknown_timeout: Duration,
-    /// How long to wait for a finished job's output to appear on the shared filesystem.
+    /// How long to wait for a finished job's output to appear on the shared filesystem
+    /// (default 60 s).
     pub fs_wait: Duration,
 }
 
-/// Where the instance's settings were written, for messages.
+/// The settings instance `i` runs with: for each key the stage's `executor:` block where it
+/// sets it, else the top-level block, else the default; the stage's `resources` `time` and
+/// `mem` win over both blocks. `flag` is `--executor`: `local` runs every instance here,
+/// `slurm` applies to the stages whose own block names no kind.
 pub fn settings_for(p: &Pipeline, i: usize, flag: Option<ExecutorKind>) -> JobSettings {
     let inst = &p.plan.instances[i];
     let top = &p.plan.file.executor;
@@ -186,6 +203,8 @@ pub fn prepare(
     Ok(remote)
 }
 
+/// The first executable file named `tool` in a directory of `$PATH`, as a shell would find
+/// it; `None` when there is none (or `PATH` is unset).
 pub fn find_on_path(tool: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)

@@ -11,8 +11,10 @@ use serde_json::Value;
 
 use super::Instance;
 
+/// An instance's matrix coordinates: axis name → value.
 pub type Coords = BTreeMap<String, Value>;
 
+/// The union of two coordinate sets, or `None` when they give a shared axis different values.
 pub(super) fn merge(a: &Coords, b: &Coords) -> Option<Coords> {
     let mut out = a.clone();
     for (k, v) in b {
@@ -51,6 +53,7 @@ pub fn display_value(v: &Value) -> String {
     }
 }
 
+/// `stage` alone without coordinates, else `stage@axis=value,...` in axis order.
 pub(super) fn instance_name(stage: &str, coords: &Coords) -> String {
     if coords.is_empty() {
         return stage.to_string();

@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::stage::{Stage, StageContext};
 
+/// The `cmd` kind: a shell command that writes its output into `$PIPELINE_OUT`.
 pub struct CmdStage;
 
 /// `PIPELINE_DEP_` + the name upper-cased, non-alphanumerics as `_`.

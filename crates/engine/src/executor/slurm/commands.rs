@@ -48,6 +48,8 @@ const TRANSIENT: &[&str] = &[
     "try again",
 ];
 
+/// Whether a tool's stderr says the controller is down, restarting or overloaded (any case):
+/// a call worth repeating rather than a rejection to report.
 pub fn is_transient(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     TRANSIENT.iter().any(|t| m.contains(t))
@@ -66,6 +68,8 @@ pub fn quote(arg: &str) -> String {
     }
 }
 
+/// `program args`, each argument through [`quote`]: the line messages show, which a user can
+/// paste into a shell.
 pub fn command_line(program: &str, args: &[String]) -> String {
     std::iter::once(program.to_string())
         .chain(args.iter().map(|a| quote(a)))
@@ -175,7 +179,10 @@ pub enum Source {
     Sacct,
     /// `squeue -t all -j`, and `sacct -c` (the job-completion log) for jobs squeue no longer
     /// lists, when `jobcomp` is true.
-    Squeue { jobcomp: bool },
+    Squeue {
+        /// `sacct -c` works here (a job-completion log is configured).
+        jobcomp: bool,
+    },
 }
 
 impl Source {
@@ -195,6 +202,7 @@ impl Source {
         }
     }
 
+    /// The calls this source makes, as the log and the run's statistics name it.
     pub fn name(self) -> &'static str {
         match self {
             Source::Sacct => "sacct -j",
@@ -213,6 +221,7 @@ pub struct Seen {
     pub state: String,
     /// `CANCELLED by 0`'s tail, or the pending reason.
     pub reason: String,
+    /// The node list (`gpu07`, `gpu[01-02]`); empty while pending.
     pub node: String,
     /// `3:0` (exit code : signal) where the tool says.
     pub exit: Option<String>,

@@ -5,10 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
 use super::script::Attempt;
 use crate::Pipeline;
+use crate::error::JobError;
 use crate::exec::{commit, hash_tree};
 use crate::hash::digest_of_set;
 use crate::manifest::{Components, FORMAT, LOG_DIR, MANIFEST, Manifest, StageRecord, now_string};
@@ -16,23 +15,23 @@ use crate::workspace::dir_name;
 
 /// Waits (bounded) for the job's output directory to be visible: on a shared filesystem the
 /// controller may see the marker before the files it follows.
-fn wait_visible(dir: &Path, wait: std::time::Duration) -> anyhow::Result<()> {
+fn wait_visible(dir: &Path, wait: std::time::Duration) -> Result<(), JobError> {
     let t0 = std::time::Instant::now();
     while !dir.is_dir() {
         if t0.elapsed() > wait {
-            anyhow::bail!(
-                "the job succeeded but its output {} did not appear within {:?} (is .pipeline on a filesystem the compute nodes share?)",
-                dir.display(),
-                wait
-            );
+            return Err(JobError::NotVisible {
+                dir: dir.to_path_buf(),
+                waited: wait,
+            });
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     Ok(())
 }
 
-/// Commits a succeeded job's output into the store; the attempt directory and the instance's
-/// work directory are removed after.
+/// Commits a succeeded job's output into the store (hashed, its logs and the job script moved
+/// into `.log/`, the manifest written, one rename); the attempt directory and the instance's
+/// work directory are removed after. Returns the manifest and the artifact directory.
 pub fn commit_job(
     p: &Pipeline,
     attempt: &Attempt,
@@ -40,14 +39,12 @@ pub fn commit_job(
     fp: &str,
     mut record: StageRecord,
     fs_wait: std::time::Duration,
-) -> anyhow::Result<(Manifest, PathBuf)> {
+) -> Result<(Manifest, PathBuf), JobError> {
     let out = attempt.out();
     wait_visible(&out, fs_wait)?;
-    for reserved in [MANIFEST, LOG_DIR] {
-        if out.join(reserved).exists() {
-            anyhow::bail!(
-                "the stage wrote `{reserved}` into its output; that name is reserved for the pipeline"
-            );
+    for name in [MANIFEST, LOG_DIR] {
+        if out.join(name).exists() {
+            return Err(JobError::Reserved { name });
         }
     }
     let files = hash_tree(&out)?;
@@ -55,7 +52,7 @@ pub fn commit_job(
     // The stage's logs and the job's stdout/stderr, and how it was submitted.
     let log = attempt.log();
     let _ = std::fs::copy(attempt.script(), log.join("job.sh"));
-    std::fs::rename(&log, out.join(LOG_DIR)).context("moving the logs into the artifact")?;
+    std::fs::rename(&log, out.join(LOG_DIR)).map_err(JobError::MoveLogs)?;
     let dest = p.ws.artifact_dir(&record.instance, fp);
     record.finished = now_string();
     record.dir = dest.clone();
@@ -70,7 +67,7 @@ pub fn commit_job(
         record,
     };
     std::fs::write(out.join(MANIFEST), serde_json::to_vec_pretty(&manifest)?)
-        .context("writing MANIFEST.json")?;
+        .map_err(JobError::WriteManifest)?;
     commit(&out, &dest, &attempt.dir)?;
     let _ = crate::owned::remove(&p.ws, &attempt.dir);
     let _ = crate::owned::remove(&p.ws, &p.ws.work_dir(&manifest.instance, fp));

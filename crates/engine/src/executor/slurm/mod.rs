@@ -23,10 +23,15 @@ use crate::stage::DepArtifact;
 
 /// An instance the run loop hands over: its deps are committed and it is not cached.
 pub struct Submission {
+    /// The instance's index in the plan.
     pub index: usize,
+    /// Its fingerprint: the artifact directory the job's output is committed to.
     pub fingerprint: String,
+    /// What the fingerprint was computed from, for the manifest.
     pub comps: Components,
+    /// Its deps' committed artifacts, written into the job's spec.
     pub deps: Vec<DepArtifact>,
+    /// Why it runs (`never ran`, `param lr changed 0.1 → 0.2`, ...), for the run record.
     pub reasons: Vec<String>,
     /// When the run loop started it (the run record's `started`).
     pub started: String,
@@ -72,6 +77,8 @@ impl<'scope> Cluster<'scope> {
         self.remote.binary_search(&i).is_ok()
     }
 
+    /// Hands an instance to the tracker, which submits it; how it ends comes back on the
+    /// `results` channel the tracker was started with.
     pub fn submit(&self, sub: Submission) {
         let _ = self.tx.send(Msg::Submit(Box::new(sub)));
     }

@@ -16,34 +16,42 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
 use super::commands::quote;
+use crate::error::JobError;
 use crate::executor::JobSettings;
 use crate::executor::config::format_time;
 use crate::executor::instance::InstanceSpec;
 
+/// One submission of an instance as a job: its directory under `.pipeline/jobs/` (laid out
+/// as the module doc shows).
 #[derive(Debug, Clone)]
 pub struct Attempt {
+    /// `.pipeline/jobs/<instance>/<fingerprint>-<n>`.
     pub dir: PathBuf,
 }
 
 impl Attempt {
+    /// `out/`: the stage's output, which becomes the artifact.
     pub fn out(&self) -> PathBuf {
         self.dir.join("out")
     }
+    /// `log/`: the stage's logs and the job's `slurm-<id>.out`/`.err`.
     pub fn log(&self) -> PathBuf {
         self.dir.join("log")
     }
+    /// `spec.json`: the instance, as `pipeline run-instance` reads it.
     pub fn spec(&self) -> PathBuf {
         self.dir.join("spec.json")
     }
+    /// `job.sh`: the script sbatch runs.
     pub fn script(&self) -> PathBuf {
         self.dir.join("job.sh")
     }
+    /// `exit`: the stage's exit code, written last by rename.
     pub fn marker(&self) -> PathBuf {
         self.dir.join("exit")
     }
+    /// `starts`: one line per start of the script (job id, node, epoch seconds).
     pub fn starts(&self) -> PathBuf {
         self.dir.join("starts")
     }
@@ -71,19 +79,23 @@ impl Attempt {
         Some(m.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64())
     }
 
-    /// Writes the spec and the job script.
-    pub fn prepare(&self, spec: &InstanceSpec, exe: &Path) -> anyhow::Result<()> {
+    /// Writes the spec and the job script (which runs `exe run-instance`), after creating
+    /// the log directory and marking the instance's folder as the store's.
+    pub fn prepare(&self, spec: &InstanceSpec, exe: &Path) -> Result<(), JobError> {
         std::fs::create_dir_all(self.log())
             .and_then(|_| match self.dir.parent() {
                 Some(instance_folder) => crate::owned::mark(instance_folder),
                 None => Ok(()),
             })
-            .with_context(|| format!("creating {}", self.log().display()))?;
-        std::fs::write(self.spec(), serde_json::to_vec_pretty(spec)?)
-            .with_context(|| format!("writing {}", self.spec().display()))?;
-        std::fs::write(self.script(), job_script(self, spec, exe))
-            .with_context(|| format!("writing {}", self.script().display()))?;
-        Ok(())
+            .map_err(|source| JobError::CreateDir {
+                dir: self.log(),
+                source,
+            })?;
+        let write = |path: PathBuf, bytes: Vec<u8>| {
+            std::fs::write(&path, bytes).map_err(|source| JobError::Write { path, source })
+        };
+        write(self.spec(), serde_json::to_vec_pretty(spec)?)?;
+        write(self.script(), job_script(self, spec, exe).into_bytes())
     }
 }
 
