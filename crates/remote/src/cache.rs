@@ -25,6 +25,8 @@ pub struct RunCache {
 }
 
 impl RunCache {
+    /// The run cache of an opened remote; nothing is asked of it until the run's first stale
+    /// instance.
     pub fn new(remote: Remote) -> RunCache {
         RunCache {
             remote,

@@ -16,23 +16,33 @@ use serde::Serialize;
 use crate::layout::{self, RemoteManifest};
 use crate::{Remote, RemoteError, Result};
 
+/// How `gc --remote` chooses what to remove.
 #[derive(Debug, Clone)]
 pub struct GcOptions {
     /// Keep every artifact the remote has a manifest for (only orphaned objects go).
     pub all: bool,
+    /// Only report what would be removed (`--dry-run`).
     pub dry_run: bool,
     /// Leave what is younger than this: a push in progress has written objects whose manifest
     /// is not there yet.
     pub min_age: Duration,
 }
 
+/// What `gc --remote` removed, or would remove with `dry_run`, and what it kept (the `report`
+/// of `gc --remote --json`).
 #[derive(Debug, Default, Serialize)]
 pub struct GcReport {
-    /// Remote paths removed (or that would be).
+    /// Manifests removed (or that would be): their paths on the remote, sorted.
     pub manifests: Vec<String>,
+    /// Objects no kept manifest names, removed (or that would be): their paths on the remote,
+    /// sorted.
     pub objects: Vec<String>,
+    /// The size of those objects, in bytes.
     pub bytes: u64,
+    /// Manifests kept: the local store holds the artifact, `all` was given, or younger than
+    /// `min_age`.
     pub kept_manifests: usize,
+    /// Objects a kept manifest names.
     pub kept_objects: usize,
     /// Unreferenced but younger than `min_age`.
     pub too_young: usize,
@@ -47,6 +57,9 @@ pub struct GcReport {
 const S3_UPLOADS_NOTE: &str = "unfinished multipart uploads are not listed: object_store 0.13 has no ListMultipartUploads (a push aborts its own on an error or an interrupt, but a killed one leaves its parts); a bucket lifecycle rule AbortIncompleteMultipartUpload removes them";
 
 impl Remote {
+    /// Removes the manifests of artifacts the local store of `ws` does not hold (none with
+    /// `all`), then the objects no remaining manifest names, then a directory remote's
+    /// unfinished uploads; nothing younger than `min_age`, and nothing at all with `dry_run`.
     pub fn gc(&self, ws: &Workspace, opts: &GcOptions) -> Result<GcReport> {
         self.rt.block_on(self.gc_async(ws, opts))
     }

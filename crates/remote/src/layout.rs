@@ -14,8 +14,13 @@ pub const FORMAT: u32 = 1;
 /// its log files (which are not part of the output digest, but a colleague wants to read them).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RemoteManifest {
+    /// The version of the layout it was written with; one other than this crate's is not read
+    /// (a pull takes such an artifact as absent).
     pub format: u32,
+    /// The artifact's MANIFEST.json; its `record.dir` is the directory of the machine that
+    /// pushed it (a pull rewrites it).
     pub manifest: Manifest,
+    /// The files of the artifact's log directory, paths relative to it; empty when it had none.
     #[serde(default)]
     pub logs: Vec<FileEntry>,
 }
@@ -31,6 +36,8 @@ impl RemoteManifest {
         outputs.chain(logs)
     }
 
+    /// The blake3 digest of every file, as [`RemoteManifest::files`] gives them (a digest
+    /// comes once per file that holds it).
     pub fn digests(&self) -> impl Iterator<Item = &str> {
         self.files().map(|(_, f)| f.blake3.as_str())
     }

@@ -20,7 +20,9 @@ pub const ENV: &str = "PIPELINE_REMOTE";
 /// A chosen remote, before it is opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spec {
+    /// The name declared in pipeline.yaml, or the URL when one was given instead.
     pub name: String,
+    /// The URL (`s3://BUCKET/PREFIX`, `file:///DIR`) or directory path, not yet checked.
     pub url: String,
 }
 

@@ -24,25 +24,30 @@ const FILE_CONCURRENCY: usize = 8;
 pub struct PullReport {
     /// Each artifact's manifest (as committed) and directory.
     pub committed: Vec<(Manifest, PathBuf)>,
+    /// The objects it needed, and how many of them came from the remote.
     pub transfer: Transfer,
 }
 
 /// The objects of a pull: a file that several artifacts hold is one object, fetched once.
 #[derive(Debug, Default, Clone, Copy, Serialize)]
 pub struct Transfer {
-    /// Distinct objects the artifacts hold, and their bytes.
+    /// Distinct objects the artifacts hold.
     pub objects: usize,
+    /// Their total size, in bytes.
     pub bytes: u64,
-    /// Objects (whole or the rest of one) and bytes fetched from the remote; the others were
-    /// in the download area already, left by a pull that did not finish.
+    /// Objects fetched from the remote, whole or the rest of one; the others were in the
+    /// download area already, left by a pull that did not finish.
     pub objects_fetched: usize,
+    /// Bytes fetched from the remote (`bytes` less what the download area held).
     pub bytes_fetched: u64,
 }
 
 /// Where the current plan's artifact of one instance is.
 #[derive(Debug)]
 pub enum Place {
+    /// Fresh in the local store: nothing to pull.
     Local,
+    /// Stale here, and the remote has it: the manifest to pull.
     Remote(Box<RemoteManifest>),
     /// Neither here nor on the remote (or a dep's output is unknown).
     Neither,
@@ -231,7 +236,7 @@ fn commit_all(
         let mut m = rm.manifest.clone();
         let dest = ws.artifact_dir(&m.instance, &m.fingerprint);
         m.record.dir = dest.clone();
-        let bytes = serde_json::to_vec_pretty(&m).map_err(anyhow::Error::from)?;
+        let bytes = serde_json::to_vec_pretty(&m)?;
         std::fs::write(dir.join(MANIFEST), bytes).map_err(|source| RemoteError::Io {
             path: dir.join(MANIFEST),
             source,

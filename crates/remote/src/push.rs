@@ -17,16 +17,20 @@ use crate::{Remote, RemoteError, Result};
 /// multipart parts of large ones (4 each) stay within a reasonable number of connections.
 const FILE_CONCURRENCY: usize = 8;
 
+/// What a push sent and what the remote had already (the `report` of `push --json`).
 #[derive(Debug, Default, Serialize)]
 pub struct PushReport {
     /// Artifacts asked for.
     pub artifacts: usize,
     /// Artifacts whose manifest the remote already had (nothing sent for them).
     pub already_there: usize,
+    /// Manifests written: the artifacts the remote did not have, all of them complete there now.
     pub manifests_sent: usize,
+    /// Distinct objects uploaded.
     pub objects_sent: usize,
     /// Objects the remote already had (another artifact's, or sent by a killed push).
     pub objects_present: usize,
+    /// The size of the objects uploaded, in bytes.
     pub bytes_sent: u64,
     /// Objects sent as multipart uploads (bigger than one part).
     pub multipart: usize,
@@ -85,7 +89,7 @@ impl Remote {
         let put_manifests = futures::stream::iter(manifests.iter().map(Ok))
             .try_for_each_concurrent(FILE_CONCURRENCY * 2, |rm| async move {
                 let m = &rm.manifest;
-                let bytes = serde_json::to_vec_pretty(rm).map_err(anyhow::Error::from)?;
+                let bytes = serde_json::to_vec_pretty(rm)?;
                 self.put_small(&layout::manifest_path(&m.instance, &m.fingerprint), bytes)
                     .await
             });

@@ -182,7 +182,7 @@ impl Remote {
         match in_flight.join_next().await {
             Some(Ok(sent)) => bar.inc(sent.map_err(|e| self.store_err(e))?),
             Some(Err(e)) => {
-                return Err(RemoteError::Engine(anyhow::anyhow!("an upload part: {e}")));
+                return Err(RemoteError::UploadTask(e.to_string()));
             }
             None => {}
         }
@@ -358,10 +358,10 @@ fn check_digest(file: &LocalPath, actual: &str, digest: &str) -> Result<()> {
     if actual == digest {
         return Ok(());
     }
-    Err(RemoteError::Engine(anyhow::anyhow!(
-        "{} changed since it was hashed (its digest is no longer {digest}); `pipeline verify` checks the store",
-        file.display()
-    )))
+    Err(RemoteError::Changed {
+        file: file.to_path_buf(),
+        digest: digest.to_string(),
+    })
 }
 
 #[cfg(test)]
