@@ -197,8 +197,8 @@ fn effect_row(p: &Dep, r: &Recipe, changes: &str, e: &Effect) -> Vec<(&'static s
         ("objective", r.objective().into()),
         ("masking", r.masking.clone().into()),
         ("task_text", r.task_text_cell().into()),
-        ("steps", p.u64(&["steps"]).into()),
-        ("tokens_seen", p.u64(&["tokens_seen"]).into()),
+        ("steps", p.pretrain().steps.into()),
+        ("tokens_seen", p.pretrain().tokens_seen.into()),
         ("task", e.task.clone().into()),
         ("stage", e.stage.clone().into()),
         ("train_data", e.train_data.clone().into()),
@@ -233,16 +233,15 @@ fn budget_note(runs: &[&Dep]) -> String {
     let parts: Vec<String> = runs
         .iter()
         .map(|p| {
-            let n = |k: &str| p.u64(&[k]).map_or("?".into(), |x| thousands(x as i64));
+            let r = p.pretrain();
+            let n = |x: Option<u64>| x.map_or("?".into(), |x| thousands(x as i64));
             format!(
                 "`{}` {} steps × {} sequences of up to {} tokens ({} tokens seen)",
                 p.instance,
-                n("steps"),
-                p.u64(&["effective_batch_size"])
-                    .or(p.u64(&["batch_size"]))
-                    .map_or("?".into(), |x| x.to_string()),
-                n("max_seq_length"),
-                n("tokens_seen")
+                n(r.steps),
+                r.rows_per_step().map_or("?".into(), |x| x.to_string()),
+                n(r.max_seq_length),
+                n(r.tokens_seen)
             )
         })
         .collect();

@@ -7,14 +7,16 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::deps::{Dep, get};
-use crate::finetune_runs::{resolve_metrics, train_data};
+use pipeline_metrics::BaselineEntry;
+
+use crate::deps::Dep;
+use crate::finetune_runs::{resolve_entry, train_data, train_examples};
 use crate::sizes::round;
 use crate::table::{Cell, thousands};
 
 /// What a baseline fitted, in a few words for the table's note.
-fn fitted(entry: &Value, labels: &[String]) -> Option<String> {
-    let fit = entry.get("fit")?;
+fn fitted(entry: &BaselineEntry, labels: &[String]) -> Option<String> {
+    let fit = entry.fit.as_ref()?;
     if let Some(c) = fit.get("class").and_then(Value::as_str) {
         return Some(format!("always {c}"));
     }
@@ -50,26 +52,16 @@ pub fn rows(deps: &[&Dep]) -> Vec<Vec<(&'static str, Cell)>> {
     sorted.sort_by_key(|d| d.instance.clone());
     let mut out = Vec::new();
     for d in sorted {
-        let labels: Vec<String> = get(&d.metrics, &["labels"])
-            .and_then(Value::as_array)
-            .map(|l| {
-                l.iter()
-                    .filter_map(|x| x.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let protocol = get(&d.metrics, &["protocol"]);
-        let Some(entries) = get(&d.metrics, &["baselines"]).and_then(Value::as_array) else {
+        let record = d.baseline();
+        let labels = record.labels.unwrap_or_default();
+        let protocol = record.protocol.as_ref();
+        let Some(entries) = record.baselines else {
             continue;
         };
-        for e in entries {
-            let r = resolve_metrics(e);
-            let name = e.get("name").and_then(Value::as_str).unwrap_or("?");
-            let model = e
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or(name)
-                .to_string();
+        for e in &entries {
+            let r = resolve_entry(e);
+            let name = e.name.as_deref().unwrap_or("?");
+            let model = e.description.as_deref().unwrap_or(name).to_string();
             out.push(vec![
                 ("source", "baseline".into()),
                 ("model", model.into()),
@@ -83,7 +75,7 @@ pub fn rows(deps: &[&Dep]) -> Vec<Vec<(&'static str, Cell)>> {
                 ("test_set", r.test_set.into()),
                 (
                     "train_examples",
-                    d.u64(&["protocol", "train", "examples"]).into(),
+                    train_examples(protocol).into(),
                 ),
                 ("run", format!("{}/{name}", d.instance).into()),
                 ("note", fitted(e, &labels).into()),
@@ -106,8 +98,8 @@ fn means(block: &Value) -> Option<(String, Vec<f64>)> {
     Some((parts.join(", "), values))
 }
 
-fn accuracy_of(entry: &Value, set: &str) -> Option<f64> {
-    let r = resolve_metrics(entry);
+fn accuracy_of(entry: &BaselineEntry, set: &str) -> Option<f64> {
+    let r = resolve_entry(entry);
     match set {
         "dev" => r.dev,
         _ => r.test,
@@ -118,7 +110,8 @@ fn accuracy_of(entry: &Value, set: &str) -> Option<f64> {
 /// split and the evaluation sets, what a length threshold fitted on train scores, and — for a
 /// two-class task — whether the training data's length gap is one the test set lacks.
 pub fn length_analysis(d: &Dep) -> Option<String> {
-    let length = get(&d.metrics, &["length"])?.as_object()?;
+    let record = d.baseline();
+    let length = record.length.as_ref()?;
     let (train_text, train_vals) = means(length.get("train")?)?;
     let mut s = format!(
         "Pair length (characters of both texts, mean per class) in `{}`'s data: train {train_text}",
@@ -137,13 +130,15 @@ pub fn length_analysis(d: &Dep) -> Option<String> {
         }
     }
     s.push('.');
-    let entry = get(&d.metrics, &["baselines"])?
-        .as_array()?
+    let entry = record
+        .baselines
+        .as_ref()?
         .iter()
-        .find(|e| e.get("name").and_then(Value::as_str) == Some("length"));
+        .find(|e| e.name.as_deref() == Some("length"));
     if let Some(e) = entry {
         let train = e
-            .get("train")
+            .train
+            .as_ref()
             .and_then(|b| b.get("accuracy"))
             .and_then(Value::as_f64)
             .map(|a| a * 100.0);

@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use pipeline_metrics::FinetuneRecord;
+
 use crate::deps::Dep;
 use crate::sizes::round;
 use crate::table::{Cell, Col, Fmt, Table};
@@ -283,9 +285,6 @@ fn from_bench(line: &BenchLine) -> Option<Row> {
     }
 }
 
-fn hardware(d: &Dep) -> Option<String> {
-    d.str(&["device"])
-}
 
 /// The throughput table: the benchmark lines (ours beside transformers' on the same shape),
 /// then our stages' own runs, with ours ÷ transformers where both measured the same shape.
@@ -376,22 +375,23 @@ fn bench_rows(lines: &[BenchLine]) -> (Vec<Row>, usize) {
 
 /// A pretraining run's own training throughput.
 fn pretrain_row(d: &Dep) -> Row {
+    let r = d.pretrain();
     Row {
         what: "training",
         implementation: "ours (pretrain stage)".into(),
         ours: true,
-        model: d.str(&["model"]).map(|m| match d.str(&["share_type"]) {
+        model: r.model.map(|m| match r.share_type {
             Some(share) if share != "all" => format!("{m} (share {share})"),
             _ => m,
         }),
-        device: hardware(d),
-        precision: d.str(&["precision"]),
-        threads: d.u64(&["threads"]),
-        batch: d.u64(&["effective_batch_size"]),
-        seq: d.u64(&["max_seq_length"]),
-        value: d.num(&["tokens_per_s"]),
+        device: r.device,
+        precision: r.precision,
+        threads: r.threads,
+        batch: r.effective_batch_size,
+        seq: r.max_seq_length,
+        value: r.tokens_per_s,
         unit: "tokens/s",
-        tflops: d.num(&["model_tflops_per_s"]),
+        tflops: r.model_tflops_per_s,
         source: d.instance.clone(),
         ..Row::default()
     }
@@ -409,36 +409,37 @@ fn finetune_rows(finetune: &[&Dep]) -> Vec<Row> {
     }
     let mut rows = Vec::new();
     for (task, runs) in &by_task {
-        let first = runs[0];
-        let mean = |path: &[&str]| -> Option<f64> {
-            let xs: Vec<f64> = runs.iter().filter_map(|d| d.num(path)).collect();
+        let first = runs[0].finetune();
+        let records: Vec<_> = runs.iter().map(|d| d.finetune()).collect();
+        let mean = |rate: fn(&FinetuneRecord) -> Option<f64>| -> Option<f64> {
+            let xs: Vec<f64> = records.iter().filter_map(rate).collect();
             (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
         };
         let source = if runs.len() == 1 {
-            first.instance.clone()
+            runs[0].instance.clone()
         } else {
-            format!("{} ({} runs, mean)", first.stage, runs.len())
+            format!("{} ({} runs, mean)", runs[0].stage, runs.len())
         };
         let base = Row {
             ours: true,
             implementation: "ours (finetune stage)".into(),
             model: Some(task.clone()),
-            device: hardware(first),
-            threads: first.u64(&["threads"]),
-            seq: first.u64(&["max_seq_length"]),
+            device: first.device,
+            threads: first.threads,
+            seq: first.max_seq_length,
             source,
             ..Row::default()
         };
         rows.push(Row {
             what: "fine-tuning",
-            batch: first.u64(&["batch_size"]),
-            value: mean(&["train_examples_per_s"]),
+            batch: first.batch_size,
+            value: mean(|r| r.train_examples_per_s),
             unit: "examples/s",
             ..base.clone()
         });
         rows.push(Row {
             what: "inference",
-            value: mean(&["eval_sentences_per_s"]),
+            value: mean(|r| r.eval_sentences_per_s),
             unit: "sentences/s",
             ..base
         });

@@ -8,10 +8,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde_json::Value;
 
-use crate::deps::{Dep, get};
-use crate::finetune_runs::{resolve, resolve_metrics, train_data};
+use crate::deps::Dep;
+use crate::finetune_runs::{resolve, resolve_entry, train_data};
 use crate::plots::{Figure, Series};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
@@ -69,14 +68,17 @@ pub fn lines(runs: &[&Dep]) -> Vec<Line> {
     type Budgets = BTreeMap<u64, (u64, Vec<Option<f64>>)>;
     let mut by_point: BTreeMap<(String, String), Budgets> = BTreeMap::new();
     for d in runs {
-        let Some(tokens) = d.u64(&["pretraining", "tokens_seen"]) else {
+        let r = d.finetune();
+        let Some(tokens) = r.pretraining.and_then(|p| p.tokens_seen) else {
             continue;
         };
-        let step = d.u64(&["pretraining", "step"]).unwrap_or(0);
-        let data = get(&d.metrics, &["protocol"])
+        let step = r.pretraining.and_then(|p| p.step).unwrap_or(0);
+        let data = r
+            .protocol
+            .as_ref()
             .and_then(train_data)
             .unwrap_or_else(|| "?".into());
-        let backbone = d.str(&["pretrain_instance"]).unwrap_or_else(|| "?".into());
+        let backbone = r.pretrain_instance.unwrap_or_else(|| "?".into());
         by_point
             .entry((data, backbone))
             .or_default()
@@ -109,23 +111,16 @@ pub fn lines(runs: &[&Dep]) -> Vec<Line> {
 fn best_baseline(baselines: &[&Dep], data: &str) -> Option<(f64, String)> {
     let mut best: Option<(f64, String)> = None;
     for d in baselines {
-        if get(&d.metrics, &["protocol"])
-            .and_then(train_data)
-            .as_deref()
-            != Some(data)
-        {
+        let record = d.baseline();
+        if record.protocol.as_ref().and_then(train_data).as_deref() != Some(data) {
             continue;
         }
-        for e in get(&d.metrics, &["baselines"])
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let Some(test) = resolve_metrics(e).test else {
+        for e in record.baselines.iter().flatten() {
+            let Some(test) = resolve_entry(e).test else {
                 continue;
             };
             if best.as_ref().is_none_or(|(b, _)| test > *b) {
-                let name = e.get("name").and_then(Value::as_str).unwrap_or("?");
+                let name = e.name.as_deref().unwrap_or("?");
                 best = Some((test, name.to_string()));
             }
         }

@@ -15,7 +15,9 @@ use serde_json::Value;
 /// What a dep artifact is, judged by its metrics (so that a user may name stages as they like).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DepKind {
+    /// The `pretrain` stage (a model and its run).
     Pretrain,
+    /// The `finetune` stage (one task, one init, one seed).
     Finetune,
     /// The `baseline` stage (majority, threshold rules, n-gram logistic regressions).
     Baseline,
@@ -23,15 +25,22 @@ pub enum DepKind {
     Mask,
     /// The `clean` stage (the pretraining corpus): which files it read.
     Clean,
+    /// Anything else (a `vocab`, a `cmd` stage): read, never tabulated.
     Other,
 }
 
+/// One dep artifact of the report, read once: who it is, where, and what it wrote.
 #[derive(Debug, Clone)]
 pub struct Dep {
+    /// The instance name (`finetune_lcqmc@init=random,seed=2`).
     pub instance: String,
+    /// The stage the instance belongs to (`finetune_lcqmc`).
     pub stage: String,
+    /// The matrix coordinates that name the instance (`init`, `seed`, …).
     pub coords: BTreeMap<String, Value>,
+    /// The artifact directory in the store.
     pub dir: PathBuf,
+    /// What the artifact is, from its metrics (see [`DepKind`]).
     pub kind: DepKind,
     /// `metrics.json`, or `Null` when it is missing or unreadable.
     pub metrics: Value,

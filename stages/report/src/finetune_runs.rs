@@ -5,7 +5,10 @@ use pipeline_tasks::MetricsBlock;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::deps::{Dep, get};
+use pipeline_metrics::BaselineEntry;
+use serde_json::Map;
+
+use crate::deps::Dep;
 use crate::published::TaskPublished;
 use crate::runs::{dims, percent};
 use crate::seeds;
@@ -15,8 +18,8 @@ use crate::table::{Col, Fmt, Table, thousands};
 pub use crate::protocol_sentence::protocol_sentence_as;
 
 /// The evaluation set reported as "dev" or "test": `test`, `xnli_test`, ….
-fn eval_set<'a>(m: &'a Value, suffix: &str) -> Option<(String, &'a Value)> {
-    let eval = get(m, &["eval"])?.as_object()?;
+fn eval_set<'a>(eval: Option<&'a Map<String, Value>>, suffix: &str) -> Option<(String, &'a Value)> {
+    let eval = eval?;
     eval.iter()
         .find(|(k, _)| k.as_str() == suffix)
         .or_else(|| {
@@ -46,19 +49,26 @@ pub struct Resolved {
     pub selection: Option<f64>,
 }
 
+/// [`resolve_scores`] of a fine-tuning run.
 pub fn resolve(d: &Dep) -> Resolved {
-    resolve_metrics(&d.metrics)
+    let r = d.finetune();
+    resolve_scores(r.dev.as_ref(), r.eval.as_ref())
 }
 
-/// [`resolve`] on a metrics object with `dev` and `eval` blocks (a fine-tuning run's, or one
-/// entry of a baseline stage's `baselines`).
-pub fn resolve_metrics(m: &Value) -> Resolved {
-    let selection = get(m, &["dev"]).and_then(accuracy);
-    let (dev, dev_set) = match eval_set(m, "dev") {
+/// [`resolve_scores`] of one method of a baseline stage.
+pub fn resolve_entry(e: &BaselineEntry) -> Resolved {
+    resolve_scores(e.dev.as_ref(), e.eval.as_ref())
+}
+
+/// The Dev and Test figures of a run's `dev` block (the model-selection split) and `eval`
+/// blocks (by set name).
+pub fn resolve_scores(dev: Option<&Value>, eval: Option<&Map<String, Value>>) -> Resolved {
+    let selection = dev.filter(|v| !v.is_null()).and_then(accuracy);
+    let (dev, dev_set) = match eval_set(eval, "dev") {
         Some((name, v)) => (accuracy(v), Some(name)),
         None => (selection, selection.map(|_| "held-out".to_string())),
     };
-    let (test, test_set) = match eval_set(m, "test") {
+    let (test, test_set) = match eval_set(eval, "test") {
         Some((name, v)) => (accuracy(v), Some(name)),
         None => (None, None),
     };
@@ -117,14 +127,14 @@ pub fn finetune(
     let span = deps
         .iter()
         .chain(baselines)
-        .any(|d| d.str(&["protocol", "kind"]).as_deref() == Some("span"));
+        .any(|d| protocol_kind(d).as_deref() == Some("span"));
     if span {
         return crate::span_table::span_table(task, &task_title(task), deps, baselines, published);
     }
     let mut t = Table::new(task, &task_title(task), columns());
     let mut ours: Vec<&Dep> = deps.to_vec();
     ours.sort_by_key(|d| {
-        let rank = match d.str(&["init"]).as_deref() {
+        let rank = match d.finetune().init.as_deref() {
             Some("pretrained") => 0,
             Some("checkpoint") => 1,
             _ => 2,
@@ -137,7 +147,7 @@ pub fn finetune(
     if deps
         .iter()
         .chain(baselines)
-        .any(|d| d.str(&["protocol", "kind"]).as_deref() == Some("tagging"))
+        .any(|d| protocol_kind(d).as_deref() == Some("tagging"))
     {
         t.notes.push(
             "A tagging task: Dev, Test and the selection figure are entity F1 (%, seqeval's \
@@ -304,6 +314,7 @@ fn columns() -> Vec<Col> {
 
 fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> {
     let d = g.first();
+    let r = d.finetune();
     let resolved: Vec<Resolved> = g.runs.iter().map(|d| resolve(d)).collect();
     let dev = seeds::mean_sd(resolved.iter().map(|r| r.dev));
     let test = seeds::mean_sd(resolved.iter().map(|r| r.test));
@@ -312,11 +323,9 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> 
     let best: Vec<String> = g
         .runs
         .iter()
-        .map(|d| d.u64(&["best_epoch"]).map_or("–".into(), |b| b.to_string()))
+        .map(|d| d.finetune().best_epoch.map_or("–".into(), |b| b.to_string()))
         .collect();
-    let epochs = d
-        .u64(&["epochs"])
-        .map(|e| format!("{} / {e}", best.join(", ")));
+    let epochs = r.epochs.map(|e| format!("{} / {e}", best.join(", ")));
     let init_cell = init_cell(d);
     let first = &resolved[0];
     let walls: Vec<f64> = g.runs.iter().filter_map(|d| d.wall_seconds()).collect();
@@ -333,9 +342,9 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> 
         ("init", init_cell.into()),
         (
             "train_data",
-            get(&d.metrics, &["protocol"]).and_then(train_data).into(),
+            r.protocol.as_ref().and_then(train_data).into(),
         ),
-        ("parameters", d.u64(&["parameters"]).into()),
+        ("parameters", r.parameters.into()),
         ("seeds", Some(g.runs.len() as u64).into()),
         ("dev", dev.map(|m| round(m.mean, 2)).into()),
         ("dev_sd", dev.and_then(|m| m.sd).map(|s| round(s, 2)).into()),
@@ -353,10 +362,7 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> 
         ("dev_set", first.dev_set.clone().into()),
         ("test_set", first.test_set.clone().into()),
         ("epochs", epochs.into()),
-        (
-            "train_examples",
-            d.u64(&["protocol", "train", "examples"]).into(),
-        ),
+        ("train_examples", train_examples(r.protocol.as_ref()).into()),
         ("pretrain_tokens", pretrain_tokens(d).into()),
         ("wall_seconds", wall.map(|w| round(w, 1)).into()),
         (
@@ -368,19 +374,31 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> 
     ]
 }
 
+/// The task kind a finetune or baseline dep's protocol names (`pair`, `span`, `tagging`, …).
+pub fn protocol_kind(d: &Dep) -> Option<String> {
+    d.protocol()?.get("kind")?.as_str().map(str::to_string)
+}
+
+/// Training examples of a protocol (`protocol.train.examples`).
+pub fn train_examples(protocol: Option<&Value>) -> Option<u64> {
+    protocol?.get("train")?.get("examples")?.as_u64()
+}
+
 /// Real tokens the run's backbone was pretrained on: 0 from random weights, `None` where
 /// the run does not say (an imported checkpoint).
 fn pretrain_tokens(d: &Dep) -> Option<u64> {
-    match d.str(&["init"]).as_deref() {
+    let r = d.finetune();
+    match r.init.as_deref() {
         Some("random") => Some(0),
-        _ => d.u64(&["pretraining", "tokens_seen"]),
+        _ => r.pretraining?.tokens_seen,
     }
 }
 
 /// `ALBERT (E 128, H 312, L 4), share all` of a run.
 pub fn model_cell(d: &Dep) -> String {
-    let share = d.str(&["share_type"]).unwrap_or_else(|| "?".into());
-    match get(&d.metrics, &["config"]).and_then(dims) {
+    let r = d.finetune();
+    let share = r.share_type.unwrap_or_else(|| "?".into());
+    match r.config.as_ref().and_then(dims) {
         Some(dims) => format!("ALBERT ({dims}), share {share}"),
         None => format!("ALBERT, share {share}"),
     }
@@ -388,8 +406,9 @@ pub fn model_cell(d: &Dep) -> String {
 
 /// `pretrained (pretrain@share_type=all)`, `none (random init)`, … of a run.
 pub fn init_cell(d: &Dep) -> String {
-    match (d.str(&["init"]).as_deref(), d.str(&["pretrain_instance"])) {
-        (Some("pretrained"), Some(p)) => match d.u64(&["pretrain_step"]) {
+    let r = d.finetune();
+    match (r.init.as_deref(), r.pretrain_instance) {
+        (Some("pretrained"), Some(p)) => match r.pretrain_step {
             Some(step) => format!("pretrained ({p}, step {step})"),
             None => format!("pretrained ({p})"),
         },

@@ -59,6 +59,8 @@
 //! measurement re-runs the report. The report is cached like any stage: to publish again after
 //! deleting `results/`, use `pipeline run report --force`.
 
+#![warn(missing_docs)]
+
 mod ablations;
 mod baselines;
 mod bench;
@@ -97,6 +99,7 @@ use bench::BenchLine;
 use published::Published;
 use sections::{Runs, Sections};
 
+/// The `report` stage kind (registered as `report`): see the module docs.
 pub struct ReportStage;
 
 impl Stage for ReportStage {
@@ -168,7 +171,10 @@ impl Stage for ReportStage {
 
 /// The report's files and its metrics.json.
 pub struct Report {
+    /// Every file the report writes, by path relative to its artifact (and to `publish:`).
     pub files: Files,
+    /// The report's own `metrics.json`: the main pretraining run, each target's status, the
+    /// tables, figures, deps and files it wrote, and its notes.
     pub metrics: Value,
 }
 

@@ -8,7 +8,8 @@ use pipeline_params::{Flag, Text};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// Every param the kind takes: [`Given`]'s fields.
+/// Every param the kind takes: the fields of the params as parsed, so the list cannot drift
+/// from what [`ReportParams::parse`] accepts.
 pub fn known_params() -> &'static [&'static str] {
     pipeline_params::struct_fields::<Given>()
 }
@@ -37,6 +38,7 @@ pub const NOTE_KEYS: &[&str] = &[
     "throughput",
 ];
 
+/// The README's title when the `title` param is left out.
 pub const DEFAULT_TITLE: &str = "ALBERT for Chinese: results";
 
 /// The params, checked.
@@ -45,13 +47,18 @@ pub struct ReportParams {
     /// Where the files are published, relative to the workspace root; `None` when
     /// `publish_dir: ""` turns publishing off.
     pub publish_dir: Option<PathBuf>,
+    /// The README's first heading: one line, not blank (`DEFAULT_TITLE` when left out).
     pub title: String,
     /// The commit the results come from, printed when given.
     pub commit: Option<String>,
-    /// Free text per table.
+    /// Free text per table, keyed by a name of `NOTE_KEYS` and trimmed; printed under that
+    /// table (`summary`: at the top of the README). Empty when `notes` is left out.
     pub notes: BTreeMap<String, String>,
-    /// Where the benchmark JSONL files are (`<publish_dir>/bench` by default).
+    /// Where the benchmark JSONL files are, relative to the workspace root
+    /// (`<publish_dir>/bench` by default); `None` when `bench_dir: ""` or when publishing is
+    /// off and no `bench_dir` is given.
     pub bench_dir: Option<PathBuf>,
+    /// Whether the SVG figures are drawn and linked from the README (`true` by default).
     pub plots: bool,
     /// The pretrain instance the targets are read off (`None`: the one with the most tokens
     /// seen among those with fine-tuning runs).
@@ -184,6 +191,8 @@ fn notes(given: Option<Notes>) -> Result<BTreeMap<String, String>, String> {
 }
 
 impl ReportParams {
+    /// Checks the stage's params and fills in the defaults; the error names the param at fault
+    /// (an unknown param, a path outside the workspace, a `notes` key that is no table).
     pub fn parse(p: &Map<String, Value>) -> Result<ReportParams, ParamError> {
         Self::parse_text(p).map_err(ParamError)
     }

@@ -33,21 +33,31 @@ const COLOURS: [RGBColor; 8] = [
 /// One line of a figure.
 #[derive(Debug, Clone)]
 pub struct Series {
+    /// The legend's text (the report uses the instance name); series that share a colour
+    /// share one legend entry, the first one's label.
     pub label: String,
+    /// `(x, y)` in the axes' units, in x order (the line joins them as given); an empty
+    /// series draws nothing.
     pub points: Vec<(f64, f64)>,
     /// Evaluations: drawn with markers and a thicker line.
     pub marked: bool,
-    /// The colour's index.
+    /// The colour's index into an 8-colour Okabe–Ito palette (taken modulo 8): one per
+    /// instance, so an instance's training and evaluation lines match.
     pub colour: usize,
 }
 
 /// A figure: title, axis names, its series.
 #[derive(Debug, Clone)]
 pub struct Figure {
+    /// Where the SVG goes, relative to the report's folder (`plots/pretrain_loss.svg`).
     pub file: String,
+    /// The heading drawn above the chart.
     pub title: String,
+    /// The x axis's label (`step`, `epoch`, `pretraining tokens seen (millions; …)`).
     pub x_desc: String,
+    /// The y axis's label (`loss`, `MLM accuracy`, `dev accuracy (model-selection split)`).
     pub y_desc: String,
+    /// The lines, drawn in order (later ones on top).
     pub series: Vec<Series>,
     /// Accuracies: y within [0, 1], rounded out to tenths.
     pub unit_range: bool,
@@ -116,6 +126,7 @@ fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
 }
 
 impl Figure {
+    /// No series has a point: there is nothing to draw, and the report leaves the figure out.
     pub fn is_empty(&self) -> bool {
         self.series.iter().all(|s| s.points.is_empty())
     }

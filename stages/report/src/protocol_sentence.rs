@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::deps::{Dep, get};
+use crate::deps::Dep;
 use crate::finetune_runs::resolve;
 use crate::runs::hardware;
 use crate::sizes::round;
@@ -72,10 +72,11 @@ pub fn protocol_sentence_as(deps: &[&Dep], opening: &str) -> Vec<String> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    let Some(p) = get(&first.metrics, &["protocol"]) else {
+    let Some(p) = first.protocol() else {
         out.push("The runs' metrics.json has no `protocol`: their data is unknown.".into());
         return out;
     };
+    let p = &p;
     let mut s = String::new();
     if let Some(train) = p.get("train") {
         s.push_str(&train_clause(p, train, opening));
@@ -175,15 +176,12 @@ fn eval_clause(p: &Value) -> String {
 
 /// ` (3 epochs, batch 32, learning rate 0.0001, max length 128, flex · 2 threads)`.
 fn hyper_clause(first: &Dep) -> String {
+    let r = first.finetune();
     let hyper: Vec<String> = [
-        first.u64(&["epochs"]).map(|e| format!("{e} epochs")),
-        first.u64(&["batch_size"]).map(|b| format!("batch {b}")),
-        first
-            .num(&["learning_rate"])
-            .map(|lr| format!("learning rate {lr}")),
-        first
-            .u64(&["max_seq_length"])
-            .map(|l| format!("max length {l}")),
+        r.epochs.map(|e| format!("{e} epochs")),
+        r.batch_size.map(|b| format!("batch {b}")),
+        r.learning_rate.map(|lr| format!("learning rate {lr}")),
+        r.max_seq_length.map(|l| format!("max length {l}")),
         hardware(first),
     ]
     .into_iter()
@@ -218,9 +216,7 @@ fn protocol_caveats(deps: &[&Dep], p: &Value) -> Vec<String> {
             thousands(cap as i64)
         ));
     }
-    let differ = deps
-        .iter()
-        .any(|d| get(&d.metrics, &["protocol"]) != Some(p));
+    let differ = deps.iter().any(|d| d.protocol().as_ref() != Some(p));
     if differ {
         out.push(
             "The runs did not all use the same data protocol (see each run's metrics.json); \

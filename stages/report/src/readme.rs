@@ -78,7 +78,7 @@ pub(crate) fn readme(
 fn what_ran(p: &ReportParams, all: &[Dep], pretrain: &[&Dep], finetune: &[&Dep]) -> String {
     let mut what = Vec::new();
     if !pretrain.is_empty() {
-        let models: BTreeSet<String> = pretrain.iter().filter_map(|d| d.str(&["model"])).collect();
+        let models: BTreeSet<String> = pretrain.iter().filter_map(|d| d.pretrain().model).collect();
         what.push(format!(
             "{} pretraining run{} (`{}`)",
             pretrain.len(),
@@ -133,8 +133,8 @@ fn hardware_dates_commit(
         .iter()
         .chain(finetune.iter())
         .filter_map(|d| {
-            let dev = d.str(&["device"])?;
-            Some(match d.u64(&["threads"]) {
+            let dev = d.device()?;
+            Some(match d.threads() {
                 Some(t) => format!("{dev} ({t} threads)"),
                 None => dev,
             })

@@ -62,7 +62,7 @@ impl Recipe {
 /// instance carries (a `clean` matrix, `add_task_text: [false, true]`, expands the stages after
 /// it), or the only one.
 pub fn clean_of<'a>(p: &Dep, cleans: &[&'a Dep]) -> Option<&'a Dep> {
-    if let Some(name) = p.str(&["clean_instance"])
+    if let Some(name) = p.pretrain().clean_instance
         && let Some(c) = cleans.iter().find(|c| c.instance == name)
     {
         return Some(c);
@@ -81,7 +81,8 @@ pub fn clean_of<'a>(p: &Dep, cleans: &[&'a Dep]) -> Option<&'a Dep> {
 
 /// The recipe of a pretrain dep.
 pub fn recipe(p: &Dep, cleans: &[&Dep]) -> Recipe {
-    let masking = get(&p.metrics, &["masking"]);
+    let r = p.pretrain();
+    let masking = r.masking.as_ref();
     let whole_word = masking
         .and_then(|m| m.get("whole_word"))
         .and_then(Value::as_bool)
@@ -93,10 +94,8 @@ pub fn recipe(p: &Dep, cleans: &[&Dep]) -> Recipe {
         .unwrap_or_default();
     let clean = clean_of(p, cleans);
     Recipe {
-        share_type: p.str(&["share_type"]).unwrap_or_else(|| "?".into()),
-        sop: get(&p.metrics, &["sop"])
-            .and_then(Value::as_bool)
-            .unwrap_or(true),
+        share_type: r.share_type.clone().unwrap_or_else(|| "?".into()),
+        sop: r.sop.unwrap_or(true),
         masking: match whole_word {
             Some(true) => format!("whole-word{ngram}"),
             Some(false) => format!("character{ngram}"),
@@ -158,8 +157,8 @@ impl Effect<'_> {
 
 /// Whether a fine-tuning run is from `pretrain`'s final weights (not a curve's earlier step).
 fn from_final(d: &Dep, pretrain: &str) -> bool {
-    d.str(&["pretrain_instance"]).as_deref() == Some(pretrain)
-        && get(&d.metrics, &["pretrain_step"]).is_none()
+    let r = d.finetune();
+    r.pretrain_instance.as_deref() == Some(pretrain) && r.pretrain_step.is_none()
 }
 
 /// Every fine-tuning stage's effect of `pretrain`, in stage order.
@@ -169,13 +168,15 @@ pub fn effects<'a>(pretrain: &str, finetune: &[&'a Dep]) -> Vec<Effect<'a>> {
         let e = by_stage.entry(d.stage.clone()).or_insert_with(|| Effect {
             task: d.task().unwrap_or_else(|| "?".into()),
             stage: d.stage.clone(),
-            train_data: get(&d.metrics, &["protocol"])
+            train_data: d
+                .protocol()
+                .as_ref()
                 .and_then(train_data)
                 .unwrap_or_else(|| "?".into()),
             pretrained: Vec::new(),
             random: Vec::new(),
         });
-        match d.str(&["init"]).as_deref() {
+        match d.finetune().init.as_deref() {
             Some("pretrained") => e.pretrained.push(d),
             Some("random") => e.random.push(d),
             _ => {}
@@ -200,8 +201,8 @@ pub fn main_pretrain<'a>(
         if effects(&p.instance, finetune).is_empty() {
             continue;
         }
-        let tokens = p.u64(&["tokens_seen"]).unwrap_or(0);
-        if best.is_none_or(|b| tokens > b.u64(&["tokens_seen"]).unwrap_or(0)) {
+        let tokens = p.pretrain().tokens_seen.unwrap_or(0);
+        if best.is_none_or(|b| tokens > b.pretrain().tokens_seen.unwrap_or(0)) {
             best = Some(p);
         }
     }

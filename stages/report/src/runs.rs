@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::deps::{Dep, get};
+use crate::deps::Dep;
 use crate::published::Published;
 use crate::sizes::round;
 use crate::table::{Cell, Col, Fmt, Table, thousands};
@@ -30,12 +30,12 @@ pub(crate) fn dims(config: &Value) -> Option<String> {
 
 /// `flex · 2 threads · fp32`.
 pub(crate) fn hardware(d: &Dep) -> Option<String> {
-    let device = d.str(&["device"])?;
+    let device = d.device()?;
     let mut parts = vec![device];
-    if let Some(t) = d.u64(&["threads"]) {
+    if let Some(t) = d.threads() {
         parts.push(format!("{t} thread{}", if t == 1 { "" } else { "s" }));
     }
-    if let Some(p) = d.str(&["precision"]) {
+    if let Some(p) = d.pretrain().precision {
         parts.push(p);
     }
     Some(parts.join(" · "))
@@ -63,11 +63,11 @@ fn varying(deps: &[&Dep]) -> String {
 /// CPU-hours of a run: its wall time × the threads it trained on, on a CPU device; `None` on a
 /// GPU (whose hours are the wall time's) or without the figures.
 pub(crate) fn cpu_hours(d: &Dep) -> Option<f64> {
-    let device = d.str(&["device"])?;
+    let device = d.device()?;
     if device.starts_with("cuda") {
         return None;
     }
-    Some(d.wall_seconds()? * d.u64(&["threads"])? as f64 / 3600.0)
+    Some(d.wall_seconds()? * d.threads()? as f64 / 3600.0)
 }
 
 pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Table {
@@ -85,7 +85,7 @@ pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Tab
                 .into(),
         );
     }
-    if deps.iter().any(|d| get(&d.metrics, &["eval"]).is_none()) {
+    if deps.iter().any(|d| d.pretrain().eval.is_none()) {
         t.notes.push(
             "A run without MLM/SOP accuracy had no eval shard (mask's eval_fraction 0) or \
              never reached an evaluation."
@@ -190,11 +190,10 @@ fn pretraining_columns() -> Vec<Col> {
 
 /// One of our pretraining runs as a row of the table.
 fn our_pretraining_row(d: &Dep, cleans: &[&Dep]) -> Vec<(&'static str, Cell)> {
-    let m = &d.metrics;
-    let eval = get(m, &["eval"]);
-    let e = |k: &str| eval.and_then(|e| e.get(k)).and_then(Value::as_f64);
-    let model = d.str(&["model"]).unwrap_or_else(|| "?".into());
-    let model = match get(m, &["config"]).and_then(dims) {
+    let r = d.pretrain();
+    let e = |k: &str| r.eval.as_ref().and_then(|e| e.get(k)).and_then(Value::as_f64);
+    let model = r.model.clone().unwrap_or_else(|| "?".into());
+    let model = match r.config.as_ref().and_then(dims) {
         Some(dims) => format!("{model} ({dims})"),
         None => model,
     };
@@ -204,23 +203,18 @@ fn our_pretraining_row(d: &Dep, cleans: &[&Dep]) -> Vec<(&'static str, Cell)> {
         (Some(a), None) if !recipe.sop => Some(round(a, 4)),
         _ => None,
     };
-    let wall = d.num(&["wall_seconds"]);
+    let wall = r.wall_seconds;
     vec![
         ("source", "ours".into()),
         ("run", d.instance.as_str().into()),
         ("model", model.into()),
-        ("share_type", d.str(&["share_type"]).into()),
-        ("ln_type", d.str(&["ln_type"]).into()),
-        ("parameters", d.u64(&["parameters", "total"]).into()),
-        ("steps", d.u64(&["steps"]).into()),
-        (
-            "batch_size",
-            d.u64(&["effective_batch_size"])
-                .or(d.u64(&["batch_size"]))
-                .into(),
-        ),
-        ("max_seq_length", d.u64(&["max_seq_length"]).into()),
-        ("tokens_seen", d.u64(&["tokens_seen"]).into()),
+        ("share_type", r.share_type.clone().into()),
+        ("ln_type", r.ln_type.clone().into()),
+        ("parameters", r.total_parameters().into()),
+        ("steps", r.steps.into()),
+        ("batch_size", r.rows_per_step().into()),
+        ("max_seq_length", r.max_seq_length.into()),
+        ("tokens_seen", r.tokens_seen.into()),
         ("wall_seconds", wall.map(|w| round(w, 1)).into()),
         (
             "wall_time",
@@ -229,7 +223,7 @@ fn our_pretraining_row(d: &Dep, cleans: &[&Dep]) -> Vec<(&'static str, Cell)> {
         ("cpu_hours", cpu_hours(d).map(|h| round(h, 2)).into()),
         (
             "tokens_per_s",
-            d.num(&["tokens_per_s"]).map(|x| x.round()).into(),
+            r.tokens_per_s.map(|x| x.round()).into(),
         ),
         ("device", hardware(d).into()),
         ("mlm_accuracy", percent(e("mlm_accuracy")).into()),
@@ -299,15 +293,14 @@ pub fn pretraining_sentence(deps: &[&Dep]) -> String {
     let Some(first) = deps.first() else {
         return String::new();
     };
-    let m = &first.metrics;
-    let n = |path: &[&str]| first.u64(path);
+    let r = first.pretrain();
     let mut s = format!(
         "{} pretraining run{}",
         deps.len(),
         if deps.len() == 1 { "" } else { "s" }
     );
-    let model = first.str(&["model"]).unwrap_or_else(|| "?".into());
-    match get(m, &["config"]) {
+    let model = r.model.clone().unwrap_or_else(|| "?".into());
+    match &r.config {
         Some(c) => {
             let g = |k: &str| c.get(k).and_then(Value::as_u64).unwrap_or(0);
             s.push_str(&format!(
@@ -329,28 +322,28 @@ pub fn pretraining_sentence(deps: &[&Dep]) -> String {
     }
     s.push('.');
     if let (Some(steps), Some(batch), Some(seq)) = (
-        n(&["steps"]),
-        n(&["effective_batch_size"]).or(n(&["batch_size"])),
-        n(&["max_seq_length"]),
+        r.steps,
+        r.rows_per_step(),
+        r.max_seq_length,
     ) {
         s.push_str(&format!(
             " Each trained {} steps of {batch} sequences of up to {seq} tokens",
             thousands(steps as i64)
         ));
         if let (Some(inst), Some(epochs)) =
-            (n(&["train_instances_per_epoch"]), first.num(&["epochs"]))
+            (r.train_instances_per_epoch, r.epochs)
         {
             s.push_str(&format!(
                 " ({epochs:.2} epochs over {} training instances)",
                 thousands(inst as i64)
             ));
         }
-        if let Some(o) = get(m, &["optimizer"]) {
+        if let Some(o) = &r.optimizer {
             s.push_str(&optimizer_clause(o));
         }
         s.push('.');
     }
-    if let Some(inst) = n(&["eval", "instances"]) {
+    if let Some(inst) = r.eval.as_ref().and_then(|e| e.get("instances")).and_then(Value::as_u64) {
         s.push_str(&format!(
             " Accuracy and loss: the final evaluation on the held-out eval shard ({} \
              instances, documents never trained on).",

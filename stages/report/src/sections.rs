@@ -254,8 +254,7 @@ impl<'p> Sections<'p> {
             runs_of
                 .iter()
                 .chain(&baselines_of)
-                .find_map(|d| deps::get(&d.metrics, &["protocol"]))
-                .cloned()
+                .find_map(|d| d.protocol())
                 .unwrap_or(Value::Null),
         );
         extra.insert("protocols".into(), Value::Object(protocols));
@@ -383,11 +382,8 @@ fn protocol_sentences(runs: &[&Dep], baselines: &[&Dep]) -> (Vec<String>, Map<St
         for s in finetune_runs::protocol_sentence_as(&of, &opening) {
             push(s, &mut out);
         }
-        if let Some(p) = of
-            .first()
-            .and_then(|d| deps::get(&d.metrics, &["protocol"]))
-        {
-            protocols.insert(stage.to_string(), p.clone());
+        if let Some(p) = of.first().and_then(|d| d.protocol()) {
+            protocols.insert(stage.to_string(), p);
         }
     }
     for b in baselines {

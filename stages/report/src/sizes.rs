@@ -140,6 +140,8 @@ fn fp32_mib(n: u64) -> f64 {
     round(n as f64 * 4.0 / (1024.0 * 1024.0), 1)
 }
 
+/// `x` rounded to `decimals` places, halves away from zero (`round(3.14159, 2)` = 3.14): the
+/// CSV and JSON get a figure at the precision it means, not its float noise.
 pub fn round(x: f64, decimals: i32) -> f64 {
     let f = 10f64.powi(decimals);
     (x * f).round() / f

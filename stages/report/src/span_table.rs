@@ -11,10 +11,11 @@
 
 use pipeline_tasks::SpanMetricsBlock;
 use serde::Deserialize;
-use serde_json::Value;
+use pipeline_metrics::BaselineEntry;
+use serde_json::{Map, Value};
 
-use crate::deps::{Dep, get};
-use crate::finetune_runs::{init_cell, model_cell, train_data};
+use crate::deps::Dep;
+use crate::finetune_runs::{init_cell, model_cell, train_data, train_examples};
 use crate::published::{TaskPublished, TaskRow};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
@@ -30,8 +31,9 @@ fn em_f1(v: Option<&Value>) -> Option<(f64, f64)> {
 type EmF1 = Option<(f64, f64)>;
 
 /// The dev (model-selection) and test blocks of a run, or of one baseline entry.
-fn dev_test(m: &Value) -> (EmF1, EmF1) {
-    (em_f1(get(m, &["dev"])), em_f1(get(m, &["eval", "test"])))
+fn dev_test(dev: Option<&Value>, eval: Option<&Map<String, Value>>) -> (EmF1, EmF1) {
+    let dev = dev.filter(|v| !v.is_null());
+    (em_f1(dev), em_f1(eval.and_then(|e| e.get("test"))))
 }
 
 /// `65.5 / 84.5`, each figure `mean ± sd` over seeds when there are several.
@@ -192,7 +194,7 @@ pub fn span_table(
     let mut t = Table::new(task, title, columns());
     let mut ours: Vec<&Dep> = deps.to_vec();
     ours.sort_by_key(|d| {
-        let rank = usize::from(d.str(&["init"]).as_deref() != Some("pretrained"));
+        let rank = usize::from(d.finetune().init.as_deref() != Some("pretrained"));
         (d.stage.clone(), rank, d.instance.clone())
     });
     for g in seeds::group(&ours) {
@@ -201,11 +203,7 @@ pub fn span_table(
     let mut sorted: Vec<&&Dep> = baselines.iter().collect();
     sorted.sort_by_key(|d| d.instance.clone());
     for d in sorted {
-        for e in get(&d.metrics, &["baselines"])
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for e in d.baseline().baselines.iter().flatten() {
             t.push(baseline_row(d, e));
         }
     }
@@ -222,7 +220,15 @@ pub fn span_table(
 
 fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, Cell)> {
     let d = g.first();
-    let scores: Vec<_> = g.runs.iter().map(|r| dev_test(&r.metrics)).collect();
+    let r = d.finetune();
+    let scores: Vec<_> = g
+        .runs
+        .iter()
+        .map(|d| {
+            let r = d.finetune();
+            dev_test(r.dev.as_ref(), r.eval.as_ref())
+        })
+        .collect();
     let fold = |f: &dyn Fn(&(EmF1, EmF1)) -> Option<f64>| seeds::mean_sd(scores.iter().map(f));
     let dev_em = fold(&|s| s.0.map(|x| x.0));
     let dev_f1 = fold(&|s| s.0.map(|x| x.1));
@@ -231,7 +237,7 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, Cell)> {
     let best: Vec<String> = g
         .runs
         .iter()
-        .map(|r| r.u64(&["best_epoch"]).map_or("–".into(), |b| b.to_string()))
+        .map(|d| d.finetune().best_epoch.map_or("–".into(), |b| b.to_string()))
         .collect();
     let mean = |m: Option<MeanSd>| m.map(|m| round(m.mean, 2));
     let sd = |m: Option<MeanSd>| m.and_then(|m| m.sd).map(|s| round(s, 2));
@@ -239,11 +245,8 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, Cell)> {
         ("source", "ours".into()),
         ("model", model_cell(d).into()),
         ("init", init_cell(d).into()),
-        (
-            "train_data",
-            get(&d.metrics, &["protocol"]).and_then(train_data).into(),
-        ),
-        ("parameters", d.u64(&["parameters"]).into()),
+        ("train_data", r.protocol.as_ref().and_then(train_data).into()),
+        ("parameters", r.parameters.into()),
         ("seeds", Some(g.runs.len() as u64).into()),
         ("dev_em", mean(dev_em).into()),
         ("dev_f1", mean(dev_f1).into()),
@@ -255,45 +258,34 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, Cell)> {
         ("test_md", pair_cell(test_em, test_f1).into()),
         (
             "epochs",
-            d.u64(&["epochs"])
+            r.epochs
                 .map(|e| format!("{} / {e}", best.join(", ")))
                 .into(),
         ),
-        (
-            "train_examples",
-            d.u64(&["protocol", "train", "examples"]).into(),
-        ),
+        ("train_examples", train_examples(r.protocol.as_ref()).into()),
         ("run", g.name().into()),
     ]
 }
 
-fn baseline_row(d: &Dep, e: &Value) -> Vec<(&'static str, Cell)> {
-    let (dev, test) = dev_test(e);
-    let name = e.get("name").and_then(Value::as_str).unwrap_or("?");
+fn baseline_row(d: &Dep, e: &BaselineEntry) -> Vec<(&'static str, Cell)> {
+    let (dev, test) = dev_test(e.dev.as_ref(), e.eval.as_ref());
+    let protocol = d.baseline().protocol;
+    let name = e.name.as_deref().unwrap_or("?");
     let one = |x: Option<(f64, f64)>| x.map(|(em, f1)| format!("{em:.2} / {f1:.2}"));
     vec![
         ("source", "baseline".into()),
         (
             "model",
-            e.get("description")
-                .and_then(Value::as_str)
-                .unwrap_or(name)
-                .into(),
+            e.description.as_deref().unwrap_or(name).into(),
         ),
-        (
-            "train_data",
-            get(&d.metrics, &["protocol"]).and_then(train_data).into(),
-        ),
+        ("train_data", protocol.as_ref().and_then(train_data).into()),
         ("dev_em", dev.map(|x| x.0).into()),
         ("dev_f1", dev.map(|x| x.1).into()),
         ("dev_md", one(dev).into()),
         ("test_em", test.map(|x| x.0).into()),
         ("test_f1", test.map(|x| x.1).into()),
         ("test_md", one(test).into()),
-        (
-            "train_examples",
-            d.u64(&["protocol", "train", "examples"]).into(),
-        ),
+        ("train_examples", train_examples(protocol.as_ref()).into()),
         ("run", format!("{}/{name}", d.instance).into()),
     ]
 }

@@ -6,12 +6,18 @@
 use polars::prelude::*;
 use serde_json::{Map, Value, json};
 
-/// One cell as the report builds it.
+/// One cell as the report builds it; the column's [`Kind`] decides how it is stored (an `Int`
+/// in a float column becomes a float, a number in a text column its text).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cell {
+    /// No value: empty in the CSV, `null` in the JSON, `–` in the Markdown. A non-finite
+    /// float and a `None` convert to it.
     Null,
+    /// Text.
     Str(String),
+    /// A whole number (counts, steps, sizes).
     Int(i64),
+    /// A finite number.
     Float(f64),
 }
 
@@ -73,17 +79,21 @@ impl From<Option<f64>> for Cell {
     }
 }
 
-/// The type of a column.
+/// The type of a column: its polars dtype, and so its CSV and JSON values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// Text, left-aligned in the Markdown.
     Str,
+    /// A 64-bit integer (a float cell is rounded), right-aligned.
     Int,
+    /// A 64-bit float, right-aligned.
     Float,
 }
 
 /// How a column is shown in Markdown.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Fmt {
+    /// As it is: text, or a number's shortest form.
     Text,
     /// An integer with thousands separators.
     Int,
@@ -101,10 +111,16 @@ pub enum Fmt {
 /// description for the JSON, and where it appears.
 #[derive(Debug, Clone)]
 pub struct Col {
+    /// The name in the CSV header and the JSON rows (`params_backbone`); rows name their
+    /// cells by it.
     pub key: &'static str,
+    /// The Markdown column heading (`Parameters`).
     pub header: String,
+    /// How the cells are stored.
     pub kind: Kind,
+    /// How the cells are shown in the Markdown (the CSV and JSON hold the value itself).
     pub fmt: Fmt,
+    /// What the column holds, with its unit, in the JSON's `columns`.
     pub desc: String,
     /// In the CSV and JSON.
     pub data: bool,
@@ -113,6 +129,7 @@ pub struct Col {
 }
 
 impl Col {
+    /// A column in the CSV, JSON and Markdown alike.
     pub fn new(key: &'static str, header: &str, kind: Kind, fmt: Fmt, desc: &str) -> Col {
         Col {
             key,
@@ -125,18 +142,22 @@ impl Col {
         }
     }
 
+    /// A text column.
     pub fn text(key: &'static str, header: &str, desc: &str) -> Col {
         Col::new(key, header, Kind::Str, Fmt::Text, desc)
     }
 
+    /// An integer column, shown with thousands separators.
     pub fn int(key: &'static str, header: &str, desc: &str) -> Col {
         Col::new(key, header, Kind::Int, Fmt::Int, desc)
     }
 
+    /// A float column, shown with `decimals` decimals.
     pub fn float(key: &'static str, header: &str, decimals: usize, desc: &str) -> Col {
         Col::new(key, header, Kind::Float, Fmt::Fixed(decimals), desc)
     }
 
+    /// The same column, shown in the Markdown as `fmt` says.
     pub fn fmt(mut self, fmt: Fmt) -> Col {
         self.fmt = fmt;
         self
@@ -160,14 +181,19 @@ impl Col {
 pub struct Table {
     /// The file stem (`model_size` → `model_size.csv`, `model_size.json`).
     pub key: String,
+    /// What the table shows, in words: the JSON's `title`, and the heading of a table that
+    /// shares a README section with another.
     pub title: String,
+    /// The columns, in the order they are written.
     pub cols: Vec<Col>,
+    /// One cell per column in each row, in [`Self::cols`]' order ([`Self::push`] fills them).
     pub rows: Vec<Vec<Cell>>,
     /// Sentences printed under the table (and kept in the JSON).
     pub notes: Vec<String>,
 }
 
 impl Table {
+    /// An empty table: no rows, no notes.
     pub fn new(key: &str, title: &str, cols: Vec<Col>) -> Table {
         Table {
             key: key.to_string(),

@@ -17,10 +17,9 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
 
-use crate::deps::{Dep, get};
-use crate::finetune_runs::resolve_metrics;
+use crate::deps::Dep;
+use crate::finetune_runs::resolve_entry;
 use crate::recipes::{self, Effect};
 use crate::table::{Col, Table, duration};
 
@@ -111,22 +110,14 @@ fn task_effects<'a>(rows: &Rows<'a>, task: &str, data: Option<&str>) -> Vec<Effe
 
 /// The best baseline on the same data as an effect's stage (the same protocol).
 fn best_baseline(rows: &Rows, e: &Effect) -> Option<(f64, String)> {
-    let protocol = e
-        .pretrained
-        .first()
-        .and_then(|d| get(&d.metrics, &["protocol"]))?;
+    let protocol = e.pretrained.first().and_then(|d| d.protocol())?;
     rows.baselines
         .iter()
-        .filter(|b| get(&b.metrics, &["protocol"]) == Some(protocol))
-        .flat_map(|b| {
-            get(&b.metrics, &["baselines"])
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-        })
+        .filter(|b| b.protocol().as_ref() == Some(&protocol))
+        .flat_map(|b| b.baseline().baselines.unwrap_or_default())
         .filter_map(|m| {
-            let test = resolve_metrics(m).test?;
-            Some((test, m.get("name")?.as_str()?.to_string()))
+            let test = resolve_entry(&m).test?;
+            Some((test, m.name?))
         })
         .max_by(|a, b| a.0.total_cmp(&b.0))
 }
@@ -296,7 +287,7 @@ fn budget(rows: &Rows) -> Target {
     let runs: Vec<&&Dep> = rows
         .finetune
         .iter()
-        .filter(|d| d.str(&["pretrain_instance"]).as_deref() == Some(main.instance.as_str()))
+        .filter(|d| d.finetune().pretrain_instance.as_deref() == Some(main.instance.as_str()))
         .collect();
     // `+ 0.0`: an empty sum of f64 is −0.0.
     let finetune: f64 = runs.iter().filter_map(|d| d.wall_seconds()).sum::<f64>() + 0.0;
