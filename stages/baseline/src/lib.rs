@@ -31,6 +31,8 @@
 //! finetune stage's: `{examples, accuracy, f1, macro_f1, confusion}`, and what was fitted) and
 //! `length` (mean pair length per class in every split: the LCQMC length shortcut, measured).
 
+#![warn(missing_docs)]
+
 pub mod comprehension;
 pub mod features;
 pub mod logistic;
@@ -56,6 +58,7 @@ pub use params::{BaselineParams, Method};
 use params::{known, own_params};
 use rules::{IntervalRule, majority};
 
+/// The `baseline` stage kind (registered as `baseline`): see the module docs.
 pub struct BaselineStage;
 
 impl Stage for BaselineStage {

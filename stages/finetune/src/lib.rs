@@ -44,6 +44,8 @@
 //! On a CPU each batch is split into one micro-batch per core, the classifier's dropout masks
 //! drawn on one thread in a fixed order, so that runs are reproducible (`train`).
 
+#![warn(missing_docs)]
+
 pub mod data;
 pub mod encode;
 pub mod fit;
@@ -78,6 +80,7 @@ use params::{known, train_params};
 use task_model::{Source, TaskModel, check_vocab};
 use train::FineTuner;
 
+/// The `finetune` stage kind (registered as `finetune`): see the module docs.
 pub struct FinetuneStage;
 
 impl Stage for FinetuneStage {

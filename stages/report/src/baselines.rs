@@ -73,10 +73,7 @@ pub fn rows(deps: &[&Dep]) -> Vec<Vec<(&'static str, Cell)>> {
                 ("selection_accuracy", r.selection.into()),
                 ("dev_set", r.dev_set.into()),
                 ("test_set", r.test_set.into()),
-                (
-                    "train_examples",
-                    train_examples(protocol).into(),
-                ),
+                ("train_examples", train_examples(protocol).into()),
                 ("run", format!("{}/{name}", d.instance).into()),
                 ("note", fitted(e, &labels).into()),
             ]);

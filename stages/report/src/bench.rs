@@ -285,7 +285,6 @@ fn from_bench(line: &BenchLine) -> Option<Row> {
     }
 }
 
-
 /// The throughput table: the benchmark lines (ours beside transformers' on the same shape),
 /// then our stages' own runs, with ours ÷ transformers where both measured the same shape.
 pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> Table {

@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-
 use crate::deps::Dep;
 use crate::finetune_runs::{resolve, resolve_entry, train_data};
 use crate::plots::{Figure, Series};

@@ -323,7 +323,11 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> 
     let best: Vec<String> = g
         .runs
         .iter()
-        .map(|d| d.finetune().best_epoch.map_or("–".into(), |b| b.to_string()))
+        .map(|d| {
+            d.finetune()
+                .best_epoch
+                .map_or("–".into(), |b| b.to_string())
+        })
         .collect();
     let epochs = r.epochs.map(|e| format!("{} / {e}", best.join(", ")));
     let init_cell = init_cell(d);

@@ -191,7 +191,12 @@ fn pretraining_columns() -> Vec<Col> {
 /// One of our pretraining runs as a row of the table.
 fn our_pretraining_row(d: &Dep, cleans: &[&Dep]) -> Vec<(&'static str, Cell)> {
     let r = d.pretrain();
-    let e = |k: &str| r.eval.as_ref().and_then(|e| e.get(k)).and_then(Value::as_f64);
+    let e = |k: &str| {
+        r.eval
+            .as_ref()
+            .and_then(|e| e.get(k))
+            .and_then(Value::as_f64)
+    };
     let model = r.model.clone().unwrap_or_else(|| "?".into());
     let model = match r.config.as_ref().and_then(dims) {
         Some(dims) => format!("{model} ({dims})"),
@@ -221,10 +226,7 @@ fn our_pretraining_row(d: &Dep, cleans: &[&Dep]) -> Vec<(&'static str, Cell)> {
             wall.map(crate::table::duration).unwrap_or_default().into(),
         ),
         ("cpu_hours", cpu_hours(d).map(|h| round(h, 2)).into()),
-        (
-            "tokens_per_s",
-            r.tokens_per_s.map(|x| x.round()).into(),
-        ),
+        ("tokens_per_s", r.tokens_per_s.map(|x| x.round()).into()),
         ("device", hardware(d).into()),
         ("mlm_accuracy", percent(e("mlm_accuracy")).into()),
         ("sop_accuracy", percent(e("sop_accuracy")).into()),
@@ -321,18 +323,12 @@ pub fn pretraining_sentence(deps: &[&Dep]) -> String {
         s.push_str(&format!(", one per {vary}"));
     }
     s.push('.');
-    if let (Some(steps), Some(batch), Some(seq)) = (
-        r.steps,
-        r.rows_per_step(),
-        r.max_seq_length,
-    ) {
+    if let (Some(steps), Some(batch), Some(seq)) = (r.steps, r.rows_per_step(), r.max_seq_length) {
         s.push_str(&format!(
             " Each trained {} steps of {batch} sequences of up to {seq} tokens",
             thousands(steps as i64)
         ));
-        if let (Some(inst), Some(epochs)) =
-            (r.train_instances_per_epoch, r.epochs)
-        {
+        if let (Some(inst), Some(epochs)) = (r.train_instances_per_epoch, r.epochs) {
             s.push_str(&format!(
                 " ({epochs:.2} epochs over {} training instances)",
                 thousands(inst as i64)
@@ -343,7 +339,12 @@ pub fn pretraining_sentence(deps: &[&Dep]) -> String {
         }
         s.push('.');
     }
-    if let Some(inst) = r.eval.as_ref().and_then(|e| e.get("instances")).and_then(Value::as_u64) {
+    if let Some(inst) = r
+        .eval
+        .as_ref()
+        .and_then(|e| e.get("instances"))
+        .and_then(Value::as_u64)
+    {
         s.push_str(&format!(
             " Accuracy and loss: the final evaluation on the held-out eval shard ({} \
              instances, documents never trained on).",

@@ -9,9 +9,9 @@
 //! rows trained on CMRC's train set (10k questions) and report the official dev and test
 //! sets (CLUE's on its 2k-question subset of test).
 
+use pipeline_metrics::BaselineEntry;
 use pipeline_tasks::SpanMetricsBlock;
 use serde::Deserialize;
-use pipeline_metrics::BaselineEntry;
 use serde_json::{Map, Value};
 
 use crate::deps::Dep;
@@ -237,7 +237,11 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, Cell)> {
     let best: Vec<String> = g
         .runs
         .iter()
-        .map(|d| d.finetune().best_epoch.map_or("–".into(), |b| b.to_string()))
+        .map(|d| {
+            d.finetune()
+                .best_epoch
+                .map_or("–".into(), |b| b.to_string())
+        })
         .collect();
     let mean = |m: Option<MeanSd>| m.map(|m| round(m.mean, 2));
     let sd = |m: Option<MeanSd>| m.and_then(|m| m.sd).map(|s| round(s, 2));
@@ -245,7 +249,10 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, Cell)> {
         ("source", "ours".into()),
         ("model", model_cell(d).into()),
         ("init", init_cell(d).into()),
-        ("train_data", r.protocol.as_ref().and_then(train_data).into()),
+        (
+            "train_data",
+            r.protocol.as_ref().and_then(train_data).into(),
+        ),
         ("parameters", r.parameters.into()),
         ("seeds", Some(g.runs.len() as u64).into()),
         ("dev_em", mean(dev_em).into()),
@@ -274,10 +281,7 @@ fn baseline_row(d: &Dep, e: &BaselineEntry) -> Vec<(&'static str, Cell)> {
     let one = |x: Option<(f64, f64)>| x.map(|(em, f1)| format!("{em:.2} / {f1:.2}"));
     vec![
         ("source", "baseline".into()),
-        (
-            "model",
-            e.description.as_deref().unwrap_or(name).into(),
-        ),
+        ("model", e.description.as_deref().unwrap_or(name).into()),
         ("train_data", protocol.as_ref().and_then(train_data).into()),
         ("dev_em", dev.map(|x| x.0).into()),
         ("dev_f1", dev.map(|x| x.1).into()),

@@ -17,7 +17,6 @@
 
 use std::fmt::Write as _;
 
-
 use crate::deps::Dep;
 use crate::finetune_runs::resolve_entry;
 use crate::recipes::{self, Effect};
