@@ -180,21 +180,13 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
             seconds,
         ));
     }
+    let questions = splits(protocol)
+        .iter()
+        .map(|s| (s.name.clone(), json!(s.len())))
+        .collect();
     Ok(serde_json::to_value(BaselineRecord {
-        task: Some(protocol.spec.task.name().into()),
-        kind: Some("baseline".into()),
-        labels: Some(protocol.labels.clone()),
-        protocol: Some(protocol.to_json()),
-        baselines: Some(baselines),
-        length: None,
-        questions: Some(
-            splits(protocol)
-                .iter()
-                .map(|s| (s.name.clone(), json!(s.len())))
-                .collect(),
-        ),
-        seconds: Some(started.elapsed().as_secs_f64()),
-        threads: Some(std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
+        questions: Some(questions),
+        ..crate::record(protocol, baselines, started)
     })?)
 }
 

@@ -380,17 +380,30 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
         length.insert(name.to_string(), length_by_class(ex, labels));
     }
     let record = BaselineRecord {
+        length: Some(length),
+        ..record(protocol, baselines, started)
+    };
+    Ok(serde_json::to_value(record)?)
+}
+
+/// The record of a baseline stage over `protocol` that ran `baselines` since `started`, without
+/// the blocks of one kind of task (`length`, `questions`).
+pub(crate) fn record(
+    protocol: &Protocol,
+    baselines: Vec<BaselineEntry>,
+    started: Instant,
+) -> BaselineRecord {
+    BaselineRecord {
         task: Some(protocol.spec.task.name().into()),
         kind: Some("baseline".into()),
-        labels: Some(labels.clone()),
+        labels: Some(protocol.labels.clone()),
         protocol: Some(protocol.to_json()),
         baselines: Some(baselines),
-        length: Some(length),
+        length: None,
         questions: None,
         seconds: Some(started.elapsed().as_secs_f64()),
         threads: Some(std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
-    };
-    Ok(serde_json::to_value(record)?)
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use anyhow::bail;
-use pipeline_metrics::{BaselineEntry, BaselineRecord};
+use pipeline_metrics::BaselineEntry;
 use pipeline_tasks::entities::{entities, score};
 use pipeline_tasks::{MetricsBlock, Protocol, TagExample, evaluate};
 use serde_json::{Map, Value, json};
@@ -267,17 +267,9 @@ pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyho
             seconds,
         ));
     }
-    Ok(serde_json::to_value(BaselineRecord {
-        task: Some(protocol.spec.task.name().into()),
-        kind: Some("baseline".into()),
-        labels: Some(labels.clone()),
-        protocol: Some(protocol.to_json()),
-        baselines: Some(baselines),
-        length: None,
-        questions: None,
-        seconds: Some(started.elapsed().as_secs_f64()),
-        threads: Some(std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
-    })?)
+    Ok(serde_json::to_value(crate::record(
+        protocol, baselines, started,
+    ))?)
 }
 
 #[cfg(test)]
