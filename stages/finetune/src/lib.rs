@@ -148,17 +148,15 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         config.hidden_size,
         p.hidden_dropout > 0.0,
     );
-    announce(
-        ctx,
+    let setup = Setup {
         p,
-        &protocol,
-        &sets,
-        &source,
-        &device,
-        &tuner,
-        total_steps,
-        &log,
-    );
+        protocol: &protocol,
+        config: &config,
+        source: &source,
+        device: &device,
+        sets: &sets,
+    };
+    announce(ctx, &setup, &tuner, total_steps, &log);
     let task = Task {
         kind,
         labels: &protocol.labels,
@@ -174,9 +172,7 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
         &protocol.labels,
         &source,
     )?;
-    let mut record = summary(
-        p, &protocol, &config, &source, &device, &tuner, &fitted, evaluated, started,
-    )?;
+    let mut record = summary(&setup, &tuner, &fitted, evaluated, started)?;
     add_encoding(&mut record, &sets, &encoder, spec.task.kind())?;
     let metrics = serde_json::to_value(record)?;
     pipeline_metrics::write_metrics(ctx.out_dir, ctx.log_dir, &metrics)?;
@@ -318,18 +314,33 @@ impl Sets {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a run trains with once its model and data are ready: what the opening log line and
+/// the record both say.
+struct Setup<'a> {
+    p: &'a TrainParams,
+    protocol: &'a Protocol,
+    config: &'a pipeline_albert::AlbertConfig,
+    source: &'a Source,
+    device: &'a ResolvedDevice,
+    sets: &'a Sets,
+}
+
+/// The run's opening log line, and the progress bar's style and length.
 fn announce(
     ctx: &StageContext,
-    p: &TrainParams,
-    protocol: &Protocol,
-    sets: &Sets,
-    source: &Source,
-    device: &ResolvedDevice,
+    s: &Setup,
     tuner: &FineTuner,
     total_steps: u64,
     log: &dyn Fn(&str),
 ) {
+    let Setup {
+        p,
+        protocol,
+        sets,
+        source,
+        device,
+        ..
+    } = *s;
     log(&format!(
         "{} ({}): {} train / {} dev examples, {} evaluation sets; init {} from {}; {} steps on {} \
          with {} data-parallel worker(s)",
@@ -473,18 +484,21 @@ fn add_encoding(
 }
 
 /// `metrics.json` (docs/metrics.md).
-#[allow(clippy::too_many_arguments)]
 fn summary(
-    p: &TrainParams,
-    protocol: &Protocol,
-    config: &pipeline_albert::AlbertConfig,
-    source: &Source,
-    device: &ResolvedDevice,
+    s: &Setup,
     tuner: &FineTuner,
     fitted: &Fit,
     evaluated: Evaluated,
     started: Instant,
 ) -> anyhow::Result<FinetuneRecord> {
+    let Setup {
+        p,
+        protocol,
+        config,
+        source,
+        device,
+        ..
+    } = *s;
     let examples_trained = (protocol.train.examples.len() * p.epochs) as f64;
     let train_s = fitted.train_seconds.max(1e-9);
     Ok(FinetuneRecord {
