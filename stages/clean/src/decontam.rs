@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 
 use pipeline_text::normalize::Normalizer;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The Mersenne prime 2^61 − 1.
 const P: u64 = (1 << 61) - 1;
@@ -78,7 +78,8 @@ struct Short {
 }
 
 /// How many held-out texts a source gave, for metrics.json.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct SourceCounts {
     /// Distinct held-out texts (after normalisation).
     pub texts: u64,

@@ -82,11 +82,13 @@ use rayon::prelude::*;
 use serde_json::{Map, Value};
 
 use decontam::HeldOut;
-use metrics::{DecontamTask, Decontamination, DropReason, Metrics};
+pub use decontam::SourceCounts;
+use metrics::DropReason;
+pub use metrics::{DecontamTask, Decontamination, Drops, Metrics};
 pub use params::{CleanParams, FormatRules, TaskParams, known_params};
 use read::{BLOCK_DOCS, Msg, read_all};
 pub use task_text::TaskEntry;
-use task_text::TaskTextCounts;
+pub use task_text::TaskTextCounts;
 use writer::ShardWriter;
 
 /// The `clean` stage kind.
@@ -461,7 +463,7 @@ impl<'a> Cleaner<'a> {
                     self.metrics.drops.count(reason);
                     if let Some(c) = counts {
                         c.chars_in += p.chars_in;
-                        *c.dropped.entry(reason).or_default() += 1;
+                        *c.dropped.entry(reason.to_string()).or_default() += 1;
                     }
                 }
                 Ok(kept) => {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use pipeline_text::corpus::Format;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::CleanParams;
 use crate::decontam::SourceCounts;
@@ -34,19 +34,25 @@ impl DropReason {
 }
 
 /// Drops by reason, as `metrics.json` shows them.
-#[derive(Debug, Default, Serialize)]
-pub(crate) struct Drops {
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Drops {
     /// Sentences shorter than `min_sentence_chars` (sentences, not documents).
-    pub(crate) short_sentence: u64,
+    pub short_sentence: u64,
     /// Documents with no text left after normalisation.
-    pub(crate) empty: u64,
-    pub(crate) short_document: u64,
-    pub(crate) too_few_sentences: u64,
-    pub(crate) long_document: u64,
+    pub empty: u64,
+    /// Documents shorter than `min_doc_chars`.
+    pub short_document: u64,
+    /// Documents with fewer than `min_sentences` sentences.
+    pub too_few_sentences: u64,
+    /// Documents longer than `max_doc_chars`.
+    pub long_document: u64,
     /// Documents with nothing left once the paragraphs holding a held-out text went.
-    pub(crate) contaminated: u64,
-    pub(crate) duplicate: u64,
-    pub(crate) near_duplicate: u64,
+    pub contaminated: u64,
+    /// Exact duplicates of a document kept earlier.
+    pub duplicate: u64,
+    /// Near duplicates (MinHash similarity at or above `near_dup_threshold`).
+    pub near_duplicate: u64,
 }
 
 impl Drops {
@@ -66,46 +72,68 @@ impl Drops {
 }
 
 /// What the held-out texts dropped, as `metrics.json` shows it.
-#[derive(Debug, Default, Serialize)]
-pub(crate) struct Decontamination {
-    pub(crate) min_chars: usize,
-    pub(crate) window: usize,
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Decontamination {
+    /// Held-out texts shorter than this many characters are not matched.
+    pub min_chars: usize,
+    /// From this many characters on, any shared passage of 1.5× it counts as a match.
+    pub window: usize,
     /// Paragraphs dropped, over every task.
-    pub(crate) paragraphs_dropped: u64,
+    pub paragraphs_dropped: u64,
     /// Per task: its files, held-out texts and the paragraphs they dropped.
-    pub(crate) tasks: BTreeMap<String, DecontamTask>,
+    pub tasks: BTreeMap<String, DecontamTask>,
 }
 
-#[derive(Debug, Default, Serialize)]
-pub(crate) struct DecontamTask {
-    pub(crate) files: Vec<String>,
+/// One task's held-out texts in [`Decontamination`].
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DecontamTask {
+    /// The task's dev and test files, as given.
+    pub files: Vec<String>,
+    /// Its texts and the paragraphs they dropped.
     #[serde(flatten)]
-    pub(crate) counts: SourceCounts,
+    pub counts: SourceCounts,
 }
 
-#[derive(Debug, Default, Serialize)]
-pub(crate) struct Metrics {
-    pub(crate) files: u64,
-    pub(crate) bytes_in: u64,
-    pub(crate) documents_in: u64,
-    pub(crate) documents_out: u64,
-    pub(crate) chars_in: u64,
-    pub(crate) chars_out: u64,
-    pub(crate) sentences_out: u64,
+/// A clean artifact's `metrics.json` (counts only, deterministic), written by the stage and
+/// read through this type by the report. Read with `serde(default)`: a key an older stage did
+/// not write reads as 0 or empty.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Metrics {
+    /// Corpus files read.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes_in: u64,
+    /// Documents read.
+    pub documents_in: u64,
+    /// Documents kept.
+    pub documents_out: u64,
+    /// Characters read.
+    pub chars_in: u64,
+    /// Characters kept.
+    pub chars_out: u64,
+    /// Sentences kept.
+    pub sentences_out: u64,
     /// Sentences longer than `max_sentence_chars` that were cut into pieces.
-    pub(crate) long_sentences_cut: u64,
-    pub(crate) invalid_utf8_lines: u64,
+    pub long_sentences_cut: u64,
+    /// Lines that were not valid UTF-8 (skipped, listed in clean.log).
+    pub invalid_utf8_lines: u64,
     /// Documents of the `paragraphs`/`wiki` formats cut by the reader's size limit.
-    pub(crate) oversized_documents_cut: u64,
-    pub(crate) shards: u64,
-    pub(crate) drops: Drops,
-    pub(crate) formats: BTreeMap<String, Format>,
+    pub oversized_documents_cut: u64,
+    /// Shards written.
+    pub shards: u64,
+    /// Documents (and short sentences) dropped, by reason.
+    pub drops: Drops,
+    /// The format each corpus file was read as, by path.
+    pub formats: BTreeMap<String, Format>,
     /// Per `task_text` entry: what its train texts added (absent without task text).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) task_text: BTreeMap<String, TaskTextCounts>,
+    pub task_text: BTreeMap<String, TaskTextCounts>,
     /// Absent when no held-out text is configured.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) decontamination: Option<Decontamination>,
+    pub decontamination: Option<Decontamination>,
 }
 
 impl Metrics {

@@ -21,7 +21,7 @@ use anyhow::Context;
 use pipeline_params::ParamError;
 use pipeline_tasks::{ProtocolSpec, texts};
 use pipeline_text::corpus::Document;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// One entry of `task_text` or `exclude_texts_of`.
@@ -164,7 +164,8 @@ pub fn documents(loaded: &Loaded) -> Vec<Document> {
 }
 
 /// What a `task_text` entry added, for metrics.json.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TaskTextCounts {
     /// The protocol's files, as given.
     pub files: Vec<String>,
@@ -174,12 +175,14 @@ pub struct TaskTextCounts {
     pub texts: u64,
     /// Characters before cleaning.
     pub chars_in: u64,
-    /// Documents kept, and their characters and sentences after cleaning.
+    /// Documents kept.
     pub documents_out: u64,
+    /// Their characters after cleaning.
     pub chars_out: u64,
+    /// Their sentences after cleaning.
     pub sentences_out: u64,
     /// Documents dropped, by the clean stage's reasons.
-    pub dropped: BTreeMap<&'static str, u64>,
+    pub dropped: BTreeMap<String, u64>,
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 //! evaluation texts was read without decontamination), and what the `mask` stage made of it.
 
 use pipeline_metrics::MaskSplitRecord;
-use serde_json::Value;
+use stage_clean::{DecontamTask, Metrics};
 
-use crate::deps::{Dep, get};
+use crate::deps::Dep;
 use crate::table::thousands;
 
 /// Corpus files of the shared data that hold a fine-tuning task's evaluation texts: the file's
@@ -23,22 +23,23 @@ const KNOWN_LEAKS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-fn n(v: Option<&Value>) -> String {
-    v.and_then(Value::as_u64)
-        .map_or("?".into(), |x| thousands(x as i64))
+fn n(x: u64) -> String {
+    thousands(x as i64)
 }
 
 /// The decontamination entry of `task` (by its name, or an entry name that starts with it).
-fn decontaminated<'a>(c: &'a Dep, task: &str) -> Option<(&'a String, &'a Value)> {
-    get(&c.metrics, &["decontamination", "tasks"])?
-        .as_object()?
+fn decontaminated(c: &Metrics, task: &str) -> Option<(String, DecontamTask)> {
+    c.decontamination
+        .as_ref()?
+        .tasks
         .iter()
         .find(|(name, _)| name.as_str() == task || name.starts_with(&format!("{task}_")))
+        .map(|(name, t)| (name.clone(), t.clone()))
 }
 
 /// `Task text added (train splits only): chnsenticorp 9,600 examples → 9,512 documents …`.
-fn task_text_sentence(c: &Dep) -> Option<String> {
-    let tasks = get(&c.metrics, &["task_text"])?.as_object()?;
+fn task_text_sentence(c: &Metrics) -> Option<String> {
+    let tasks = &c.task_text;
     if tasks.is_empty() {
         return None;
     }
@@ -47,9 +48,9 @@ fn task_text_sentence(c: &Dep) -> Option<String> {
         .map(|(name, t)| {
             format!(
                 "{name} {} train examples → {} documents kept ({} characters)",
-                n(t.get("examples")),
-                n(t.get("documents_out")),
-                n(t.get("chars_out"))
+                n(t.examples),
+                n(t.documents_out),
+                n(t.chars_out)
             )
         })
         .collect();
@@ -60,17 +61,17 @@ fn task_text_sentence(c: &Dep) -> Option<String> {
     ))
 }
 
-fn decontamination_sentence(c: &Dep) -> Option<String> {
-    let d = get(&c.metrics, &["decontamination"])?;
-    let tasks = d.get("tasks")?.as_object()?;
-    let parts: Vec<String> = tasks
+fn decontamination_sentence(c: &Metrics) -> Option<String> {
+    let d = c.decontamination.as_ref()?;
+    let parts: Vec<String> = d
+        .tasks
         .iter()
         .map(|(name, t)| {
             format!(
                 "{name} {} paragraphs (of {} dev and test texts, {} too short to match)",
-                n(t.get("paragraphs_dropped")),
-                n(t.get("texts")),
-                n(t.get("too_short"))
+                n(t.counts.paragraphs_dropped),
+                n(t.counts.texts),
+                n(t.counts.too_short)
             )
         })
         .collect();
@@ -78,15 +79,15 @@ fn decontamination_sentence(c: &Dep) -> Option<String> {
         "Decontamination dropped every paragraph holding a dev or test text of the fine-tuning \
          tasks (texts of {} characters or more; from {} characters, any shared passage of 1.5× \
          that): {} in all — {}.",
-        n(d.get("min_chars")),
-        n(d.get("window")),
-        n(d.get("paragraphs_dropped")),
+        n(d.min_chars as u64),
+        n(d.window as u64),
+        n(d.paragraphs_dropped),
         parts.join("; ")
     ))
 }
 
 /// What a file known to hold evaluation texts means for this corpus.
-fn leak_sentences(c: &Dep, files: &[&str]) -> Vec<String> {
+fn leak_sentences(c: &Metrics, files: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     for (ending, task, holds) in KNOWN_LEAKS {
         let Some(file) = files.iter().find(|f| f.contains(ending)) else {
@@ -104,7 +105,7 @@ fn leak_sentences(c: &Dep, files: &[&str]) -> Vec<String> {
                 "It includes `{file}`, which holds {holds}; decontamination against {name}'s dev \
                  and test texts dropped {} paragraphs, so no {task} evaluation text was \
                  pretrained on.",
-                n(t.get("paragraphs_dropped"))
+                n(t.counts.paragraphs_dropped)
             ),
             None => format!(
                 "**It includes `{file}`, which holds {holds}, without decontamination against \
@@ -138,12 +139,8 @@ fn data_relative(path: &str) -> String {
 /// The files a `clean` instance read (its metrics.json's `formats`, one entry per corpus file),
 /// the task text it added, what decontamination dropped, and the known leaks.
 pub fn corpus_sentence(c: &Dep) -> String {
-    let owned: Vec<String> = c
-        .metrics
-        .get("formats")
-        .and_then(Value::as_object)
-        .map(|m| m.keys().map(|k| data_relative(k)).collect())
-        .unwrap_or_default();
+    let record = c.clean();
+    let owned: Vec<String> = record.formats.keys().map(|k| data_relative(k)).collect();
     let files: Vec<&str> = owned.iter().map(String::as_str).collect();
     let mut s = format!(
         "The pretraining corpus (`{}`) read {} file(s): {}.",
@@ -155,10 +152,10 @@ pub fn corpus_sentence(c: &Dep) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    for extra in task_text_sentence(c)
+    for extra in task_text_sentence(&record)
         .into_iter()
-        .chain(decontamination_sentence(c))
-        .chain(leak_sentences(c, &files))
+        .chain(decontamination_sentence(&record))
+        .chain(leak_sentences(&record, &files))
     {
         s.push(' ');
         s.push_str(&extra);
@@ -213,7 +210,7 @@ mod tests {
     use super::*;
     use crate::deps::DepKind;
     use crate::recipes::tests::dep;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn clean(metrics: Value) -> Dep {
         dep("clean", DepKind::Clean, metrics)

@@ -72,6 +72,11 @@ impl Dep {
         self.record(DepKind::Mask)
     }
 
+    /// The record of a clean dep (empty for another kind; see [`stage_clean::Metrics`]).
+    pub fn clean(&self) -> stage_clean::Metrics {
+        self.record(DepKind::Clean)
+    }
+
     fn record<T: Default + for<'de> serde::Deserialize<'de>>(&self, kind: DepKind) -> T {
         (self.kind == kind)
             .then(|| records::read(&self.metrics))

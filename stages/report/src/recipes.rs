@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::deps::{Dep, get};
+use crate::deps::Dep;
 use crate::finetune_runs::{resolve, train_data};
 use crate::seeds::{self, MeanSd};
 
@@ -102,9 +102,7 @@ pub fn recipe(p: &Dep, cleans: &[&Dep]) -> Recipe {
             None => "?".into(),
         },
         task_text: clean
-            .and_then(|c| get(&c.metrics, &["task_text"]))
-            .and_then(Value::as_object)
-            .map(|m| m.keys().cloned().collect())
+            .map(|c| c.clean().task_text.into_keys().collect())
             .unwrap_or_default(),
         clean: clean.map(|c| c.instance.clone()),
     }

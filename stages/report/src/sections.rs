@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value};
 
 use crate::bench::BenchLine;
-use crate::deps::{self, Dep};
+use crate::deps::Dep;
 use crate::published::Published;
 use crate::table::Table;
 use crate::{
@@ -387,10 +387,10 @@ fn protocol_sentences(runs: &[&Dep], baselines: &[&Dep]) -> (Vec<String>, Map<St
         }
     }
     for b in baselines {
-        let p = deps::get(&b.metrics, &["protocol"]);
+        let p = b.protocol();
         let same = stages
             .iter()
-            .find(|s| p.is_some() && protocols.get(**s).is_some_and(|q| Some(q) == p));
+            .find(|s| p.is_some() && protocols.get(**s).is_some_and(|q| Some(q) == p.as_ref()));
         match same {
             Some(stage) => push(
                 format!(
