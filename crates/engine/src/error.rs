@@ -163,19 +163,6 @@ pub fn user_error(err: &anyhow::Error) -> Option<&UserError> {
         .and_then(InstanceError::user_error)
 }
 
-/// Writes each error of the chain that starts at `source` after ": ", as `{:#}` of an
-/// `anyhow::Error` does after its first message.
-pub(crate) fn write_sources(
-    f: &mut fmt::Formatter<'_>,
-    mut source: Option<&(dyn Error + 'static)>,
-) -> fmt::Result {
-    while let Some(e) = source {
-        write!(f, ": {e}")?;
-        source = e.source();
-    }
-    Ok(())
-}
-
 /// `err` and its sources, joined by ": ": what `{:#}` of an `anyhow::Error` holding it prints,
 /// for the run records and logs that keep the text.
 pub(crate) fn chain_text(err: &(dyn Error + 'static)) -> String {

@@ -1,12 +1,11 @@
 //! Errors of running: the run itself ([`RunError`]), one instance run on its own
 //! ([`InstanceError`]), and the controller's side of a cluster job ([`JobError`]).
 
-use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{IndexError, StoreError, UserError, write_sources};
+use super::{IndexError, StoreError, UserError};
 
 /// Why [`crate::exec::run`] stopped the run. A failing stage is not one: it is an outcome.
 #[derive(Debug, thiserror::Error)]
@@ -87,12 +86,10 @@ impl InstanceError {
 
 /// Why a cluster job could not be prepared ([`crate::executor::slurm::script::Attempt::prepare`])
 /// or its output committed ([`crate::executor::slurm::finish::commit_job`]).
-///
-/// Its `{:#}` prints the sources after the message, as `anyhow` does: the job tracker records
-/// the error that way.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum JobError {
     /// The attempt's log directory (or its instance folder's marker) could not be created.
+    #[error("creating {}", dir.display())]
     CreateDir {
         /// The directory.
         dir: PathBuf,
@@ -100,6 +97,7 @@ pub enum JobError {
         source: io::Error,
     },
     /// `spec.json` or `job.sh` could not be written.
+    #[error("writing {}", path.display())]
     Write {
         /// The file.
         path: PathBuf,
@@ -107,8 +105,14 @@ pub enum JobError {
         source: io::Error,
     },
     /// The instance spec or the manifest could not be serialised.
-    Json(serde_json::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
     /// The job succeeded, but its output directory did not show on this node in time.
+    #[error(
+        "the job succeeded but its output {} did not appear within {waited:?} (is .pipeline on \
+         a filesystem the compute nodes share?)",
+        dir.display()
+    )]
     NotVisible {
         /// The output directory.
         dir: PathBuf,
@@ -116,67 +120,18 @@ pub enum JobError {
         waited: Duration,
     },
     /// The stage wrote a name the pipeline keeps for itself into its output.
+    #[error("the stage wrote `{name}` into its output; that name is reserved for the pipeline")]
     Reserved {
         /// `MANIFEST.json` or `.log`.
         name: &'static str,
     },
     /// The output could not be hashed or committed into the store.
-    Store(StoreError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// The job's logs could not be moved into the output's `.log/`.
-    MoveLogs(io::Error),
+    #[error("moving the logs into the artifact")]
+    MoveLogs(#[source] io::Error),
     /// `MANIFEST.json` could not be written into the output.
-    WriteManifest(io::Error),
-}
-
-impl From<StoreError> for JobError {
-    fn from(e: StoreError) -> Self {
-        JobError::Store(e)
-    }
-}
-
-impl From<serde_json::Error> for JobError {
-    fn from(e: serde_json::Error) -> Self {
-        JobError::Json(e)
-    }
-}
-
-impl fmt::Display for JobError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JobError::CreateDir { dir, .. } => write!(f, "creating {}", dir.display())?,
-            JobError::Write { path, .. } => write!(f, "writing {}", path.display())?,
-            JobError::Json(e) => write!(f, "{e}")?,
-            JobError::NotVisible { dir, waited } => write!(
-                f,
-                "the job succeeded but its output {} did not appear within {waited:?} (is \
-                 .pipeline on a filesystem the compute nodes share?)",
-                dir.display()
-            )?,
-            JobError::Reserved { name } => write!(
-                f,
-                "the stage wrote `{name}` into its output; that name is reserved for the pipeline"
-            )?,
-            JobError::Store(e) => write!(f, "{e}")?,
-            JobError::MoveLogs(_) => write!(f, "moving the logs into the artifact")?,
-            JobError::WriteManifest(_) => write!(f, "writing MANIFEST.json")?,
-        }
-        if f.alternate() {
-            write_sources(f, std::error::Error::source(self))?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for JobError {
-    /// The wrapped error; for a JSON or store error, which stand in for themselves, its own
-    /// source.
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            JobError::CreateDir { source, .. } | JobError::Write { source, .. } => Some(source),
-            JobError::MoveLogs(e) | JobError::WriteManifest(e) => Some(e),
-            JobError::Json(e) => std::error::Error::source(e),
-            JobError::Store(e) => std::error::Error::source(e),
-            JobError::NotVisible { .. } | JobError::Reserved { .. } => None,
-        }
-    }
+    #[error("writing MANIFEST.json")]
+    WriteManifest(#[source] io::Error),
 }

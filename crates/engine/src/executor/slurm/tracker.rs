@@ -15,6 +15,7 @@ use super::commands::{self, Source, ToolError};
 use super::script::Attempt;
 use super::{Msg, Submission, finish};
 use crate::Pipeline;
+use crate::error::chain_text;
 use crate::exec::{Failure, JobResult, write_summary};
 use crate::executor::{JobSettings, interrupted};
 use crate::manifest::{JobEntry, JobInfo, RunSummary, StageRecord};
@@ -264,11 +265,11 @@ impl<'scope, 'env> Tracker<'scope, 'env> {
             let result = result.map_err(|e| {
                 let mut record = record;
                 record.status = "failed".into();
-                record.error = Some(format!("{e:#}"));
+                record.error = Some(chain_text(&e));
                 let kept = finish::keep_failed(p, &job.attempt, &mut record);
                 let _ = crate::owned::remove(&p.ws, &job.attempt.dir);
                 Box::new(Failure {
-                    error: format!("{e:#}"),
+                    error: chain_text(&e),
                     log: kept,
                     record,
                 })

@@ -8,6 +8,7 @@ use tracing::{info, warn};
 
 use super::judge::ALIVE;
 use super::{Job, POLL_MIN, Tracker};
+use crate::error::chain_text;
 use crate::executor::JobSettings;
 use crate::executor::instance::{InstanceSpec, SpecDep};
 use crate::executor::slurm::commands;
@@ -93,7 +94,11 @@ impl Tracker<'_, '_> {
     fn prepare_and_sbatch(&mut self, mut job: Job) {
         let spec = self.spec(&job);
         if let Err(e) = job.attempt.prepare(&spec, &self.exe) {
-            self.fail(job, "NOT SUBMITTED", format!("preparing the job: {e:#}"));
+            self.fail(
+                job,
+                "NOT SUBMITTED",
+                format!("preparing the job: {}", chain_text(&e)),
+            );
             return;
         }
         self.sbatch(&mut job);
