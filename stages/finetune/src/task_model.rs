@@ -18,7 +18,6 @@ use pipeline_albert::{
 };
 use pipeline_engine::stage::StageContext;
 use pipeline_metrics::{PretrainRecord, PretrainingPoint, records};
-use serde_json::Value;
 
 use crate::kinds::Head;
 use crate::params::{Init, TrainParams};
@@ -132,11 +131,9 @@ impl Source {
 
 /// The `{step, tokens_seen}` of a pretrain artifact's final model, from its metrics.json.
 fn final_point(dir: &Path) -> PretrainingPoint {
-    let metrics = std::fs::read_to_string(dir.join("metrics.json"))
+    std::fs::read_to_string(dir.join("metrics.json"))
         .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .unwrap_or(Value::Null);
-    records::read::<PretrainRecord>(&metrics)
+        .and_then(|t| serde_json::from_str::<PretrainRecord>(&t).ok())
         .map(|r| r.final_point())
         .unwrap_or_default()
 }

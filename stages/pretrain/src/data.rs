@@ -25,9 +25,11 @@ pub struct Data {
     pub vocab_dir: PathBuf,
     /// Tokens in its `vocab.txt`.
     pub vocab_size: usize,
-    /// The `mask` instance the shards come from, and the `clean` instance it cut them from (its
-    /// metrics.json's `clean_instance`), when known: the report's lineage of a pretraining run.
-    pub lineage: serde_json::Map<String, serde_json::Value>,
+    /// The `mask` instance the shards come from, when known: the report's lineage of a
+    /// pretraining run.
+    pub mask_instance: Option<String>,
+    /// The `clean` instance that mask instance cut them from (its record's `clean_instance`).
+    pub clean_instance: Option<String>,
     /// How the shards were masked (their metadata: `whole_word`, `masked_lm_prob`,
     /// `max_ngram`, `dupe_factor`, …), for metrics.json: the report tells masking ablations
     /// apart by it.
@@ -76,7 +78,8 @@ impl Data {
             vocab_dir: vocab_dir.to_path_buf(),
             vocab_size,
             masking: masking(&meta),
-            lineage: serde_json::Map::new(),
+            mask_instance: None,
+            clean_instance: None,
         })
     }
 
@@ -156,16 +159,11 @@ impl Data {
             .dep("vocab")
             .context("the pretrain stage needs a `vocab` dep: add `deps: [mask, vocab]`")?;
         let mut data = Data::find(&mask.dir, &vocab.dir)?;
-        data.lineage
-            .insert("mask_instance".into(), mask.instance.clone().into());
-        let clean = std::fs::read_to_string(mask.dir.join("metrics.json"))
+        data.mask_instance = Some(mask.instance.clone());
+        data.clean_instance = std::fs::read_to_string(mask.dir.join("metrics.json"))
             .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|m| pipeline_metrics::records::read::<pipeline_metrics::MaskRecord>(&m))
+            .and_then(|t| serde_json::from_str::<pipeline_metrics::MaskRecord>(&t).ok())
             .and_then(|m| m.clean_instance);
-        if let Some(clean) = clean {
-            data.lineage.insert("clean_instance".into(), clean.into());
-        }
         Ok(data)
     }
 

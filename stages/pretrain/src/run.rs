@@ -414,18 +414,8 @@ impl<'a> TrainingRun<'a> {
             )),
             sop: Some(p.sop),
             masking: Some(self.data.masking.clone()),
-            mask_instance: self
-                .data
-                .lineage
-                .get("mask_instance")
-                .and_then(Value::as_str)
-                .map(String::from),
-            clean_instance: self
-                .data
-                .lineage
-                .get("clean_instance")
-                .and_then(Value::as_str)
-                .map(String::from),
+            mask_instance: self.data.mask_instance.clone(),
+            clean_instance: self.data.clean_instance.clone(),
             eval: Some(eval_summary(s.last_eval.as_ref(), p.sop)),
             save_steps: Some(p.save_steps.clone()),
         };
