@@ -133,6 +133,11 @@ pub fn forward(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The largest `model forward` input read. It is parsed whole into JSON values (about ten
+/// times its size in memory for a list of small integers), and 64 MiB of token ids is some
+/// 10^7 tokens, more than a forward pass on one machine takes at once.
+const MAX_FORWARD_INPUT: u64 = 64 << 20;
+
 /// The rows of `model forward`'s input file: `input_ids` (b × s), and `token_type_ids` and
 /// `attention_mask` of the same shape (zeros and ones when absent).
 struct ForwardInput {
@@ -145,8 +150,8 @@ struct ForwardInput {
 
 impl ForwardInput {
     fn read(input: &Path) -> Result<ForwardInput> {
-        let text = std::fs::read_to_string(input)
-            .with_context(|| format!("cannot read the input {}", input.display()))?;
+        let text = pipeline_bounded::read_to_string(input, MAX_FORWARD_INPUT, "a forward input")
+            .context("cannot read the input")?;
         let v: Value = serde_json::from_str(&text).map_err(|e| {
             anyhow::anyhow!(
                 "{}:{}:{}: not valid JSON: {e}",
@@ -227,7 +232,7 @@ pub fn info(cli: &Cli, src: &ModelSource, json_out: bool) -> Result<ExitCode> {
     let config = hf::read_config(&dir)?;
     let weights = hf::weights_file(&dir)?;
     let bytes = std::fs::metadata(&weights)?.len();
-    let raw: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
+    let raw = hf::read_config_json(&dir)?;
     let counts = config.parameter_count();
     let report = json!({
         "model": dir,

@@ -12,7 +12,7 @@
 //! gold labels.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -31,7 +31,10 @@ use stage_finetune::predict::{FineTuned, argmax, outputs, pair_probabilities};
 use crate::args::{Cli, PredictArgs};
 use crate::model::model_dir;
 
+mod input;
 mod reading;
+
+use input::{Lines, excerpt};
 
 /// One input row: the texts (one or two), and the gold label when the file has one.
 struct Row {
@@ -42,11 +45,11 @@ struct Row {
 
 /// The rows of a TSV: `texts` text columns and an optional gold label after them.
 fn read_rows(path: &Path, header: bool, labels: &[String], texts: usize) -> Result<Vec<Row>> {
-    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut input = Lines::open(path)?;
+    let path = input.name().to_path_buf();
+    let path = path.as_path();
     let mut rows = Vec::new();
-    for (i, line) in BufReader::new(file).split(b'\n').enumerate() {
-        let n = i + 1;
-        let line = line.with_context(|| format!("reading {}", path.display()))?;
+    while let Some((n, line)) = input.next_line()? {
         let line = String::from_utf8(line)
             .map_err(|_| anyhow::anyhow!("{}:{n}: not valid UTF-8", path.display()))?;
         let line = line.trim_end_matches(['\r', '\n']);
@@ -89,30 +92,35 @@ fn read_rows(path: &Path, header: bool, labels: &[String], texts: usize) -> Resu
     Ok(rows)
 }
 
+/// The id of the gold label `g` of line `n`. The error quotes the label and the model's labels
+/// cut to an [`excerpt`]: a 10 MB field is not echoed whole.
 fn gold_label(path: &Path, n: usize, g: &str, header: bool, labels: &[String]) -> Result<usize> {
+    let known = || excerpt(&labels.join(", "));
     match labels.iter().position(|l| l == g) {
         Some(k) => Ok(k),
         None if n == 1 && !header => bail!(
-            "{}:1: the label {g:?} is not one the model knows ({}); if the first line is a \
+            "{}:1: the label {:?} is not one the model knows ({}); if the first line is a \
              header, pass --header",
             path.display(),
-            labels.join(", ")
+            excerpt(g),
+            known()
         ),
         None => bail!(
-            "{}:{n}: the label {g:?} is not one the model knows ({})",
+            "{}:{n}: the label {:?} is not one the model knows ({})",
             path.display(),
-            labels.join(", ")
+            excerpt(g),
+            known()
         ),
     }
 }
 
 /// The lines of a file of texts to tag (the first column of a TSV), numbered from 1.
 fn read_texts(path: &Path, header: bool) -> Result<Vec<(usize, String)>> {
-    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut input = Lines::open(path)?;
+    let path = input.name().to_path_buf();
+    let path = path.as_path();
     let mut out = Vec::new();
-    for (i, line) in BufReader::new(file).split(b'\n').enumerate() {
-        let n = i + 1;
-        let line = line.with_context(|| format!("reading {}", path.display()))?;
+    while let Some((n, line)) = input.next_line()? {
         let line = String::from_utf8(line)
             .map_err(|_| anyhow::anyhow!("{}:{n}: not valid UTF-8", path.display()))?;
         let text = line
@@ -140,6 +148,11 @@ pub fn predict(cli: &Cli, args: &PredictArgs) -> Result<ExitCode> {
             i + 1
         ))
         .into());
+    }
+    // Before the model is loaded: an input that is not a regular file (a FIFO, /dev/zero) is
+    // refused at once, not after seconds of loading.
+    if let Some(input) = args.input.as_deref().filter(|p| *p != Path::new("-")) {
+        pipeline_bounded::open(input)?;
     }
     let dir = model_dir(cli, &args.source)?;
     let device = resolve(DeviceChoice::parse(&args.device)?)?;

@@ -85,6 +85,54 @@ pub struct AlbertConfig {
 /// (the same numbers as `../shared/datasets/albert_zh_configs/albert_config_*.json`).
 pub const NAMED_CONFIGS: &[&str] = &["tiny", "small", "base", "large", "xlarge", "xxlarge"];
 
+/// The largest value each size may have, with why. The weights check (SECURITY.md: the file
+/// must hold as many values as the config implies) does not bound them all: with
+/// `share_type: all`, 1,000,000 layers share one block, so a tiny weights file passes and a
+/// forward pass applies that block 10^6 times (issue 31: `predict` ran for ever). The bounds are
+/// generous, 8 to 100 times the largest published model's, and finite: at most a second or so
+/// per forward pass of a small model, and no product in [`AlbertConfig::parameter_count`] near
+/// `u64`'s range (the largest, `num_hidden_layers · hidden_size · intermediate_size`, is under
+/// 2^45).
+pub const SIZE_LIMITS: &[(&str, usize, &str)] = &[
+    (
+        "vocab_size",
+        1 << 22,
+        "the largest published vocabularies have about 2.6·10^5 tokens",
+    ),
+    (
+        "embedding_size",
+        1 << 16,
+        "ALBERT's E is 128; the widest published models are under 2·10^4",
+    ),
+    (
+        "hidden_size",
+        1 << 16,
+        "ALBERT xxlarge's H is 4,096; the widest published models are under 2·10^4",
+    ),
+    (
+        "num_hidden_layers",
+        1 << 10,
+        "ALBERT xxlarge applies its shared layer 12 times; the deepest published models have \
+         about 100 layers",
+    ),
+    (
+        "num_attention_heads",
+        1 << 10,
+        "ALBERT xxlarge has 64 heads; the largest published models have about 128",
+    ),
+    (
+        "intermediate_size",
+        1 << 18,
+        "ALBERT xxlarge's feed-forward width is 16,384",
+    ),
+    (
+        "max_position_embeddings",
+        1 << 17,
+        "ALBERT has 512 positions; the longest published contexts are about 1.3·10^5",
+    ),
+    ("type_vocab_size", 1 << 10, "ALBERT has 2 token types"),
+];
+
 impl AlbertConfig {
     /// albert_zh's configuration of that name (`tiny`, `small`, `base`, `large`, `xlarge`,
     /// `xxlarge`): vocabulary 21,128, E 128, post-LN except xxlarge, full sharing, no dropout.
@@ -125,13 +173,12 @@ impl AlbertConfig {
     }
 
     /// Reads a config file of any of the three kinds (see [`AlbertConfig::from_json`]).
+    /// The file is read with the shared bounded reader (regular files only, at most
+    /// [`crate::hf::MAX_CONFIG_BYTES`]), like a model directory's `config.json`.
     pub fn from_file(path: &Path) -> Result<AlbertConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError::new(format!(
-                "cannot read the model config {}: {e}",
-                path.display()
-            ))
-        })?;
+        let text =
+            pipeline_bounded::read_to_string(path, crate::hf::MAX_CONFIG_BYTES, "a model config")
+                .map_err(|e| ConfigError::new(format!("cannot read the model config: {e}")))?;
         let value: Value = serde_json::from_str(&text).map_err(|e| {
             ConfigError::new(format!(
                 "{}:{}:{}: not valid JSON: {e}",
@@ -163,20 +210,12 @@ impl AlbertConfig {
 
     /// Checks that the sizes fit together.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        for (name, v) in [
-            ("vocab_size", self.vocab_size),
-            ("embedding_size", self.embedding_size),
-            ("hidden_size", self.hidden_size),
-            ("num_hidden_layers", self.num_hidden_layers),
-            ("num_attention_heads", self.num_attention_heads),
-            ("intermediate_size", self.intermediate_size),
-            ("max_position_embeddings", self.max_position_embeddings),
-            ("type_vocab_size", self.type_vocab_size),
-        ] {
+        for (name, v) in self.sizes() {
             if v == 0 {
                 return Err(ConfigError::new(format!("{name} must be at least 1")));
             }
         }
+        self.check_sizes()?;
         if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(ConfigError::new(format!(
                 "hidden_size {} is not divisible by num_attention_heads {}: each head gets \
@@ -202,6 +241,36 @@ impl AlbertConfig {
             return Err(ConfigError::new("initializer_range must be positive"));
         }
         Ok(())
+    }
+
+    /// Each size at most its [`SIZE_LIMITS`] bound, so that a config (a `config.json` from
+    /// anywhere) can neither make a model run without end nor overflow the parameter count.
+    fn check_sizes(&self) -> Result<(), ConfigError> {
+        for (name, v) in self.sizes() {
+            let Some(&(_, limit, why)) = SIZE_LIMITS.iter().find(|(n, ..)| *n == name) else {
+                continue;
+            };
+            if v > limit {
+                return Err(ConfigError::new(format!(
+                    "{name} = {v} is more than {limit}, the most a model may have ({why})"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The sizes, by field name.
+    fn sizes(&self) -> [(&'static str, usize); 8] {
+        [
+            ("vocab_size", self.vocab_size),
+            ("embedding_size", self.embedding_size),
+            ("hidden_size", self.hidden_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("intermediate_size", self.intermediate_size),
+            ("max_position_embeddings", self.max_position_embeddings),
+            ("type_vocab_size", self.type_vocab_size),
+        ]
     }
 
     /// The width of one attention head.
@@ -269,6 +338,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn absurd_sizes_are_refused_naming_the_field_and_the_bound() {
+        let mut c = AlbertConfig::named("tiny").unwrap();
+        c.num_hidden_layers = 1_000_000;
+        let e = c.validate().unwrap_err().message;
+        assert!(
+            e.contains("num_hidden_layers = 1000000 is more than 1024"),
+            "{e}"
+        );
+        for (name, _, _) in SIZE_LIMITS {
+            let mut json = AlbertConfig::named("tiny")
+                .unwrap()
+                .to_hf_json("AlbertForPreTraining");
+            json[*name] = serde_json::json!(1u64 << 40);
+            let e = AlbertConfig::from_json(&json).unwrap_err().message;
+            assert!(e.contains(&format!("{name} = {}", 1u64 << 40)), "{e}");
+        }
+        // The largest published configs stay within the bounds.
+        assert!(AlbertConfig::named("xxlarge").unwrap().validate().is_ok());
+        // And the bounds keep the parameter count far from overflowing.
+        let mut big = AlbertConfig::named("tiny").unwrap();
+        for (name, limit, _) in SIZE_LIMITS {
+            match *name {
+                "vocab_size" => big.vocab_size = *limit,
+                "embedding_size" => big.embedding_size = *limit,
+                "hidden_size" => big.hidden_size = *limit,
+                "num_hidden_layers" => big.num_hidden_layers = *limit,
+                "intermediate_size" => big.intermediate_size = *limit,
+                "max_position_embeddings" => big.max_position_embeddings = *limit,
+                _ => {}
+            }
+        }
+        big.share_type = ShareType::None;
+        assert!(big.parameter_count().total < 1 << 50);
     }
 
     #[test]

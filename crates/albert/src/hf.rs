@@ -95,15 +95,11 @@ pub fn weights_file(dir: &Path) -> Result<PathBuf> {
     })
 }
 
-/// The config of a checkpoint directory.
+/// The config of a checkpoint directory: read bounded, its sizes checked against
+/// [`AlbertConfig::validate`]'s limits, and the weights file checked to fit it, all before any
+/// model of it is allocated.
 pub fn read_config(dir: &Path) -> Result<AlbertConfig> {
-    let path = dir.join("config.json");
-    if !path.is_file() {
-        return Err(HfError::NoConfig {
-            dir: dir.to_path_buf(),
-        });
-    }
-    let config = read_config_file(&path)?;
+    let config = read_config_file(dir)?;
     // Before any model of this config is allocated: the weights must be able to fill it.
     if let Ok(weights) = weights_file(dir) {
         crate::safetensors_header::check_weights(&weights, &config)?;
@@ -113,34 +109,33 @@ pub fn read_config(dir: &Path) -> Result<AlbertConfig> {
 
 /// The largest `config.json` read (a real one is under 2 KB; one with a 10^5-label
 /// `id2label` is a few MB).
-const MAX_CONFIG_BYTES: u64 = 16 << 20;
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
-/// `config.json` as JSON, read through `take` so that a huge file, or one still growing, is
-/// refused rather than read whole.
-fn read_config_json(path: &Path) -> Result<serde_json::Value> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|source| HfError::ReadConfig {
-            path: path.to_path_buf(),
-            source,
+/// A model directory's `config.json` as JSON, read with the shared bounded reader: a FIFO or
+/// device in its place (`config.json -> /dev/zero`) is refused without being read, and a file
+/// over [`MAX_CONFIG_BYTES`] (or one still growing past it) is refused after reading one byte
+/// more than the limit. A directory without one is [`HfError::NoConfig`]. Callers that need
+/// fields [`AlbertConfig`] does not keep (`architectures`, `id2label`, `finetuning_task`) read
+/// them here rather than from the file.
+pub fn read_config_json(dir: &Path) -> Result<serde_json::Value> {
+    let path = dir.join("config.json");
+    let bytes =
+        pipeline_bounded::read(&path, MAX_CONFIG_BYTES, "a model's config.json").map_err(|e| {
+            if e.is_not_found() {
+                HfError::NoConfig {
+                    dir: dir.to_path_buf(),
+                }
+            } else {
+                HfError::ReadConfig(e)
+            }
         })?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(HfError::ConfigTooLarge {
-            path: path.to_path_buf(),
-        });
-    }
-    serde_json::from_slice(&bytes).map_err(|error| HfError::ConfigJson {
-        path: path.to_path_buf(),
-        error,
-    })
+    serde_json::from_slice(&bytes).map_err(|error| HfError::ConfigJson { path, error })
 }
 
-fn read_config_file(path: &Path) -> Result<AlbertConfig> {
-    let json = read_config_json(path)?;
+fn read_config_file(dir: &Path) -> Result<AlbertConfig> {
+    let json = read_config_json(dir)?;
     AlbertConfig::from_json(&json).map_err(|error| HfError::Config {
-        path: path.to_path_buf(),
+        path: dir.join("config.json"),
         error,
     })
 }
@@ -376,7 +371,7 @@ fn label_maps(labels: &[String]) -> [(&'static str, serde_json::Value); 2] {
 
 /// The number of classes config.json declares: the size of `id2label`, else `num_labels`.
 fn num_labels(dir: &Path) -> Result<usize> {
-    let raw = read_config_json(&dir.join("config.json"))?;
+    let raw = read_config_json(dir)?;
     raw.get("id2label")
         .and_then(|v| v.as_object())
         .map(|m| m.len())
@@ -393,7 +388,7 @@ fn num_labels(dir: &Path) -> Result<usize> {
 /// The label names of config.json's `id2label` in id order (`None` without one, or when its
 /// keys are not the ids 0..n).
 pub fn read_labels(dir: &Path) -> Result<Option<Vec<String>>> {
-    let raw = read_config_json(&dir.join("config.json"))?;
+    let raw = read_config_json(dir)?;
     let Some(map) = raw.get("id2label").and_then(|v| v.as_object()) else {
         return Ok(None);
     };

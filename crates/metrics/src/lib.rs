@@ -101,6 +101,70 @@ pub fn full_record(artifact: &Path, name: &str) -> PathBuf {
     }
 }
 
+/// The largest `metrics.json` (or snapshot record) read. A finetune record with its history
+/// and evaluation of every set is tens of KB, the largest (the report's, with every table) a
+/// few MB; 64 MiB leaves room for that many times more while keeping a planted or still-growing
+/// file from being read without end.
+pub const MAX_RECORD_BYTES: u64 = 64 << 20;
+
+/// The largest `metrics.jsonl` read: one line per logged step or epoch, about 300 bytes, so a
+/// million-step pretraining logged at every step is about 300 MB.
+pub const MAX_LINES_BYTES: u64 = 512 << 20;
+
+/// Why a metrics record was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The file could not be read: missing, not a regular file (a FIFO, a device), larger than
+    /// the limit, or not UTF-8. The message names the file (and the limit).
+    #[error(transparent)]
+    Read(#[from] pipeline_bounded::ReadError),
+    /// The file is not JSON of the record's type.
+    #[error("{}:{}:{}: {error}", path.display(), error.line(), error.column())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// serde's reason, with its line and column.
+        error: serde_json::Error,
+    },
+}
+
+impl RecordError {
+    /// Whether the file was not there (an artifact without this record), not an error.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, RecordError::Read(e) if e.is_not_found())
+    }
+}
+
+/// The text of the record `path` (a `metrics.json` or a snapshot's record), read with the
+/// shared bounded reader: regular files only, at most [`MAX_RECORD_BYTES`].
+pub fn read_record_text(path: &Path) -> Result<String, RecordError> {
+    Ok(pipeline_bounded::read_to_string(
+        path,
+        MAX_RECORD_BYTES,
+        "a metrics record",
+    )?)
+}
+
+/// The text of the `metrics.jsonl` `path`, read with the shared bounded reader: regular files
+/// only, at most [`MAX_LINES_BYTES`].
+pub fn read_lines_text(path: &Path) -> Result<String, RecordError> {
+    Ok(pipeline_bounded::read_to_string(
+        path,
+        MAX_LINES_BYTES,
+        "a metrics.jsonl",
+    )?)
+}
+
+/// The record `path` parsed as `T` (a [`serde_json::Value`], or one of [`records`]' types),
+/// read as [`read_record_text`] reads it.
+pub fn read_record<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, RecordError> {
+    let text = read_record_text(path)?;
+    serde_json::from_str(&text).map_err(|error| RecordError::Json {
+        path: path.to_path_buf(),
+        error,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +199,33 @@ mod tests {
         // Without the log directory (an artifact pulled without its logs): the digested file.
         std::fs::remove_dir_all(&log).unwrap();
         assert_eq!(full_record(&out, METRICS), out.join(METRICS));
+    }
+
+    #[test]
+    fn records_are_read_bounded_and_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(METRICS);
+        std::fs::write(&path, "{\"steps\": 3}").unwrap();
+        let v: Value = read_record(&path).unwrap();
+        assert_eq!(v["steps"], 3);
+        // Sparse: a 100 MB record is refused after reading one byte past the limit.
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(100 << 20)
+            .unwrap();
+        let e = read_record::<Value>(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("metrics.json") && e.contains("larger than 64 MiB"),
+            "{e}"
+        );
+        std::fs::write(&path, "{nope").unwrap();
+        let e = read_record::<Value>(&path).unwrap_err().to_string();
+        assert!(e.contains("metrics.json:1:2"), "{e}");
+        let missing = read_record::<Value>(&dir.path().join("none.json")).unwrap_err();
+        assert!(missing.is_not_found());
+        let e = read_lines_text(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a regular file"), "{e}");
     }
 }

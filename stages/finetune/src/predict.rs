@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use burn::tensor::activation::softmax;
 use burn::tensor::{Device, Tensor};
 use pipeline_albert::parallel::DataParallel;
@@ -276,15 +276,17 @@ impl FineTuned {
         max_seq_length: Option<usize>,
         device: &Device,
     ) -> anyhow::Result<FineTuned> {
-        let raw: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.join("config.json")).with_context(|| {
-                format!(
-                    "{} has no config.json: give a fine-tune artifact (`--stage finetune_lcqmc`) or its directory",
-                    dir.display()
-                )
-            })?,
-        )
-        .with_context(|| format!("{}/config.json is not valid JSON", dir.display()))?;
+        // Read bounded: a config.json that is a FIFO, `/dev/zero` or 20 MB is refused unread.
+        // Its sizes are checked by `load_head`'s loader (`hf::read_config`: a config of 10^6
+        // shared layers would predict without end) before the model is allocated.
+        let raw = hf::read_config_json(dir).map_err(|e| match e {
+            hf::HfError::NoConfig { .. } => anyhow::anyhow!(
+                "{} has no config.json: give a fine-tune artifact (`--stage finetune_lcqmc`) or \
+                 its directory",
+                dir.display()
+            ),
+            e => e.into(),
+        })?;
         let arch = raw["architectures"][0].as_str().unwrap_or("");
         let kind = kind_of(&raw, arch);
         let (config, model, outputs) = load_head(dir, arch, device)?;

@@ -129,11 +129,10 @@ impl Source {
     }
 }
 
-/// The `{step, tokens_seen}` of a pretrain artifact's final model, from its metrics.json.
+/// The `{step, tokens_seen}` of a pretrain artifact's final model, from its metrics.json (read
+/// bounded; an unreadable record is "not known", as a missing one always was).
 fn final_point(dir: &Path) -> PretrainingPoint {
-    std::fs::read_to_string(dir.join("metrics.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<PretrainRecord>(&t).ok())
+    pipeline_metrics::read_record::<PretrainRecord>(&dir.join(pipeline_metrics::METRICS))
         .map(|r| r.final_point())
         .unwrap_or_default()
 }
@@ -147,12 +146,11 @@ fn saved_step(
 ) -> anyhow::Result<(PathBuf, PretrainingPoint)> {
     let snapshot = dir.join("steps").join(step.to_string());
     let about = snapshot.join(records::SNAPSHOT_FILE);
-    match std::fs::read_to_string(&about) {
-        Ok(text) => {
-            let v: PretrainingPoint = serde_json::from_str(&text)
-                .with_context(|| format!("reading {}", about.display()))?;
-            Ok((snapshot, v))
-        }
+    match pipeline_metrics::read_record::<PretrainingPoint>(&about) {
+        Ok(v) => Ok((snapshot, v)),
+        // A record that is there but not one (too large, a FIFO, not JSON) says so; its error
+        // names the file.
+        Err(e) if !e.is_not_found() => Err(e.into()),
         Err(_) => {
             let mut saved: Vec<u64> = std::fs::read_dir(dir.join("steps"))
                 .map(|d| {

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use crate::config::ConfigError;
 use crate::safetensors_header::SafetensorsError;
 
+#[cfg(doc)]
 use super::MAX_CONFIG_BYTES;
 
 /// Why a model directory could not be read, loaded into a model, or written.
@@ -33,25 +34,11 @@ pub enum HfError {
         /// The model directory.
         dir: PathBuf,
     },
-    /// `config.json` could not be read.
-    #[error("cannot read {}", path.display())]
-    ReadConfig {
-        /// The `config.json`.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// `config.json` is larger than any model's (16 MiB), or still growing.
-    #[error(
-        "{}: larger than {} MiB; a model's config.json is a few kilobytes",
-        path.display(),
-        MAX_CONFIG_BYTES >> 20
-    )]
-    ConfigTooLarge {
-        /// The `config.json`.
-        path: PathBuf,
-    },
+    /// `config.json` could not be read: not a regular file (a FIFO, a device such as
+    /// `/dev/zero`), larger than [`MAX_CONFIG_BYTES`] ("larger than 16 MiB, the limit for a
+    /// model's config.json"), or an I/O error. The shared reader's message names the file.
+    #[error(transparent)]
+    ReadConfig(pipeline_bounded::ReadError),
     /// `config.json` is not JSON.
     #[error("{}:{}:{}: not valid JSON: {error}", path.display(), error.line(), error.column())]
     ConfigJson {

@@ -32,14 +32,15 @@ pub enum CheckpointError {
     /// burn could not write the optimiser's state.
     #[error("cannot save the optimizer state: {0}")]
     SaveOptimizer(String),
-    /// `state.json` could not be read.
+    /// `state.json` could not be read (not a regular file, larger than
+    /// [`MAX_STATE_BYTES`], an I/O error).
     #[error("reading {}", dir.display())]
     ReadState {
         /// The checkpoint directory.
         dir: PathBuf,
-        /// Why.
+        /// Why (the shared reader's error, which names the file and the limit).
         #[source]
-        source: std::io::Error,
+        source: pipeline_bounded::ReadError,
     },
     /// `state.json` is not the state this run saves.
     #[error("{}/state.json is not a checkpoint state", dir.display())]
@@ -76,6 +77,12 @@ pub enum CheckpointError {
     #[error("cannot load the optimizer state: {0}")]
     LoadOptimizer(String),
 }
+
+/// The largest `state.json` a checkpoint is loaded from. Pretraining's state (step, the data
+/// position, timings, the last evaluation, the config) is about 2 KB; the bound only keeps a
+/// file that is not a state (a FIFO, `/dev/zero`, something still growing) from being read
+/// without end.
+pub const MAX_STATE_BYTES: u64 = 16 << 20;
 
 /// A training checkpoint on disk: `model.bpk` (burnpack, which keeps parameter ids so the
 /// optimiser state lines up), `optimizer.bpk`, and `state.json` (step, data position, …,
@@ -148,16 +155,20 @@ impl Checkpoint {
         if !self.exists() && old.join("state.json").is_file() {
             std::fs::rename(&old, &self.dir)?;
         }
-        let text = std::fs::read_to_string(self.dir.join("state.json")).map_err(|source| {
-            CheckpointError::ReadState {
-                dir: self.dir.clone(),
-                source,
-            }
-        })?;
-        let state: S = serde_json::from_str(&text).map_err(|source| CheckpointError::BadState {
+        let text = pipeline_bounded::read(
+            &self.dir.join("state.json"),
+            MAX_STATE_BYTES,
+            "a checkpoint's state.json",
+        )
+        .map_err(|source| CheckpointError::ReadState {
             dir: self.dir.clone(),
             source,
         })?;
+        let state: S =
+            serde_json::from_slice(&text).map_err(|source| CheckpointError::BadState {
+                dir: self.dir.clone(),
+                source,
+            })?;
         let mut store = BurnpackStore::from_file(self.dir.join("model.bpk"));
         let result = model
             .load_from(&mut store)
