@@ -1,6 +1,8 @@
 //! Upkeep of the artifact store: `gc` removes what nothing references, `verify` re-hashes
 //! every artifact and moves corrupt ones into quarantine. Both write, so the caller holds the
-//! workspace lock.
+//! workspace lock. Both touch only what [`crate::owned::recognise`] says the store made; what
+//! else sits in the store's folders (a user's notes, another project's data on a shared scratch
+//! disk that a store folder links to) is listed as left alone and stays.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -10,9 +12,9 @@ use serde::Serialize;
 use crate::Pipeline;
 use crate::error::{FingerprintError, MaintainError, UserError};
 use crate::exec::{hash_tree, predict};
-use crate::index::{Index, list_artifacts};
-use crate::manifest::{LOG_DIR, MANIFEST, Manifest, now_string};
-use crate::workspace::dir_name;
+use crate::index::Index;
+use crate::manifest::{LOG_DIR, MANIFEST, Manifest, ManifestError, now_string};
+use crate::workspace::{Workspace, dir_name};
 use crate::yaml::NodeValue;
 
 /// An entry `gc` removed (or, with `--dry-run`, would remove).
@@ -65,8 +67,14 @@ pub fn gc(p: &Pipeline, index: &mut Index, dry_run: bool) -> Result<GcReport, Ma
         other_files: others.iter().map(|q| q.plan.file.path.clone()).collect(),
         left_alone: Vec::new(),
     };
-    for (dir, fp) in list_artifacts(&p.ws) {
+    let (entries, odd) = artifact_entries(&p.ws);
+    report.left_alone.extend(
+        odd.iter()
+            .map(|l| format!("left {} alone: {}", l.path.display(), l.why)),
+    );
+    for dir in entries {
         let instance_dir = parent_name(&dir);
+        let fp = file_name(&dir);
         if keep.contains(&(instance_dir.clone(), fp.clone())) {
             report.kept += 1;
             continue;
@@ -206,13 +214,13 @@ fn remove(
     path: PathBuf,
     dry_run: bool,
 ) {
+    // Asked first, so that a foreign tree (a whole scratch disk) is not walked for its size.
+    if let Err(refused) = crate::owned::may_remove(&p.ws, &path) {
+        report.left_alone.push(refused.to_string());
+        return;
+    }
     let bytes = dir_size(&path);
-    let allowed = if dry_run {
-        crate::owned::may_remove(&p.ws, &path)
-    } else {
-        crate::owned::remove(&p.ws, &path)
-    };
-    if let Err(refused) = allowed {
+    if !dry_run && let Err(refused) = crate::owned::remove(&p.ws, &path) {
         report.left_alone.push(refused.to_string());
         return;
     }
@@ -223,6 +231,60 @@ fn remove(
         path,
         bytes,
     });
+}
+
+/// The name of the entry `path`, as text.
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Every entry two levels down in `artifacts/` (`<instance>/<entry>`, of any kind: a file or a
+/// symlink there is for [`crate::owned::recognise`] to refuse, not to be skipped), sorted, the
+/// instance folders' markers left out; and what sits in `artifacts/` itself that is not a
+/// folder (a symlink, a file), which holds no artifact of the store's and is not entered.
+fn artifact_entries(ws: &Workspace) -> (Vec<PathBuf>, Vec<LeftAlone>) {
+    let mut entries = Vec::new();
+    let mut odd = Vec::new();
+    for instance in sorted_entries(&ws.artifacts()) {
+        match std::fs::symlink_metadata(&instance) {
+            Ok(m) if m.is_dir() => {}
+            Ok(m) => {
+                let what = if m.file_type().is_symlink() {
+                    "a symlink (the store never makes one)"
+                } else {
+                    "not a folder"
+                };
+                odd.push(LeftAlone {
+                    path: instance,
+                    why: format!(
+                        "the store did not make it: it is {what}; remove it yourself if it is not needed"
+                    ),
+                });
+                continue;
+            }
+            Err(_) => continue,
+        }
+        entries.extend(
+            sorted_entries(&instance)
+                .into_iter()
+                .filter(|e| e.file_name().is_none_or(|n| n != crate::owned::MARK)),
+        );
+    }
+    (entries, odd)
+}
+
+/// The entries of `dir` (none when it cannot be listed), sorted.
+fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
 }
 
 /// Directories two levels down (`area/<instance>/<entry>`); markers and stray files are not
@@ -264,106 +326,176 @@ pub struct Corrupt {
     pub instance: String,
     /// Its fingerprint (the artifact directory's name).
     pub fingerprint: String,
-    /// What differs, one line each ("x.bin changed (blake3 … expected …)", "y is missing").
+    /// What differs, one line each ("x.bin changed (blake3 … expected …)", "y is missing",
+    /// what [`Manifest::inconsistencies`] finds), at most [`MAX_PROBLEMS`] and a count of the
+    /// rest.
     pub problems: Vec<String>,
     /// Where it is now, under `.pipeline/quarantine/`.
     pub quarantined_to: PathBuf,
 }
 
+/// An entry of the store's folders that the store did not make, left where it was.
+#[derive(Debug, Serialize)]
+pub struct LeftAlone {
+    /// The entry.
+    pub path: PathBuf,
+    /// Why it is not the store's, in words ("the store did not make it: it is a symlink …").
+    pub why: String,
+}
+
 /// What `verify` found.
 #[derive(Debug, Serialize)]
 pub struct VerifyReport {
-    /// Whether every artifact matched its manifest.
+    /// Whether every artifact matched its manifest (entries left alone do not count: they
+    /// are not artifacts).
     pub ok: bool,
     /// How many artifacts were checked.
     pub checked: usize,
     /// The ones that did not, now quarantined.
     pub corrupt: Vec<Corrupt>,
+    /// Entries of `.pipeline/artifacts/` the store did not make (see [`crate::owned`]): not
+    /// checked, not moved.
+    pub left_alone: Vec<LeftAlone>,
 }
 
-/// Re-hashes every artifact against its manifest; moves the ones that differ into
-/// `.pipeline/quarantine/` so that the next run makes them again. An artifact that cannot be
-/// moved stops it.
+/// The most problem lines kept for one corrupt artifact: a manifest listing a million files
+/// that are all missing is one artifact to quarantine, not a million lines to print.
+pub const MAX_PROBLEMS: usize = 20;
+
+/// Re-hashes every artifact the store made against its manifest, and checks the manifest
+/// itself ([`Manifest::inconsistencies`]: its output digest recomputed, reserved names and
+/// duplicates); moves the ones that differ into `.pipeline/quarantine/` so that the next run
+/// makes them again. An artifact folder in an instance folder the store made is the store's
+/// even without a manifest (a commit cut short), so it is corrupt. What the store did not make
+/// is listed as left alone and stays. An artifact that cannot be moved stops it.
 pub fn verify(p: &Pipeline) -> Result<VerifyReport, MaintainError> {
+    let (entries, left_alone) = artifact_entries(&p.ws);
     let mut report = VerifyReport {
         ok: true,
         checked: 0,
         corrupt: Vec::new(),
+        left_alone,
     };
-    for (dir, fp) in list_artifacts(&p.ws) {
+    for dir in entries {
+        if let Err(why) = crate::owned::recognise(&p.ws, &dir) {
+            report.left_alone.push(LeftAlone { path: dir, why });
+            continue;
+        }
+        let fp = file_name(&dir);
+        if !crate::owned::is_fingerprint(&fp) {
+            // The `.<fingerprint>.incoming-<pid>` copy of a commit that was killed: not an
+            // artifact; `gc` removes it.
+            continue;
+        }
         report.checked += 1;
         let problems = check(&dir, &fp);
         if problems.is_empty() {
             continue;
         }
-        let instance_dir = dir
-            .parent()
-            .and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let instance = Manifest::read(&dir)
-            .map(|m| m.instance)
-            .unwrap_or_else(|| instance_dir.clone());
-        let dest =
-            p.ws.quarantine()
-                .join(&instance_dir)
-                .join(format!("{fp}-{}", now_string().replace(':', "-")));
-        if let Err(source) = crate::exec::move_entry(&p.ws, &dir, &dest) {
-            return Err(MaintainError::Quarantine { dir, source });
-        }
         report.ok = false;
-        report.corrupt.push(Corrupt {
-            instance,
-            fingerprint: fp,
-            problems,
-            quarantined_to: dest,
-        });
+        report.corrupt.push(quarantine(p, dir, fp, problems)?);
     }
     Ok(report)
 }
 
-/// What differs between the artifact in `dir` and its manifest, one line each; empty when
-/// nothing does.
+/// Moves the corrupt artifact `dir` into `.pipeline/quarantine/<instance>/<fp>-<now>`.
+fn quarantine(
+    p: &Pipeline,
+    dir: PathBuf,
+    fp: String,
+    problems: Vec<String>,
+) -> Result<Corrupt, MaintainError> {
+    let instance_dir = parent_name(&dir);
+    // The manifest's instance only where it names this folder: a manifest is read from disk,
+    // and what it says is not printed unless it matches what the store laid out.
+    let instance = Manifest::read(&dir)
+        .map(|m| m.instance)
+        .filter(|i| dir_name(i) == instance_dir)
+        .unwrap_or_else(|| instance_dir.clone());
+    let dest =
+        p.ws.quarantine()
+            .join(&instance_dir)
+            .join(format!("{fp}-{}", now_string().replace(':', "-")));
+    if let Err(source) = crate::exec::move_entry(&p.ws, &dir, &dest) {
+        return Err(MaintainError::Quarantine { dir, source });
+    }
+    Ok(Corrupt {
+        instance,
+        fingerprint: fp,
+        problems,
+        quarantined_to: dest,
+    })
+}
+
+/// What differs between the artifact in `dir` and its manifest, and what is wrong with the
+/// manifest itself, one line each (at most [`MAX_PROBLEMS`] and a count); empty when nothing.
 fn check(dir: &Path, fp: &str) -> Vec<String> {
-    let Some(m) = Manifest::read(dir) else {
-        return vec!["MANIFEST.json is missing or unreadable".into()];
+    let m = match Manifest::load(dir) {
+        Ok(m) => m,
+        Err(ManifestError::Read(e)) if e.is_not_found() => {
+            return vec![format!(
+                "{MANIFEST} is missing (a commit that did not finish)"
+            )];
+        }
+        Err(e) => return vec![e.to_string()],
     };
-    let mut problems = Vec::new();
+    let mut problems = m.inconsistencies();
     if m.fingerprint != fp {
         problems.push(format!(
             "the manifest is for fingerprint {}, not {fp}",
-            m.fingerprint
+            prefix(&m.fingerprint, 40)
         ));
     }
-    let actual = match hash_tree(dir) {
-        Ok(files) => files,
+    match hash_tree(dir) {
+        Ok(actual) => problems.extend(differences(&m, &actual)),
         Err(e) => {
             let e = crate::error::chain_text(&e);
-            return vec![format!("cannot read the artifact: {e}")];
+            problems.push(format!("cannot read the artifact: {e}"));
         }
-    };
+    }
+    if problems.len() > MAX_PROBLEMS {
+        let more = problems.len() - MAX_PROBLEMS;
+        problems.truncate(MAX_PROBLEMS);
+        problems.push(format!("… and {more} more"));
+    }
+    problems
+}
+
+/// The files of `actual` (the artifact as hashed now) that differ from what `m` lists.
+fn differences(m: &Manifest, actual: &[crate::manifest::FileEntry]) -> Vec<String> {
+    let mut problems = Vec::new();
+    // The manifest and the logs are not part of the output; a manifest that lists them is
+    // named by its own check, so they are not looked for either.
+    let reserved = |p: &str| p == MANIFEST || p == LOG_DIR || p.starts_with(&format!("{LOG_DIR}/"));
     let actual: HashMap<&str, (&u64, &str)> = actual
         .iter()
-        .filter(|f| f.path != MANIFEST && !f.path.starts_with(&format!("{LOG_DIR}/")))
+        .filter(|f| !reserved(&f.path))
         .map(|f| (f.path.as_str(), (&f.size, f.blake3.as_str())))
         .collect();
-    for f in &m.files {
+    for f in m.files.iter().filter(|f| !reserved(&f.path)) {
         match actual.get(f.path.as_str()) {
-            None => problems.push(format!("{} is missing", f.path)),
+            None => problems.push(format!("{} is missing", prefix(&f.path, 200))),
             Some((size, digest)) if **size != f.size || *digest != f.blake3 => {
                 problems.push(format!(
                     "{} changed (blake3 {} expected {})",
                     f.path,
-                    &digest[..12],
-                    &f.blake3[..12]
+                    prefix(digest, 12),
+                    prefix(&f.blake3, 12)
                 ));
             }
             _ => {}
         }
     }
     let listed: HashSet<&str> = m.files.iter().map(|f| f.path.as_str()).collect();
-    for path in actual.keys().filter(|p| !listed.contains(*p)) {
+    let mut unlisted: Vec<&&str> = actual.keys().filter(|p| !listed.contains(**p)).collect();
+    unlisted.sort();
+    for path in unlisted {
         problems.push(format!("{path} is not in the manifest"));
     }
     problems
+}
+
+/// At most `n` characters of `s` (a name or digest from a manifest, which may be anything).
+fn prefix(s: &str, n: usize) -> &str {
+    s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
 }

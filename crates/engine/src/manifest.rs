@@ -139,13 +139,103 @@ pub struct Manifest {
     pub record: StageRecord,
 }
 
+/// The most bytes of a `MANIFEST.json` read. A manifest takes ~150 bytes per listed file, so
+/// 64 MiB is over 400,000 files, more than any stage writes; a larger one (or `/dev/zero` linked
+/// in its place) is refused before it is read whole, where `std::fs::read` once took 1.9 GB.
+pub const MANIFEST_LIMIT: u64 = 64 << 20;
+
+/// The most bytes of an artifact's metrics record read. The largest a stage writes is
+/// pretrain's, one small object per logged point (about 100 bytes): 64 MiB is over 600,000
+/// points. Parsed into a `serde_json::Value` it takes a few times its size in memory.
+pub const METRICS_LIMIT: u64 = 64 << 20;
+
+/// Why an artifact's `MANIFEST.json` was not read ([`Manifest::load`]). Each message names the
+/// file and says what is wrong once (the cause's text is part of it, not a separate source).
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// It is missing, not a regular file (a FIFO, a directory), over [`MANIFEST_LIMIT`], or
+    /// could not be read.
+    #[error(transparent)]
+    Read(#[from] pipeline_bounded::ReadError),
+    /// It is not JSON of a manifest's shape.
+    #[error("{}: not a valid manifest ({error})", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// What the JSON parser said (line and column).
+        error: serde_json::Error,
+    },
+    /// It was written in another layout ([`FORMAT`]).
+    #[error("{}: manifest format {found}, this version reads format {FORMAT}", path.display())]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// The format it declares.
+        found: u32,
+    },
+}
+
 impl Manifest {
     /// The manifest of the artifact directory `dir`; `None` when it is missing, unreadable,
-    /// not valid or of another [`FORMAT`].
+    /// not valid or of another [`FORMAT`] ([`Manifest::load`] says which).
     pub fn read(dir: &Path) -> Option<Manifest> {
-        let bytes = std::fs::read(dir.join(MANIFEST)).ok()?;
-        let m: Manifest = serde_json::from_slice(&bytes).ok()?;
-        (m.format == FORMAT).then_some(m)
+        Manifest::load(dir).ok()
+    }
+
+    /// The manifest of the artifact directory `dir`, read bounded ([`MANIFEST_LIMIT`]; a FIFO
+    /// in its place is refused at once, not waited on), or why it could not be.
+    pub fn load(dir: &Path) -> Result<Manifest, ManifestError> {
+        let path = dir.join(MANIFEST);
+        let bytes = pipeline_bounded::read(&path, MANIFEST_LIMIT, "an artifact manifest")?;
+        let m: Manifest = serde_json::from_slice(&bytes).map_err(|error| ManifestError::Json {
+            path: path.clone(),
+            error,
+        })?;
+        if m.format != FORMAT {
+            return Err(ManifestError::Format {
+                path,
+                found: m.format,
+            });
+        }
+        Ok(m)
+    }
+
+    /// What is wrong with the manifest on its own, without reading the files it lists: a path
+    /// that leaves the artifact (empty, absolute, `..`), names the manifest, the log directory
+    /// or the store's marker, or comes twice, a digest that is not 64 hex digits, and an output
+    /// digest that is not [`crate::hash::digest_of_set`] of the listed files. One line each;
+    /// empty when it is sound. A manifest from elsewhere (a remote) is checked with this before
+    /// anything it names is committed, and `verify` checks every local one with it, so that
+    /// bytes served under an honest-looking output digest are caught.
+    pub fn inconsistencies(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for f in &self.files {
+            if let Some(why) = unfit_path(&f.path) {
+                problems.push(format!("{:?} {why}", truncated(&f.path)));
+            } else if !seen.insert(f.path.as_str()) {
+                problems.push(format!("{:?} is listed twice", truncated(&f.path)));
+            }
+            if !(f.blake3.len() == 64 && f.blake3.bytes().all(|c| c.is_ascii_hexdigit())) {
+                problems.push(format!(
+                    "{:?} has a digest that is not a blake3 digest",
+                    truncated(&f.path)
+                ));
+            }
+        }
+        let digest = crate::hash::digest_of_set(
+            self.files
+                .iter()
+                .map(|f| (f.path.as_str(), f.blake3.as_str())),
+        );
+        if digest != self.output_digest {
+            problems.push(format!(
+                "the output digest {} is not the digest of the listed files ({})",
+                truncated(&self.output_digest),
+                &digest[..12]
+            ));
+        }
+        problems
     }
 
     /// A cheap health check used on every run: each listed file is there with its size.
@@ -157,10 +247,18 @@ impl Manifest {
     }
 
     /// The artifact's metrics, timings included (the full record in its log directory when
-    /// there, see [`crate::metrics`]); one that is not JSON is left out with a warning.
+    /// there, see [`crate::metrics`]); one that is not JSON, not a regular file or over
+    /// [`METRICS_LIMIT`] is left out with a warning.
     pub fn metrics(&self, dir: &Path) -> Option<Value> {
         let path = crate::metrics::full_record(dir, crate::metrics::METRICS);
-        let bytes = std::fs::read(&path).ok()?;
+        let bytes = match pipeline_bounded::read(&path, METRICS_LIMIT, "a metrics record") {
+            Ok(bytes) => bytes,
+            Err(e) if e.is_not_found() => return None,
+            Err(e) => {
+                tracing::warn!("{e}; its metrics are left out");
+                return None;
+            }
+        };
         serde_json::from_slice(&bytes)
             .map_err(|e| {
                 tracing::warn!(
@@ -239,4 +337,191 @@ pub struct RunStage {
 /// time stamp in records and summaries, and of run ids.
 pub fn now_string() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// Why `path` cannot be a file of an artifact: it must be relative, plain (no `.`, `..`, root),
+/// not empty, and not one of the names the store itself writes there.
+fn unfit_path(path: &str) -> Option<&'static str> {
+    let p = Path::new(path);
+    let plain = !path.is_empty()
+        && p.components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    let first = p.components().next().map(|c| c.as_os_str());
+    if !plain {
+        Some("is not a relative path inside the artifact")
+    } else if path == MANIFEST || first == Some(LOG_DIR.as_ref()) || path == crate::owned::MARK {
+        Some("is a name the store reserves for itself")
+    } else {
+        None
+    }
+}
+
+/// At most 80 characters of a name from an untrusted manifest, for a message.
+fn truncated(s: &str) -> String {
+    match s.char_indices().nth(80) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str, content: &str) -> FileEntry {
+        FileEntry {
+            path: path.into(),
+            size: content.len() as u64,
+            blake3: blake3::hash(content.as_bytes()).to_hex().to_string(),
+        }
+    }
+
+    /// A manifest listing `files`, with the output digest they give.
+    fn manifest(files: Vec<FileEntry>) -> Manifest {
+        let output_digest =
+            crate::hash::digest_of_set(files.iter().map(|f| (f.path.as_str(), f.blake3.as_str())));
+        Manifest {
+            format: FORMAT,
+            instance: "a".into(),
+            stage: "a".into(),
+            fingerprint: "0".repeat(32),
+            components: Components {
+                kind: "cmd".into(),
+                code_version: String::new(),
+                params: serde_json::Map::new(),
+                spec: Value::Null,
+                inputs: BTreeMap::new(),
+                deps: BTreeMap::new(),
+            },
+            files,
+            output_digest,
+            record: StageRecord {
+                run_id: String::new(),
+                instance: "a".into(),
+                stage: "a".into(),
+                fingerprint: "0".repeat(32),
+                status: "ok".into(),
+                started: String::new(),
+                finished: String::new(),
+                duration_ms: 0,
+                reasons: Vec::new(),
+                error: None,
+                dir: PathBuf::new(),
+                job: None,
+            },
+        }
+    }
+
+    fn only_problem(m: &Manifest, needle: &str) {
+        let problems = m.inconsistencies();
+        assert!(
+            problems.iter().any(|p| p.contains(needle)),
+            "no {needle:?} in {problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_sound_manifest_has_no_inconsistencies() {
+        let m = manifest(vec![entry("a.txt", "a"), entry("sub/b.bin", "b")]);
+        assert_eq!(m.inconsistencies(), Vec::<String>::new());
+        assert!(manifest(Vec::new()).inconsistencies().is_empty());
+    }
+
+    #[test]
+    fn an_output_digest_that_is_not_the_files_is_found() {
+        let mut m = manifest(vec![entry("a.txt", "a")]);
+        // Other bytes served under the honest digest: the file's digest changed, not the output's.
+        m.files[0] = entry("a.txt", "other bytes");
+        only_problem(&m, "is not the digest of the listed files");
+        let mut m = manifest(vec![entry("a.txt", "a")]);
+        m.output_digest = "f".repeat(64);
+        only_problem(&m, "is not the digest of the listed files");
+    }
+
+    #[test]
+    fn reserved_names_are_found() {
+        for path in [MANIFEST, ".log", ".log/x", crate::owned::MARK] {
+            let m = manifest(vec![entry("a.txt", "a"), entry(path, "x")]);
+            only_problem(&m, "is a name the store reserves for itself");
+            assert_eq!(
+                m.inconsistencies().len(),
+                1,
+                "{path}: {:?}",
+                m.inconsistencies()
+            );
+        }
+        assert_eq!(LOG_DIR, ".log");
+        // Only the first component is reserved for the log directory.
+        assert!(
+            manifest(vec![entry("sub/.log", "x")])
+                .inconsistencies()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_path_listed_twice_is_found() {
+        let m = manifest(vec![entry("a.txt", "a"), entry("a.txt", "a")]);
+        only_problem(&m, "\"a.txt\" is listed twice");
+    }
+
+    #[test]
+    fn paths_leaving_the_artifact_are_found() {
+        for path in ["../x", "/etc/passwd", "a/../../x", "./a", ""] {
+            let m = manifest(vec![entry(path, "x")]);
+            only_problem(&m, "is not a relative path inside the artifact");
+        }
+    }
+
+    #[test]
+    fn digests_that_are_not_blake3_are_found_without_a_panic() {
+        for digest in ["", "xyz", &"g".repeat(64), &"é".repeat(32), &"a".repeat(63)] {
+            let mut m = manifest(vec![entry("a.txt", "a")]);
+            m.files[0].blake3 = digest.to_string();
+            m.output_digest = crate::hash::digest_of_set([("a.txt", digest)]);
+            only_problem(&m, "has a digest that is not a blake3 digest");
+        }
+    }
+
+    #[test]
+    fn long_names_are_cut_in_messages() {
+        let long = "x".repeat(100_000);
+        let m = manifest(vec![entry(&format!("../{long}"), "x")]);
+        let problems = m.inconsistencies();
+        assert!(problems.iter().all(|p| p.len() < 400), "{problems:?}");
+    }
+
+    #[test]
+    fn load_refuses_what_is_not_a_manifest_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Manifest::load(dir.path()).unwrap_err();
+        assert!(
+            matches!(&e, ManifestError::Read(r) if r.is_not_found()),
+            "{e}"
+        );
+        std::fs::write(dir.path().join(MANIFEST), "{\"format\": 1}").unwrap();
+        let e = Manifest::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("MANIFEST.json: not a valid manifest"), "{e}");
+        let mut m = manifest(Vec::new());
+        m.format = FORMAT + 1;
+        std::fs::write(dir.path().join(MANIFEST), serde_json::to_vec(&m).unwrap()).unwrap();
+        let e = Manifest::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("manifest format 2"), "{e}");
+        m.format = FORMAT;
+        std::fs::write(dir.path().join(MANIFEST), serde_json::to_vec(&m).unwrap()).unwrap();
+        assert_eq!(
+            Manifest::load(dir.path()).unwrap().fingerprint,
+            m.fingerprint
+        );
+    }
+
+    #[test]
+    fn load_refuses_a_manifest_over_the_limit_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(dir.path().join(MANIFEST)).unwrap();
+        f.set_len(8 << 30).unwrap(); // sparse: read whole, 8 GiB
+        let e = Manifest::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("larger than 64 MiB"), "{e}");
+        assert!(Manifest::read(dir.path()).is_none());
+    }
 }

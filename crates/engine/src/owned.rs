@@ -1,14 +1,34 @@
-//! The one place that decides what the store may delete.
+//! The one place that decides what the store may delete or move.
 //!
-//! People point `.pipeline/tmp` or `.pipeline/work` at a scratch disk with a symlink, and such
-//! a disk holds other things too; so "it is under `.pipeline/`" is not proof that the store made
-//! it. Every directory the store creates for a run is marked: a temporary run directory holds a
-//! [`MARK`] file itself; an instance's folder in `work/`, `artifacts/`, `failed/`,
-//! `quarantine/` and `jobs/` holds one, and the entries the store makes inside it (one per
-//! fingerprint or run) are the store's. [`remove`] deletes an entry only with that proof, never a
-//! symlink, and never anything outside `.pipeline/`; `std::fs::remove_dir_all` does not follow
-//! symlinks inside what it deletes. An artifact committed before markers existed is still
-//! recognised by its `MANIFEST.json`.
+//! People point `.pipeline/tmp`, `work` or `artifacts` at a scratch disk with a symlink, and
+//! such a disk holds other things too (a user's notes, another project's data); so "it is under
+//! `.pipeline/`" is not proof that the store made it. The rule, the same for every deletion
+//! (a run clearing `tmp/`, `gc`, the cluster executor) and for `verify`'s quarantine: an entry
+//! is the store's only when it is recognised by where it is, by its name *and* by its kind:
+//!
+//! - **where**: an entry of a store folder ([`AREAS`]) inside `.pipeline/`, at the depth the
+//!   store makes entries there: `tmp/<entry>`, and `<area>/<instance>/<entry>` in the others;
+//! - **kind**: a directory, never a symlink, with no symlink between it and the store folder
+//!   (the store folder itself may be a symlink to a scratch disk);
+//! - **name**: of the shape the store gives: a fingerprint (32 lowercase hex digits) in
+//!   `artifacts/` and `work/`; in `tmp/` a run's `<instance>-<fingerprint>-<pid>`, a pull's
+//!   `pull-<pid>-<nanos>` or the `downloads` area; in `failed/` a run id
+//!   (`2025-01-31T09-15-02.123Z`, with `-job<id>` for a cluster job); in `quarantine/`
+//!   `<fingerprint>-<run id>`; in `jobs/` `<fingerprint>-<pid>-<n>`; and the
+//!   `.<name>.incoming-<pid>` copy a commit or quarantine across filesystems leaves beside
+//!   an entry of `artifacts/` or `quarantine/`;
+//! - **proof**: the [`MARK`] file, in a `tmp/` entry itself, or in the instance folder the
+//!   store made for a deeper entry (or in the entry); an artifact is also recognised by its
+//!   own `MANIFEST.json` naming its folder's fingerprint (artifacts committed before markers).
+//!
+//! An entry that fails any of these is left in place and reported (`gc` and `verify` list it
+//! as left alone). [`recognise`] applies the rule, [`remove`] deletes only what it accepts
+//! (`std::fs::remove_dir_all` does not follow symlinks inside what it deletes), and an empty
+//! instance folder goes only when it holds nothing but its marker.
+
+mod names;
+
+pub use names::is_fingerprint;
 
 use std::path::{Component, Path};
 
@@ -19,7 +39,7 @@ use crate::workspace::Workspace;
 pub const MARK: &str = ".pipeline-owned";
 
 /// The folders of `.pipeline/` whose entries the store creates and removes.
-const AREAS: &[&str] = &["tmp", "work", "artifacts", "failed", "quarantine", "jobs"];
+pub const AREAS: &[&str] = &["tmp", "work", "artifacts", "failed", "quarantine", "jobs"];
 
 /// Why an entry was left alone.
 #[derive(Debug, thiserror::Error)]
@@ -60,78 +80,97 @@ pub fn mark(dir: &Path) -> std::io::Result<()> {
     )
 }
 
-/// Whether [`remove`] would delete `path` (`gc --dry-run`).
+/// Whether [`remove`] would delete `path` (`gc --dry-run`); a path that does not exist is fine.
 pub fn may_remove(ws: &Workspace, path: &Path) -> Result<(), Refused> {
-    let refuse = |why: &str| Refused {
-        path: path.display().to_string(),
-        why: why.to_string(),
-    };
-    entry_depth(ws, path).map_err(|why| refuse(&why))?;
     match std::fs::symlink_metadata(path) {
-        Ok(meta) => check(ws, path, &meta)
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => entry_parts(ws, path)
             .map(|_| ())
-            .map_err(|why| refuse(&why)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(refuse(&e.to_string())),
+            .map_err(|why| refused(path, why)),
+        _ => recognise(ws, path).map_err(|why| refused(path, why)),
     }
 }
 
-/// Deletes `path` if the store made it (it, or a folder between it and the store folder, holds
-/// the marker); a path that does not exist is fine.
+/// Deletes `path` if the store made it ([`recognise`]); a path that does not exist is fine.
 pub fn remove(ws: &Workspace, path: &Path) -> Result<(), Refused> {
-    let refuse = |why: &str| Refused {
-        path: path.display().to_string(),
-        why: why.to_string(),
-    };
-    entry_depth(ws, path).map_err(|why| refuse(&why))?;
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(refuse(&e.to_string())),
-    };
-    check(ws, path, &meta).map_err(|why| refuse(&why))?;
-    let removed = if meta.is_dir() {
-        std::fs::remove_dir_all(path)
-    } else {
-        std::fs::remove_file(path)
-    };
-    removed.map_err(|e| refuse(&format!("removing it failed: {e}")))
+    may_remove(ws, path)?;
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(refused(path, format!("removing it failed: {e}")))
+        }
+        _ => Ok(()),
+    }
 }
 
-/// Whether the store may delete `path`, and if not, why.
-fn check(ws: &Workspace, path: &Path, meta: &std::fs::Metadata) -> Result<usize, String> {
-    let depth = entry_depth(ws, path)?;
+fn refused(path: &Path, why: String) -> Refused {
+    Refused {
+        path: path.display().to_string(),
+        why,
+    }
+}
+
+/// Whether the store made `path` (the rule in the module doc), and if not, why in words that
+/// read after "left alone: ": "the store did not make it: its name is not ...".
+pub fn recognise(ws: &Workspace, path: &Path) -> Result<(), String> {
+    let parts = entry_parts(ws, path)?;
+    let not_ours = |why: String| {
+        format!("the store did not make it: {why}; remove it yourself if it is not needed")
+    };
+    let meta = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
     if meta.file_type().is_symlink() {
-        return Err("it is a symlink (the store never makes one)".into());
+        return Err(not_ours(
+            "it is a symlink (the store never makes one)".into(),
+        ));
+    }
+    if !meta.is_dir() {
+        let what = kind_text(&meta.file_type());
+        return Err(not_ours(format!("it is {what}, not a directory")));
     }
     // Below the area folder (which may be a symlink to a scratch disk) nothing on the way may
-    // be a symlink: deleting `tmp/x/link/y` would delete outside the store.
-    let below_area: Vec<&Path> = path.ancestors().take(depth - 1).collect();
+    // be a symlink: deleting `work/x/y` with `x` a link would delete outside the store.
+    let below_area: Vec<&Path> = path.ancestors().take(parts.len() - 1).collect();
     if below_area
         .iter()
+        .skip(1)
         .any(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()))
     {
-        return Err("a folder on its path is a symlink".into());
+        return Err(not_ours("a folder on its path is a symlink".into()));
     }
-    if below_area.iter().any(|a| is_marked(a)) {
-        return Ok(depth);
+    let (area, name) = (parts[0], parts[parts.len() - 1]);
+    if !names::fits(area, name) {
+        return Err(not_ours(format!(
+            "its name is not one the store gives an entry of {area}/ ({})",
+            names::shape(area)
+        )));
     }
-    let parts: Vec<_> = path.components().rev().take(depth).collect();
-    if depth == 3
-        && parts[2].as_os_str() == "artifacts"
-        && Manifest::read(path)
-            .is_some_and(|m| Some(m.fingerprint.as_str()) == parts[0].as_os_str().to_str())
+    if below_area.iter().any(|a| is_marked(a)) || (area == "artifacts" && own_manifest(path, name))
     {
-        return Ok(depth);
+        return Ok(());
     }
-    Err(format!(
-        "the store did not make it (no {MARK} marker); remove it yourself if it is not needed"
-    ))
+    let where_ = if area == "tmp" {
+        "in it"
+    } else {
+        "in it or its instance folder"
+    };
+    Err(not_ours(format!(
+        "no {MARK} marker {where_}{}",
+        if area == "artifacts" {
+            ", and no MANIFEST.json of its own"
+        } else {
+            ""
+        }
+    )))
 }
 
-/// How many components `path` has below `.pipeline/` (checked lexically: an entry of a store
-/// folder, no `..`), or why it is not such an entry.
-fn entry_depth(ws: &Workspace, path: &Path) -> Result<usize, String> {
+/// Whether the artifact `dir` holds a manifest (a regular file, read bounded) for the
+/// fingerprint `name`.
+fn own_manifest(dir: &Path, name: &str) -> bool {
+    std::fs::symlink_metadata(dir.join(crate::manifest::MANIFEST)).is_ok_and(|m| m.is_file())
+        && Manifest::read(dir).is_some_and(|m| m.fingerprint == name)
+}
+
+/// The components of `path` below `.pipeline/` (checked lexically: an entry of a store folder
+/// at the depth the store makes entries there, no `..`), or why it is not such an entry.
+fn entry_parts<'p>(ws: &Workspace, path: &'p Path) -> Result<Vec<&'p str>, String> {
     let rel = path
         .strip_prefix(&ws.state)
         .map_err(|_| format!("it is not inside {}", ws.state.display()))?;
@@ -142,10 +181,29 @@ fn entry_depth(ws: &Workspace, path: &Path) -> Result<usize, String> {
             _ => "\u{0}",
         })
         .collect();
-    if parts.len() < 2 || parts.contains(&"\u{0}") || !AREAS.contains(&parts[0]) {
+    let depth = match parts.first() {
+        Some(&"tmp") => 2,
+        _ => 3,
+    };
+    if parts.len() != depth || parts.contains(&"\u{0}") || !AREAS.contains(&parts[0]) {
         return Err("it is not an entry of a store folder".into());
     }
-    Ok(parts.len())
+    Ok(parts)
+}
+
+fn kind_text(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_file() {
+        "a regular file"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device file"
+    } else {
+        "neither a file nor a directory"
+    }
 }
 
 fn is_marked(dir: &Path) -> bool {
@@ -180,6 +238,8 @@ fn holds_only_its_mark(dir: &Path) -> bool {
 mod tests {
     use super::*;
 
+    const FP: &str = "0123456789abcdef0123456789abcdef";
+
     #[test]
     fn only_marked_entries_inside_the_store_go() {
         let dir = tempfile::tempdir().unwrap();
@@ -196,10 +256,16 @@ mod tests {
         assert!(scratch.join("theirs").exists());
 
         // Made by the store (through the symlink): removed.
-        let mine = ws.tmp().join("run-1");
+        let name = format!("a-{FP}-1");
+        let mine = ws.tmp().join(&name);
         create_marked(&mine).unwrap();
         remove(&ws, &mine).unwrap();
-        assert!(!scratch.join("run-1").exists());
+        assert!(!scratch.join(&name).exists());
+
+        // Marked, but not a name the store gives: refused.
+        create_marked(&ws.tmp().join("run-1")).unwrap();
+        let e = remove(&ws, &ws.tmp().join("run-1")).unwrap_err();
+        assert!(e.why.contains("its name is not one the store gives"), "{e}");
 
         // A symlink entry, an area the store does not own, a path outside: refused.
         std::os::unix::fs::symlink(&scratch, ws.tmp().join("link")).unwrap();
@@ -209,12 +275,69 @@ mod tests {
         assert!(remove(&ws, &ws.state.join("tmp/../../scratch")).is_err());
 
         // An entry of a marked instance folder.
-        let work = ws.work_dir("a", "f00");
+        let work = ws.work_dir("a", FP);
         create_in_marked(&work).unwrap();
         remove(&ws, &work).unwrap();
         assert!(!work.exists());
         remove_empty_folders(&ws.state.join("work"));
         assert!(!ws.state.join("work/a").exists());
+    }
+
+    #[test]
+    fn an_artifact_is_recognised_by_name_kind_and_proof() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path());
+        let unmarked = ws.artifacts().join("notes");
+        let why = |p: &Path| recognise(&ws, p).unwrap_err();
+
+        // A fingerprint-named folder in an instance folder the store did not make.
+        std::fs::create_dir_all(unmarked.join(FP)).unwrap();
+        assert!(why(&unmarked.join(FP)).contains("no .pipeline-owned marker"));
+        // ... recognised by its own manifest for that fingerprint.
+        let m = format!("{{\"format\": 1, \"fingerprint\": \"{FP}\"}}");
+        std::fs::write(unmarked.join(FP).join("MANIFEST.json"), m).unwrap();
+        assert!(why(&unmarked.join(FP)).contains("no MANIFEST.json of its own"));
+        let record = serde_json::json!({"run_id": "", "instance": "a", "stage": "a",
+            "fingerprint": FP, "status": "ok", "started": "", "finished": "", "duration_ms": 0,
+            "dir": ""});
+        let m = serde_json::json!({"format": 1, "instance": "a", "stage": "a", "fingerprint": FP,
+            "components": {"kind": "cmd", "code_version": "", "params": {}, "spec": null,
+                "inputs": {}, "deps": {}},
+            "files": [], "output_digest": "", "record": record});
+        std::fs::write(unmarked.join(FP).join("MANIFEST.json"), m.to_string()).unwrap();
+        assert_eq!(recognise(&ws, &unmarked.join(FP)), Ok(()));
+        // ... but not by one for another fingerprint.
+        let other = unmarked.join(FP.replace('0', "f"));
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("MANIFEST.json"), m.to_string()).unwrap();
+        assert!(why(&other).contains("no MANIFEST.json of its own"));
+
+        // In a marked instance folder: recognised, also without a manifest (a half-written one).
+        let ours = ws.artifact_dir("a", FP);
+        create_in_marked(&ours).unwrap();
+        assert_eq!(recognise(&ws, &ours), Ok(()));
+        let notes = ours.parent().unwrap().join("notes");
+        std::fs::create_dir(&notes).unwrap();
+        assert!(why(&notes).contains("its name is not one the store gives"));
+        // Too deep, too shallow.
+        assert!(why(&ours.join("sub")).contains("not an entry of a store folder"));
+        assert!(why(ours.parent().unwrap()).contains("not an entry of a store folder"));
+
+        // A file and a symlink where an artifact folder would be.
+        let file = ws.artifact_dir("b", FP);
+        create_in_marked(file.parent().unwrap().join("x").as_path()).unwrap();
+        std::fs::write(&file, "x").unwrap();
+        assert!(why(&file).contains("it is a regular file"));
+        let link = ws.artifact_dir("c", FP);
+        create_in_marked(link.parent().unwrap().join("x").as_path()).unwrap();
+        std::os::unix::fs::symlink(&ours, &link).unwrap();
+        assert!(why(&link).contains("it is a symlink"));
+        assert!(remove(&ws, &link).is_err() && ours.exists());
+
+        // A marked instance folder reached through a symlink below the area.
+        std::os::unix::fs::symlink(ours.parent().unwrap(), ws.artifacts().join("d")).unwrap();
+        assert!(why(&ws.artifacts().join("d").join(FP)).contains("a folder on its path"));
+        assert!(remove(&ws, &ws.artifacts().join("d").join(FP)).is_err() && ours.exists());
     }
 
     #[test]
