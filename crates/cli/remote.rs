@@ -323,6 +323,11 @@ pub fn gc(cli: &Cli, args: &GcRemote, dry_run: bool, json: bool) -> Result<ExitC
     for path in &report.uploads {
         println!("{verb} {path} (an unfinished upload)");
     }
+    for path in &report.left_alone {
+        // A name from a shared remote: its control characters escaped.
+        let path = crate::sanitize::line(path);
+        println!("left alone {path} (not a file pipeline writes there)");
+    }
     if let Some(note) = &report.note {
         eprintln!("note: {note}");
     }

@@ -67,13 +67,20 @@ impl RemoteCache for RunCache {
                 self.unreachable.store(true, Ordering::Relaxed);
                 return Err(anyhow::Error::from(e).context("not asking it again in this run"));
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                // A refused or unreadable manifest stays so: the instance runs here, once,
+                // and the run does not ask (and warn) again while it waits for a slot.
+                if let Ok(mut m) = self.misses.lock() {
+                    m.insert(key);
+                }
+                return Err(e.into());
+            }
         };
         let pulled = remote.pull(ws, &[rm], false);
         if pulled.is_err()
             && let Ok(mut m) = self.misses.lock()
         {
-            // A corrupt object stays corrupt: the instance runs here, once.
+            // A corrupt object or a refused artifact stays so: the instance runs here, once.
             m.insert(key);
         }
         Ok(pulled?.committed.pop())

@@ -13,6 +13,7 @@ use pipeline_engine::manifest::Manifest;
 use pipeline_engine::workspace::Workspace;
 use serde::Serialize;
 
+use crate::dirfs::{self, Meta, Removed};
 use crate::layout::{self, RemoteManifest};
 use crate::{Remote, RemoteError, Result};
 
@@ -49,6 +50,10 @@ pub struct GcReport {
     /// Unfinished uploads older than `min_age` (removed, or that would be): a directory
     /// remote's staging files (`<object>#<n>`), left by a push killed midway.
     pub uploads: Vec<String>,
+    /// What is under `objects/` or `manifests/` but is not a file the tool writes there, by name
+    /// and kind: a link (and what it points to), a folder or FIFO where a file belongs, a file
+    /// named otherwise. Never removed, never looked into.
+    pub left_alone: Vec<String>,
     /// What could not be looked at: S3's unfinished multipart uploads.
     pub note: Option<String>,
 }
@@ -66,20 +71,22 @@ impl Remote {
 
     async fn gc_async(&self, ws: &Workspace, opts: &GcOptions) -> Result<GcReport> {
         let cutoff = SystemTime::now() - opts.min_age;
-        let old = |m: &object_store::ObjectMeta| {
-            let t = m.last_modified.timestamp();
-            SystemTime::UNIX_EPOCH + Duration::from_secs(t.max(0) as u64) <= cutoff
-        };
+        let old = |m: &Meta| m.modified <= cutoff;
         let local: HashSet<Path> = list_artifacts(ws)
             .into_iter()
             .filter_map(|(dir, _)| Manifest::read(&dir))
             .map(|m| layout::manifest_path(&m.instance, &m.fingerprint))
             .collect();
-        let manifests = self.list(layout::MANIFESTS).await?;
-        let mut report = GcReport::default();
+        let manifests = self.listing(layout::MANIFESTS).await?;
+        let mut report = GcReport {
+            left_alone: manifests.odd,
+            ..Default::default()
+        };
         let (mut kept, mut gone_manifests, mut gone_objects) = (Vec::new(), Vec::new(), Vec::new());
-        for (path, meta) in manifests {
-            if opts.all || local.contains(&path) || !old(&meta) {
+        for (path, meta) in manifests.files {
+            if !layout::is_manifest_name(&path) {
+                report.left_alone.push(path.to_string());
+            } else if opts.all || local.contains(&path) || !old(&meta) {
                 kept.push(path);
             } else {
                 gone_manifests.push(path);
@@ -87,11 +94,14 @@ impl Remote {
         }
         report.kept_manifests = kept.len();
         let referenced = self.referenced(&kept).await?;
-        for (path, meta) in self.list(layout::OBJECTS).await? {
+        let objects = self.listing(layout::OBJECTS).await?;
+        report.left_alone.extend(objects.odd);
+        for (path, meta) in objects.files {
             match layout::digest_of(&path) {
+                None => report.left_alone.push(path.to_string()),
                 Some(d) if referenced.contains(&d) => report.kept_objects += 1,
-                _ if !old(&meta) => report.too_young += 1,
-                _ => {
+                Some(_) if !old(&meta) => report.too_young += 1,
+                Some(_) => {
                     report.bytes += meta.size;
                     gone_objects.push(path);
                 }
@@ -99,16 +109,23 @@ impl Remote {
         }
         gone_manifests.sort();
         gone_objects.sort();
+        if !opts.dry_run {
+            let odd = self.delete_all(&gone_manifests).await?;
+            let odd_objects = self.delete_all(&gone_objects).await?;
+            gone_manifests.retain(|p| !odd.contains(p));
+            gone_objects.retain(|p| !odd_objects.contains(p));
+            report
+                .left_alone
+                .extend(odd.iter().chain(&odd_objects).map(Path::to_string));
+        }
         report.manifests = gone_manifests.iter().map(Path::to_string).collect();
         report.objects = gone_objects.iter().map(Path::to_string).collect();
-        if !opts.dry_run {
-            self.delete_all(&gone_manifests).await?;
-            self.delete_all(&gone_objects).await?;
-        }
         match &self.dir {
             Some(dir) => report.uploads = stale_uploads(dir, cutoff, opts.dry_run)?,
             None => report.note = Some(S3_UPLOADS_NOTE.into()),
         }
+        report.left_alone.sort();
+        report.left_alone.dedup();
         Ok(report)
     }
 
@@ -132,7 +149,22 @@ impl Remote {
         Ok(out)
     }
 
-    async fn delete_all(&self, paths: &[Path]) -> Result<()> {
+    /// Removes `paths`; on a directory remote only a regular file reached without a link (see
+    /// [`dirfs::remove`]). Returns those that turned out not to be one, left in place.
+    async fn delete_all(&self, paths: &[Path]) -> Result<HashSet<Path>> {
+        if let Some(dir) = &self.dir {
+            let mut odd = HashSet::new();
+            for p in paths {
+                let removed = dirfs::remove(dir, p.as_ref()).map_err(|source| RemoteError::Io {
+                    path: dir.join(p.as_ref()),
+                    source,
+                })?;
+                if removed == Removed::NotPlain {
+                    odd.insert(p.clone());
+                }
+            }
+            return Ok(odd);
+        }
         futures::stream::iter(paths)
             .map(|p| async move {
                 match self.store.delete(p).await {
@@ -143,14 +175,15 @@ impl Remote {
             .buffer_unordered(16)
             .try_collect::<Vec<()>>()
             .await
-            .map(|_| ())
+            .map(|_| HashSet::new())
     }
 }
 
 /// A directory remote's unfinished uploads: object_store writes an object (or manifest) to
 /// `<name>#<n>` and renames it when complete, and its listing leaves such files out. Those not
 /// modified since `cutoff` are a killed push's (a push in progress writes to its own
-/// continuously); they are removed unless `dry_run`. Returns their paths inside the remote.
+/// continuously); they are removed unless `dry_run`, each only if it is a regular file reached
+/// without a link ([`dirfs::remove`]). Returns their paths inside the remote.
 fn stale_uploads(dir: &std::path::Path, cutoff: SystemTime, dry_run: bool) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for top in [layout::OBJECTS, layout::MANIFESTS] {
@@ -159,25 +192,27 @@ fn stale_uploads(dir: &std::path::Path, cutoff: SystemTime, dry_run: bool) -> Re
                 let Some(name) = file.file_name().and_then(|n| n.to_str()) else {
                     continue;
                 };
-                let staging = name
-                    .split_once('#')
-                    .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()));
-                // Only plain files: never follow a symlink out of the remote.
                 let meta = std::fs::symlink_metadata(&file);
                 let old = meta
                     .as_ref()
                     .is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t <= cutoff));
-                if !staging || !old {
+                let Ok(rel) = file.strip_prefix(dir) else {
+                    continue;
+                };
+                let rel = rel.display().to_string();
+                if !dirfs::is_staging(name) || !old {
                     continue;
                 }
                 if !dry_run {
-                    std::fs::remove_file(&file).map_err(|source| RemoteError::Io {
+                    let removed = dirfs::remove(dir, &rel).map_err(|source| RemoteError::Io {
                         path: file.clone(),
                         source,
                     })?;
+                    if removed != Removed::Yes {
+                        continue;
+                    }
                 }
-                let rel = file.strip_prefix(dir).unwrap_or(&file);
-                out.push(rel.display().to_string());
+                out.push(rel);
             }
         }
     }
@@ -185,8 +220,12 @@ fn stale_uploads(dir: &std::path::Path, cutoff: SystemTime, dry_run: bool) -> Re
     Ok(out)
 }
 
-/// The entries of a directory (none when it cannot be read), sorted; symlinks left out.
+/// The entries of a directory (none when it cannot be read, or is itself a link), sorted;
+/// links left out.
 fn read_dirs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    if std::fs::symlink_metadata(dir).map_or(true, |m| !m.is_dir()) {
+        return Vec::new();
+    }
     let mut out: Vec<_> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()

@@ -50,16 +50,38 @@ pub fn object_path(digest: &str) -> Path {
     Path::from(format!("{OBJECTS}/{a}/{b}"))
 }
 
-/// The digest an object path names (`None` for anything else under `objects/`).
+/// The digest an object path names: `objects/<2 hex>/<62 hex>`, lowercase, as
+/// [`object_path`] writes it (`None` for anything else, under `objects/` or not).
 pub fn digest_of(path: &Path) -> Option<String> {
-    let mut parts = path.parts();
-    let (Some(top), Some(a), Some(b), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return None;
+    let [top, a, b] = three_parts(path)?;
+    let plain = top == OBJECTS && is_lower_hex(&a, 2) && is_lower_hex(&b, 62);
+    plain.then(|| format!("{a}{b}"))
+}
+
+/// Whether `path` is named as the tool names a manifest it writes:
+/// `manifests/<32 hex fingerprint>/<name>.json`, as [`manifest_path`] writes it.
+pub fn is_manifest_name(path: &Path) -> bool {
+    let Some([top, fp, file]) = three_parts(path) else {
+        return false;
     };
-    let digest = format!("{}{}", a.as_ref(), b.as_ref());
-    (top.as_ref() == OBJECTS && is_digest(&digest)).then_some(digest)
+    let stem = file.strip_suffix(".json").unwrap_or("");
+    top == MANIFESTS
+        && is_lower_hex(&fp, FINGERPRINT_LEN)
+        && !stem.is_empty()
+        && !file.contains(['#', '%'])
+}
+
+/// A fingerprint's length in hex digits ([`pipeline_engine::manifest::Components::fingerprint`]).
+const FINGERPRINT_LEN: usize = 32;
+
+fn three_parts(path: &Path) -> Option<[String; 3]> {
+    let mut parts = path.parts().map(|p| p.as_ref().to_string());
+    let three = [parts.next()?, parts.next()?, parts.next()?];
+    parts.next().is_none().then_some(three)
+}
+
+fn is_lower_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Whether `s` is a blake3 digest as the store writes it (64 hex digits): a remote manifest is
@@ -99,6 +121,43 @@ mod tests {
         assert_eq!(digest_of(&object_path(&d)), Some(d));
         assert_eq!(digest_of(&Path::from("objects/ab/c#1")), None);
         assert_eq!(digest_of(&Path::from("manifests/ab/cd")), None);
+    }
+
+    /// Whether `gc --remote` may remove `path` when nothing keeps it: one of the names the
+    /// tool gives what it writes. (The listing it comes from holds regular files only: a link
+    /// or folder is never removed whatever its name.)
+    fn is_tool_name(path: &Path) -> bool {
+        digest_of(path).is_some() || is_manifest_name(path)
+    }
+
+    #[test]
+    fn only_the_tools_own_names_may_be_removed() {
+        let d = blake3::hash(b"x").to_hex().to_string();
+        let fp = "0123456789abcdef0123456789abcdef";
+        for ok in [
+            format!("objects/{}/{}", &d[..2], &d[2..]),
+            format!("manifests/{fp}/train@share_type=all.json"),
+            format!("manifests/{fp}/h-{}.json", &d[..32]),
+        ] {
+            assert!(is_tool_name(&Path::from(ok.as_str())), "{ok}");
+        }
+        for bad in [
+            format!("objects/{}/{}", &d[..3], &d[3..]),
+            format!("objects/{}/{}", &d[..2], d[2..].to_uppercase()),
+            format!("objects/{}/{}x", &d[..2], &d[2..]),
+            format!("objects/{}/{}/x", &d[..2], &d[2..]),
+            format!("objects/{}/{}#1", &d[..2], &d[2..]),
+            "objects/ab/notes.txt".to_string(),
+            format!("manifests/{fp}/a.json.bak"),
+            format!("manifests/{fp}/.json"),
+            format!("manifests/{fp}x/a.json"),
+            format!("manifests/{fp}/a#1.json"),
+            format!("manifests/{fp}/sub/a.json"),
+            format!("manifests/{}/a.json", &d[..2]),
+            format!("other/{}/{}", &d[..2], &d[2..]),
+        ] {
+            assert!(!is_tool_name(&Path::from(bad.as_str())), "{bad}");
+        }
     }
 
     #[test]

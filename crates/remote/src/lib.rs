@@ -18,12 +18,14 @@
 
 mod cache;
 mod creds;
+mod dirfs;
 mod downloads;
 mod gc;
 mod layout;
 mod open;
 mod pull;
 mod push;
+mod reads;
 mod transfer;
 
 use std::path::PathBuf;
@@ -37,6 +39,7 @@ pub use layout::RemoteManifest;
 pub use open::{Spec, resolve};
 pub use pull::{Place, PullReport, Transfer};
 pub use push::PushReport;
+pub use reads::MANIFEST_LIMIT;
 
 /// What can go wrong with a remote; [`RemoteError::is_user_error`] says which ones the user
 /// fixes by changing a flag, pipeline.yaml or the environment.
@@ -100,6 +103,17 @@ pub enum RemoteError {
         /// The object's URL on the remote, or the path of the manifest that names it badly.
         object: String,
         /// What does not match.
+        why: String,
+    },
+    /// What the remote serves is refused before anything of it is written: a manifest over
+    /// [`MANIFEST_LIMIT`], a link, FIFO or folder in a manifest's place, an artifact of more
+    /// files or bytes than a pull takes, or more than the local disk has room for.
+    #[error("remote {object} is refused: {why}")]
+    Refused {
+        /// The manifest's URL on the remote (or the manifests' when a pull as a whole is too
+        /// large).
+        object: String,
+        /// Why, with the limit.
         why: String,
     },
     /// A remote manifest is not the JSON of a [`RemoteManifest`].

@@ -9,7 +9,7 @@ use futures::{StreamExt, TryStreamExt};
 use pipeline_engine::Pipeline;
 use pipeline_engine::fingerprint::{Freshness, components, freshness};
 use pipeline_engine::index::Index;
-use pipeline_engine::manifest::{MANIFEST, Manifest};
+use pipeline_engine::manifest::{FileEntry, MANIFEST, Manifest};
 use pipeline_engine::workspace::Workspace;
 use serde::Serialize;
 
@@ -133,7 +133,12 @@ impl Remote {
         manifests: &[RemoteManifest],
         progress: bool,
     ) -> Result<PullReport> {
-        let objects = objects(manifests)?;
+        let objects = objects(self, manifests)?;
+        let bytes = manifests
+            .iter()
+            .flat_map(|m| m.files())
+            .fold(0u64, |sum, (_, f)| sum.saturating_add(f.size));
+        check_room(ws, bytes)?;
         let area = Area::open(ws)?;
         let transfer = self
             .rt
@@ -182,23 +187,116 @@ impl Remote {
     }
 }
 
-/// The distinct objects the artifacts hold, with their sizes; a manifest that names a file
-/// outside its artifact, or an object by anything but a digest, is refused.
-fn objects(manifests: &[RemoteManifest]) -> Result<HashMap<String, u64>> {
+/// The most files one pulled artifact may hold (its outputs and logs). The default pipeline's
+/// artifacts hold at most a few hundred (checkpoints, shards); the bound is what stops a
+/// manifest naming one small object under 10^5 paths from writing that many files (and, with
+/// a large object, hundreds of MB per KB of manifest). 50,000 files make a manifest of about
+/// 10 MB, within [`crate::MANIFEST_LIMIT`].
+pub(crate) const MAX_FILES: usize = 50_000;
+/// The most bytes one pulled artifact may hold: far above any artifact of this project (a
+/// pretraining checkpoint set is a few GB), low enough that a manifest's sizes cannot add up
+/// to an overflow. The free space of the local store is checked as well.
+pub(crate) const MAX_BYTES: u64 = 1 << 40;
+/// Problems of one manifest named in its error (one may list thousands).
+const SHOWN: usize = 3;
+
+/// The distinct objects the artifacts hold, with their sizes, once each artifact is checked as
+/// a committed one is ([`Manifest::inconsistencies`]: paths inside the artifact and not
+/// reserved, none twice, digests that are digests, and the output digest that of the listed
+/// files; the log files likewise) and within [`MAX_FILES`] and [`MAX_BYTES`]. Nothing is
+/// fetched or written for a refused one.
+fn objects(remote: &Remote, manifests: &[RemoteManifest]) -> Result<HashMap<String, u64>> {
     let mut out = HashMap::new();
     for rm in manifests {
-        for (path, f) in rm.files() {
-            if !layout::is_inside(&path) || !layout::is_digest(&f.blake3) {
-                return Err(RemoteError::Corrupt {
-                    object: layout::manifest_path(&rm.manifest.instance, &rm.manifest.fingerprint)
-                        .to_string(),
-                    why: format!("it names the file `{path}` as `{}`", f.blake3),
-                });
+        let key = layout::manifest_path(&rm.manifest.instance, &rm.manifest.fingerprint);
+        // Counted first: the checks below cost time in the number of files.
+        let files = rm.manifest.files.len() + rm.logs.len();
+        let bytes = rm
+            .files()
+            .fold(0u64, |sum, (_, f)| sum.saturating_add(f.size));
+        let refused = |why| RemoteError::Refused {
+            object: remote.url_of(&key),
+            why,
+        };
+        if files > MAX_FILES {
+            return Err(refused(format!(
+                "it lists {files} files, more than the {MAX_FILES} a pull takes"
+            )));
+        }
+        if bytes > MAX_BYTES {
+            return Err(refused(format!(
+                "it lists {bytes} bytes, more than the {} a pull takes",
+                pipeline_bounded::size_text(MAX_BYTES)
+            )));
+        }
+        let mut problems = rm.manifest.inconsistencies();
+        problems.extend(log_problems(&rm.logs));
+        if !problems.is_empty() {
+            let more = problems.len().saturating_sub(SHOWN);
+            let mut why = problems[..problems.len().min(SHOWN)].join("; ");
+            if more > 0 {
+                why.push_str(&format!("; and {more} more"));
             }
+            return Err(RemoteError::Corrupt {
+                object: remote.url_of(&key),
+                why,
+            });
+        }
+        for (_, f) in rm.files() {
             out.insert(f.blake3.clone(), f.size);
         }
     }
     Ok(out)
+}
+
+/// What is wrong with the list of an artifact's log files: a path leaving the log directory,
+/// one listed twice, a digest that is not one.
+fn log_problems(logs: &[FileEntry]) -> Vec<String> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for f in logs {
+        let name: String = f.path.chars().take(80).collect();
+        if !layout::is_inside(&f.path) {
+            out.push(format!(
+                "log file {name:?} is not a relative path inside the log directory"
+            ));
+        } else if !seen.insert(f.path.as_str()) {
+            out.push(format!("log file {name:?} is listed twice"));
+        }
+        if !layout::is_digest(&f.blake3) {
+            out.push(format!(
+                "log file {name:?} has a digest that is not a blake3 digest"
+            ));
+        }
+    }
+    out
+}
+
+/// Refuses a pull of `bytes` (every file of every artifact: each is written once) when the
+/// filesystem of `ws`'s store has not that much free, before anything is fetched.
+fn check_room(ws: &Workspace, bytes: u64) -> Result<()> {
+    let tmp = ws.tmp();
+    let probe = tmp
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(tmp.as_path())
+        .to_path_buf();
+    let free = crate::dirfs::free_space(&probe).map_err(|source| RemoteError::Io {
+        path: probe.clone(),
+        source,
+    })?;
+    if bytes <= free {
+        return Ok(());
+    }
+    Err(RemoteError::Refused {
+        object: "the pull".into(),
+        why: format!(
+            "its artifacts hold {:.1} MB, and {} has {:.1} MB free",
+            bytes as f64 / 1e6,
+            probe.display(),
+            free as f64 / 1e6
+        ),
+    })
 }
 
 /// Lays the artifacts out in `staging/<k>/` from the download area. The staging directory is

@@ -2,7 +2,6 @@
 //! anything goes wrong) and one object down into the download area (hashed on the way, resumed
 //! where a killed pull stopped, refused unless size and digest match).
 
-use std::collections::HashMap;
 use std::path::Path as LocalPath;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -11,7 +10,7 @@ use futures::TryStreamExt;
 use futures::future::Either;
 use indicatif::ProgressBar;
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, MultipartUpload, ObjectMeta, ObjectStoreExt, PutPayload};
+use object_store::{MultipartUpload, ObjectStoreExt, PutPayload};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
 
@@ -77,17 +76,6 @@ impl Stop {
 }
 
 impl Remote {
-    /// Everything under `prefix`, in one listing (paged by the store, not one request per key).
-    pub(crate) async fn list(&self, prefix: &str) -> Result<HashMap<Path, ObjectMeta>> {
-        let prefix = Path::from(prefix);
-        self.store
-            .list(Some(&prefix))
-            .map_ok(|m| (m.location.clone(), m))
-            .try_collect()
-            .await
-            .map_err(|e| self.store_err(e))
-    }
-
     /// Uploads `file` as the object `digest`, hashing what it sends: a file that no longer has
     /// the digest its manifest gives is not written. Returns whether it went up in parts.
     pub(crate) async fn upload(
@@ -101,6 +89,7 @@ impl Remote {
             return Err(why);
         }
         let location = crate::layout::object_path(digest);
+        self.check_folders(&location)?;
         let mut f = tokio::fs::File::open(file).await.map_err(io_err(file))?;
         let len = f.metadata().await.map_err(io_err(file))?.len();
         if len <= PART as u64 {
@@ -174,6 +163,18 @@ impl Remote {
         Ok(())
     }
 
+    /// On a directory remote, refuses to write `location` through a folder that is a link
+    /// ([`crate::dirfs::check_folders`]).
+    fn check_folders(&self, location: &Path) -> Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        crate::dirfs::check_folders(dir, location.as_ref()).map_err(|e| RemoteError::Refused {
+            object: self.url_of(location),
+            why: format!("not written: {e}"),
+        })
+    }
+
     async fn part_done(
         &self,
         in_flight: &mut JoinSet<object_store::Result<u64>>,
@@ -191,20 +192,12 @@ impl Remote {
 
     /// Writes a small object in one atomic put.
     pub(crate) async fn put_small(&self, location: &Path, bytes: Vec<u8>) -> Result<()> {
+        self.check_folders(location)?;
         self.store
             .put(location, PutPayload::from(bytes))
             .await
             .map(|_| ())
             .map_err(|e| self.store_err(e))
-    }
-
-    /// A small object's bytes; `None` when it does not exist.
-    pub(crate) async fn get_small(&self, location: &Path) -> Result<Option<bytes::Bytes>> {
-        match self.store.get(location).await {
-            Ok(r) => r.bytes().await.map(Some).map_err(|e| self.store_err(e)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(self.store_err(e)),
-        }
     }
 
     /// Brings object `digest` into the download area, checking its size and blake3 digest (a
@@ -261,7 +254,7 @@ impl Remote {
     ) -> Result<u64> {
         let location = crate::layout::object_path(digest);
         let corrupt = |why: String| RemoteError::Corrupt {
-            object: format!("{}/{location}", self.url.trim_end_matches('/')),
+            object: self.url_of(&location),
             why,
         };
         let mut hasher = blake3::Hasher::new();
@@ -275,34 +268,8 @@ impl Remote {
         bar.inc(kept);
         let mut got = kept;
         if kept < size || size == 0 {
-            let missing = |e| match e {
-                object_store::Error::NotFound { .. } => corrupt("it is missing".into()),
-                e => self.store_err(e),
-            };
-            // A range must start inside the object, or the request fails in a way that cannot
-            // be told from a failing server: a remote object shorter than what arrived is
-            // corrupt, and said so, before the rest is asked for. A ranged request only where
-            // bytes are kept: some servers refuse `bytes=0-` for an empty object.
-            let range = if kept > 0 {
-                let there = self.store.head(&location).await.map_err(missing)?.size;
-                if there != size {
-                    return Err(corrupt(format!("{there} bytes instead of {size}")));
-                }
-                Some(GetRange::Offset(kept))
-            } else {
-                None
-            };
-            let opts = GetOptions {
-                range,
-                ..Default::default()
-            };
-            let result = self
-                .store
-                .get_opts(&location, opts)
-                .await
-                .map_err(missing)?;
-            let mut stream = result.into_stream();
-            while let Some(chunk) = stream.try_next().await.map_err(|e| self.store_err(e))? {
+            let mut stream = self.object_chunks(&location, size, kept, &corrupt).await?;
+            while let Some(chunk) = stream.try_next().await? {
                 got += chunk.len() as u64;
                 if got > size {
                     return Err(corrupt(format!(
