@@ -187,11 +187,11 @@ impl Remote {
     }
 }
 
-/// The most files one pulled artifact may hold (its outputs and logs). The default pipeline's
-/// artifacts hold at most a few hundred (checkpoints, shards); the bound is what stops a
-/// manifest naming one small object under 10^5 paths from writing that many files (and, with
-/// a large object, hundreds of MB per KB of manifest). 50,000 files make a manifest of about
-/// 10 MB, within [`crate::MANIFEST_LIMIT`].
+/// The most files one pulled artifact may hold (its outputs and logs), well above what a stage
+/// of this project writes (checkpoints, shards and logs). The bound is what stops a manifest
+/// naming one small object under 10^5 paths from writing that many files (and, with a large
+/// object, hundreds of MB per KB of manifest): such a manifest of 10 MB is refused in 0.1 s.
+/// 50,000 files make a manifest of about 9 MB, within [`crate::MANIFEST_LIMIT`].
 pub(crate) const MAX_FILES: usize = 50_000;
 /// The most bytes one pulled artifact may hold: far above any artifact of this project (a
 /// pretraining checkpoint set is a few GB), low enough that a manifest's sizes cannot add up
@@ -273,7 +273,9 @@ fn log_problems(logs: &[FileEntry]) -> Vec<String> {
 }
 
 /// Refuses a pull of `bytes` (every file of every artifact: each is written once) when the
-/// filesystem of `ws`'s store has not that much free, before anything is fetched.
+/// filesystem of `ws`'s `tmp/` (where objects arrive and artifacts are staged) has not that much
+/// free, before anything is fetched. An `artifacts/` on another disk (a link to a scratch disk)
+/// is not measured here.
 fn check_room(ws: &Workspace, bytes: u64) -> Result<()> {
     let tmp = ws.tmp();
     let probe = tmp
@@ -343,4 +345,43 @@ fn commit_all(
         out.push((m, dest));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str, blake3: &str) -> FileEntry {
+        FileEntry {
+            path: path.into(),
+            size: 1,
+            blake3: blake3.into(),
+        }
+    }
+
+    #[test]
+    fn log_lists_are_checked_like_file_lists() {
+        let d = blake3::hash(b"log").to_hex().to_string();
+        assert!(log_problems(&[entry("stdout.txt", &d), entry("a/b.txt", &d)]).is_empty());
+        let p = log_problems(&[
+            entry("stdout.txt", &d),
+            entry("stdout.txt", &d),
+            entry("../../x", &d),
+            entry("/etc/passwd", &d),
+            entry("ok.txt", "../../x"),
+        ]);
+        assert_eq!(p.len(), 4, "{p:?}");
+        assert!(p[0].contains("listed twice"), "{p:?}");
+        assert!(p[1].contains("inside the log directory"), "{p:?}");
+        assert!(p[3].contains("not a blake3 digest"), "{p:?}");
+    }
+
+    #[test]
+    fn free_space_is_checked_before_anything_is_fetched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(tmp.path());
+        assert!(check_room(&ws, 1).is_ok());
+        let e = check_room(&ws, u64::MAX).unwrap_err().to_string();
+        assert!(e.contains("MB free"), "{e}");
+    }
 }

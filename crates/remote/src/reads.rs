@@ -17,10 +17,11 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use crate::dirfs::{self, Listing, Meta};
 use crate::{Remote, RemoteError, Result};
 
-/// The largest remote manifest read. A manifest costs about 200 bytes a file pretty-printed
-/// (path, size, digest, indentation), so the most files an artifact may hold
-/// ([`crate::pull::MAX_FILES`], 50,000) make about 10 MB; a 900 MB manifest once aborted `pull`
-/// and `run` with an allocation failure and made `status` take 1.9 GB.
+/// The largest remote manifest read. A manifest costs about 180 bytes a file pretty-printed
+/// (measured: 177 with 33-character paths), so the most files an artifact may hold
+/// (`pull::MAX_FILES`, 50,000) make about 9 MB; a 900 MB manifest once aborted `pull` and `run`
+/// with an allocation failure and made `status` take 1.9 GB. A 4 GiB one is now refused in
+/// 0.6 s at 116 MB of memory (debug build).
 pub const MANIFEST_LIMIT: u64 = 16 << 20;
 
 /// Chunks of an object, in order.
