@@ -294,6 +294,33 @@ fn reads_config_absurd_sizes_are_refused_naming_the_field_and_the_bound() {
 }
 
 #[test]
+fn reads_tokenizer_json_of_a_model_dir_is_read_bounded() {
+    let c = Case::new(ONE_STAGE);
+    let dir = classifier(&c, "m");
+    let json = dir.join("tokenizer.json");
+    std::fs::remove_file(&json).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &json).unwrap();
+    let args = ["predict", "--model", "m", "一", "丁"];
+    let out = expect_within(
+        &c,
+        &args,
+        1,
+        "m/tokenizer.json: not a regular file (it is a character device)",
+        QUICK,
+    );
+    assert!(!out.stderr.contains("out of memory"), "{}", out.describe());
+    // Sparse, 4 GiB: read whole it would not fit under the address-space limit.
+    std::fs::remove_file(&json).unwrap();
+    std::fs::File::create(&json)
+        .unwrap()
+        .set_len(4 << 30)
+        .unwrap();
+    let needle = "m/tokenizer.json: larger than 64 MiB, the limit for a tokenizer.json";
+    expect_within(&c, &args, 1, needle, QUICK);
+    c.finish();
+}
+
+#[test]
 fn reads_model_forward_input_dev_zero_is_refused_unread() {
     let c = Case::new(ONE_STAGE);
     classifier(&c, "m");
@@ -368,7 +395,11 @@ fn reads_snapshot_record_replaced_by_a_fifo_is_never_opened() {
     mkfifo(&snapshot);
     let out = expect_within(&c, &["run", "ft"], 1, "artifact missing or corrupt", TIME);
     let all = format!("{}{}", out.stdout, out.stderr);
-    assert!(all.contains("steps/1 has no config.json"), "{}", out.describe());
+    assert!(
+        all.contains("steps/1 has no config.json"),
+        "{}",
+        out.describe()
+    );
     c.finish();
 }
 

@@ -49,14 +49,15 @@ pub enum TokenizerError {
         #[source]
         source: std::io::Error,
     },
-    /// The `tokenizer.json` of a vocab-stage artifact could not be read.
-    #[error("cannot read {} (the vocab stage writes it beside vocab.txt)", path.display())]
+    /// The `tokenizer.json` of a vocab-stage artifact could not be read: missing, not a
+    /// regular file, or larger than [`crate::wordpiece::MAX_TOKENIZER_JSON_BYTES`].
+    #[error("cannot read the tokenizer.json the vocab stage writes beside vocab.txt")]
     ReadJson {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Why (the shared bounded reader's error, which names the file and the limit).
         #[source]
-        source: std::io::Error,
+        source: pipeline_bounded::ReadError,
     },
     /// `tokenizer.json` is not JSON.
     #[error("{}: not valid JSON", path.display())]
@@ -214,7 +215,20 @@ impl HfTokenizer {
         HfTokenizer { inner }
     }
 
-    /// Loads a `tokenizer.json`.
+    /// The tokenizer whose `tokenizer.json` text is `json` (read by the caller, bounded);
+    /// `path` only names the file in errors.
+    pub fn from_json_text(json: &str, path: &Path) -> Result<HfTokenizer, TokenizerError> {
+        let inner: Tokenizer =
+            json.parse()
+                .map_err(|e: tokenizers::Error| TokenizerError::NotTokenizer {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                })?;
+        Ok(HfTokenizer { inner })
+    }
+
+    /// Loads a `tokenizer.json` (a file this process wrote: untrusted ones go through
+    /// [`HfTokenizer::from_json_text`] after a bounded read).
     pub fn from_file(path: &Path) -> Result<HfTokenizer, TokenizerError> {
         let inner = Tokenizer::from_file(path).map_err(|e| TokenizerError::NotTokenizer {
             path: path.to_path_buf(),

@@ -56,6 +56,10 @@ pub trait TokenizeWithOffsets: Send + Sync {
     fn encode_with_offsets(&self, text: &str, ids: &mut Vec<u32>, starts: &mut Vec<u32>);
 }
 
+/// The largest `tokenizer.json` read, the bound of `vocab.txt` too: ours for a 21,128-token
+/// vocabulary is under 1 MB, a 2.5·10^5-token Unigram one some 20 MB.
+pub const MAX_TOKENIZER_JSON_BYTES: u64 = 64 << 20;
+
 /// Loads the tokenizer of a vocab-stage artifact directory (`vocab.txt` + `tokenizer.json`):
 /// our fast [`WordPiece`] when `tokenizer.json` is a BERT WordPiece tokenizer over the same
 /// vocabulary, with its lower-casing flag read from the normaliser; otherwise (Unigram, or a
@@ -66,7 +70,11 @@ pub fn load_tokenizer(
     let vocab_path = dir.join("vocab.txt");
     let vocab = Arc::new(Vocab::load(&vocab_path)?);
     let json_path = dir.join("tokenizer.json");
-    let text = match std::fs::read_to_string(&json_path) {
+    let text = match pipeline_bounded::read_to_string(
+        &json_path,
+        MAX_TOKENIZER_JSON_BYTES,
+        "a tokenizer.json",
+    ) {
         Ok(text) => text,
         Err(source) => {
             return Err(TokenizerError::ReadJson {
@@ -87,7 +95,8 @@ pub fn load_tokenizer(
     if let Some(lowercase) = crate::hf::bert_wordpiece_lowercase(&json, &vocab) {
         return Ok((vocab.clone(), Box::new(WordPiece::new(vocab, lowercase))));
     }
-    let hf = crate::hf::HfTokenizer::from_file(&json_path)?;
+    // From the text read above, not the path again: the file read is the file used.
+    let hf = crate::hf::HfTokenizer::from_json_text(&text, &json_path)?;
     Ok((vocab, Box::new(hf)))
 }
 
