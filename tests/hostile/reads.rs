@@ -264,6 +264,43 @@ fn reads_config_with_a_million_layers_is_refused_by_info_and_predict() {
 }
 
 #[test]
+fn reads_config_absurd_num_labels_is_checked_against_the_weights() {
+    // No id2label and `num_labels: 10^12`: a 4 TB classifier was allocated (and aborted).
+    let c = Case::new(ONE_STAGE);
+    let dir = classifier(&c, "m");
+    edit_config(&dir, |v| {
+        let o = v.as_object_mut().unwrap();
+        o.remove("id2label");
+        o.remove("label2id");
+        o.insert("num_labels".into(), 1_000_000_000_000u64.into());
+    });
+    let needle = "m/config.json: 1000000000000 labels need a 1000000000000 × 32 classifier";
+    expect_within(
+        &c,
+        &["predict", "--model", "m", "一", "丁"],
+        1,
+        needle,
+        QUICK,
+    );
+    // As many labels in id2label (5·10^5, 10 MB of config): the same check, before loading.
+    edit_config(&dir, |v| {
+        let labels: serde_json::Map<String, Value> = (0..500_000)
+            .map(|i| (i.to_string(), Value::String(format!("l{i}"))))
+            .collect();
+        v["id2label"] = Value::Object(labels);
+    });
+    let needle = "m/config.json: 500000 labels need a 500000 × 32 classifier";
+    expect_within(
+        &c,
+        &["predict", "--model", "m", "一", "丁"],
+        1,
+        needle,
+        QUICK,
+    );
+    c.finish();
+}
+
+#[test]
 fn reads_config_absurd_sizes_are_refused_naming_the_field_and_the_bound() {
     let c = Case::new(ONE_STAGE);
     let dir = classifier(&c, "m");

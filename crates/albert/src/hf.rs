@@ -385,6 +385,26 @@ fn num_labels(dir: &Path) -> Result<usize> {
         })
 }
 
+/// [`num_labels`], checked to fit the weights `file` before a classifier of that many classes
+/// is allocated: its `[labels, H]` weight must be in the file, at 2 bytes a value at least (the
+/// bound SECURITY.md gives a `pytorch_model.bin`). Without it, `"num_labels": 10^12` (and no
+/// `id2label`) asked for a 4 TB classifier and aborted on the allocation.
+fn checked_num_labels(dir: &Path, config: &AlbertConfig, file: &Path) -> Result<usize> {
+    let labels = num_labels(dir)?;
+    let bytes = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    let needed = labels as u128 * config.hidden_size as u128 * 2;
+    if needed > u128::from(bytes) {
+        return Err(HfError::TooManyLabels {
+            dir: dir.to_path_buf(),
+            labels,
+            hidden: config.hidden_size,
+            file: file.to_path_buf(),
+            bytes,
+        });
+    }
+    Ok(labels)
+}
+
 /// The label names of config.json's `id2label` in id order (`None` without one, or when its
 /// keys are not the ids 0..n).
 pub fn read_labels(dir: &Path) -> Result<Option<Vec<String>>> {
@@ -413,7 +433,7 @@ pub fn load_classifier(
 ) -> Result<(AlbertConfig, AlbertForSequenceClassification)> {
     let config = read_config(dir)?;
     let file = weights_file(dir)?;
-    let num_labels = num_labels(dir)?;
+    let num_labels = checked_num_labels(dir, &config, &file)?;
     let mut model = AlbertForSequenceClassification::new(&config, num_labels, 0.0, device);
     load_into(&mut model, &file, Heads::All).map_err(|e| {
         if e.to_string().contains("classifier") {
@@ -494,7 +514,7 @@ pub fn load_token_classifier(
 ) -> Result<(AlbertConfig, AlbertForTokenClassification)> {
     let config = read_config(dir)?;
     let file = weights_file(dir)?;
-    let num_labels = num_labels(dir)?;
+    let num_labels = checked_num_labels(dir, &config, &file)?;
     let mut model = AlbertForTokenClassification::new(&config, num_labels, 0.0, device);
     load_into(&mut model, &file, Heads::AllButPooler)?;
     Ok((config, model))

@@ -69,6 +69,26 @@ pub enum HfError {
         /// The model directory.
         dir: PathBuf,
     },
+    /// More classes than the weights file can hold a classifier for (checked before one is
+    /// allocated).
+    #[error(
+        "{}/config.json: {labels} labels need a {labels} × {hidden} classifier, more than {} \
+         holds ({bytes} bytes): is config.json's num_labels or id2label this model's?",
+        dir.display(),
+        file.display()
+    )]
+    TooManyLabels {
+        /// The model directory.
+        dir: PathBuf,
+        /// The number of classes config.json gives.
+        labels: usize,
+        /// The model's hidden size.
+        hidden: usize,
+        /// The weights file.
+        file: PathBuf,
+        /// Its size.
+        bytes: u64,
+    },
     /// Tensors of the file whose shapes differ from the model's (as burn-store reports them
     /// after loading).
     #[error(
