@@ -166,6 +166,18 @@ fn reads_predict_standard_input_without_end_is_cut_at_the_line_limit() {
 }
 
 #[test]
+fn reads_predict_input_of_too_many_lines_is_refused_naming_the_bound() {
+    // Two million and one empty lines (2 MB): each would be held as a row once encoded.
+    let c = Case::new(ONE_STAGE);
+    classifier(&c, "m");
+    c.ws.write("in.tsv", "\n".repeat(2_000_001));
+    let args = ["predict", "--model", "m", "--input", "in.tsv"];
+    let needle = "in.tsv: more than 2000000 lines, the most one `predict --input` reads";
+    expect_within(&c, &args, 1, needle, QUICK);
+    c.finish();
+}
+
+#[test]
 fn reads_predict_10mb_field_is_not_echoed_whole() {
     let c = Case::new(ONE_STAGE);
     classifier(&c, "m");
