@@ -46,7 +46,7 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// Print only errors (and the `--json` output).
+    /// Print only errors (and the `--json` output): a failed stage's block still goes to stderr.
     #[arg(short, long, global = true)]
     pub quiet: bool,
 

@@ -10,9 +10,11 @@ use pipeline_engine::exec::{self, RunOptions, Status};
 use pipeline_engine::index::Index;
 use pipeline_engine::{Pipeline, Registry, inspect, maintain};
 use serde_json::json;
+use unicode_width::UnicodeWidthStr;
 
 use crate::args::{BenchCommand, Cli, Command, DagFormat, ExecutorArg, ModelCommand, RunArgs};
 use crate::report::{TermReporter, outcome_line};
+use crate::sanitize;
 use pipeline_engine::executor::config::ExecutorKind;
 
 /// Every stage kind this binary knows.
@@ -96,7 +98,8 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) if e.user_error().is_some() => return Err(e.into()),
                 Err(e) => {
-                    eprintln!("error: {:#}", anyhow::Error::from(e));
+                    let text = pipeline_engine::error::chain_text(&e);
+                    eprintln!("error: {}", crate::sanitize::message(&text));
                     ExitCode::from(1)
                 }
             },
@@ -223,14 +226,12 @@ fn status(
         if let Some(r) = &report.running {
             println!(
                 "a run is in progress (pid {}, started {})",
-                r.pid, r.started
+                r.pid,
+                sanitize::cell(&r.started, sanitize::CELL)
             );
         }
         for j in &report.jobs {
-            println!(
-                "  Slurm job {:>8}  {:<24}  {}",
-                j.job_id, j.state, j.instance
-            );
+            println!("  Slurm job {}", job_line(j));
         }
         for o in &report.stages {
             let line = outcome_line(o);
@@ -259,15 +260,19 @@ fn dag(cli: &Cli, format: DagFormat, json: bool) -> Result<ExitCode> {
     }
     match format {
         DagFormat::Text => {
-            let width = insts.iter().map(|i| i.name.len()).max().unwrap_or(0);
-            for i in insts {
-                let deps: Vec<&str> = i.deps.iter().map(|d| insts[*d].name.as_str()).collect();
+            // Matrix values make the names: escaped and cut, padded without `{:width$}`
+            // (which panics over 65,535).
+            let name = |i: usize| sanitize::cell(&insts[i].name, sanitize::NAME);
+            let names: Vec<String> = (0..insts.len()).map(name).collect();
+            let width = names.iter().map(|n| n.width()).max().unwrap_or(0);
+            for (i, n) in insts.iter().zip(&names) {
+                let deps: Vec<&str> = i.deps.iter().map(|d| names[*d].as_str()).collect();
                 let arrow = if deps.is_empty() {
                     String::new()
                 } else {
                     format!("  ← {}", deps.join(", "))
                 };
-                println!("{:width$}  [{}]{arrow}", i.name, i.kind);
+                println!("{}  [{}]{arrow}", sanitize::pad(n, width, false), i.kind);
             }
         }
         DagFormat::Dot => {
@@ -287,7 +292,8 @@ fn dag(cli: &Cli, format: DagFormat, json: bool) -> Result<ExitCode> {
         DagFormat::Mermaid => {
             println!("graph LR");
             for (n, i) in insts.iter().enumerate() {
-                println!("  s{n}[\"{} ({})\"]", i.name.replace('"', "'"), i.kind);
+                let name = sanitize::line(&i.name).replace('"', "'");
+                println!("  s{n}[\"{name} ({})\"]", i.kind);
                 for d in &i.deps {
                     println!("  s{d} --> s{n}");
                 }
@@ -304,74 +310,97 @@ fn show(cli: &Cli, stage: &str, json: bool) -> Result<ExitCode> {
         print_json(&r)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("stage:       {} [{}]", r.stage, r.kind);
+    // The instance's name is the plan's; the rest (params, reasons quoting old values,
+    // paths, digests, metrics, the job's record) was read from the store's files.
+    let field = |s: &str| sanitize::cell(s, sanitize::FIELD);
+    println!("stage:       {} [{}]", field(&r.stage), r.kind);
     let why = if r.reasons.is_empty() {
         String::new()
     } else {
-        format!(" ({})", r.reasons.join("; "))
+        format!(" ({})", field(&r.reasons.join("; ")))
     };
     println!("status:      {}{why}", r.status);
     println!(
         "fingerprint: {}",
         r.fingerprint
             .as_deref()
-            .unwrap_or("- (a dep must run first)")
+            .map_or("- (a dep must run first)".into(), field)
     );
     if !r.deps.is_empty() {
-        println!("deps:        {}", r.deps.join(", "));
+        println!("deps:        {}", field(&r.deps.join(", ")));
     }
-    println!("params:      {}", serde_json::to_string(&r.params)?);
+    println!("params:      {}", field(&serde_json::to_string(&r.params)?));
     match &r.artifact {
-        None => println!("artifact:    none yet (run `pipeline run {}`)", r.stage),
-        Some(dir) => {
-            println!("artifact:    {}", dir.display());
-            if let Some(t) = &r.timings {
-                println!(
-                    "ran:         {} → {} ({:.2}s)",
-                    t.started,
-                    t.finished,
-                    t.duration_ms as f64 / 1000.0
-                );
-            }
-            if let Some(j) = &r.job {
-                let secs = |ms: Option<u64>| {
-                    ms.map_or("?".to_string(), |ms| format!("{:.1}s", ms as f64 / 1000.0))
-                };
-                println!(
-                    "{} job:   {} on {} ({}), queued {}, ran {}{}",
-                    j.executor,
-                    j.job_id,
-                    j.node.as_deref().unwrap_or("?"),
-                    j.state,
-                    secs(j.queue_wait_ms),
-                    secs(j.run_ms),
-                    if j.attempts > 1 {
-                        format!(", {} attempts", j.attempts)
-                    } else {
-                        String::new()
-                    }
-                );
-            }
-            if let Some(log) = &r.log {
-                println!("log:         {}", log.display());
-            }
-            println!("inputs:");
-            for (k, v) in &r.inputs {
-                println!("  {k}  {}", &v[..16.min(v.len())]);
-            }
-            println!("outputs:");
-            for f in &r.outputs {
-                println!("  {}  {} bytes  {}", f.path, f.size, &f.blake3[..16]);
-            }
-            if let Some(m) = &r.metrics {
-                println!("metrics:");
-                for (k, v) in inspect::flatten_metrics(m) {
-                    println!("  {k}: {v}");
-                }
-            }
-        }
+        None => println!(
+            "artifact:    none yet (run `pipeline run {}`)",
+            field(&r.stage)
+        ),
+        Some(dir) => print_artifact(&r, dir),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `show`'s lines about the artifact: when it ran, its cluster job, its files and metrics.
+fn print_artifact(r: &inspect::ShowReport, dir: &std::path::Path) {
+    let field = |s: &str| sanitize::cell(s, sanitize::FIELD);
+    println!("artifact:    {}", field(&dir.display().to_string()));
+    if let Some(t) = &r.timings {
+        println!(
+            "ran:         {} → {} ({:.2}s)",
+            field(&t.started),
+            field(&t.finished),
+            t.duration_ms as f64 / 1000.0
+        );
+    }
+    if let Some(j) = &r.job {
+        let secs = |ms: Option<u64>| {
+            ms.map_or("?".to_string(), |ms| format!("{:.1}s", ms as f64 / 1000.0))
+        };
+        println!(
+            "{} job:   {} on {} ({}), queued {}, ran {}{}",
+            field(&j.executor),
+            field(&j.job_id),
+            field(j.node.as_deref().unwrap_or("?")),
+            field(&j.state),
+            secs(j.queue_wait_ms),
+            secs(j.run_ms),
+            if j.attempts > 1 {
+                format!(", {} attempts", j.attempts)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if let Some(log) = &r.log {
+        println!("log:         {}", field(&log.display().to_string()));
+    }
+    println!("inputs:");
+    for (k, v) in &r.inputs {
+        println!("  {}  {}", field(k), sanitize::prefix(v, 16));
+    }
+    println!("outputs:");
+    for f in &r.outputs {
+        let (path, digest) = (field(&f.path), sanitize::prefix(&f.blake3, 16));
+        println!("  {path}  {} bytes  {digest}", f.size);
+    }
+    if let Some(m) = &r.metrics {
+        println!("metrics:");
+        for (k, v) in inspect::flatten_metrics(m) {
+            println!("  {}: {}", field(&k), field(&v));
+        }
+    }
+}
+
+/// A cluster job in flight, as `status` and `runs` list it: id, state, instance (from the
+/// run's record, escaped and cut).
+fn job_line(j: &pipeline_engine::manifest::JobEntry) -> String {
+    let cell = |s: &str| sanitize::cell(s, sanitize::CELL);
+    format!(
+        "{}  {}  {}",
+        sanitize::pad(&cell(&j.job_id), 8, true),
+        sanitize::pad(&cell(&j.state), 24, false),
+        cell(&j.instance)
+    )
 }
 
 fn runs(cli: &Cli, limit: usize, json: bool) -> Result<ExitCode> {
@@ -385,36 +414,37 @@ fn runs(cli: &Cli, limit: usize, json: bool) -> Result<ExitCode> {
         println!("no runs yet");
     }
     for r in &runs {
+        // A run record is a file of the store: every text of it escaped and cut.
         let counts: Vec<String> = r
             .counts
             .iter()
             .filter(|(_, n)| **n > 0)
-            .map(|(k, n)| format!("{n} {k}"))
+            .map(|(k, n)| format!("{n} {}", sanitize::cell(k, sanitize::CELL)))
             .collect();
         let targets = if r.targets.is_empty() {
             "all".to_string()
         } else {
-            r.targets.join(" ")
+            sanitize::cell(&r.targets.join(" "), sanitize::FIELD)
         };
         println!(
-            "{}  {:<11}  {:<30}  targets: {targets}",
-            r.run_id,
-            r.status,
-            counts.join(", ")
+            "{}  {}  {}  targets: {targets}",
+            sanitize::cell(&r.run_id, sanitize::CELL),
+            sanitize::pad(&sanitize::cell(&r.status, sanitize::CELL), 11, false),
+            sanitize::pad(&counts.join(", "), 30, false)
         );
         if let Some(cause) = r.cause.as_deref().filter(|_| r.status != "ok") {
-            println!("    cause: {cause}");
+            println!("    cause: {}", sanitize::message(cause));
         }
         if r.status == "running" {
             for j in r.jobs.iter().filter(|j| !j.done) {
-                println!(
-                    "    Slurm job {:>8}  {:<24}  {}",
-                    j.job_id, j.state, j.instance
-                );
+                println!("    Slurm job {}", job_line(j));
             }
         } else if !r.jobs.is_empty() {
             let ids: Vec<&str> = r.jobs.iter().map(|j| j.job_id.as_str()).collect();
-            println!("    Slurm jobs: {}", ids.join(" "));
+            println!(
+                "    Slurm jobs: {}",
+                sanitize::cell(&ids.join(" "), sanitize::FIELD)
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -436,45 +466,40 @@ fn metrics(cli: &Cli, stages: &[String], latest: bool, json: bool) -> Result<Exi
         .map(|r| inspect::flatten_metrics(&r.metrics))
         .collect();
     let keys: BTreeSet<&str> = flat.iter().flatten().map(|(k, _)| k.as_str()).collect();
-    let mut header = vec![
+    // Every cell escaped and cut (a key or value of 70,000 characters once panicked the
+    // `{:<w$}` padding, whose width must fit in 16 bits), then laid out by the tables' code.
+    let mut headers = vec![
         "instance".to_string(),
         "fingerprint".into(),
         "finished".into(),
     ];
-    header.extend(keys.iter().map(|k| k.to_string()));
-    let mut table = vec![header];
-    for (r, f) in rows.iter().zip(&flat) {
-        let mark = if r.current { "*" } else { "" };
-        let mut row = vec![
-            format!("{}{mark}", r.instance),
-            r.fingerprint[..8].to_string(),
-            r.finished.clone(),
-        ];
-        row.extend(keys.iter().map(|k| {
-            f.iter()
-                .find(|(fk, _)| fk == k)
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default()
-        }));
-        table.push(row);
-    }
-    let widths: Vec<usize> = (0..table[0].len())
-        .map(|c| {
-            table
-                .iter()
-                .map(|r| r[c].chars().count())
-                .max()
-                .unwrap_or(0)
+    headers.extend(keys.iter().map(|k| sanitize::header(k, sanitize::NAME)));
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .zip(&flat)
+        .map(|(r, f)| {
+            let mark = if r.current { "*" } else { "" };
+            let mut row = vec![
+                format!("{}{mark}", sanitize::cell(&r.instance, sanitize::NAME)),
+                sanitize::prefix(&r.fingerprint, 8),
+                sanitize::cell(&r.finished, sanitize::CELL),
+            ];
+            let value = |k: &&str| f.iter().find(|(fk, _)| fk == k).map(|(_, v)| v.as_str());
+            row.extend(
+                keys.iter()
+                    .map(|k| sanitize::cell(value(k).unwrap_or_default(), sanitize::CELL)),
+            );
+            row
         })
         .collect();
-    for row in &table {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", cells.join("  ").trim_end());
-    }
+    let n = headers.len();
+    let table = crate::table::Table {
+        headers,
+        rows: cells,
+        right: vec![false; n],
+        ..Default::default()
+    };
+    print!("{}", crate::table::text(&table, None).0);
     println!("(* = the instance's latest artifact)");
     Ok(ExitCode::SUCCESS)
 }

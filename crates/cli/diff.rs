@@ -14,10 +14,11 @@ use pipeline_engine::inspect::{self, ArtifactInfo};
 use pipeline_engine::{Pipeline, UserError};
 use serde::Serialize;
 use serde_json::{Value, json};
+use unicode_width::UnicodeWidthStr;
 
 use crate::args::Cli;
-use crate::exp::flatten;
-use crate::table::{compact, compact_f64};
+use crate::sanitize;
+use crate::table::{compact, compact_f64, flatten};
 
 #[derive(Debug, Args)]
 #[command(
@@ -188,7 +189,7 @@ fn by_fingerprint<'a>(
                 .map(|a| {
                     format!(
                         "{} ({})",
-                        &a.manifest.fingerprint[..12],
+                        sanitize::prefix(&a.manifest.fingerprint, 12),
                         a.manifest.instance
                     )
                 })
@@ -338,7 +339,8 @@ fn compute(a: &ArtifactInfo, b: &ArtifactInfo) -> Diff {
     }
 }
 
-/// A digest, or a dep's instance and digest, shortened for the text output.
+/// A digest, or a dep's instance and digest, shortened for the text output; any other value
+/// as a cell (escaped and cut: the manifests and metrics are files).
 fn short(v: &Option<Value>) -> String {
     match v {
         None => "(none)".into(),
@@ -347,13 +349,29 @@ fn short(v: &Option<Value>) -> String {
         }
         Some(Value::Object(o)) => format!(
             "{} ({})",
-            o.get("instance").and_then(Value::as_str).unwrap_or("?"),
-            o.get("output_digest")
-                .and_then(Value::as_str)
-                .map_or("?", |d| &d[..12.min(d.len())])
+            sanitize::cell(
+                o.get("instance").and_then(Value::as_str).unwrap_or("?"),
+                sanitize::NAME
+            ),
+            sanitize::prefix(
+                o.get("output_digest")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?"),
+                12
+            )
         ),
-        Some(v) => compact(v),
+        Some(v) => sanitize::cell(&compact(v), sanitize::CELL),
     }
+}
+
+/// A key of a section (a param, an input path, a metric), escaped and cut.
+fn key(k: &str) -> String {
+    sanitize::cell(k, sanitize::NAME)
+}
+
+/// The widest of `keys`, in display columns.
+fn widest<'a>(keys: impl Iterator<Item = &'a str>) -> usize {
+    keys.map(UnicodeWidthStr::width).max().unwrap_or(0)
 }
 
 fn section(title: &str, list: &[Change], total: usize, unit: &str, limit: usize) {
@@ -362,14 +380,11 @@ fn section(title: &str, list: &[Change], total: usize, unit: &str, limit: usize)
         return;
     }
     println!("{title:<13} {} of {total} differ", list.len());
-    let w = list
-        .iter()
-        .take(limit)
-        .map(|c| c.key.chars().count())
-        .max()
-        .unwrap_or(0);
-    for c in list.iter().take(limit) {
-        println!("  {:<w$}  {} → {}", c.key, short(&c.a), short(&c.b));
+    let keys: Vec<String> = list.iter().take(limit).map(|c| key(&c.key)).collect();
+    let w = widest(keys.iter().map(String::as_str));
+    for (c, k) in list.iter().zip(&keys) {
+        let k = sanitize::pad(k, w, false);
+        println!("  {k}  {} → {}", short(&c.a), short(&c.b));
     }
     if list.len() > limit {
         println!(
@@ -383,12 +398,9 @@ fn print_text(d: &Diff) {
     for (tag, s) in [("a", &d.a), ("b", &d.b)] {
         println!(
             "{tag}  {}  {}  finished {}",
-            s.instance,
-            &s.fingerprint[..8.min(s.fingerprint.len())],
-            s.finished
-                .get(..16)
-                .unwrap_or(&s.finished)
-                .replacen('T', " ", 1)
+            sanitize::cell(&s.instance, sanitize::NAME),
+            sanitize::prefix(&s.fingerprint, 8),
+            sanitize::prefix(&s.finished, 16).replacen('T', " ", 1)
         );
     }
     if d.same_fingerprint {
@@ -426,14 +438,16 @@ fn print_metrics(list: &[MetricChange], total: usize) {
         return;
     }
     println!("{:<13} {} of {total} differ", "metrics", list.len());
-    let w = list
-        .iter()
-        .map(|c| c.key.chars().count())
-        .max()
-        .unwrap_or(0);
-    let val = |v: &Option<Value>| v.as_ref().map_or("-".to_string(), compact);
-    println!("  {:<w$}  {:>12}  {:>12}  {:>12}", "", "a", "b", "Δ");
-    for c in list {
+    let keys: Vec<String> = list.iter().map(|c| key(&c.key)).collect();
+    let w = widest(keys.iter().map(String::as_str));
+    let val = |v: &Option<Value>| {
+        v.as_ref().map_or("-".to_string(), |v| {
+            sanitize::cell(&compact(v), sanitize::CELL)
+        })
+    };
+    let blank = sanitize::pad("", w, false);
+    println!("  {blank}  {:>12}  {:>12}  {:>12}", "a", "b", "Δ");
+    for (c, k) in list.iter().zip(&keys) {
         let delta = c.delta.map_or(String::new(), |d| {
             let sign = if d > 0.0 { "+" } else { "" };
             format!("{sign}{}", compact_f64(d))
@@ -442,8 +456,8 @@ fn print_metrics(list: &[MetricChange], total: usize) {
             format!("  ({}{:.1} %)", if r > 0.0 { "+" } else { "" }, r * 100.0)
         });
         println!(
-            "  {:<w$}  {:>12}  {:>12}  {:>12}{rel}",
-            c.key,
+            "  {}  {:>12}  {:>12}  {:>12}{rel}",
+            sanitize::pad(k, w, false),
             val(&c.a),
             val(&c.b),
             delta

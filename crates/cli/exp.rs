@@ -5,6 +5,7 @@
 //! CSV, Markdown or JSON. It reads what `pipeline metrics` reads (the manifests and the index).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -15,7 +16,8 @@ use pipeline_engine::{Pipeline, UserError};
 use serde_json::{Map, Value, json};
 
 use crate::args::Cli;
-use crate::table::{self, Table, compact, raw};
+use crate::sanitize;
+use crate::table::{self, Table, compact, flatten, raw};
 
 #[derive(Debug, Subcommand)]
 pub enum ExpCommand {
@@ -53,16 +55,18 @@ pub struct ShowArgs {
     /// numbers); repeatable, every one must hold.
     #[arg(long = "where", value_name = "COL=VALUE")]
     pub filters: Vec<String>,
-    /// The table's width (default: the terminal's when stdout is one, else $COLUMNS; 0: no limit).
+    /// The table's width (default: the terminal's when stdout is one, else $COLUMNS; 0: no
+    /// limit). A cell is cut at 60 columns (an instance or a header at 120) whatever the width.
     #[arg(long, value_name = "N")]
     pub width: Option<usize>,
     /// One JSON object: the columns and every row's params and metrics.
     #[arg(long, conflicts_with_all = ["csv", "md"])]
     pub json: bool,
-    /// CSV with every column, values as stored.
+    /// CSV with every column, values as stored (control characters escaped only when stdout
+    /// is a terminal).
     #[arg(long, conflicts_with = "md")]
     pub csv: bool,
-    /// A Markdown table.
+    /// A Markdown table (cells escaped and cut as in the text table).
     #[arg(long)]
     pub md: bool,
 }
@@ -129,11 +133,23 @@ fn show(cli: &Cli, a: &ShowArgs) -> Result<ExitCode> {
     }
     let columns = columns(&params, &metrics);
     if a.csv || a.md {
-        let headers: Vec<String> = columns.iter().map(|c| c.header.clone()).collect();
+        // CSV is data: its values as stored, escaped only on a terminal (as `ls` escapes
+        // names); Markdown is for reading, escaped and cut like the text table.
+        let csv_text = |s: String| match std::io::stdout().is_terminal() {
+            true => sanitize::line(&s).into_owned(),
+            false => s,
+        };
+        let headers: Vec<String> = columns
+            .iter()
+            .map(|c| match a.csv {
+                true => csv_text(c.header.clone()),
+                false => sanitize::header(&c.header, sanitize::NAME),
+            })
+            .collect();
         let cell = |r: &Row, c: &Column| {
             let v = r.get(&c.source).unwrap_or(Value::Null);
             if a.csv {
-                raw(&v)
+                csv_text(raw(&v))
             } else {
                 display(&v, &c.source)
             }
@@ -212,33 +228,6 @@ fn rows(p: &Pipeline, names: &[String], all_runs: bool) -> Result<Vec<Row>> {
     };
     rows.sort_by_key(key);
     Ok(rows)
-}
-
-/// Nested objects flattened to `a.b` keys. Params keep every value (lists as lists); metrics
-/// keep scalars only (numbers, strings, booleans): lists such as the per-epoch history are
-/// not columns.
-pub(crate) fn flatten(v: &Value, keep_all: bool) -> BTreeMap<String, Value> {
-    fn go(prefix: &str, v: &Value, keep_all: bool, out: &mut BTreeMap<String, Value>) {
-        match v {
-            Value::Object(map) => {
-                for (k, v) in map {
-                    let key = if prefix.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{prefix}.{k}")
-                    };
-                    go(&key, v, keep_all, out);
-                }
-            }
-            Value::Array(_) | Value::Null if !keep_all => {}
-            other => {
-                out.insert(prefix.to_string(), other.clone());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    go("", v, keep_all, &mut out);
-    out
 }
 
 /// Whether `key` differs between the rows (a row without it differs from one with it).
@@ -370,10 +359,11 @@ fn columns(params: &[String], metrics: &[String]) -> Vec<Column> {
 /// A cell as the text and Markdown tables show it: short fingerprints, minutes for times.
 fn display(v: &Value, source: &Source) -> String {
     match (source, v) {
-        (Source::Fingerprint, Value::String(s)) => s.chars().take(8).collect(),
+        (Source::Fingerprint, Value::String(s)) => sanitize::prefix(s, 8),
         // 2026-11-25T10:31:02.123Z → 2026-11-25 10:31 (UTC, as the run records keep it)
-        (Source::When, Value::String(s)) if s.len() >= 16 => s[..16].replacen('T', " ", 1),
-        _ => compact(v),
+        (Source::When, Value::String(s)) => sanitize::prefix(s, 16).replacen('T', " ", 1),
+        (Source::Instance, _) => sanitize::cell(&compact(v), sanitize::NAME),
+        _ => sanitize::cell(&compact(v), sanitize::CELL),
     }
 }
 
@@ -398,7 +388,11 @@ fn print_text(rows: &[Row], columns: &[Column], all_runs: bool, width: Option<us
             columns
                 .iter()
                 .map(|c| match &c.source {
-                    Source::Instance => format!("{}{}", r.info.manifest.instance, mark(r)),
+                    Source::Instance => format!(
+                        "{}{}",
+                        sanitize::cell(&r.info.manifest.instance, sanitize::NAME),
+                        mark(r)
+                    ),
                     s => display(&r.get(s).unwrap_or(Value::Null), s),
                 })
                 .collect()
@@ -412,21 +406,26 @@ fn print_text(rows: &[Row], columns: &[Column], all_runs: bool, width: Option<us
     let mut droppable: Vec<usize> = metric_cols.rev().collect();
     droppable.extend(param_cols.rev());
     droppable.push(n - 1);
+    let headers: Vec<String> = columns
+        .iter()
+        .map(|c| sanitize::header(&c.header, sanitize::NAME))
+        .collect();
     let t = Table {
-        headers: columns.iter().map(|c| c.header.clone()).collect(),
         right: columns.iter().map(|c| numeric(rows, &c.source)).collect(),
         // Headers of up to 12 columns stay whole: a column is left out before its name is cut
         // to `…curacy`.
         min: columns
             .iter()
-            .map(|c| match c.source {
+            .zip(&headers)
+            .map(|(c, h)| match c.source {
                 Source::Instance => 16,
                 Source::Fingerprint => 11,
                 Source::When => 16,
-                _ => c.header.chars().count().clamp(7, 12),
+                _ => h.chars().count().clamp(7, 12),
             })
             .collect(),
         droppable,
+        headers,
         rows: cells,
     };
     let (text, dropped) = table::text(&t, width);
@@ -570,20 +569,5 @@ impl Filter {
             ">" => ord == Greater,
             _ => ord != Less,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn params_keep_lists_and_metrics_keep_scalars() {
-        let v = json!({"a": {"b": 1, "c": [1, 2]}, "d": "x", "e": null});
-        let p = flatten(&v, true);
-        assert_eq!(p["a.c"], json!([1, 2]));
-        assert!(p.contains_key("e"));
-        let m = flatten(&v, false);
-        assert_eq!(m.keys().collect::<Vec<_>>(), vec!["a.b", "d"]);
     }
 }

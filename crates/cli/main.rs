@@ -11,6 +11,7 @@ mod plot;
 mod predict;
 mod remote;
 mod report;
+mod sanitize;
 mod table;
 mod tf;
 
@@ -44,11 +45,15 @@ fn main() -> ExitCode {
     match commands::dispatch(&cli) {
         Ok(code) => code,
         Err(err) => {
+            // The message may quote a file (a metric name in a "did you mean", a remote's
+            // manifest): escaped and bounded like everything else that came from one; each
+            // text of the chain once.
             if let Some(user) = pipeline_engine::error::user_error(&err) {
-                eprintln!("error: {user}");
+                eprintln!("error: {}", sanitize::message(&user.to_string()));
                 ExitCode::from(2)
             } else {
-                eprintln!("error: {err:#}");
+                let text = pipeline_engine::error::anyhow_text(&err);
+                eprintln!("error: {}", sanitize::message(&text));
                 ExitCode::from(1)
             }
         }

@@ -14,6 +14,7 @@ use serde_json::Value;
 use stage_report::plots::{Figure, Series};
 
 use crate::args::Cli;
+use crate::sanitize;
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
@@ -55,19 +56,17 @@ pub fn plot(cli: &Cli, a: &PlotArgs) -> Result<ExitCode> {
                 .into());
         }
     }
-    let curves: Vec<Curve> = found
-        .iter()
-        .filter_map(|f| {
-            let lines = read_lines(&pipeline_engine::metrics::full_record(
-                &f.dir,
-                pipeline_engine::metrics::METRICS_JSONL,
-            ))?;
-            Some(Curve {
+    let mut curves: Vec<Curve> = Vec::new();
+    for f in &found {
+        let path =
+            pipeline_engine::metrics::full_record(&f.dir, pipeline_engine::metrics::METRICS_JSONL);
+        if let Some(lines) = read_lines(&path) {
+            curves.push(Curve {
                 instance: f.manifest.instance.clone(),
                 lines,
-            })
-        })
-        .collect();
+            });
+        }
+    }
     if curves.is_empty() {
         return Err(UserError::new(format!(
             "no artifact of {} has a metrics.jsonl (the pretrain and finetune stages write one)",
@@ -83,28 +82,41 @@ pub fn plot(cli: &Cli, a: &PlotArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| PathBuf::from(format!("{}.svg", a.metric.replace(['/', '\\'], "_"))));
     std::fs::write(&out, figure.svg()?).with_context(|| format!("writing {}", out.display()))?;
     if !cli.quiet {
+        // The series are named by the manifests' instances: escaped and cut.
+        let name = |s: &Series| sanitize::cell(&s.label, sanitize::NAME);
         let drawn: Vec<String> = figure
             .series
             .iter()
             .filter(|s| !s.points.is_empty())
-            .map(|s| format!("{} ({} points)", s.label, s.points.len()))
+            .map(|s| format!("{} ({} points)", name(s), s.points.len()))
             .collect();
+        let metric = sanitize::cell(&a.metric, sanitize::NAME);
         println!(
-            "wrote {}: {} against {x}: {}",
-            out.display(),
-            a.metric,
+            "wrote {}: {metric} against {}: {}",
+            sanitize::line(&out.display().to_string()),
+            sanitize::cell(&x, sanitize::NAME),
             drawn.join(", ")
         );
         for s in figure.series.iter().filter(|s| s.points.is_empty()) {
-            println!("  {} has no `{}` in its metrics.jsonl", s.label, a.metric);
+            println!("  {} has no `{metric}` in its metrics.jsonl", name(s));
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The lines of a `metrics.jsonl` that are JSON objects; `None` if there is no file.
+/// The lines of a `metrics.jsonl` that are JSON objects; `None` if there is no file, or
+/// none that can be read: it is read with the shared bounded reader (a regular file, at most
+/// `MAX_LINES_BYTES`), and one that is a FIFO, a device or too large is left out with a
+/// warning naming it, as `pipeline metrics` leaves out a `metrics.json` that is not JSON.
 fn read_lines(path: &Path) -> Option<Vec<Value>> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = match pipeline_engine::metrics::read_lines_text(path) {
+        Ok(text) => text,
+        Err(e) if e.is_not_found() => return None,
+        Err(e) => {
+            tracing::warn!("left out: {}", sanitize::message(&e.to_string()));
+            return None;
+        }
+    };
     Some(
         text.lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())

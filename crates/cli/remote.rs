@@ -286,7 +286,8 @@ pub fn in_remote(
             .collect())
     })();
     let found = found.unwrap_or_else(|e| {
-        tracing::warn!("the remote could not be asked: {e:#}");
+        let e = pipeline_engine::error::anyhow_text(&e);
+        tracing::warn!("the remote could not be asked: {e}");
         HashMap::new()
     });
     for o in stages.iter_mut() {

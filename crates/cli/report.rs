@@ -9,6 +9,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pipeline_engine::exec::{Outcome, Reporter, Status};
 
 use crate::args::LogFormat;
+use crate::sanitize;
 
 pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -24,7 +25,9 @@ pub fn init_logging(format: LogFormat) {
 }
 
 /// Progress bars on stderr when it is a terminal, and one line per finished stage on stdout
-/// (unless `--json` or `--quiet`).
+/// (unless `--json` or `--quiet`). A failed stage's block (its FAILED line, error and the
+/// last lines of its log) follows its line on stdout, or goes to stderr when the lines are off:
+/// `-q` still says why a run failed, and `--json` keeps stdout one JSON object.
 pub struct TermReporter {
     multi: MultiProgress,
     lines: bool,
@@ -32,6 +35,7 @@ pub struct TermReporter {
 }
 
 impl TermReporter {
+    /// `lines`: print a line per finished stage on stdout (off for `--json` and `-q`).
     pub fn new(lines: bool) -> TermReporter {
         let bars = lines && std::io::stderr().is_terminal();
         let target = if bars {
@@ -76,6 +80,9 @@ impl Reporter for TermReporter {
             if o.status == Status::Failed {
                 self.print(failure_details(o));
             }
+        } else if o.status == Status::Failed {
+            // Quiet or JSON: stdout stays empty or one object, and the failure still shows.
+            eprintln!("{}\n{}", outcome_line(o), failure_details(o));
         }
     }
 }
@@ -93,19 +100,27 @@ pub fn outcome_line(o: &Outcome) -> String {
         .duration_ms
         .map(|ms| format!(" {:.2}s", ms as f64 / 1000.0))
         .unwrap_or_default();
+    // A reason quotes a param's old value from the stored manifest: escaped and cut.
     let why = if o.reasons.is_empty() {
         String::new()
     } else {
-        format!("  ({})", o.reasons.join("; "))
+        let reasons: Vec<String> = o
+            .reasons
+            .iter()
+            .map(|r| sanitize::cell(r, sanitize::FIELD))
+            .collect();
+        format!("  ({})", reasons.join("; "))
     };
-    format!("{label:>8}  {}{time}{why}", o.instance)
+    let instance = sanitize::cell(&o.instance, sanitize::NAME);
+    format!("{label:>8}  {instance}{time}{why}")
 }
 
 /// The error, where the log was kept, and the last lines of it.
 pub fn failure_details(o: &Outcome) -> String {
+    // The error may quote a file, and the log is what the stage printed: both escaped.
     let mut s = format!(
         "          error: {}",
-        o.error.as_deref().unwrap_or("unknown")
+        sanitize::message(o.error.as_deref().unwrap_or("unknown"))
     );
     if let Some(log) = &o.log {
         s.push_str(&format!("\n          log: {}", log.display()));
@@ -114,7 +129,7 @@ pub fn failure_details(o: &Outcome) -> String {
             if !tail.is_empty() {
                 s.push_str(&format!("\n          last lines of {name}:"));
                 for line in tail {
-                    s.push_str(&format!("\n          | {line}"));
+                    s.push_str(&format!("\n          | {}", sanitize::line(&line)));
                 }
                 break;
             }

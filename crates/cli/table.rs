@@ -1,17 +1,23 @@
 //! Tables for the comparison commands: plain text fitted to a terminal's width (cells cut with
 //! an ellipsis, as `dvc exp show` and cargo do, and whole columns left out when even the cut
-//! ones do not fit), CSV and Markdown, and the compact number format they share.
+//! ones do not fit), CSV and Markdown, the compact number format they share, and nested params
+//! and metrics flattened to `a.b` keys. Cells come in escaped and cut (`crate::sanitize`).
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 
 use serde_json::Value;
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
+use crate::sanitize::pad;
+
 /// A table as the commands build it: headers, cells as text, and per column how it may be
 /// narrowed.
 #[derive(Debug, Default)]
 pub struct Table {
+    /// The column names.
     pub headers: Vec<String>,
+    /// One list of cells per row, as many as `headers`.
     pub rows: Vec<Vec<String>>,
     /// Numbers: aligned right.
     pub right: Vec<bool>,
@@ -125,15 +131,6 @@ fn fit(
     capped(lo)
 }
 
-fn pad(s: &str, width: usize, right: bool) -> String {
-    let fill = " ".repeat(width.saturating_sub(s.width()));
-    if right {
-        fill + s
-    } else {
-        s.to_string() + &fill
-    }
-}
-
 /// `s` in at most `width` columns, its end replaced by `…` when cut.
 pub fn cut_end(s: &str, width: usize) -> String {
     if s.width() <= width {
@@ -235,6 +232,33 @@ pub fn compact_f64(f: f64) -> String {
     }
 }
 
+/// Nested objects flattened to `a.b` keys. Params keep every value (lists as lists); metrics
+/// keep scalars only (numbers, strings, booleans): lists such as the per-epoch history are
+/// not columns.
+pub(crate) fn flatten(v: &Value, keep_all: bool) -> BTreeMap<String, Value> {
+    fn go(prefix: &str, v: &Value, keep_all: bool, out: &mut BTreeMap<String, Value>) {
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    go(&key, v, keep_all, out);
+                }
+            }
+            Value::Array(_) | Value::Null if !keep_all => {}
+            other => {
+                out.insert(prefix.to_string(), other.clone());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    go("", v, keep_all, &mut out);
+    out
+}
+
 /// A value as CSV and JSON-minded tools want it: numbers as written, strings bare.
 pub fn raw(v: &Value) -> String {
     match v {
@@ -306,6 +330,17 @@ mod tests {
         assert_eq!(csv(&h, &rows), "a,b\n\"x,y\",\"say \"\"hi\"\"\"\n");
         let md = markdown(&h, &[vec!["a|b".into(), "1".into()]], &[false, true]);
         assert_eq!(md, "| a | b |\n|---|---:|\n| a\\|b | 1 |\n");
+    }
+
+    #[test]
+    fn params_keep_lists_and_metrics_keep_scalars() {
+        use serde_json::json;
+        let v = json!({"a": {"b": 1, "c": [1, 2]}, "d": "x", "e": null});
+        let p = flatten(&v, true);
+        assert_eq!(p["a.c"], json!([1, 2]));
+        assert!(p.contains_key("e"));
+        let m = flatten(&v, false);
+        assert_eq!(m.keys().collect::<Vec<_>>(), vec!["a.b", "d"]);
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! Their messages are the ones the CLI always printed: a wrapped error is the `source` where
 //! the message used to be an `anyhow` context over it or quoted its whole chain (so `{:#}`
 //! through `anyhow` prints the same text), and stays part of the message where the message
-//! quoted it alone.
+//! quoted it alone. [`chain_text`] prints a chain with each text once (many types quote their
+//! source and return it too), and [`printable`] escapes the control characters of text that
+//! came from a file before it is printed.
 
 use std::error::Error;
 use std::fmt;
@@ -18,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::yaml::Mark;
 
+pub mod printable;
 mod run;
 mod store;
 
@@ -163,17 +166,34 @@ pub fn user_error(err: &anyhow::Error) -> Option<&UserError> {
         .and_then(InstanceError::user_error)
 }
 
-/// `err` and its sources, joined by ": ": what `{:#}` of an `anyhow::Error` holding it prints,
-/// for the run records and logs that keep the text.
-pub(crate) fn chain_text(err: &(dyn Error + 'static)) -> String {
+/// `err` and its sources, joined by ": " as `{:#}` of an `anyhow::Error` joins them, each
+/// text once: a source whose text the text so far already ends with is left out.
+///
+/// Many error types of the workspace (and of its dependencies) both quote their source in
+/// their message (`"{path}: {source}"`) and return it from `source()`, so that `{:#}` printed
+/// "Permission denied (os error 13): Permission denied (os error 13)" (issue 31). Leaving out a
+/// source that the text already ends with fixes every such type at once, including those
+/// added later and those of other crates; it can only drop words that are already printed
+/// right before where they would go, so nothing is lost. A source's own sources are still
+/// looked at: only the repeated text is left out, not the rest of the chain.
+pub fn chain_text(err: &(dyn Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
+        let next = e.to_string();
+        if !text.ends_with(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
         source = e.source();
     }
     text
+}
+
+/// [`chain_text`] of an `anyhow::Error` (its contexts, then the error and its sources): what
+/// the CLI prints for an error that is not the user's.
+pub fn anyhow_text(err: &anyhow::Error) -> String {
+    chain_text(err.as_ref())
 }
 
 /// The closest candidate to `word` (the pipeline's one measure, in `pipeline_params`).
@@ -197,6 +217,31 @@ mod tests {
     fn suggests_close_names_only() {
         assert_eq!(closest("dep", ["deps", "kind", "params"]), Some("deps"));
         assert_eq!(closest("zzzzzz", ["deps", "kind"]), None);
+    }
+
+    /// An error that quotes its source and returns it too, as many do.
+    #[derive(Debug, thiserror::Error)]
+    #[error("{path}: {source}")]
+    struct Quoting {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_chain_prints_each_text_once() {
+        let denied = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let once = denied().to_string();
+        let e = Quoting {
+            path: "/r".into(),
+            source: denied(),
+        };
+        assert_eq!(chain_text(&e), format!("/r: {once}"));
+        let e = anyhow::Error::new(e).context("pushing");
+        assert_eq!(anyhow_text(&e), format!("pushing: /r: {once}"));
+        // A source the text does not end with is still printed.
+        let e = anyhow::Error::new(denied()).context("reading /r");
+        assert_eq!(anyhow_text(&e), format!("reading /r: {once}"));
     }
 
     #[test]

@@ -153,7 +153,8 @@ pub fn pull_instead_of_run(
         Ok(Some(hit)) => hit,
         Ok(None) => return Ok(None),
         Err(e) => {
-            warn!(stage = %inst.name, "remote {}: {e:#}; running it here", remote.describe());
+            let e = crate::error::anyhow_text(&e);
+            warn!(stage = %inst.name, "remote {}: {e}; running it here", remote.describe());
             return Ok(None);
         }
     };

@@ -10,6 +10,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::UserError;
 
+/// Whether this process may create entries in `dir`: access(2) with `W_OK | X_OK`, which
+/// checks the mode bits, ACLs and a read-only mount without creating (or deleting) anything.
+fn writable(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call; access reads it only.
+    match unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 /// Where a pipeline's state lives: the paths of `.pipeline/` and its folders. Making one
 /// touches nothing on disk; [`Workspace::ensure`] creates the folders.
 #[derive(Debug, Clone)]
@@ -93,19 +105,25 @@ impl Workspace {
         self.state.join("lock")
     }
 
-    /// Creates `.pipeline/` and its folders, or says why it cannot.
+    /// Creates `.pipeline/` and its folders, and checks that this process may write in each
+    /// (one that exists read-only made the first stage fail with exit 1 instead of the
+    /// command being refused with exit 2), or says why it cannot.
     pub fn ensure(&self) -> Result<(), UserError> {
-        for dir in [self.artifacts(), self.tmp(), self.failed(), self.runs()] {
-            std::fs::create_dir_all(&dir).map_err(|e| {
-                UserError::new(format!(
-                    "cannot write the workspace state directory {}: {e}",
-                    dir.display()
-                ))
-                .with_help(format!(
-                    "`pipeline` keeps its artifacts in {}; make sure it is a writable directory",
-                    self.state.display()
-                ))
-            })?;
+        let dirs = [self.artifacts(), self.tmp(), self.failed(), self.runs()];
+        for dir in dirs.iter().chain([&self.state]) {
+            std::fs::create_dir_all(dir)
+                .and_then(|()| writable(dir))
+                .map_err(|e| {
+                    UserError::new(format!(
+                        "cannot write the workspace state directory {}: {e}",
+                        dir.display()
+                    ))
+                    .with_help(format!(
+                        "`pipeline` keeps its artifacts in {}; make sure it is a writable \
+                         directory",
+                        self.state.display()
+                    ))
+                })?;
         }
         Ok(())
     }

@@ -8,6 +8,7 @@
 //! `…` (the full names are in the tables beside each figure). What thin and marked lines mean
 //! is the figure's own `caption`, since it differs between figures.
 
+use pipeline_engine::error::printable;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value;
@@ -131,16 +132,43 @@ impl Figure {
         self.series.iter().all(|s| s.points.is_empty())
     }
 
-    /// The SVG text.
+    /// The SVG text. Every text it holds comes through [`Figure::xml_safe`] first: plotters
+    /// escapes `<`, `&` and quotes, but writes a control character as it is, and XML 1.0
+    /// allows none but tab, newline and carriage return (a series named by an instance with an
+    /// ESC in it made an SVG that no viewer opens).
     pub fn svg(&self) -> anyhow::Result<String> {
+        let safe = self.xml_safe();
         let mut out = String::new();
         {
-            let size = (WIDTH, CHART_H + self.legend_height());
+            let size = (WIDTH, CHART_H + safe.legend_height());
             let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
-            self.draw(&root)?;
+            safe.draw(&root)?;
             root.present().map_err(err)?;
         }
         Ok(out)
+    }
+
+    /// The figure with its texts (title, axis names, caption, labels) escaped as the terminal
+    /// output escapes them (`pipeline_engine::error::printable::line`: ESC as `\u{1b}`),
+    /// which leaves no character XML forbids.
+    fn xml_safe(&self) -> Figure {
+        let line = |s: &str| printable::line(s).into_owned();
+        Figure {
+            file: self.file.clone(),
+            title: line(&self.title),
+            x_desc: line(&self.x_desc),
+            y_desc: line(&self.y_desc),
+            series: self
+                .series
+                .iter()
+                .map(|s| Series {
+                    label: line(&s.label),
+                    ..s.clone()
+                })
+                .collect(),
+            caption: self.caption.as_deref().map(line),
+            ..*self
+        }
     }
 
     /// The legend entries: one per colour (an instance), in order.
@@ -478,6 +506,20 @@ mod tests {
         assert_eq!(format_tick(200.0), "200");
         assert_eq!(format_tick(0.5), "0.5");
         assert_eq!(format_tick(0.30000000000000004), "0.3");
+    }
+
+    #[test]
+    fn control_characters_never_reach_the_svg() {
+        let mut f = figure();
+        f.title = "t\u{1b}]0;pwned\u{7} <&> \u{0}".into();
+        f.y_desc = "y\u{8}\u{fffe}".into();
+        f.series[0].label = "a\u{1b}[2J\u{9b}\n".into();
+        let svg = f.svg().unwrap();
+        let bad = svg.chars().find(|&c| {
+            (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
+        });
+        assert_eq!(bad, None, "{svg}");
+        assert!(svg.contains("\\u{1b}]0;pwned\\u{7} &lt;&amp;&gt;"), "{svg}");
     }
 
     /// The text elements of an SVG: (x, y, text).

@@ -138,7 +138,7 @@ fn keep_failed(
     e: &anyhow::Error,
     t0: Instant,
 ) -> Failure {
-    let error = format!("{e:#}");
+    let error = crate::error::anyhow_text(e);
     record.status = "failed".into();
     record.error = Some(error.clone());
     record.finished = now_string();
