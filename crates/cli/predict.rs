@@ -243,12 +243,14 @@ fn print_class(
         out["probabilities"] = json!(probs);
         println!("{out}");
     } else {
+        // Label names come from the model's config.json: escaped and cut for the terminal.
+        let name = |l: &str| crate::sanitize::cell(l, crate::sanitize::NAME);
         let probs: Vec<String> = labels
             .iter()
             .zip(&p)
-            .map(|(l, x)| format!("{l}: {x:.4}"))
+            .map(|(l, x)| format!("{}: {x:.4}", name(l)))
             .collect();
-        println!("{}\t(p = {:.4})", labels[k], p[k]);
+        println!("{}\t(p = {:.4})", name(&labels[k]), p[k]);
         println!("probabilities: {}", probs.join(", "));
     }
     Ok(ExitCode::SUCCESS)
@@ -436,7 +438,9 @@ fn print_entities(
         println!("no entities");
     } else {
         for (kind, start, end, surface) in &found {
-            println!("{kind}\t{start}..{end}\t{surface}");
+            // The tag names come from the model's config.json: escaped for the terminal.
+            let kind = crate::sanitize::cell(kind, crate::sanitize::NAME);
+            println!("{kind}\t{start}..{end}\t{}", crate::sanitize::line(surface));
         }
     }
     Ok(ExitCode::SUCCESS)

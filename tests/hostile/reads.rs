@@ -313,6 +313,27 @@ fn reads_config_absurd_num_labels_is_checked_against_the_weights() {
 }
 
 #[test]
+fn reads_predict_prints_label_names_from_config_escaped() {
+    // id2label is the model's, not the user's: an OSC sequence in a label name (which would
+    // retitle the terminal) prints escaped, and a 100 KB name is cut.
+    let c = Case::new(ONE_STAGE);
+    let dir = classifier(&c, "m");
+    let long = "長".repeat(100_000);
+    edit_config(&dir, |v| {
+        v["id2label"] = serde_json::json!({"0": "\u{1b}]0;pwned\u{7}", "1": long, "2": "n"});
+    });
+    let out = c.expect(
+        &["predict", "--model", "m", "一", "丁"],
+        0,
+        "probabilities:",
+    );
+    assert!(!out.stdout.contains('\u{1b}'), "{}", out.describe());
+    assert!(out.stdout.contains("\\u{1b}]0;pwned"), "{}", out.describe());
+    assert!(out.stdout.len() < 4096, "{} bytes", out.stdout.len());
+    c.finish();
+}
+
+#[test]
 fn reads_config_absurd_sizes_are_refused_naming_the_field_and_the_bound() {
     let c = Case::new(ONE_STAGE);
     let dir = classifier(&c, "m");
