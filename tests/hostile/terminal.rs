@@ -60,12 +60,14 @@ fn clean_output(c: &Case, args: &[&str]) -> Output {
 fn terminal_metrics_with_a_70000_character_key_and_value_do_not_panic() {
     let key = "k".repeat(70_000);
     let m = serde_json::json!({ &key: "v".repeat(70_000), "acc": 0.5 });
-    let c = metrics_case(&[("1", m)]);
+    let other = serde_json::json!({ &key: "w".repeat(70_000), "acc": 0.25 });
+    let c = metrics_case(&[("1", m), ("2", other)]);
     for args in [
         &["metrics"][..],
         &["exp", "show"],
         &["exp", "show", "--md"],
         &["show", "s@n=1"],
+        &["diff", "s@n=1", "s@n=2"],
     ] {
         let out = clean_output(&c, args);
         assert!(
