@@ -22,7 +22,7 @@ use crate::index::Index;
 use crate::manifest::{Components, Manifest, RunStage, RunSummary, StageRecord, now_string};
 pub use crate::outputs::hash_tree;
 use crate::stage::DepArtifact;
-use scheduler::{Scheduler, Step};
+use scheduler::Scheduler;
 use store::clear_tmp;
 pub use store::{DOWNLOADS, commit};
 pub(crate) use store::{move_entry, write_summary};
@@ -290,27 +290,19 @@ pub fn run(
         });
         let is_remote = |i: usize| cluster.as_ref().is_some_and(|c| c.runs(i));
         loop {
-            // Settle or start everything that can move; settling one may free others.
-            let mut progressed = true;
-            while progressed {
-                progressed = false;
-                for &i in selected {
-                    match sched.consider(i, index, is_remote(i))? {
-                        Step::Wait => {}
-                        Step::Settled => progressed = true,
-                        Step::Start(ready) => match cluster.as_ref().filter(|c| c.runs(i)) {
-                            Some(c) => c.submit(crate::executor::slurm::Submission {
-                                index: i,
-                                fingerprint: ready.fp,
-                                comps: ready.comps,
-                                deps: ready.deps,
-                                reasons: ready.reasons,
-                                started: now_string(),
-                                bar: ready.bar,
-                            }),
-                            None => spawn_local(scope, p, i, *ready, &run_id, tx.clone()),
-                        },
-                    }
+            // Settle everything that can be, start everything that fits.
+            while let Some((i, ready)) = sched.next(index, &is_remote)? {
+                match cluster.as_ref().filter(|c| c.runs(i)) {
+                    Some(c) => c.submit(crate::executor::slurm::Submission {
+                        index: i,
+                        fingerprint: ready.fp,
+                        comps: ready.comps,
+                        deps: ready.deps,
+                        reasons: ready.reasons,
+                        started: now_string(),
+                        bar: ready.bar,
+                    }),
+                    None => spawn_local(scope, p, i, *ready, &run_id, tx.clone()),
                 }
             }
             if sched.running() == 0 {
