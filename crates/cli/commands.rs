@@ -521,14 +521,15 @@ fn gc(cli: &Cli, dry_run: bool, json: bool) -> Result<ExitCode> {
             f.display()
         );
     }
+    // Entry names come from disk (a scratch disk's folders, a manifest's instance): escaped.
     for why in &report.left_alone {
-        println!("{why}");
+        println!("{}", sanitize::line(why));
     }
     for r in &report.removed {
         println!(
             "{verb} {} {} ({} bytes)",
-            r.instance,
-            r.path.display(),
+            sanitize::line(&r.instance),
+            sanitize::line(&r.path.display().to_string()),
             r.bytes
         );
     }
@@ -554,18 +555,32 @@ fn verify(cli: &Cli, json: bool) -> Result<ExitCode> {
     if json {
         print_json(&report)?;
     } else {
+        // Entry names and problems come from disk and from manifests: escaped.
+        let path = |p: &std::path::Path| sanitize::line(&p.display().to_string()).into_owned();
+        for l in &report.left_alone {
+            println!("left alone: {} ({})", path(&l.path), sanitize::line(&l.why));
+        }
         for c in &report.corrupt {
-            println!("corrupt {} ({}):", c.instance, c.fingerprint);
+            println!(
+                "corrupt {} ({}):",
+                sanitize::line(&c.instance),
+                sanitize::line(&c.fingerprint)
+            );
             for problem in &c.problems {
-                println!("  {problem}");
+                println!("  {}", sanitize::line(problem));
             }
             println!(
                 "  moved to {}; `pipeline run` makes it again",
-                c.quarantined_to.display()
+                path(&c.quarantined_to)
             );
         }
+        let left = match report.left_alone.len() {
+            0 => String::new(),
+            1 => "; left alone 1 entry the store did not make".to_string(),
+            n => format!("; left alone {n} entries the store did not make"),
+        };
         println!(
-            "checked {} artifacts: {} corrupt",
+            "checked {} artifacts: {} corrupt{left}",
             report.checked,
             report.corrupt.len()
         );
