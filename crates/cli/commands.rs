@@ -452,7 +452,7 @@ fn runs(cli: &Cli, limit: usize, json: bool) -> Result<ExitCode> {
 
 fn metrics(cli: &Cli, stages: &[String], latest: bool, json: bool) -> Result<ExitCode> {
     let p = load(cli)?;
-    let rows = inspect::metrics(&p, stages, latest);
+    let mut rows = inspect::metrics(&p, stages, latest);
     if json {
         print_json(&json!({ "rows": rows }))?;
         return Ok(ExitCode::SUCCESS);
@@ -461,9 +461,17 @@ fn metrics(cli: &Cli, stages: &[String], latest: bool, json: bool) -> Result<Exi
         println!("no metrics yet: stages write them to $PIPELINE_OUT/metrics.json");
         return Ok(ExitCode::SUCCESS);
     }
+    // Each row's values cut to a cell as soon as they are flattened, and its record let go:
+    // a 60 MB string metric is not kept twice per row.
     let flat: Vec<Vec<(String, String)>> = rows
-        .iter()
-        .map(|r| inspect::flatten_metrics(&r.metrics))
+        .iter_mut()
+        .map(|r| {
+            let m = std::mem::take(&mut r.metrics);
+            inspect::flatten_metrics(&m)
+                .into_iter()
+                .map(|(k, v)| (k, sanitize::cell(&v, sanitize::CELL)))
+                .collect()
+        })
         .collect();
     let keys: BTreeSet<&str> = flat.iter().flatten().map(|(k, _)| k.as_str()).collect();
     // Every cell escaped and cut (a key or value of 70,000 characters once panicked the
@@ -487,7 +495,7 @@ fn metrics(cli: &Cli, stages: &[String], latest: bool, json: bool) -> Result<Exi
             let value = |k: &&str| f.iter().find(|(fk, _)| fk == k).map(|(_, v)| v.as_str());
             row.extend(
                 keys.iter()
-                    .map(|k| sanitize::cell(value(k).unwrap_or_default(), sanitize::CELL)),
+                    .map(|k| value(k).unwrap_or_default().to_string()),
             );
             row
         })

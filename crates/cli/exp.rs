@@ -205,15 +205,17 @@ fn rows(p: &Pipeline, names: &[String], all_runs: bool) -> Result<Vec<Row>> {
         .collect();
     let mut rows: Vec<Row> = found
         .into_iter()
-        .map(|info| Row {
+        .map(|mut info| Row {
             params: flatten(
                 &Value::Object(info.manifest.components.params.clone()),
                 true,
             ),
+            // Taken, not borrowed: the flattened copy is the only one kept (twelve 60 MB
+            // string metrics took 1.7 GB while both were).
             metrics: info
                 .metrics
-                .as_ref()
-                .map(|m| flatten(m, false))
+                .take()
+                .map(|m| flatten(&m, false))
                 .unwrap_or_default(),
             info,
         })
