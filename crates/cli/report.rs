@@ -69,7 +69,7 @@ impl Reporter for TermReporter {
             ProgressStyle::with_template("{spinner:.cyan} {prefix:.bold} {elapsed:>4} {wide_msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
-        bar.set_prefix(instance.to_string());
+        bar.set_prefix(sanitize::cell(instance, sanitize::NAME));
         bar.enable_steady_tick(Duration::from_millis(120));
         bar
     }
