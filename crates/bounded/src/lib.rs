@@ -65,6 +65,21 @@ impl ReadError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, ReadError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     }
+
+    /// What is wrong, without the path: for an error type that names the file its own way
+    /// (`file: tensor x: message`), so that the path is not printed twice.
+    pub fn reason(&self) -> String {
+        match self {
+            ReadError::NotRegular { kind, .. } => format!("not a regular file (it is {kind})"),
+            ReadError::TooLarge { limit, what, .. } => {
+                format!("larger than {}, the limit for {what}", size_text(*limit))
+            }
+            ReadError::NotUtf8 { offset, .. } => {
+                format!("not UTF-8 text (invalid byte at offset {offset})")
+            }
+            ReadError::Io { source, .. } => source.to_string(),
+        }
+    }
 }
 
 /// Sizes in the unit a reader thinks in: `16 MiB`, `4 KiB`, `900 B`.
@@ -214,6 +229,26 @@ mod tests {
         std::fs::write(&f, b"ab\xffc").unwrap();
         let e = read_to_string(&f, 10, "x").unwrap_err().to_string();
         assert!(e.contains("offset 2"), "{e}");
+    }
+
+    #[test]
+    fn the_reason_is_the_message_without_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big");
+        std::fs::write(&big, b"xx").unwrap();
+        for e in [
+            read(dir.path(), 10, "x").unwrap_err(),
+            read(&big, 1, "a test file").unwrap_err(),
+            read(&dir.path().join("nope"), 10, "x").unwrap_err(),
+        ] {
+            let path = match &e {
+                ReadError::NotRegular { path, .. }
+                | ReadError::TooLarge { path, .. }
+                | ReadError::NotUtf8 { path, .. }
+                | ReadError::Io { path, .. } => path.clone(),
+            };
+            assert_eq!(e.to_string(), format!("{}: {}", path.display(), e.reason()));
+        }
     }
 
     #[test]
