@@ -161,6 +161,25 @@ impl TaskError {
     }
 }
 
+/// Opens a task data file if it is a regular file, with the shared reader's open
+/// (`pipeline_bounded::open`): `O_NONBLOCK`, so that a FIFO with no writer cannot block the
+/// open, and the kind checked on the opened handle, so that nothing swapped in between a check
+/// and the open (a FIFO, `/dev/zero`, whose one endless line would be read) is read. The error
+/// is [`reason`]'s, which leaves the path to the caller.
+pub(crate) fn open_regular(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    pipeline_bounded::open(path).map_err(reason)
+}
+
+/// The shared reader's error as an `io::Error` whose text is the reason alone (`not a regular
+/// file (it is a FIFO)`), the file system's own error as it is (so `NotFound` stays
+/// `NotFound`): a task file's messages name the file as the params give it.
+pub(crate) fn reason(e: pipeline_bounded::ReadError) -> std::io::Error {
+    match e {
+        pipeline_bounded::ReadError::Io { source, .. } => source,
+        other => std::io::Error::new(std::io::ErrorKind::InvalidInput, other.reason()),
+    }
+}
+
 /// `line 3 (unknown_label: `foo` …); line 9 (…)`, at most 5, for one-line messages.
 pub(crate) fn format_samples(samples: &[BadRow]) -> String {
     let mut s: Vec<String> = samples

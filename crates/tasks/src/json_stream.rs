@@ -20,14 +20,14 @@ pub(crate) enum OpenError {
 }
 
 /// Opens a JSON data file: a regular file (a FIFO with no writer would block the open forever,
-/// a device is no JSON file) of at most [`MAX_FILE_BYTES`].
+/// a device is no JSON file; opened with the shared reader's non-blocking open, the kind
+/// checked on the opened handle) of at most [`MAX_FILE_BYTES`]. The file is streamed, so the
+/// bound is on time, not memory (which is the examples plus one element).
 pub(crate) fn open_data_file(path: &Path) -> Result<File, OpenError> {
-    if !std::fs::metadata(path).map_err(OpenError::Io)?.is_file() {
-        return Err(OpenError::Refused(
-            "not a regular file (a directory, FIFO or device)".into(),
-        ));
-    }
-    let file = File::open(path).map_err(OpenError::Io)?;
+    let file = pipeline_bounded::open(path).map_err(|e| match e {
+        pipeline_bounded::ReadError::Io { source, .. } => OpenError::Io(source),
+        other => OpenError::Refused(other.reason()),
+    })?;
     let size = file.metadata().map_err(OpenError::Io)?.len();
     if size > MAX_FILE_BYTES {
         return Err(OpenError::Refused(format!(

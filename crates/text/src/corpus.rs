@@ -160,9 +160,26 @@ pub fn detect_format(sample: &[u8], whole_file: bool) -> Detection {
 
 /// Reads the first [`SNIFF_BYTES`] of a file and detects its format.
 pub fn detect_file_format(path: &Path) -> io::Result<Detection> {
-    let mut file = File::open(path)?;
+    let mut file = open_regular(path)?;
     let (sample, whole) = read_sample(&mut file)?;
     Ok(detect_format(&sample, whole))
+}
+
+/// Opens `path` if it is a regular file, with the shared reader's open: `O_NONBLOCK`, so that
+/// a FIFO with no writer cannot block the open, and the kind checked on the opened handle, so
+/// that no rename between a check and the open can put a FIFO or `/dev/zero` there. The error
+/// is the reason alone (the callers name the file).
+fn open_regular(path: &Path) -> io::Result<File> {
+    pipeline_bounded::open(path).map_err(|e| match e {
+        pipeline_bounded::ReadError::Io { source, .. } => source,
+        other => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} (a corpus file cannot be a device, FIFO or directory)",
+                other.reason()
+            ),
+        ),
+    })
 }
 
 fn read_sample(file: &mut File) -> io::Result<(Vec<u8>, bool)> {
@@ -245,16 +262,10 @@ pub struct DocumentReader<R> {
 impl DocumentReader<BufReader<File>> {
     /// Opens a file; `Format::Auto` is decided from the file's first [`SNIFF_BYTES`]
     /// (see [`DocumentReader::detection`]).
-    /// Anything but a regular file (a FIFO, a device, a directory) is refused before it is
-    /// opened: opening a FIFO with no writer would wait forever.
+    /// Anything but a regular file (a FIFO, a device, a directory) is refused before a byte
+    /// is read, and a FIFO without blocking (see [`open_regular`]).
     pub fn open(path: &Path, format: Format) -> io::Result<Self> {
-        if !std::fs::metadata(path)?.is_file() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "not a regular file (a corpus file cannot be a device, FIFO or directory)",
-            ));
-        }
-        let mut file = File::open(path)?;
+        let mut file = open_regular(path)?;
         let mut detection = None;
         let format = if format == Format::Auto {
             let (sample, whole) = read_sample(&mut file)?;

@@ -106,14 +106,21 @@ pub struct TrainStats {
 /// Why a vocabulary could not be trained.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
-    /// A corpus file could not be opened.
-    #[error("cannot open {}", path.display())]
-    Open {
+    /// A corpus file could not be opened: missing, or not a regular file (a FIFO would block
+    /// the open, a device never ends). The reader's error names the file; it is part of this
+    /// text, not a source printed again after it.
+    #[error("cannot open the corpus file {0}")]
+    Open(pipeline_bounded::ReadError),
+    /// A corpus line longer than [`crate::corpus::MAX_LINE_BYTES`]: a block is cut at a line
+    /// break, so without this bound one endless line would be held whole.
+    #[error(
+        "{}: a line longer than {} MiB (is this a corpus file?)",
+        path.display(),
+        crate::corpus::MAX_LINE_BYTES >> 20
+    )]
+    LineTooLong {
         /// The file.
         path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
     },
     /// A corpus file could not be read.
     #[error("cannot read {}", path.display())]
@@ -219,10 +226,7 @@ pub fn for_each_block(
     path: &Path,
     mut f: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<(), TrainError> {
-    let mut file = std::fs::File::open(path).map_err(|source| TrainError::Open {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let mut file = pipeline_bounded::open(path).map_err(TrainError::Open)?;
     let mut buf: Vec<u8> = Vec::with_capacity(BLOCK_BYTES + 4096);
     let mut chunk = vec![0u8; BLOCK_BYTES];
     loop {
@@ -234,9 +238,16 @@ pub fn for_each_block(
             break;
         }
         buf.extend_from_slice(&chunk[..n]);
-        if buf.len() >= BLOCK_BYTES
-            && let Some(nl) = memchr::memrchr(b'\n', &buf)
-        {
+        if buf.len() >= BLOCK_BYTES {
+            let Some(nl) = memchr::memrchr(b'\n', &buf) else {
+                // No line break in all of `buf`: it is one line, still growing.
+                if buf.len() > crate::corpus::MAX_LINE_BYTES {
+                    return Err(TrainError::LineTooLong {
+                        path: path.to_path_buf(),
+                    });
+                }
+                continue;
+            };
             let rest = buf.split_off(nl + 1);
             if f(&String::from_utf8_lossy(&buf)).is_break() {
                 return Ok(());

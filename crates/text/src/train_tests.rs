@@ -166,3 +166,44 @@ fn full_corpus_training() {
         assert_eq!(digests[0], digests[1], "{model:?}");
     }
 }
+
+#[test]
+fn a_fifo_or_device_corpus_file_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("corpus-00000.txt");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+    let e = for_each_block(&fifo, |_| ControlFlow::Continue(())).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("corpus-00000.txt: not a regular file (it is a FIFO)"),
+        "{text}"
+    );
+    // The reader's error is the text, not also a source a chain printer would repeat.
+    assert!(std::error::Error::source(&e).is_none());
+    let e = for_each_block(Path::new("/dev/zero"), |_| ControlFlow::Continue(())).unwrap_err();
+    assert!(e.to_string().contains("a character device"), "{e}");
+}
+
+#[test]
+fn one_endless_line_is_refused_at_the_line_bound() {
+    // Sparse: zeros and no line break, one byte over the bound, never held whole.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("corpus-00000.txt");
+    std::fs::File::create(&p)
+        .unwrap()
+        .set_len(crate::corpus::MAX_LINE_BYTES as u64 + 1)
+        .unwrap();
+    let mut blocks = 0;
+    let e = for_each_block(&p, |_| {
+        blocks += 1;
+        ControlFlow::Continue(())
+    })
+    .unwrap_err();
+    assert_eq!(blocks, 0);
+    assert!(
+        e.to_string()
+            .contains("corpus-00000.txt: a line longer than 64 MiB"),
+        "{e}"
+    );
+}

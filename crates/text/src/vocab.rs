@@ -17,15 +17,13 @@ pub const SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MAS
 /// Why a vocab.txt cannot be used. Line numbers are 1-based, as editors show them.
 #[derive(Debug, thiserror::Error)]
 pub enum VocabError {
-    /// The file cannot be read.
-    #[error("cannot read vocabulary {}: {source}", path.display())]
-    Io {
-        /// The vocab.txt.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file cannot be read: missing, not a regular file (a FIFO, a device, a directory),
+    /// over [`MAX_VOCAB_BYTES`] (past which it is not a vocabulary), or unreadable. The reader's
+    /// error (which names the file, and the limit) is part of this text and not also a
+    /// `source`: a printer of the source chain once printed its reason twice ("not a regular
+    /// file (…): not a regular file (…)").
+    #[error("cannot read vocabulary {0}")]
+    Read(pipeline_bounded::ReadError),
     /// No token at all.
     #[error("{}: the vocabulary is empty (expected one token a line)", path.display())]
     Empty {
@@ -95,42 +93,18 @@ pub struct Vocab {
 
 /// The largest vocab.txt read: bert-base-chinese's is 110 KB, a 250,000-token multilingual one
 /// a few MB. Past this the file is not a vocabulary, and reading it whole (say `/dev/zero`)
-/// would take all memory.
-const MAX_VOCAB_BYTES: u64 = 64 << 20;
-
-/// The file's bytes, if it is a regular file of at most [`MAX_VOCAB_BYTES`] (a FIFO with no
-/// writer would block the open forever).
-fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::{Error, ErrorKind, Read};
-    if !std::fs::metadata(path)?.is_file() {
-        return Err(Error::new(
-            ErrorKind::InvalidInput,
-            "not a regular file (a directory, FIFO or device)",
-        ));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_VOCAB_BYTES + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_VOCAB_BYTES {
-        return Err(Error::new(
-            ErrorKind::InvalidData,
-            format!(
-                "larger than {} MiB: not a vocabulary",
-                MAX_VOCAB_BYTES >> 20
-            ),
-        ));
-    }
-    Ok(bytes)
-}
+/// would take all memory. It is the bound of `tokenizer.json` too
+/// ([`crate::wordpiece::MAX_TOKENIZER_JSON_BYTES`]), and of the pretrain stage's count of its
+/// vocab dep's lines.
+pub const MAX_VOCAB_BYTES: u64 = 64 << 20;
 
 impl Vocab {
     /// Reads and checks a vocab.txt (see the module doc).
     pub fn load(path: &Path) -> Result<Vocab, VocabError> {
-        let bytes = read_bounded(path).map_err(|source| VocabError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        // The shared reader: regular files only (a FIFO with no writer would block the open
+        // forever, `/dev/zero` never ends), at most MAX_VOCAB_BYTES.
+        let bytes = pipeline_bounded::read(path, MAX_VOCAB_BYTES, "a vocabulary")
+            .map_err(VocabError::Read)?;
         Self::parse(&bytes, path)
     }
 
@@ -335,6 +309,44 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_read_error_says_its_reason_once_whatever_prints_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("vocab.txt");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let e = Vocab::load(&link).unwrap_err();
+        // No source: a printer of the chain (anyhow's `{:#}`) prints the text alone.
+        assert!(std::error::Error::source(&e).is_none());
+        let text = anyhow_like(&e);
+        assert_eq!(text.matches("not a regular file").count(), 1, "{text}");
+        assert!(
+            text.contains("vocab.txt: not a regular file (it is a character device)"),
+            "{text}"
+        );
+        // Sparse: 65 MiB that would be read whole before being found not to be a vocabulary.
+        let big = dir.path().join("big.txt");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_VOCAB_BYTES + 1)
+            .unwrap();
+        let e = Vocab::load(&big).unwrap_err().to_string();
+        assert!(
+            e.contains("big.txt: larger than 64 MiB, the limit for a vocabulary"),
+            "{e}"
+        );
+    }
+
+    /// The error and its sources joined by ": ", as anyhow's `{:#}` prints a chain.
+    fn anyhow_like(e: &VocabError) -> String {
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            text.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        text
     }
 
     #[test]

@@ -499,3 +499,36 @@ fn tagging_protocol_reads_label2id_and_holds_out_sentences() {
     .unwrap_err();
     assert!(e.to_string().starts_with("nope.json: no such file"), "{e}");
 }
+
+#[test]
+fn a_label2id_that_is_a_fifo_or_over_1_mib_is_refused_naming_it() {
+    let d = dir(&[("ner/dev.tsv", "text_a\tlabel\n今 天\tO O\n")]);
+    let load = |label2id: &str| {
+        spec(
+            json!({"task": {"name": "tagging", "header": true, "label2id": label2id},
+                    "train": "ner/dev.tsv", "dev_fraction": 0.1}),
+        )
+        .unwrap()
+        .load(d.path())
+        .unwrap_err()
+        .to_string()
+    };
+    let fifo = d.path().join("ner/fifo.json");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+    // Read at once, not blocked on a writer that never comes.
+    let e = load("ner/fifo.json");
+    assert_eq!(
+        e,
+        "ner/fifo.json: cannot read: not a regular file (it is a FIFO)"
+    );
+    std::fs::File::create(d.path().join("ner/big.json"))
+        .unwrap()
+        .set_len((1 << 20) + 1)
+        .unwrap();
+    let e = load("ner/big.json");
+    assert_eq!(
+        e,
+        "ner/big.json: cannot read: larger than 1 MiB, the limit for a label2id.json"
+    );
+}

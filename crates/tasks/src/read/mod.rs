@@ -347,18 +347,7 @@ impl FileReport {
 fn open(path: &Path, name: &str) -> Result<BufReader<File>, TaskError> {
     // Only regular files: opening a FIFO with no writer blocks forever, and a device such as
     // /dev/zero is one endless line.
-    if let Ok(meta) = std::fs::metadata(path)
-        && !meta.is_file()
-    {
-        return Err(TaskError::Io {
-            path: name.to_string(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "not a regular file (a directory, FIFO or device)",
-            ),
-        });
-    }
-    match File::open(path) {
+    match crate::error::open_regular(path) {
         Ok(f) => Ok(BufReader::new(f)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(TaskError::NotFound {
             path: name.to_string(),

@@ -405,3 +405,19 @@ fn tagging_task_params_are_checked() {
     let e = crate::task::tags_from_label2id(r#"{"O": 0, "B-LOC": 0}"#, "l.json").unwrap_err();
     assert!(e.to_string().contains("both have id 0"), "{e}");
 }
+
+#[test]
+fn a_fifo_task_file_is_refused_without_blocking() {
+    let f = fmt("lcqmc");
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("train.tsv");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+    let e = read_pair_file(&fifo, "train.tsv", &f, &labels(&f))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "train.tsv: cannot read: not a regular file (it is a FIFO)"
+    );
+}
