@@ -19,15 +19,11 @@ pub type Result<T, E = ShardError> = std::result::Result<T, E>;
 /// Why a shard could not be written, read or batched.
 #[derive(Debug, thiserror::Error)]
 pub enum ShardError {
-    /// A shard file could not be opened.
-    #[error("cannot open shard {}", path.display())]
-    Open {
-        /// The shard.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
+    /// A shard file could not be opened: missing, or not a regular file (a FIFO would block
+    /// the open). The reader's error names the shard; it is part of this text, not a source
+    /// printed again after it.
+    #[error("cannot open shard {0}")]
+    Open(pipeline_bounded::ReadError),
     /// The file is not an Arrow IPC file (or its footer is missing).
     #[error(
         "{}: not a readable Arrow IPC file (truncated, or the writer was not finished?)",

@@ -16,12 +16,12 @@ use crate::error::{Result, ShardError};
 use crate::schema::{ColumnIndex, FOOTER_NUM_ROWS, Metadata, check_schema, columns};
 use crate::writer::Instance;
 
-/// Opens a shard and checks its schema.
+/// Opens a shard and checks its schema. The shard (an artifact's file, which a `cmd` dep may
+/// have made) is opened with the shared reader's open: a FIFO there is refused rather than
+/// waited on, a device rather than read. It is not read whole: Arrow reads its footer and then
+/// the batches, each checked against the schema.
 fn open(path: &Path) -> Result<(FileReader<BufReader<File>>, ColumnIndex)> {
-    let f = File::open(path).map_err(|source| ShardError::Open {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let f = pipeline_bounded::open(path).map_err(ShardError::Open)?;
     let reader =
         FileReader::try_new(BufReader::with_capacity(1 << 20, f), None).map_err(|source| {
             ShardError::NotArrow {

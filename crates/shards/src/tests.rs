@@ -288,6 +288,23 @@ fn schema_errors_name_the_file() {
 }
 
 #[test]
+fn a_fifo_or_device_shard_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("shard-00000.arrow");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+    let e = shard_metadata(&fifo).unwrap_err().to_string();
+    assert!(
+        e.contains("cannot open shard") && e.contains("shard-00000.arrow: not a regular file"),
+        "{e}"
+    );
+    let e = shard_instances(Path::new("/dev/zero"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a character device"), "{e}");
+}
+
+#[test]
 fn batch_padding_masks_and_weights() {
     let dir = tempfile::tempdir().unwrap();
     let a = inst(10, 5, 2); // positions [2] only: 5 tokens → positions 2 (step 2, < 4)

@@ -7,7 +7,11 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::{Error, EventWriter, io};
+use crate::{Error, EventWriter};
+
+/// The largest `metrics.jsonl` turned into events: `pipeline_metrics::MAX_LINES_BYTES`, the
+/// bound of every reader of one (about 300 bytes a logged step, so a million steps is 300 MB).
+pub const MAX_LINES_BYTES: u64 = 512 << 20;
 
 /// The step (the integer field `step_key`) and scalars (every other finite numeric field, in
 /// the line's key order) of one `metrics.jsonl` line; `None` for a line without the step.
@@ -29,7 +33,10 @@ pub fn scalars_of_line(line: &Value, step_key: &str) -> Option<(i64, Vec<(String
 /// clock, so the file is as reproducible as `metrics.jsonl` is. TensorBoard's "relative" axis
 /// then shows the run's own seconds. Returns the number of events written after the first.
 pub fn write_from_jsonl(jsonl: &Path, out: &Path, step_key: &str) -> Result<usize, Error> {
-    let text = std::fs::read_to_string(jsonl).map_err(io(jsonl))?;
+    // Bounded like every metrics.jsonl read (a resumed run's lines came from an earlier
+    // process, a `cmd` could have written this one): regular files only, MAX_LINES_BYTES.
+    let text = pipeline_bounded::read_to_string(jsonl, MAX_LINES_BYTES, "a metrics.jsonl")
+        .map_err(|e| Error::Read(Box::new(e)))?;
     let mut w = EventWriter::create(out, 0.0)?;
     let (mut wall, mut n) = (0.0, 0);
     for line in text.lines() {

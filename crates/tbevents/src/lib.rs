@@ -41,6 +41,11 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// The file could not be read: missing, not a regular file (a FIFO would block the open,
+    /// a device never ends), or over the reader's limit. The reader's error names the file (and
+    /// the limit); boxed, as the rarest and largest variant.
+    #[error(transparent)]
+    Read(Box<pipeline_bounded::ReadError>),
     /// A record whose checksum does not match, or whose data is not an `Event`.
     #[error("{}: the record at byte {offset} is corrupt: {what}", path.display())]
     Corrupt {
@@ -162,11 +167,17 @@ pub fn read(path: &Path) -> Result<Vec<Event>, Error> {
     }
 }
 
+/// The largest event file read: ours hold ~150 bytes per logged step, so a million steps is
+/// 150 MB. A resumed pretraining rewrites the file it finds in its work folder; past this it is
+/// not one of ours, and it is not read whole.
+pub const MAX_EVENTS_BYTES: u64 = 512 << 20;
+
 /// The events before the first bad or partial record, and what stopped the reading (as
-/// TensorBoard does with a file that is still being written). The whole file is read at once:
-/// ours hold ~150 bytes per logged step.
+/// TensorBoard does with a file that is still being written). The whole file is read at once
+/// (regular files only, at most [`MAX_EVENTS_BYTES`]).
 pub fn read_prefix(path: &Path) -> Result<(Vec<Event>, Option<Error>), Error> {
-    let buf = std::fs::read(path).map_err(io(path))?;
+    let buf = pipeline_bounded::read(path, MAX_EVENTS_BYTES, "an event file")
+        .map_err(|e| Error::Read(Box::new(e)))?;
     let mut events = Vec::new();
     let mut offset = 0;
     while offset < buf.len() {

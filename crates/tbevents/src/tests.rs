@@ -140,3 +140,20 @@ fn the_artifact_copy_is_a_function_of_the_lines() {
         ("eval_mlm_accuracy", 2, 0.5)
     );
 }
+
+#[test]
+fn a_fifo_or_device_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("metrics.jsonl");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+    let out = dir.path().join("events");
+    let e = write_from_jsonl(&fifo, &out, "step").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("metrics.jsonl: not a regular file (it is a FIFO)"),
+        "{e}"
+    );
+    let e = read(Path::new("/dev/zero")).unwrap_err();
+    assert!(e.to_string().contains("a character device"), "{e}");
+}

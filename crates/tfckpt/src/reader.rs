@@ -1,11 +1,19 @@
 //! Opening a checkpoint (directory, prefix or `.index`) and reading its tensors.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::proto::{Entry, Header};
 use crate::{DType, Error, table};
+
+/// The largest `.index` read. It holds one entry (~50 bytes) per tensor: albert_zh's base
+/// model's is 3.5 KB, BERT-large's with its Adam slots some 60 KB, so 64 MiB is a million
+/// tensors; past it the file is not an index, and a device or a still-growing file is not read
+/// on (the whole index is parsed in memory).
+const MAX_INDEX_BYTES: u64 = 64 << 20;
+
+/// The largest `checkpoint` state file read: a few lines naming the checkpoints kept.
+const MAX_STATE_BYTES: u64 = 1 << 20;
 
 /// The bundle format version this reader implements (`kTensorBundleVersion`).
 const BUNDLE_VERSION: i32 = 1;
@@ -119,8 +127,12 @@ fn resolve_prefix(path: &Path) -> Result<PathBuf, Error> {
     if path.is_dir() {
         let state = path.join("checkpoint");
         if state.is_file() {
-            let text = std::fs::read_to_string(&state)
-                .map_err(|e| Error::new(&state, format!("cannot read: {e}")))?;
+            let text = pipeline_bounded::read_to_string(
+                &state,
+                MAX_STATE_BYTES,
+                "a checkpoint state file",
+            )
+            .map_err(|e| Error::new(&state, format!("cannot read: {}", e.reason())))?;
             let name = text
                 .lines()
                 .find_map(|l| l.trim().strip_prefix("model_checkpoint_path:"))
@@ -174,7 +186,11 @@ impl Checkpoint {
     pub fn open(path: &Path) -> Result<Checkpoint, Error> {
         let c = Checkpoint::open_index(path)?;
         for (i, shard) in c.shards.iter().enumerate() {
-            let len = std::fs::metadata(shard)
+            // Opened as it will be read (regular files only, without blocking on a FIFO), so
+            // that a FIFO or `/dev/zero` (whose length reads as 0) is named for what it is.
+            let len = pipeline_bounded::open(shard)
+                .map_err(|e| e.reason())
+                .and_then(|f| f.metadata().map_err(|e| e.to_string()))
                 .map_err(|e| {
                     Error::new(
                         shard,
@@ -210,15 +226,21 @@ impl Checkpoint {
     pub fn open_index(path: &Path) -> Result<Checkpoint, Error> {
         let prefix = resolve_prefix(path)?;
         let index_path = with_suffix(&prefix, ".index");
-        let bytes = std::fs::read(&index_path).map_err(|e| {
-            Error::new(
-                &index_path,
-                format!(
-                    "cannot read the checkpoint index ({e}): give a checkpoint directory, a \
-                     prefix (…/model.ckpt-N) or its .index file"
-                ),
-            )
-        })?;
+        let bytes = pipeline_bounded::read(&index_path, MAX_INDEX_BYTES, "a checkpoint index")
+            .map_err(|e| {
+                let reason = e.reason();
+                Error::new(
+                    &index_path,
+                    if e.is_not_found() {
+                        format!(
+                            "cannot read the checkpoint index ({reason}): give a checkpoint \
+                             directory, a prefix (…/model.ckpt-N) or its .index file"
+                        )
+                    } else {
+                        format!("cannot read the checkpoint index: {reason}")
+                    },
+                )
+            })?;
         let kv = table::read_table(&bytes).map_err(|m| Error::new(&index_path, m))?;
         let mut header = None;
         let mut entries = Vec::with_capacity(kv.len());
@@ -367,8 +389,15 @@ impl Checkpoint {
     fn read_into(&self, name: &str, out: &mut [u8]) -> Result<(), Error> {
         let e = self.entry(name)?;
         let shard = &self.shards[e.shard_id as usize];
-        let mut f = File::open(shard).map_err(|err| {
-            Error::tensor(shard, name, format!("cannot open its data shard: {err}"))
+        // Not a bound on size (a tensor's offset and size were checked against the index and
+        // the shard's length), but regular files only: a FIFO put in a shard's place since
+        // `open` looked would block this open forever.
+        let mut f = pipeline_bounded::open(shard).map_err(|err| {
+            Error::tensor(
+                shard,
+                name,
+                format!("cannot open its data shard: {}", err.reason()),
+            )
         })?;
         f.seek(SeekFrom::Start(e.offset as u64))
             .and_then(|_| f.read_exact(out))

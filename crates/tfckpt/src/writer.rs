@@ -339,4 +339,43 @@ mod tests {
         );
         assert!(!crate::is_checkpoint(dir.path()));
     }
+
+    #[test]
+    fn an_index_or_shard_that_is_a_fifo_or_too_large_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = write_sample(dir.path(), 1);
+        let mkfifo = |p: &Path| {
+            std::fs::remove_file(p).unwrap();
+            let made = std::process::Command::new("mkfifo").arg(p).status();
+            assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+        };
+        let shard = dir.path().join("model.ckpt-7.data-00000-of-00001");
+        mkfifo(&shard);
+        let e = Checkpoint::open(&prefix).unwrap_err();
+        assert_eq!(e.file, shard);
+        assert!(
+            e.message.contains("not a regular file (it is a FIFO)"),
+            "{e}"
+        );
+        let index = dir.path().join("model.ckpt-7.index");
+        mkfifo(&index);
+        let e = Checkpoint::open(&prefix).unwrap_err();
+        assert_eq!(e.file, index);
+        assert_eq!(
+            e.message,
+            "cannot read the checkpoint index: not a regular file (it is a FIFO)"
+        );
+        // Sparse: 64 MiB and a byte of zeros, refused after reading one byte past the limit.
+        std::fs::remove_file(&index).unwrap();
+        std::fs::File::create(&index)
+            .unwrap()
+            .set_len((64 << 20) + 1)
+            .unwrap();
+        let e = Checkpoint::open_index(&prefix).unwrap_err();
+        assert_eq!(
+            e.message,
+            "cannot read the checkpoint index: larger than 64 MiB, the limit for a checkpoint \
+             index"
+        );
+    }
 }
