@@ -65,8 +65,8 @@ measure() {
 
 echo "# $(date -u +%FT%TZ) $(uname -n), $(nproc) cores; --jobs $JOBS"
 echo "# bin:  $BIN"
-[ -n "$BASE" ] && echo "# base: $BASE"
+if [ -n "$BASE" ]; then echo "# base: $BASE"; fi
 for n in "${SIZES[@]}"; do
     measure bin "$BIN" "$n"
-    [ -n "$BASE" ] && measure base "$BASE" "$n"
+    if [ -n "$BASE" ]; then measure base "$BASE" "$n"; fi
 done
