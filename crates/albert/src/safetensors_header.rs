@@ -61,10 +61,9 @@ fn dtype_bytes(dtype: &str) -> Option<u64> {
 /// Reads and checks the header of `file`: its length fits the file, it is JSON, and every
 /// tensor's bytes lie within the file and match its shape and dtype.
 pub fn read(file: &Path) -> Result<Header> {
-    let mut f = std::fs::File::open(file).map_err(|source| SafetensorsError::Open {
-        path: file.to_path_buf(),
-        source,
-    })?;
+    // The shared reader's open: regular files only, and a FIFO refused without blocking. The
+    // header alone is read (bounded by MAX_HEADER), never the tensors.
+    let mut f = pipeline_bounded::open(file).map_err(SafetensorsError::Open)?;
     let size = f.metadata()?.len();
     let mut len = [0u8; 8];
     if size < 8 || f.read_exact(&mut len).is_err() {
@@ -411,5 +410,23 @@ mod tests {
             16,
         );
         assert_eq!(read(&p).unwrap().tensors["a"].shape, [2, 2]);
+    }
+
+    #[test]
+    fn a_fifo_or_device_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("model.safetensors");
+        let made = std::process::Command::new("mkfifo").arg(&p).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+        let e = read(&p).unwrap_err();
+        assert!(std::error::Error::source(&e).is_none());
+        let e = e.to_string();
+        assert!(
+            e.starts_with("cannot open ")
+                && e.ends_with("model.safetensors: not a regular file (it is a FIFO)"),
+            "{e}"
+        );
+        let e = read(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("a character device"), "{e}");
     }
 }

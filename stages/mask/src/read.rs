@@ -2,10 +2,11 @@
 //! time, so that memory stays flat whatever the corpus size.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
+use pipeline_text::corpus::MAX_LINE_BYTES;
 
 /// Documents read in one go, with their size in bytes.
 pub(crate) struct Block {
@@ -43,16 +44,30 @@ impl<'a> DocReader<'a> {
                     break;
                 };
                 self.next_file += 1;
-                let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+                // The clean dep's files (a `cmd` dep may have made them): regular files only,
+                // a FIFO refused rather than waited on. The reader's error names the file.
+                let f = pipeline_bounded::open(path)?;
                 self.current = Some((BufReader::with_capacity(1 << 20, f), path.clone(), 0));
             }
             let Some((reader, path, line_no)) = self.current.as_mut() else {
                 break;
             };
             self.line.clear();
+            // One line at most MAX_LINE_BYTES (the clean stage's own bound), so that a file
+            // of one endless line is not held whole.
             let n = reader
+                .by_ref()
+                .take(MAX_LINE_BYTES as u64 + 1)
                 .read_until(b'\n', &mut self.line)
                 .with_context(|| format!("reading {}", path.display()))?;
+            if n > MAX_LINE_BYTES {
+                bail!(
+                    "{}:{}: a line longer than {} MiB (is the dep a `clean` stage?)",
+                    path.display(),
+                    *line_no + 1,
+                    MAX_LINE_BYTES >> 20
+                );
+            }
             if n == 0 {
                 // A document never spans two files.
                 self.current = None;

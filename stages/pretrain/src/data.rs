@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining, hf};
 use pipeline_engine::stage::StageContext;
 use pipeline_shards::{BatchReaderConfig, list_shards, shard_metadata};
+use pipeline_text::vocab::MAX_VOCAB_BYTES;
 
 use crate::PretrainParams;
 
@@ -55,10 +56,13 @@ impl Data {
             })
         };
         let vocab_file = vocab_dir.join("vocab.txt");
-        let vocab_size = std::fs::read_to_string(&vocab_file)
-            .with_context(|| format!("reading {} (the `vocab` dep)", vocab_file.display()))?
-            .lines()
-            .count();
+        // The dep's vocab.txt (a `cmd` dep may have written anything) read as the vocab stage
+        // reads one: regular files only, at most MAX_VOCAB_BYTES. The reader's error names it.
+        let vocab_size =
+            pipeline_bounded::read_to_string(&vocab_file, MAX_VOCAB_BYTES, "a vocabulary")
+                .context("reading the `vocab` dep's vocabulary")?
+                .lines()
+                .count();
         if let Ok(shard_vocab) = number("vocab_size")
             && shard_vocab != vocab_size
         {
@@ -160,10 +164,12 @@ impl Data {
             .context("the pretrain stage needs a `vocab` dep: add `deps: [mask, vocab]`")?;
         let mut data = Data::find(&mask.dir, &vocab.dir)?;
         data.mask_instance = Some(mask.instance.clone());
-        data.clean_instance = std::fs::read_to_string(mask.dir.join("metrics.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<pipeline_metrics::MaskRecord>(&t).ok())
-            .and_then(|m| m.clean_instance);
+        // Read bounded (a record past 64 MiB, a FIFO, is "not known", as a missing one is).
+        data.clean_instance = pipeline_metrics::read_record::<pipeline_metrics::MaskRecord>(
+            &mask.dir.join(pipeline_metrics::METRICS),
+        )
+        .ok()
+        .and_then(|m| m.clean_instance);
         Ok(data)
     }
 

@@ -433,9 +433,9 @@ fn fault_injected(step: u64) -> bool {
 }
 
 fn resumed_or_saved(c: &Checkpoint) -> String {
-    std::fs::read_to_string(c.dir.join("state.json"))
+    // A checkpoint of this stage's own work folder, but read as every record is (bounded).
+    pipeline_metrics::read_record::<Value>(&c.dir.join("state.json"))
         .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         .and_then(|v| v["step"].as_u64())
         .map(|s| format!("step {s}"))
         .unwrap_or_else(|| "none yet".into())

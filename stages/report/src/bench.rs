@@ -50,10 +50,16 @@ pub fn read(files: &[PathBuf], root: &Path, notes: &mut Vec<String>) -> Vec<Benc
             .unwrap_or(&f)
             .to_string_lossy()
             .replace('\\', "/");
-        let text = match std::fs::read_to_string(&f) {
+        // The bench folder is the user's: regular files only (a FIFO would block the open),
+        // bounded as every lines file is.
+        let text = match pipeline_bounded::read_to_string(
+            &f,
+            pipeline_metrics::MAX_LINES_BYTES,
+            "a benchmark lines file",
+        ) {
             Ok(t) => t,
             Err(e) => {
-                notes.push(format!("{name}: cannot be read ({e}); left out"));
+                notes.push(format!("{name}: cannot be read ({}); left out", e.reason()));
                 continue;
             }
         };

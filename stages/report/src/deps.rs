@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use pipeline_engine::DepArtifact;
 use pipeline_metrics::{
-    BaselineRecord, FinetuneRecord, METRICS, METRICS_JSONL, MaskRecord, PretrainRecord,
-    full_record, records,
+    BaselineRecord, FinetuneRecord, MAX_LINES_BYTES, MAX_RECORD_BYTES, METRICS, METRICS_JSONL,
+    MaskRecord, PretrainRecord, full_record, records,
 };
 use serde_json::Value;
 
@@ -168,20 +168,86 @@ fn classify(stage: &str, metrics: &Value) -> DepKind {
     }
 }
 
-fn read_json(path: &Path, notes: &mut Vec<String>, instance: &str) -> Value {
-    match std::fs::read(path) {
-        Err(_) => Value::Null,
-        Ok(bytes) => match serde_json::from_slice(&bytes) {
-            Ok(v) => v,
-            Err(e) => {
-                notes.push(format!(
-                    "{instance}: {} is not valid JSON ({e}); left out",
-                    path.file_name().and_then(|n| n.to_str()).unwrap_or("?")
-                ));
-                Value::Null
-            }
-        },
+/// The text of a dep's file, read bounded (a dep may be a `cmd` stage, whose outputs are
+/// anything a shell can write): regular files only (a FIFO would block the open for ever), at
+/// most `limit` bytes. A file that is not there is `None` without a note (an artifact without
+/// it); one that cannot be read is `None` with a note naming it and why (the limit too).
+fn read_text(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+    notes: &mut Vec<String>,
+    instance: &str,
+) -> Option<String> {
+    match pipeline_bounded::read_to_string(path, limit, what) {
+        Ok(text) => Some(text),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => {
+            notes.push(format!(
+                "{instance}: {}: {}; left out",
+                file_name(path),
+                e.reason()
+            ));
+            None
+        }
     }
+}
+
+fn file_name(path: &Path) -> &str {
+    path.file_name().and_then(|n| n.to_str()).unwrap_or("?")
+}
+
+/// A dep's JSON file (`metrics.json`, `MANIFEST.json`), `Null` when it is missing or cannot be
+/// read or parsed (with a note, see [`read_text`]).
+fn read_json(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+    notes: &mut Vec<String>,
+    instance: &str,
+) -> Value {
+    let Some(text) = read_text(path, limit, what, notes, instance) else {
+        return Value::Null;
+    };
+    match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            notes.push(format!(
+                "{instance}: {} is not valid JSON ({e}); left out",
+                file_name(path)
+            ));
+            Value::Null
+        }
+    }
+}
+
+/// A dep's `metrics.jsonl`: the lines that are JSON objects, with a note counting the others.
+fn read_lines(d: &DepArtifact, notes: &mut Vec<String>) -> Vec<Value> {
+    let path = full_record(&d.dir, METRICS_JSONL);
+    let Some(text) = read_text(
+        &path,
+        MAX_LINES_BYTES,
+        "a metrics.jsonl",
+        notes,
+        &d.instance,
+    ) else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    let mut bad = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<Value>(line) {
+            Ok(v) if v.is_object() => lines.push(v),
+            _ => bad += 1,
+        }
+    }
+    if bad > 0 {
+        notes.push(format!(
+            "{}: {bad} line(s) of metrics.jsonl are not JSON objects; skipped",
+            d.instance
+        ));
+    }
+    lines
 }
 
 /// Reads every dep, sorted by instance name (the engine's order is not part of the contract).
@@ -192,7 +258,13 @@ pub fn load(deps: &[DepArtifact], notes: &mut Vec<String>) -> Vec<Dep> {
     for d in sorted {
         // The full records (timings included) where the artifact has them: the tables' wall
         // times and rates come from there.
-        let metrics = read_json(&full_record(&d.dir, METRICS), notes, &d.instance);
+        let metrics = read_json(
+            &full_record(&d.dir, METRICS),
+            MAX_RECORD_BYTES,
+            "a metrics record",
+            notes,
+            &d.instance,
+        );
         let kind = classify(&d.stage, &metrics);
         if metrics.is_null()
             && matches!(
@@ -205,24 +277,11 @@ pub fn load(deps: &[DepArtifact], notes: &mut Vec<String>) -> Vec<Dep> {
                 d.instance
             ));
         }
-        let mut lines = Vec::new();
-        if let Ok(text) = std::fs::read_to_string(full_record(&d.dir, METRICS_JSONL)) {
-            let mut bad = 0;
-            for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                match serde_json::from_str::<Value>(line) {
-                    Ok(v) if v.is_object() => lines.push(v),
-                    _ => bad += 1,
-                }
-            }
-            if bad > 0 {
-                notes.push(format!(
-                    "{}: {bad} line(s) of metrics.jsonl are not JSON objects; skipped",
-                    d.instance
-                ));
-            }
-        }
+        let lines = read_lines(d, notes);
         let manifest = read_json(
             &d.dir.join(pipeline_engine::manifest::MANIFEST),
+            pipeline_engine::manifest::MANIFEST_LIMIT,
+            "an artifact manifest",
             notes,
             &d.instance,
         );

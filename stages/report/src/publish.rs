@@ -14,6 +14,9 @@ use anyhow::{Context, bail};
 /// The list of published files, one relative path a line.
 pub const LEDGER: &str = ".report-files";
 
+/// The largest ledger read: it lists the report's files, some tens of names (a few KB).
+const MAX_LEDGER_BYTES: u64 = 1 << 20;
+
 /// Relative file name → bytes.
 pub type Files = BTreeMap<String, Vec<u8>>;
 
@@ -71,9 +74,12 @@ pub fn publish(root: &Path, dir: &Path, files: &Files) -> anyhow::Result<Vec<Str
         let listed: String = files.keys().map(|k| format!("{k}\n")).collect();
         all.insert(LEDGER.to_string(), listed.into_bytes());
         write_all(&tmp, &all)?;
-        let before: BTreeSet<String> = std::fs::read_to_string(dest.join(LEDGER))
-            .map(|t| t.lines().map(str::to_string).collect())
-            .unwrap_or_default();
+        // The old ledger is in the user's folder: read bounded (a list of some tens of names;
+        // a FIFO or device there is no ledger), and one that cannot be read lists nothing.
+        let before: BTreeSet<String> =
+            pipeline_bounded::read_to_string(&dest.join(LEDGER), MAX_LEDGER_BYTES, "a ledger")
+                .map(|t| t.lines().map(str::to_string).collect())
+                .unwrap_or_default();
         // The ledger goes last: until it is in place, the old one still lists the old files.
         let mut order: Vec<&String> = files.keys().collect();
         let ledger = LEDGER.to_string();

@@ -10,15 +10,11 @@ use crate::config::ShareType;
 /// Why a weights file's header could not be read, or does not fit a config.
 #[derive(Debug, thiserror::Error)]
 pub enum SafetensorsError {
-    /// The file could not be opened.
-    #[error("cannot open {}", path.display())]
-    Open {
-        /// The weights file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file could not be opened: missing, or not a regular file (a FIFO would block the
+    /// open, `/dev/zero`'s header length would be read as 0). The reader's error names the
+    /// file; it is part of this text, not a source printed again after it.
+    #[error("cannot open {0}")]
+    Open(pipeline_bounded::ReadError),
     /// The file's size or header could not be read once it was open (its message only, as it
     /// always was).
     #[error(transparent)]

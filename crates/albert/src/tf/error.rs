@@ -297,18 +297,11 @@ pub enum TfError {
         /// Its sharing.
         share_type: ShareType,
     },
-    /// `model.safetensors` could not be read.
-    #[error(
-        "cannot read {} (export needs model.safetensors, as the pipeline writes it)",
-        path.display()
-    )]
-    ReadWeights {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    /// `model.safetensors` could not be read: missing, not a regular file (a FIFO, a device),
+    /// or over the export's bound. The reader's error names the file (and the limit); it is
+    /// part of this text, not a source printed again after it.
+    #[error("cannot read {0} (export needs model.safetensors, as the pipeline writes it)")]
+    ReadWeights(pipeline_bounded::ReadError),
     /// `model.safetensors` is not a safetensors file.
     #[error("{}: not a valid safetensors file: {message}", path.display())]
     NotSafetensors {

@@ -59,15 +59,18 @@ pub fn albert_config_json(c: &AlbertConfig) -> Value {
     })
 }
 
+/// The largest `model.safetensors` exported. The export holds the whole file (the checkpoint
+/// is written from it): albert_zh's xxlarge is 0.9 GB in f32, so 16 GiB is far past any ALBERT,
+/// and a device (refused anyway: regular files only) or a file still growing is not read on.
+const MAX_WEIGHTS_BYTES: u64 = 16 << 30;
+
 /// Writes `model_dir`'s model (config.json + model.safetensors) as `out/model.ckpt`.
 pub fn export(model_dir: &Path, out: &Path) -> Result<ExportReport> {
     super::check_free(out, "the TF checkpoint")?;
     let config = exportable_config(model_dir)?;
     let file = model_dir.join("model.safetensors");
-    let bytes = std::fs::read(&file).map_err(|source| TfError::ReadWeights {
-        path: file.clone(),
-        source,
-    })?;
+    let bytes = pipeline_bounded::read(&file, MAX_WEIGHTS_BYTES, "an exported model.safetensors")
+        .map_err(TfError::ReadWeights)?;
     let st = SafeTensors::deserialize(&bytes).map_err(|e| TfError::NotSafetensors {
         path: file.clone(),
         message: e.to_string(),
