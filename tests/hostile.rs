@@ -14,6 +14,8 @@ mod data;
 mod fuzz;
 #[path = "hostile/reads.rs"]
 mod reads;
+#[path = "hostile/records.rs"]
+mod records;
 #[path = "hostile/store_trust.rs"]
 mod store_trust;
 
