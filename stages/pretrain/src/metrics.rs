@@ -88,8 +88,12 @@ pub fn round(x: f64) -> f64 {
 /// Keeps the lines of `path` up to step `step` (a resumed run redoes the steps after its
 /// checkpoint and would otherwise log them twice).
 pub fn truncate_metrics(path: &Path, step: u64) -> anyhow::Result<()> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Ok(());
+    // The stage's own file in its work folder, but kept across runs: read as every
+    // metrics.jsonl is (bounded, regular files only). Not there yet: nothing to keep.
+    let text = match pipeline_metrics::read_lines_text(path) {
+        Ok(text) => text,
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) => return Err(e.into()),
     };
     let kept: String = text
         .lines()
@@ -107,7 +111,7 @@ pub fn truncate_metrics(path: &Path, step: u64) -> anyhow::Result<()> {
 
 /// The lines of a `metrics.jsonl` this stage wrote (each one JSON object).
 pub fn read_lines(path: &Path) -> anyhow::Result<Vec<Value>> {
-    let text = std::fs::read_to_string(path)?;
+    let text = pipeline_metrics::read_lines_text(path)?;
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .enumerate()
