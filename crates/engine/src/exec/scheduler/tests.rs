@@ -182,3 +182,47 @@ fn a_failure_skips_its_dependents_and_fail_fast_the_rest() {
         )
     );
 }
+
+#[test]
+fn a_dependent_is_fingerprinted_with_the_digests_its_deps_finished_with() {
+    // The guard for a fingerprint taken too early (before a dep's output digest is known):
+    // cluster instances (`a@…`) and a local one (`l`) finish newest first, so each dependent's
+    // last dep is a different one; every dependent's fingerprint must be the one computed from
+    // all its deps' final digests (`out-<name>`), as a no-op run recomputes it from the store.
+    let f = fixture(
+        "stages:\n  a:\n    cmd: 'true'\n    matrix: {v: [1, 2, 3]}\n  l: {cmd: 'true'}\n  b:\n    cmd: 'true'\n    deps: [a, l]\n  c:\n    cmd: 'true'\n    deps: [a, b]\n    aggregate: true\n",
+    );
+    let p = &f.p;
+    let selected = p.plan.select(&[]).unwrap();
+    let mut index = Index::open_for_run(&p.ws).unwrap();
+    let opts = options(1, false);
+    let mut sched = Scheduler::new(p, &selected, &opts, &Silent);
+    let cluster = |i: usize| p.plan.instances[i].stage == "a";
+    let mut running = Vec::new();
+    let mut fps = BTreeMap::new();
+    loop {
+        while let Some((i, ready)) = sched.next(&mut index, &cluster).unwrap() {
+            fps.insert(i, ready.fp.clone());
+            running.push((i, *ready));
+        }
+        let Some((i, ready)) = running.pop() else {
+            break;
+        };
+        let done = result(p, i, ready, &[]);
+        sched.finished(done, &mut index, cluster(i)).unwrap();
+    }
+    assert_eq!(fps.len(), selected.len(), "every instance ran");
+    for (&i, fp) in &fps {
+        let inst = &p.plan.instances[i];
+        let dep_out = inst
+            .deps
+            .iter()
+            .map(|&d| {
+                let name = p.plan.instances[d].name.clone();
+                (name.clone(), format!("out-{name}"))
+            })
+            .collect();
+        let comps = components(inst, &p.registry, &mut index, dep_out).unwrap();
+        assert_eq!(&comps.fingerprint(), fp, "fingerprint of {}", inst.name);
+    }
+}
