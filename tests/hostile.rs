@@ -16,8 +16,12 @@ mod fuzz;
 mod reads;
 #[path = "hostile/records.rs"]
 mod records;
+#[path = "hostile/remote_trust.rs"]
+mod remote_trust;
 #[path = "hostile/store_trust.rs"]
 mod store_trust;
+#[path = "hostile/terminal.rs"]
+mod terminal;
 
 use std::collections::BTreeMap;
 use std::io::Read;
