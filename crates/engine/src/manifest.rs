@@ -238,12 +238,15 @@ impl Manifest {
         problems
     }
 
-    /// A cheap health check used on every run: each listed file is there with its size.
-    /// `verify` re-hashes the bytes.
+    /// A cheap health check used on every run: each listed file is there, a regular file (not
+    /// followed through a link) with its size. `verify` re-hashes the bytes. A committed
+    /// output holds only regular files, so a FIFO or a link swapped in for an empty file is
+    /// damage: taken as present, it hung the dependants that read it.
     pub fn files_present(&self, dir: &Path) -> bool {
-        self.files
-            .iter()
-            .all(|f| std::fs::metadata(dir.join(&f.path)).is_ok_and(|m| m.len() == f.size))
+        self.files.iter().all(|f| {
+            std::fs::symlink_metadata(dir.join(&f.path))
+                .is_ok_and(|m| m.is_file() && m.len() == f.size)
+        })
     }
 
     /// The artifact's metrics, timings included (the full record in its log directory when
