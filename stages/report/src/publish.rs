@@ -36,6 +36,26 @@ fn safe(rel: &str) -> Option<PathBuf> {
     Some(out)
 }
 
+/// Whether `dest/rel` is a regular file reached without a symlink: the ledger is a file in the
+/// user's folder that anyone can edit, so a name it lists is removed only when it is a plain
+/// file of the folder itself. A subfolder replaced by a link to elsewhere (`plots -> ~/data`),
+/// or a link in place of a file, would otherwise make the report delete what it never wrote.
+fn is_plain_file_below(dest: &Path, rel: &Path) -> bool {
+    let mut at = dest.to_path_buf();
+    let parts: Vec<_> = rel.components().collect();
+    for (i, part) in parts.iter().enumerate() {
+        at.push(part);
+        let Ok(meta) = std::fs::symlink_metadata(&at) else {
+            return false;
+        };
+        let last = i + 1 == parts.len();
+        if meta.file_type().is_symlink() || (last && !meta.is_file()) || (!last && !meta.is_dir()) {
+            return false;
+        }
+    }
+    !parts.is_empty()
+}
+
 /// Writes `files` under `dir` (which exists).
 pub fn write_all(dir: &Path, files: &Files) -> anyhow::Result<()> {
     for (rel, bytes) in files {
@@ -106,7 +126,7 @@ pub fn publish(root: &Path, dir: &Path, files: &Files) -> anyhow::Result<Vec<Str
             }
             let Some(rel) = safe(old) else { continue };
             let path = dest.join(&rel);
-            if path.is_file() {
+            if is_plain_file_below(&dest, &rel) {
                 std::fs::remove_file(&path)
                     .with_context(|| format!("removing the stale {}", path.display()))?;
                 removed.push(old.clone());
@@ -127,6 +147,25 @@ pub fn publish(root: &Path, dir: &Path, files: &Files) -> anyhow::Result<Vec<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stale_name_behind_a_symlink_is_never_removed() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("a.svg"), "user's").unwrap();
+        std::fs::write(outside.path().join("b.md"), "user's").unwrap();
+        let dest = ws.path().join("results");
+        std::fs::create_dir_all(&dest).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dest.join("plots")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("b.md"), dest.join("b.md")).unwrap();
+        std::fs::write(dest.join(LEDGER), "plots/a.svg\nb.md\nkeep.md\n").unwrap();
+        let removed =
+            publish(ws.path(), Path::new("results"), &files(&[("keep.md", "x")])).unwrap();
+        assert!(removed.is_empty(), "{removed:?}");
+        assert!(outside.path().join("a.svg").exists());
+        assert!(outside.path().join("b.md").exists());
+        assert!(std::fs::symlink_metadata(dest.join("b.md")).is_ok());
+    }
 
     fn files(list: &[(&str, &str)]) -> Files {
         list.iter()
