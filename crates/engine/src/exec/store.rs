@@ -10,13 +10,20 @@ use crate::error::StoreError;
 use crate::manifest::RunSummary;
 use crate::workspace::Workspace;
 
-/// A `metrics.json` that is not JSON is committed as written, but `pipeline metrics` cannot
-/// show it: say so when it is made rather than leaving it out silently later.
+/// A `metrics.json` that is not JSON, or too large to be read as one, is committed as written,
+/// but `pipeline metrics` cannot show it: say so when it is made rather than leaving it out
+/// silently later. Read bounded, as every reader of it is: a stage may write a 4 GB file there.
 pub(super) fn warn_bad_metrics(instance: &str, out_dir: &Path) {
     let path = out_dir.join("metrics.json");
-    let Ok(bytes) = std::fs::read(&path) else {
-        return;
-    };
+    let bytes =
+        match pipeline_bounded::read(&path, crate::manifest::METRICS_LIMIT, "a metrics record") {
+            Ok(bytes) => bytes,
+            Err(e) if e.is_not_found() => return,
+            Err(e) => {
+                warn!("stage {instance}: {e}; `pipeline metrics` will leave it out");
+                return;
+            }
+        };
     if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
         warn!(
             "stage {instance}: metrics.json is not valid JSON ({e}); `pipeline metrics` will leave it out"
