@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# First run, no-op run and planning of a matrix of N trivial `cmd` instances (issue 31: the first
+# First run, no-op run and planning of a matrix of N trivial `cmd` instances (the first
 # run was once quadratic in the instances: 1,000 in 8.7 s, 10,000 in 7 min 41 s with `-j2`).
 #
 #   benches/first_run.sh [N ...]        # N: 1000 3000 10000 by default
