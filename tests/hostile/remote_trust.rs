@@ -539,17 +539,9 @@ fn remote_object_that_is_a_link_is_not_followed() {
     r.finish();
 }
 
-/// The store's output digest of a file list (crates/engine/src/hash.rs `digest_of_set`).
+/// The store's output digest of a file list, as the engine computes it.
 fn digest_of_set(entries: &[(String, String)]) -> String {
-    let mut sorted: Vec<&(String, String)> = entries.iter().collect();
-    sorted.sort();
-    let mut hasher = blake3::Hasher::new();
-    for (name, digest) in sorted {
-        hasher.update(&(name.len() as u64).to_le_bytes());
-        hasher.update(name.as_bytes());
-        hasher.update(digest.as_bytes());
-    }
-    hasher.finalize().to_hex().to_string()
+    pipeline_engine::hash::digest_of_set(entries.iter().map(|(n, d)| (n.as_str(), d.as_str())))
 }
 
 #[test]

@@ -148,6 +148,11 @@ fn not_followed(dir: &OwnedFd, name: &CStr, e: io::Error) -> io::Error {
 
 /// What `name` in `dir` is, in words, without following it (`None` when it cannot be told).
 fn kind_at(dir: &OwnedFd, name: &CStr) -> Option<&'static str> {
+    stat_at(dir, name).ok().map(|st| kind_text(st.st_mode))
+}
+
+/// `fstatat` of `name` in the opened folder `dir`, never following a link.
+fn stat_at(dir: &OwnedFd, name: &CStr) -> io::Result<libc::stat> {
     // SAFETY: a zeroed `stat` is a valid value of the plain C struct fstatat fills.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `dir` is open, `name` NUL-terminated, `st` a valid out-pointer.
@@ -159,7 +164,11 @@ fn kind_at(dir: &OwnedFd, name: &CStr) -> Option<&'static str> {
             libc::AT_SYMLINK_NOFOLLOW,
         )
     };
-    (r == 0).then(|| kind_text(st.st_mode))
+    if r == 0 {
+        Ok(st)
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// A file's kind (`st_mode`), in words.
@@ -240,24 +249,11 @@ pub(crate) fn remove(root: &LocalPath, rel: &str) -> io::Result<Removed> {
         Err(e) if e.kind() == io::ErrorKind::Other => return Ok(Removed::NotPlain),
         Err(e) => return Err(e),
     };
-    // SAFETY: a zeroed `stat` is a valid value of the plain C struct fstatat fills.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `dir` is open, `name` NUL-terminated, `st` a valid out-pointer.
-    let r = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
+    let st = match stat_at(&dir, &name) {
+        Ok(st) => st,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Removed::Absent),
+        Err(e) => return Err(e),
     };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::NotFound => Ok(Removed::Absent),
-            _ => Err(e),
-        };
-    }
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Ok(Removed::NotPlain);
     }
