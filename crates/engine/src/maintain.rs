@@ -378,7 +378,10 @@ pub fn verify(p: &Pipeline) -> Result<VerifyReport, MaintainError> {
     };
     for dir in entries {
         if let Err(why) = crate::owned::recognise(&p.ws, &dir) {
-            report.left_alone.push(LeftAlone { path: dir, why });
+            report.left_alone.push(LeftAlone {
+                path: dir,
+                why: why.to_string(),
+            });
             continue;
         }
         let fp = file_name(&dir);

@@ -30,7 +30,7 @@ mod names;
 
 pub use names::is_fingerprint;
 
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 use crate::manifest::Manifest;
 use crate::workspace::Workspace;
@@ -101,29 +101,76 @@ pub fn remove(ws: &Workspace, path: &Path) -> Result<(), Refused> {
     }
 }
 
-fn refused(path: &Path, why: String) -> Refused {
+fn refused(path: &Path, why: impl std::fmt::Display) -> Refused {
     Refused {
         path: path.display().to_string(),
-        why,
+        why: why.to_string(),
     }
 }
 
+/// Why an entry is not the store's ([`recognise`]); its text reads after "left alone: ".
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NotOwned {
+    /// The path is not below `.pipeline/`.
+    #[error("it is not inside {}", state.display())]
+    Outside {
+        /// The store's folder.
+        state: PathBuf,
+    },
+    /// Below `.pipeline/`, but not at the depth of an entry of a store folder (or not UTF-8).
+    #[error("it is not an entry of a store folder")]
+    NotAnEntry,
+    /// Its metadata could not be read (the OS error, in words).
+    #[error("{0}")]
+    Unreadable(String),
+    /// A symlink, which the store never makes.
+    #[error("{UNMADE}: it is a symlink (the store never makes one){REMOVE_IT}")]
+    Symlink,
+    /// A file, FIFO, socket or device where the store makes directories.
+    #[error("{UNMADE}: it is {kind}, not a directory{REMOVE_IT}")]
+    NotADirectory {
+        /// What it is, in words.
+        kind: &'static str,
+    },
+    /// A folder between it and the store folder is a symlink.
+    #[error("{UNMADE}: a folder on its path is a symlink{REMOVE_IT}")]
+    LinkOnPath,
+    /// Its name is not of a shape the store gives entries of its folder.
+    #[error(
+        "{UNMADE}: its name is not one the store gives an entry of {area}/ ({shape}){REMOVE_IT}"
+    )]
+    Name {
+        /// The store folder (`artifacts`, `tmp`, …).
+        area: String,
+        /// The names the store gives there, in words.
+        shape: &'static str,
+    },
+    /// Neither the marker nor (for an artifact) a manifest of its own.
+    #[error("{UNMADE}: no {MARK} marker {}{}{REMOVE_IT}",
+        if *in_tmp { "in it" } else { "in it or its instance folder" },
+        if *artifact { ", and no MANIFEST.json of its own" } else { "" })]
+    NoProof {
+        /// An entry of `tmp/` (the marker is in the entry itself).
+        in_tmp: bool,
+        /// An entry of `artifacts/` (a manifest would have done).
+        artifact: bool,
+    },
+}
+
+const UNMADE: &str = "the store did not make it";
+const REMOVE_IT: &str = "; remove it yourself if it is not needed";
+
 /// Whether the store made `path` (the rule in the module doc), and if not, why in words that
 /// read after "left alone: ": "the store did not make it: its name is not ...".
-pub fn recognise(ws: &Workspace, path: &Path) -> Result<(), String> {
+pub fn recognise(ws: &Workspace, path: &Path) -> Result<(), NotOwned> {
     let parts = entry_parts(ws, path)?;
-    let not_ours = |why: String| {
-        format!("the store did not make it: {why}; remove it yourself if it is not needed")
-    };
-    let meta = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| NotOwned::Unreadable(e.to_string()))?;
     if meta.file_type().is_symlink() {
-        return Err(not_ours(
-            "it is a symlink (the store never makes one)".into(),
-        ));
+        return Err(NotOwned::Symlink);
     }
     if !meta.is_dir() {
-        let what = kind_text(&meta.file_type());
-        return Err(not_ours(format!("it is {what}, not a directory")));
+        let kind = kind_text(&meta.file_type());
+        return Err(NotOwned::NotADirectory { kind });
     }
     // Below the area folder (which may be a symlink to a scratch disk) nothing on the way may
     // be a symlink: deleting `work/x/y` with `x` a link would delete outside the store.
@@ -133,32 +180,23 @@ pub fn recognise(ws: &Workspace, path: &Path) -> Result<(), String> {
         .skip(1)
         .any(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()))
     {
-        return Err(not_ours("a folder on its path is a symlink".into()));
+        return Err(NotOwned::LinkOnPath);
     }
     let (area, name) = (parts[0], parts[parts.len() - 1]);
     if !names::fits(area, name) {
-        return Err(not_ours(format!(
-            "its name is not one the store gives an entry of {area}/ ({})",
-            names::shape(area)
-        )));
+        return Err(NotOwned::Name {
+            area: area.to_string(),
+            shape: names::shape(area),
+        });
     }
     if below_area.iter().any(|a| is_marked(a)) || (area == "artifacts" && own_manifest(path, name))
     {
         return Ok(());
     }
-    let where_ = if area == "tmp" {
-        "in it"
-    } else {
-        "in it or its instance folder"
-    };
-    Err(not_ours(format!(
-        "no {MARK} marker {where_}{}",
-        if area == "artifacts" {
-            ", and no MANIFEST.json of its own"
-        } else {
-            ""
-        }
-    )))
+    Err(NotOwned::NoProof {
+        in_tmp: area == "tmp",
+        artifact: area == "artifacts",
+    })
 }
 
 /// Whether the artifact `dir` holds a manifest (a regular file, read bounded) for the
@@ -170,10 +208,12 @@ fn own_manifest(dir: &Path, name: &str) -> bool {
 
 /// The components of `path` below `.pipeline/` (checked lexically: an entry of a store folder
 /// at the depth the store makes entries there, no `..`), or why it is not such an entry.
-fn entry_parts<'p>(ws: &Workspace, path: &'p Path) -> Result<Vec<&'p str>, String> {
+fn entry_parts<'p>(ws: &Workspace, path: &'p Path) -> Result<Vec<&'p str>, NotOwned> {
     let rel = path
         .strip_prefix(&ws.state)
-        .map_err(|_| format!("it is not inside {}", ws.state.display()))?;
+        .map_err(|_| NotOwned::Outside {
+            state: ws.state.clone(),
+        })?;
     let parts: Vec<&str> = rel
         .components()
         .map(|c| match c {
@@ -186,7 +226,7 @@ fn entry_parts<'p>(ws: &Workspace, path: &'p Path) -> Result<Vec<&'p str>, Strin
         _ => 3,
     };
     if parts.len() != depth || parts.contains(&"\u{0}") || !AREAS.contains(&parts[0]) {
-        return Err("it is not an entry of a store folder".into());
+        return Err(NotOwned::NotAnEntry);
     }
     Ok(parts)
 }
@@ -288,7 +328,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = Workspace::new(dir.path());
         let unmarked = ws.artifacts().join("notes");
-        let why = |p: &Path| recognise(&ws, p).unwrap_err();
+        let why = |p: &Path| recognise(&ws, p).unwrap_err().to_string();
 
         // A fingerprint-named folder in an instance folder the store did not make.
         std::fs::create_dir_all(unmarked.join(FP)).unwrap();
