@@ -226,75 +226,9 @@ impl Checkpoint {
     pub fn open_index(path: &Path) -> Result<Checkpoint, Error> {
         let prefix = resolve_prefix(path)?;
         let index_path = with_suffix(&prefix, ".index");
-        let bytes = pipeline_bounded::read(&index_path, MAX_INDEX_BYTES, "a checkpoint index")
-            .map_err(|e| {
-                let reason = e.reason();
-                Error::new(
-                    &index_path,
-                    if e.is_not_found() {
-                        format!(
-                            "cannot read the checkpoint index ({reason}): give a checkpoint \
-                             directory, a prefix (…/model.ckpt-N) or its .index file"
-                        )
-                    } else {
-                        format!("cannot read the checkpoint index: {reason}")
-                    },
-                )
-            })?;
-        let kv = table::read_table(&bytes).map_err(|m| Error::new(&index_path, m))?;
-        let mut header = None;
-        let mut entries = Vec::with_capacity(kv.len());
-        for (k, v) in kv {
-            if k.is_empty() {
-                header = Some(Header::decode(&v).map_err(|m| {
-                    Error::new(&index_path, format!("the bundle header is malformed: {m}"))
-                })?);
-                continue;
-            }
-            // Keys of partitioned variables' slices start with a 0 byte (an OrderedCode
-            // encoding); the full tensor's own entry lists them and is refused when read.
-            if k[0] == 0 {
-                continue;
-            }
-            let name = String::from_utf8_lossy(&k).into_owned();
-            let e = Entry::decode(&v).map_err(|m| {
-                Error::tensor(
-                    &index_path,
-                    &name,
-                    format!("its index entry is malformed: {m}"),
-                )
-            })?;
-            entries.push((name, e));
-        }
-        let header = header.ok_or_else(|| {
-            Error::new(
-                &index_path,
-                "no bundle header (the empty key): not a TensorFlow V2 checkpoint index",
-            )
-        })?;
-        if header.big_endian {
-            return Err(Error::new(
-                &index_path,
-                "the checkpoint was written on a big-endian machine; only little-endian \
-                 checkpoints are read. Re-save it on an x86 or ARM machine",
-            ));
-        }
-        if header.min_consumer > BUNDLE_VERSION || header.bad_consumers.contains(&BUNDLE_VERSION) {
-            return Err(Error::new(
-                &index_path,
-                format!(
-                    "bundle format version: the checkpoint needs a reader of version ≥ {} (this \
-                     one is {BUNDLE_VERSION}); re-save it with TensorFlow 1.x or 2.x",
-                    header.min_consumer
-                ),
-            ));
-        }
-        if header.num_shards < 1 {
-            return Err(Error::new(
-                &index_path,
-                format!("the header says {} data shards", header.num_shards),
-            ));
-        }
+        let bytes = read_index(&index_path)?;
+        let (header, entries) = decode_index(&index_path, &bytes)?;
+        check_header(&index_path, &header)?;
         let n = header.num_shards as usize;
         let shards = (0..n)
             .map(|i| with_suffix(&prefix, &format!(".data-{i:05}-of-{n:05}")))
@@ -467,4 +401,86 @@ impl Checkpoint {
         self.read_into(name, bytes)?;
         Ok((shape, values))
     }
+}
+
+/// The bytes of a checkpoint's `.index` file, read bounded.
+fn read_index(index_path: &Path) -> Result<Vec<u8>, Error> {
+    pipeline_bounded::read(index_path, MAX_INDEX_BYTES, "a checkpoint index").map_err(|e| {
+        let reason = e.reason();
+        Error::new(
+            index_path,
+            if e.is_not_found() {
+                format!(
+                    "cannot read the checkpoint index ({reason}): give a checkpoint \
+                     directory, a prefix (…/model.ckpt-N) or its .index file"
+                )
+            } else {
+                format!("cannot read the checkpoint index: {reason}")
+            },
+        )
+    })
+}
+
+/// The bundle header and the tensors' entries of an index table, in key order.
+fn decode_index(index_path: &Path, bytes: &[u8]) -> Result<(Header, Vec<(String, Entry)>), Error> {
+    let kv = table::read_table(bytes).map_err(|m| Error::new(index_path, m))?;
+    let mut header = None;
+    let mut entries = Vec::with_capacity(kv.len());
+    for (k, v) in kv {
+        if k.is_empty() {
+            header = Some(Header::decode(&v).map_err(|m| {
+                Error::new(index_path, format!("the bundle header is malformed: {m}"))
+            })?);
+            continue;
+        }
+        // Keys of partitioned variables' slices start with a 0 byte (an OrderedCode
+        // encoding); the full tensor's own entry lists them and is refused when read.
+        if k[0] == 0 {
+            continue;
+        }
+        let name = String::from_utf8_lossy(&k).into_owned();
+        let e = Entry::decode(&v).map_err(|m| {
+            Error::tensor(
+                index_path,
+                &name,
+                format!("its index entry is malformed: {m}"),
+            )
+        })?;
+        entries.push((name, e));
+    }
+    let header = header.ok_or_else(|| {
+        Error::new(
+            index_path,
+            "no bundle header (the empty key): not a TensorFlow V2 checkpoint index",
+        )
+    })?;
+    Ok((header, entries))
+}
+
+/// Refuses a bundle this reader cannot read: big-endian, a newer format, no data shards.
+fn check_header(index_path: &Path, header: &Header) -> Result<(), Error> {
+    if header.big_endian {
+        return Err(Error::new(
+            index_path,
+            "the checkpoint was written on a big-endian machine; only little-endian \
+             checkpoints are read. Re-save it on an x86 or ARM machine",
+        ));
+    }
+    if header.min_consumer > BUNDLE_VERSION || header.bad_consumers.contains(&BUNDLE_VERSION) {
+        return Err(Error::new(
+            index_path,
+            format!(
+                "bundle format version: the checkpoint needs a reader of version ≥ {} (this \
+                 one is {BUNDLE_VERSION}); re-save it with TensorFlow 1.x or 2.x",
+                header.min_consumer
+            ),
+        ));
+    }
+    if header.num_shards < 1 {
+        return Err(Error::new(
+            index_path,
+            format!("the header says {} data shards", header.num_shards),
+        ));
+    }
+    Ok(())
 }
