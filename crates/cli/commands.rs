@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::Result;
 use pipeline_engine::exec::{self, RunOptions, Status};
 use pipeline_engine::index::Index;
-use pipeline_engine::{Pipeline, Registry, inspect, maintain};
+use pipeline_engine::{Pipeline, Registry, inspect};
 use serde_json::json;
 use unicode_width::UnicodeWidthStr;
 
@@ -34,7 +34,7 @@ pub fn load(cli: &Cli) -> Result<Pipeline> {
     Ok(Pipeline::load(&cli.file, &cli.set, registry())?)
 }
 
-fn print_json(value: &impl serde::Serialize) -> Result<()> {
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
@@ -63,10 +63,10 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
             json,
             remote,
         } if remote.remote.is_some() => crate::remote::gc(cli, remote, *dry_run, *json),
-        Command::Gc { dry_run, json, .. } => gc(cli, *dry_run, *json),
+        Command::Gc { dry_run, json, .. } => crate::upkeep::gc(cli, *dry_run, *json),
         Command::Push(args) => crate::remote::push(cli, args),
         Command::Pull(args) => crate::remote::pull(cli, args),
-        Command::Verify { json } => verify(cli, *json),
+        Command::Verify { json } => crate::upkeep::verify(cli, *json),
         Command::Model(ModelCommand::Forward {
             source,
             input,
@@ -510,92 +510,4 @@ fn metrics(cli: &Cli, stages: &[String], latest: bool, json: bool) -> Result<Exi
     print!("{}", crate::table::text(&table, None).0);
     println!("(* = the instance's latest artifact)");
     Ok(ExitCode::SUCCESS)
-}
-
-fn gc(cli: &Cli, dry_run: bool, json: bool) -> Result<ExitCode> {
-    let p = load(cli)?;
-    p.ws.ensure()?;
-    let _lock = p.ws.lock("pipeline gc")?;
-    let mut index = Index::open_for_run(&p.ws)?;
-    let report = maintain::gc(&p, &mut index, dry_run)?;
-    if json {
-        print_json(&report)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let verb = if dry_run { "would remove" } else { "removed" };
-    for f in &report.other_files {
-        println!(
-            "kept what {} uses too (it shares this workspace)",
-            f.display()
-        );
-    }
-    // Entry names come from disk (a scratch disk's folders, a manifest's instance): escaped.
-    for why in &report.left_alone {
-        println!("{}", sanitize::line(why));
-    }
-    for r in &report.removed {
-        println!(
-            "{verb} {} {} ({} bytes)",
-            sanitize::line(&r.instance),
-            sanitize::line(&r.path.display().to_string()),
-            r.bytes
-        );
-    }
-    println!(
-        "{verb} {} director{} ({:.1} MB); kept {} artifacts",
-        report.removed.len(),
-        if report.removed.len() == 1 {
-            "y"
-        } else {
-            "ies"
-        },
-        report.bytes_freed as f64 / 1e6,
-        report.kept
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-fn verify(cli: &Cli, json: bool) -> Result<ExitCode> {
-    let p = load(cli)?;
-    p.ws.ensure()?;
-    let _lock = p.ws.lock("pipeline verify")?;
-    let report = maintain::verify(&p)?;
-    if json {
-        print_json(&report)?;
-    } else {
-        // Entry names and problems come from disk and from manifests: escaped.
-        let path = |p: &std::path::Path| sanitize::line(&p.display().to_string()).into_owned();
-        for l in &report.left_alone {
-            println!("left alone: {} ({})", path(&l.path), sanitize::line(&l.why));
-        }
-        for c in &report.corrupt {
-            println!(
-                "corrupt {} ({}):",
-                sanitize::line(&c.instance),
-                sanitize::line(&c.fingerprint)
-            );
-            for problem in &c.problems {
-                println!("  {}", sanitize::line(problem));
-            }
-            println!(
-                "  moved to {}; `pipeline run` makes it again",
-                path(&c.quarantined_to)
-            );
-        }
-        let left = match report.left_alone.len() {
-            0 => String::new(),
-            1 => "; left alone 1 entry the store did not make".to_string(),
-            n => format!("; left alone {n} entries the store did not make"),
-        };
-        println!(
-            "checked {} artifacts: {} corrupt{left}",
-            report.checked,
-            report.corrupt.len()
-        );
-    }
-    Ok(if report.ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }

@@ -14,6 +14,7 @@ mod report;
 mod sanitize;
 mod table;
 mod tf;
+mod upkeep;
 
 use std::process::ExitCode;
 
