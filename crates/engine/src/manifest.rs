@@ -216,7 +216,7 @@ impl Manifest {
             } else if !seen.insert(f.path.as_str()) {
                 problems.push(format!("{:?} is listed twice", truncated(&f.path)));
             }
-            if !(f.blake3.len() == 64 && f.blake3.bytes().all(|c| c.is_ascii_hexdigit())) {
+            if !is_digest(&f.blake3) {
                 problems.push(format!(
                     "{:?} has a digest that is not a blake3 digest",
                     truncated(&f.path)
@@ -345,18 +345,29 @@ pub fn now_string() -> String {
 /// Why `path` cannot be a file of an artifact: it must be relative, plain (no `.`, `..`, root),
 /// not empty, and not one of the names the store itself writes there.
 fn unfit_path(path: &str) -> Option<&'static str> {
-    let p = Path::new(path);
-    let plain = !path.is_empty()
-        && p.components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)));
-    let first = p.components().next().map(|c| c.as_os_str());
-    if !plain {
+    let first = Path::new(path).components().next().map(|c| c.as_os_str());
+    if !is_inside(path) {
         Some("is not a relative path inside the artifact")
     } else if path == MANIFEST || first == Some(LOG_DIR.as_ref()) || path == crate::owned::MARK {
         Some("is a name the store reserves for itself")
     } else {
         None
     }
+}
+
+/// Whether `s` is a blake3 digest as the store writes it (64 hex digits): a manifest from
+/// elsewhere is not trusted to name files with anything else.
+pub fn is_digest(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|c| c.is_ascii_hexdigit())
+}
+
+/// Whether `path` (a file of a manifest) stays inside its artifact's directory: relative,
+/// without `..`, not empty.
+pub fn is_inside(path: &str) -> bool {
+    !path.is_empty()
+        && Path::new(path)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
 }
 
 /// At most 80 characters of a name from an untrusted manifest, for a message.

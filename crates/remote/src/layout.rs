@@ -84,20 +84,9 @@ fn is_lower_hex(s: &str, len: usize) -> bool {
     s.len() == len && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// Whether `s` is a blake3 digest as the store writes it (64 hex digits): a remote manifest is
-/// not trusted to name files with anything else.
-pub fn is_digest(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|c| c.is_ascii_hexdigit())
-}
-
-/// Whether `path` (a file of a remote manifest) stays inside its artifact's directory: relative,
-/// without `..`, not empty.
-pub fn is_inside(path: &str) -> bool {
-    let p = std::path::Path::new(path);
-    !path.is_empty()
-        && p.components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)))
-}
+/// The store's own rules for a manifest's digests and paths, which a remote manifest must
+/// meet too.
+pub use pipeline_engine::manifest::{is_digest, is_inside};
 
 /// `manifests/<fingerprint>/<instance>.json`. The instance is written as the local store writes
 /// its directory name, or as a digest when that name holds a character object keys avoid (`%`).
