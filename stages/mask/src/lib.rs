@@ -20,12 +20,14 @@
 //!
 //! Output: `shard-00000.arrow`… (training), `eval-00000.arrow`… (held-out documents) and
 //! `metrics.json` (with each split's `padding_fraction`: the share of its instances'
-//! `max_seq_length` slots that are padding). The output depends only on the inputs and params, never on the number of
+//! `max_seq_length` slots that are padding, and its `no_context_floor`: the MLM accuracy and
+//! loss a model reaches without using context, see [`floor`]). The output depends only on the inputs and params, never on the number of
 //! threads: documents are processed in fixed blocks, each with its own seeded RNG, and written
 //! in corpus order.
 
 #![warn(missing_docs)]
 
+pub mod floor;
 pub mod instances;
 mod read;
 mod report;
@@ -203,12 +205,11 @@ impl Stage for MaskStage {
                 config.eval_fraction
             );
         }
-        let mut record = report.to_json(&config);
         // Which corpus the shards were cut from, so that what trains on them can say so.
-        record.clean_instance = Some(clean.instance.clone());
+        let record = report.metrics(&config, Some(clean.instance.clone()))?;
         std::fs::write(
             ctx.out_dir.join("metrics.json"),
-            serde_json::to_string_pretty(&serde_json::to_value(record)?)? + "\n",
+            serde_json::to_string_pretty(&record)? + "\n",
         )?;
         Ok(())
     }
@@ -295,7 +296,10 @@ impl Masker {
         let mut train = ShardWriter::create(out, "shard", per_shard, meta.clone())?;
         meta.insert("split".into(), "eval".into());
         let mut eval = ShardWriter::create(out, "eval", per_shard, meta)?;
-        let mut report = MaskReport::default();
+        let mut report = MaskReport {
+            vocab_size: self.vocab.len(),
+            ..MaskReport::default()
+        };
         let mut reader = DocReader::new(files);
         let mut first_doc = 0u64;
         while let Some(block) = reader.next_block(BLOCK_DOCS)? {
@@ -361,7 +365,7 @@ impl Masker {
                 };
                 if let Some(instances) = r.passes.get(pass) {
                     for inst in instances {
-                        split.add(inst);
+                        split.add(inst, self.specials.mask);
                         writer.write(inst)?;
                     }
                 }

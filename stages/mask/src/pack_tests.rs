@@ -88,3 +88,35 @@ fn without_pack_every_document_is_its_own_unit() {
     let r = masker(dir.path(), false).run(&files, &out, |_| {}).unwrap();
     assert_eq!(r.packs, r.documents);
 }
+
+#[test]
+fn metrics_carry_each_splits_no_context_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = corpus(dir.path());
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let r = masker(dir.path(), false).run(&files, &out, |_| {}).unwrap();
+    let v = r
+        .metrics(&MaskConfig::default(), Some("clean@x".into()))
+        .unwrap();
+    assert_eq!(v["clean_instance"], json!("clean@x"));
+    for split in ["train", "eval"] {
+        let f = &v[split]["no_context_floor"];
+        let stats = if split == "train" {
+            &r.train.stats
+        } else {
+            &r.eval.stats
+        };
+        assert_eq!(f["predictions"], json!(stats.masked), "{split}: {f}");
+        // [MASK] is read off the inputs exactly as masking wrote it.
+        assert_eq!(
+            f["mask_share"],
+            json!(round4(stats.replaced_mask as f64 / stats.masked as f64))
+        );
+        let acc = f["mlm_accuracy"].as_f64().unwrap();
+        let loss = f["mlm_loss"].as_f64().unwrap();
+        // At least the kept positions are right; far from all of them.
+        assert!(acc >= f["kept_share"].as_f64().unwrap() && acc < 0.6, "{f}");
+        assert!(loss.is_finite() && loss > 0.0, "{f}");
+    }
+}

@@ -1,10 +1,11 @@
-//! What `metrics.json` says the stage did: the instances and their masking per split, and
-//! the totals.
+//! What `metrics.json` says the stage did: the instances and their masking per split, their
+//! no-context floor ([`crate::floor`]), and the totals.
 
 use pipeline_metrics::{MaskRecord, MaskSplitRecord};
-use serde_json::{Map, json};
+use serde_json::{Map, Value, json};
 
 use crate::MaskConfig;
+use crate::floor::{Floor, LabelCounts, NoContext};
 use crate::instances::MaskStats;
 
 /// Counts for one output split.
@@ -20,10 +21,13 @@ pub struct SplitReport {
     pub swapped: u64,
     /// The shard files, by name.
     pub shards: Vec<String>,
+    /// The masked labels by corruption, for the no-context floor.
+    pub labels: LabelCounts,
 }
 
 impl SplitReport {
-    pub(crate) fn add(&mut self, inst: &pipeline_shards::Instance) {
+    pub(crate) fn add(&mut self, inst: &pipeline_shards::Instance, mask_id: u32) {
+        self.labels.add_instance(inst, mask_id);
         self.instances += 1;
         self.tokens += inst.input_ids.len() as u64;
         self.swapped += inst.sentence_order_label as u64;
@@ -80,9 +84,41 @@ pub struct MaskReport {
     pub train: SplitReport,
     /// The eval split.
     pub eval: SplitReport,
+    /// Ids in the vocabulary (what the floor's unigram is smoothed over).
+    pub vocab_size: usize,
 }
 
 impl MaskReport {
+    /// The no-context floor of the training and the eval split, the predictor fitted on the
+    /// training split; `None` for a split without masked positions.
+    pub fn floors(&self) -> (Option<Floor>, Option<Floor>) {
+        let model = NoContext::fit(&self.train.labels, self.vocab_size);
+        (
+            model.floor(&self.train.labels),
+            model.floor(&self.eval.labels),
+        )
+    }
+
+    /// `metrics.json`: the typed record with `clean_instance`, and each split's
+    /// `no_context_floor` (`null` for a split without masked positions). The floor is a key
+    /// the shared record type does not have yet; its readers take it from the JSON.
+    pub fn metrics(
+        &self,
+        c: &MaskConfig,
+        clean_instance: Option<String>,
+    ) -> serde_json::Result<Value> {
+        let mut record = self.to_json(c);
+        record.clean_instance = clean_instance;
+        let mut value = serde_json::to_value(record)?;
+        let (train, eval) = self.floors();
+        for (split, floor) in [("train", train), ("eval", eval)] {
+            if let Some(m) = value.get_mut(split).and_then(Value::as_object_mut) {
+                m.insert("no_context_floor".into(), serde_json::to_value(floor)?);
+            }
+        }
+        Ok(value)
+    }
+
     /// `metrics.json`'s content (without `clean_instance`, which the stage adds).
     pub fn to_json(&self, c: &MaskConfig) -> MaskRecord {
         MaskRecord {
