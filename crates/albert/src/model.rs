@@ -17,10 +17,13 @@ use burn::tensor::activation::{gelu, log_softmax, relu, sigmoid, softmax};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::config::{Activation, AlbertConfig, Layout, LnType};
+
+mod corruption;
 pub use crate::heads::{
     AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForSequenceClassification,
     AlbertForTokenClassification, SpanLogits,
 };
+pub use corruption::mlm_by_corruption;
 
 pub(crate) fn linear(d_in: usize, d_out: usize, c: &AlbertConfig, device: &Device) -> Linear {
     // transformers initialises weights N(0, initializer_range) and biases with zeros.
@@ -455,6 +458,9 @@ pub struct MlmTargets {
     pub ids: Tensor<2, Int>,
     /// `[batch, m]` 1.0 for a real prediction, 0.0 for padding.
     pub weights: Tensor<2>,
+    /// The `[MASK]` id, when the pass should also count its predictions by corruption
+    /// ([`PretrainOutput::mlm_by_corruption`]); `None` (training steps) adds no op.
+    pub mask_id: Option<u32>,
 }
 
 /// ALBERT with its two pretraining heads (`AlbertForPreTraining`).
@@ -481,6 +487,10 @@ pub struct PretrainOutput {
     pub mlm_correct: Tensor<1>,
     /// Number of rows whose sentence order was predicted right.
     pub sop_correct: Tensor<1>,
+    /// With [`MlmTargets::mask_id`]: `[6]`, the correct predictions at masked positions whose
+    /// input is `[MASK]`, a random token and the label itself (kept), then the number of each
+    /// ([`mlm_by_corruption`]); `None` without it.
+    pub mlm_by_corruption: Option<Tensor<1>>,
 }
 
 impl AlbertForPreTraining {
@@ -508,7 +518,10 @@ impl AlbertForPreTraining {
         // Row offsets turn [b, m] positions into indexes of the flattened [b·s, h] states.
         let offsets = Tensor::<1, Int>::arange_step(0..(b * s) as i64, s, &device).reshape([b, 1]);
         let flat = (mlm.positions.clone() + offsets).reshape([b * m]);
-        let gathered = out.last_hidden_state.reshape([b * s, h]).select(0, flat);
+        let gathered = out
+            .last_hidden_state
+            .reshape([b * s, h])
+            .select(0, flat.clone());
         let logits = self.predictions.forward(
             gathered,
             self.albert.word_embeddings(),
@@ -516,7 +529,14 @@ impl AlbertForPreTraining {
         );
         let weights = mlm.weights.clone().reshape([b * m]);
         let labels = mlm.ids.clone().reshape([b * m]);
-        let (mlm_loss, mlm_correct) = weighted_cross_entropy(logits, labels, weights);
+        let (mlm_loss, hits) = cross_entropy_hits(logits, labels.clone(), weights.clone());
+        let mlm_correct = (hits.clone() * weights.clone()).sum().detach();
+        // The inputs at the masked positions, read on the device like the labels: the split
+        // joins the one read-back of the pass's scalars.
+        let mlm_by_corruption = mlm.mask_id.map(|mask_id| {
+            let inputs = input.input_ids.clone().reshape([b * s]).select(0, flat);
+            mlm_by_corruption(inputs, labels, weights, hits, mask_id)
+        });
 
         let sop_logits = self.sop_classifier.forward(out.pooler_output);
         let sop_weights = Tensor::ones([b], &device);
@@ -527,6 +547,7 @@ impl AlbertForPreTraining {
             sop_loss,
             mlm_correct,
             sop_correct,
+            mlm_by_corruption,
         }
     }
 
@@ -553,12 +574,23 @@ pub fn weighted_cross_entropy(
     labels: Tensor<1, Int>,
     weights: Tensor<1>,
 ) -> (Tensor<1>, Tensor<1>) {
+    let (loss, hits) = cross_entropy_hits(logits, labels, weights.clone());
+    (loss, (hits * weights).sum().detach())
+}
+
+/// [`weighted_cross_entropy`]'s loss, and per row 1.0 where the argmax is the label (padding
+/// rows included: weigh them out).
+fn cross_entropy_hits(
+    logits: Tensor<2>,
+    labels: Tensor<1, Int>,
+    weights: Tensor<1>,
+) -> (Tensor<1>, Tensor<1>) {
     let [n, _] = logits.dims();
     let predicted = logits.clone().argmax(1).reshape([n]);
-    let correct = (predicted.equal(labels.clone()).float() * weights.clone()).sum();
+    let hits = predicted.equal(labels.clone()).float();
     let log_probs = log_softmax(logits, 1);
     let picked = log_probs.gather(1, labels.reshape([n, 1])).reshape([n]);
     let total = weights.clone().sum().clamp_min(1e-6);
     let loss = (picked * weights).sum().neg() / total;
-    (loss, correct.detach())
+    (loss, hits)
 }

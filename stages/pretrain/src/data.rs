@@ -11,6 +11,7 @@ use pipeline_shards::{BatchReaderConfig, list_shards, shard_metadata};
 use pipeline_text::vocab::MAX_VOCAB_BYTES;
 
 use crate::PretrainParams;
+use crate::metrics::Floor;
 
 /// The data the stage trains on, found in its deps.
 pub struct Data {
@@ -35,6 +36,13 @@ pub struct Data {
     /// `max_ngram`, `dupe_factor`, …), for metrics.json: the report tells masking ablations
     /// apart by it.
     pub masking: serde_json::Map<String, serde_json::Value>,
+    /// The vocabulary's `[MASK]` id (its line in `vocab.txt`), for the eval accuracy by
+    /// corruption; `None` when it has no `[MASK]` line.
+    pub mask_id: Option<u32>,
+    /// The eval split's no-context floor from the mask dep's metrics
+    /// (`eval.no_context_floor`); `None` for a mask artifact made before it was recorded, or
+    /// without an eval split: then evaluations give no floor verdict.
+    pub floor: Option<Floor>,
 }
 
 impl Data {
@@ -58,11 +66,14 @@ impl Data {
         let vocab_file = vocab_dir.join("vocab.txt");
         // The dep's vocab.txt (a `cmd` dep may have written anything) read as the vocab stage
         // reads one: regular files only, at most MAX_VOCAB_BYTES. The reader's error names it.
-        let vocab_size =
+        let vocab_text =
             pipeline_bounded::read_to_string(&vocab_file, MAX_VOCAB_BYTES, "a vocabulary")
-                .context("reading the `vocab` dep's vocabulary")?
-                .lines()
-                .count();
+                .context("reading the `vocab` dep's vocabulary")?;
+        let vocab_size = vocab_text.lines().count();
+        let mask_id = vocab_text
+            .lines()
+            .position(|l| l.trim_end_matches('\r') == "[MASK]")
+            .and_then(|i| u32::try_from(i).ok());
         if let Ok(shard_vocab) = number("vocab_size")
             && shard_vocab != vocab_size
         {
@@ -84,6 +95,8 @@ impl Data {
             masking: masking(&meta),
             mask_instance: None,
             clean_instance: None,
+            mask_id,
+            floor: None,
         })
     }
 
@@ -165,11 +178,14 @@ impl Data {
         let mut data = Data::find(&mask.dir, &vocab.dir)?;
         data.mask_instance = Some(mask.instance.clone());
         // Read bounded (a record past 64 MiB, a FIFO, is "not known", as a missing one is).
-        data.clean_instance = pipeline_metrics::read_record::<pipeline_metrics::MaskRecord>(
+        let record = pipeline_metrics::read_record::<serde_json::Value>(
             &mask.dir.join(pipeline_metrics::METRICS),
         )
-        .ok()
-        .and_then(|m| m.clean_instance);
+        .unwrap_or_default();
+        data.clean_instance =
+            pipeline_metrics::records::read::<pipeline_metrics::MaskRecord>(&record)
+                .and_then(|m| m.clean_instance);
+        data.floor = Floor::of_mask_record(&record);
         Ok(data)
     }
 

@@ -2,6 +2,10 @@
 //! steps, and each evaluation) and the same scalars as TensorBoard events beside them, kept
 //! consistent across a resume, and the final `metrics.json` (the model, the run, the last
 //! evaluation, throughput and where the wall time went). The schemas are in docs/metrics.md.
+//!
+//! Each evaluation is read against the mask dep's no-context floor ([`Floor`]): the accuracy
+//! an encoder reaches from label frequencies and copying visible tokens alone. A run "above
+//! the floor" has learned to use context.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -54,7 +58,9 @@ fn drop_keys(v: &mut Value, keys: &[&str]) {
     }
 }
 
-/// A `metrics.jsonl` line for an evaluation (without SOP figures when `sop` is off).
+/// A `metrics.jsonl` line for an evaluation (without SOP figures when `sop` is off), with the
+/// MLM accuracy by corruption (`eval_mlm_accuracy_mask`, `_random`, `_kept`) when it was
+/// counted.
 pub fn eval_line(step: u64, e: &EvalStats, seconds: f64, sop: bool) -> Value {
     let mut line = json!({
         "step": step,
@@ -65,19 +71,94 @@ pub fn eval_line(step: u64, e: &EvalStats, seconds: f64, sop: bool) -> Value {
         "eval_instances": e.instances,
         "eval_seconds": round(seconds),
     });
+    if let (Some(split), Some(m)) = (&e.mlm_by_corruption, line.as_object_mut()) {
+        for (kind, a) in [
+            ("mask", &split.mask),
+            ("random", &split.random),
+            ("kept", &split.kept),
+        ] {
+            m.insert(
+                format!("eval_mlm_accuracy_{kind}"),
+                json!(round(a.accuracy)),
+            );
+        }
+    }
     if !sop {
         drop_keys(&mut line, &["eval_sop_loss", "eval_sop_accuracy"]);
     }
     line
 }
 
-/// The final evaluation as metrics.json's `eval` (without SOP figures when `sop` is off).
-pub fn eval_summary(e: Option<&EvalStats>, sop: bool) -> Value {
+/// The final evaluation as metrics.json's `eval` (without SOP figures when `sop` is off),
+/// with the floor it is read against and the verdict ([`Floor::verdict`]): `floor` and
+/// `above_floor` are `null` when the mask dep records no floor.
+pub fn eval_summary(e: Option<&EvalStats>, sop: bool, floor: Option<&Floor>) -> Value {
     let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
     if !sop {
         drop_keys(&mut v, &["sop_loss", "sop_accuracy"]);
     }
+    if let (Some(e), Some(m)) = (e, v.as_object_mut()) {
+        m.insert("floor".into(), json!(floor));
+        m.insert("floor_margin".into(), json!(FLOOR_MARGIN));
+        m.insert(
+            "above_floor".into(),
+            json!(floor.map(|f| f.verdict(e.mlm_accuracy))),
+        );
+    }
     v
+}
+
+/// How far above the floor's accuracy an eval accuracy must be to count as "above the floor":
+/// two points. Less could be noise of a small eval (a few thousand masked positions) or the
+/// floor's own estimate; a model that uses context at all passes it early (copying plus
+/// frequencies gives some 13 % on Chinese characters, context soon several times that).
+pub const FLOOR_MARGIN: f64 = 0.02;
+
+/// The eval split's no-context floor that the mask stage recorded (its
+/// `eval.no_context_floor`): the MLM accuracy and loss (nats) of predicting from label
+/// frequencies and copying visible tokens alone.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Floor {
+    /// The floor's accuracy.
+    pub mlm_accuracy: f64,
+    /// The floor's mean cross-entropy, in nats.
+    pub mlm_loss: f64,
+}
+
+impl Floor {
+    /// The floor in a mask artifact's `metrics.json`; `None` when it has none (made before the
+    /// floor was recorded, or without an eval split).
+    pub fn of_mask_record(record: &Value) -> Option<Floor> {
+        Floor::deserialize(record.get("eval")?.get("no_context_floor")?).ok()
+    }
+
+    /// Whether `mlm_accuracy` is above the floor: more than [`FLOOR_MARGIN`] over its accuracy.
+    pub fn verdict(&self, mlm_accuracy: f64) -> bool {
+        mlm_accuracy > self.mlm_accuracy + FLOOR_MARGIN
+    }
+}
+
+/// The log's sentence about an evaluation against the floor.
+pub fn floor_sentence(e: &EvalStats, floor: Option<&Floor>) -> String {
+    let Some(f) = floor else {
+        return "no floor verdict: the mask artifact records no no-context floor (made before \
+                the mask stage recorded it)"
+            .into();
+    };
+    let verdict = if f.verdict(e.mlm_accuracy) {
+        "above the no-context floor: the model uses context"
+    } else {
+        "still at the no-context floor: nothing learnt from context yet"
+    };
+    format!(
+        "{verdict} (eval MLM accuracy {:.4}, loss {:.4}; floor {:.4}, loss {:.4}; above means \
+         more than {} points over the floor's accuracy)",
+        e.mlm_accuracy,
+        e.mlm_loss,
+        f.mlm_accuracy,
+        f.mlm_loss,
+        FLOOR_MARGIN * 100.0
+    )
 }
 
 /// Six decimals are plenty for losses and accuracies and keep the files readable.
@@ -260,9 +341,16 @@ mod tests {
                 .get("eval_sop_accuracy")
                 .is_none()
         );
-        assert_eq!(eval_summary(Some(&e), true)["sop_accuracy"], json!(0.5));
-        assert!(eval_summary(Some(&e), false).get("sop_accuracy").is_none());
-        assert_eq!(eval_summary(None, false), Value::Null);
+        assert_eq!(
+            eval_summary(Some(&e), true, None)["sop_accuracy"],
+            json!(0.5)
+        );
+        assert!(
+            eval_summary(Some(&e), false, None)
+                .get("sop_accuracy")
+                .is_none()
+        );
+        assert_eq!(eval_summary(None, false, None), Value::Null);
     }
 
     #[test]
@@ -275,5 +363,69 @@ mod tests {
         let v = time_split(&t, 100.0);
         assert_eq!(v["eval_share"], json!(0.08));
         assert_eq!(v["train_share"], json!(0.9));
+    }
+
+    #[test]
+    fn the_floor_is_read_from_the_mask_record_and_judged_with_its_margin() {
+        let mask = json!({"eval": {"no_context_floor": {"mlm_accuracy": 0.13,
+            "mlm_loss": 6.5, "predictions": 900, "mask_share": 0.8}}});
+        let f = Floor::of_mask_record(&mask).unwrap();
+        assert_eq!((f.mlm_accuracy, f.mlm_loss), (0.13, 6.5));
+        // An older mask record, or one without an eval split: no floor.
+        assert_eq!(
+            Floor::of_mask_record(&json!({"eval": {"instances": 3}})),
+            None
+        );
+        assert_eq!(Floor::of_mask_record(&json!({"eval": null})), None);
+        let at = EvalStats {
+            mlm_accuracy: 0.145,
+            ..Default::default()
+        };
+        let above = EvalStats {
+            mlm_accuracy: 0.16,
+            ..Default::default()
+        };
+        let v = eval_summary(Some(&at), true, Some(&f));
+        assert_eq!(v["above_floor"], json!(false));
+        assert_eq!(v["floor"]["mlm_accuracy"], json!(0.13));
+        assert_eq!(
+            eval_summary(Some(&above), true, Some(&f))["above_floor"],
+            json!(true)
+        );
+        assert!(floor_sentence(&at, Some(&f)).starts_with("still at the no-context floor"));
+        assert!(floor_sentence(&above, Some(&f)).starts_with("above the no-context floor"));
+        // Without a floor: said so, and `null` rather than a verdict.
+        let none = eval_summary(Some(&above), true, None);
+        assert!(none["above_floor"].is_null() && none["floor"].is_null());
+        assert!(floor_sentence(&above, None).starts_with("no floor verdict"));
+    }
+
+    #[test]
+    fn eval_lines_carry_the_accuracy_by_corruption_when_it_was_counted() {
+        use crate::trainer::{Accuracy, ByCorruption};
+        let mut e = EvalStats::default();
+        assert!(
+            eval_line(1, &e, 1.0, true)
+                .get("eval_mlm_accuracy_kept")
+                .is_none()
+        );
+        let a = |accuracy| Accuracy {
+            accuracy,
+            predictions: 10,
+        };
+        e.mlm_by_corruption = Some(ByCorruption {
+            mask: a(0.1),
+            random: a(0.2),
+            kept: a(0.9),
+        });
+        let line = eval_line(1, &e, 1.0, true);
+        assert_eq!(line["eval_mlm_accuracy_mask"], json!(0.1));
+        assert_eq!(line["eval_mlm_accuracy_random"], json!(0.2));
+        assert_eq!(line["eval_mlm_accuracy_kept"], json!(0.9));
+        let summary = eval_summary(Some(&e), true, None);
+        assert_eq!(
+            summary["mlm_by_corruption"]["kept"]["predictions"],
+            json!(10)
+        );
     }
 }

@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::data::Data;
-use crate::metrics::{MetricsLog, Timings, eval_line, eval_summary, round, step_line, time_split};
+use crate::metrics::{
+    MetricsLog, Timings, eval_line, eval_summary, floor_sentence, round, step_line, time_split,
+};
 use crate::params::{Precision, PretrainParams};
 use crate::snapshots;
 use crate::trainer::{EvalStats, NonFinite, StepStats, Trainer};
@@ -68,6 +70,7 @@ impl<'a> TrainingRun<'a> {
         let ad = device.device.clone().autodiff();
         let mut trainer = Trainer::new(config.clone(), model, p.optim.clone(), ad);
         trainer.sop = p.sop;
+        trainer.mask_id = data.mask_id;
         let checkpoint = Checkpoint::new(ctx.work_dir.join("checkpoint"));
         let reader_config = data.reader_config(p);
         let mut run = TrainingRun {
@@ -145,6 +148,11 @@ impl<'a> TrainingRun<'a> {
         ));
         if self.data.eval.is_empty() {
             self.log("no eval shard in the mask artifact (eval_fraction 0?): no evaluation");
+        } else if self.data.floor.is_none() {
+            self.log(
+                "the mask artifact records no no-context floor (made before the mask stage \
+                 recorded it): evaluations give no floor verdict",
+            );
         }
         let progress = self.ctx.progress;
         progress.set_style(
@@ -270,6 +278,10 @@ impl<'a> TrainingRun<'a> {
         let line = eval_line(step, &e, seconds, self.p.sop);
         self.metrics.append(&line)?;
         self.log(&line.to_string());
+        self.log(&format!(
+            "step {step}: {}",
+            floor_sentence(&e, self.data.floor.as_ref())
+        ));
         self.state.last_eval = Some(e);
         // Evaluation time is not training time: keep it out of the next tokens/s.
         self.window.0 += t0.elapsed();
@@ -416,7 +428,11 @@ impl<'a> TrainingRun<'a> {
             masking: Some(self.data.masking.clone()),
             mask_instance: self.data.mask_instance.clone(),
             clean_instance: self.data.clean_instance.clone(),
-            eval: Some(eval_summary(s.last_eval.as_ref(), p.sop)),
+            eval: Some(eval_summary(
+                s.last_eval.as_ref(),
+                p.sop,
+                self.data.floor.as_ref(),
+            )),
             save_steps: Some(p.save_steps.clone()),
         };
         Ok(serde_json::to_value(record)?)

@@ -11,8 +11,13 @@ use pipeline_albert::{AlbertConfig, AlbertForPreTraining, AlbertInput, MlmTarget
 use pipeline_shards::{Batch, BatchReader};
 use serde::{Deserialize, Serialize};
 
-/// A shards [`Batch`] as tensors on `device`.
-pub fn batch_tensors(b: &Batch, device: &Device) -> (AlbertInput, MlmTargets, Tensor<1, Int>) {
+/// A shards [`Batch`] as tensors on `device`; with `mask_id` the forward pass also counts its
+/// MLM predictions by corruption.
+pub fn batch_tensors(
+    b: &Batch,
+    device: &Device,
+    mask_id: Option<u32>,
+) -> (AlbertInput, MlmTargets, Tensor<1, Int>) {
     let (n, s, m) = (b.batch_size, b.seq_len, b.max_predictions);
     let input = AlbertInput::from_rows(
         n,
@@ -26,6 +31,7 @@ pub fn batch_tensors(b: &Batch, device: &Device) -> (AlbertInput, MlmTargets, Te
         positions: Tensor::from_data(TensorData::new(b.masked_positions.clone(), [n, m]), device),
         ids: Tensor::from_data(TensorData::new(b.masked_ids.clone(), [n, m]), device),
         weights: Tensor::from_data(TensorData::new(b.masked_weights.clone(), [n, m]), device),
+        mask_id,
     };
     let sop = Tensor::from_data(
         TensorData::new(b.sentence_order_labels.clone(), [n]),
@@ -78,6 +84,46 @@ pub struct EvalStats {
     pub instances: u64,
     /// Masked positions evaluated.
     pub predictions: u64,
+    /// The MLM accuracy by the corruption each masked position's input shows; `None` when
+    /// the trainer knows no `[MASK]` id (and in a checkpoint written before it was counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlm_by_corruption: Option<ByCorruption>,
+}
+
+/// Masked-LM accuracy at the positions whose input is `[MASK]`, a random token, and the label
+/// itself (kept), read off the batch: input `[MASK]`; else input = label; else random.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ByCorruption {
+    /// Positions whose input is `[MASK]`.
+    pub mask: Accuracy,
+    /// Positions whose input is another token than the label.
+    pub random: Accuracy,
+    /// Positions whose input is the label.
+    pub kept: Accuracy,
+}
+
+/// Correct predictions over some masked positions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Accuracy {
+    /// Share predicted right (0 without positions).
+    pub accuracy: f64,
+    /// Positions evaluated.
+    pub predictions: u64,
+}
+
+impl ByCorruption {
+    /// From the summed `[correct mask, random, kept, count mask, random, kept]` of the passes.
+    fn from_sums(sums: &[f64; 6]) -> ByCorruption {
+        let of = |k: usize| Accuracy {
+            accuracy: sums[k] / sums[k + 3].max(1.0),
+            predictions: sums[k + 3].round() as u64,
+        };
+        ByCorruption {
+            mask: of(0),
+            random: of(1),
+            kept: of(2),
+        }
+    }
 }
 
 /// Why a step was refused.
@@ -112,6 +158,9 @@ pub struct Trainer {
     /// Whether the sentence-order loss is trained (`true` from [`Trainer::new`]); without it
     /// the loss is the masked LM's alone, so the SOP head and the pooler get no gradient.
     pub sop: bool,
+    /// The vocabulary's `[MASK]` id: with it, evaluations report the MLM accuracy by
+    /// corruption ([`EvalStats::mlm_by_corruption`]); `None` from [`Trainer::new`].
+    pub mask_id: Option<u32>,
 }
 
 impl Trainer {
@@ -130,6 +179,7 @@ impl Trainer {
             optim_config,
             device,
             sop: true,
+            mask_id: None,
         }
     }
 
@@ -160,7 +210,8 @@ impl Trainer {
             let sop_trained = self.sop;
             let (grads, scalars) = self.parallel.backward(&self.model, parts.len(), |m, k| {
                 let part = &parts[k];
-                let (input, mlm, sop) = batch_tensors(part, device);
+                // Training steps do not count by corruption: no op is added to them.
+                let (input, mlm, sop) = batch_tensors(part, device, None);
                 let out = m.forward_pretrain(&input, &mlm, sop);
                 let mlm_loss = out.mlm_loss.clone().mul_scalar(mlm_share(part));
                 let loss = if sop_trained {
@@ -220,6 +271,7 @@ impl Trainer {
         let device = self.device.clone().without_autodiff();
         let mut sums = EvalStats::default();
         let (mut mlm_loss, mut sop_loss, mut mlm_correct, mut sop_correct) = (0.0, 0.0, 0.0, 0.0);
+        let mut by_corruption = [0.0; 6];
         let mut batches = 0u64;
         while let Some(b) = reader.next_batch()? {
             let parts: Vec<Batch> = self
@@ -229,21 +281,23 @@ impl Trainer {
                 .map(|rows| b.rows(rows))
                 .collect();
             let values = self.parallel.map(parts.len(), |k| {
-                let (input, mlm, sop) = batch_tensors(&parts[k], &device);
+                let (input, mlm, sop) = batch_tensors(&parts[k], &device, self.mask_id);
                 let out = model.forward_pretrain(&input, &mlm, sop);
-                read_scalars(vec![
-                    out.mlm_loss,
-                    out.sop_loss,
-                    out.mlm_correct,
-                    out.sop_correct,
-                ])
+                // The split by corruption rides on the same one read-back.
+                let mut scalars =
+                    vec![out.mlm_loss, out.sop_loss, out.mlm_correct, out.sop_correct];
+                scalars.extend(out.mlm_by_corruption);
+                read_scalars(scalars)
             });
             for (part, v) in parts.iter().zip(values) {
-                if let [ml, sl, mc, sc] = v[..] {
+                if let [ml, sl, mc, sc, ref split @ ..] = v[..] {
                     mlm_loss += ml * part.predictions as f64;
                     sop_loss += sl * part.batch_size as f64;
                     mlm_correct += mc;
                     sop_correct += sc;
+                    for (sum, x) in by_corruption.iter_mut().zip(split) {
+                        *sum += x;
+                    }
                 }
             }
             sums.predictions += b.predictions;
@@ -262,6 +316,9 @@ impl Trainer {
         sums.mlm_accuracy = mlm_correct / p;
         sums.sop_loss = sop_loss / n;
         sums.sop_accuracy = sop_correct / n;
+        sums.mlm_by_corruption = self
+            .mask_id
+            .map(|_| ByCorruption::from_sums(&by_corruption));
         Ok(sums)
     }
 
@@ -296,3 +353,7 @@ fn read_scalars(values: Vec<Tensor<1>>) -> Vec<f64> {
 pub fn counted_params<M: Module>(model: &M) -> usize {
     model.num_params()
 }
+
+#[cfg(test)]
+#[path = "trainer_tests.rs"]
+mod tests;
