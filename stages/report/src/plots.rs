@@ -1,7 +1,7 @@
 //! The figures, as SVG (plotters' SVG backend with its built-in text metrics, so the bytes
 //! depend only on the data): pretraining loss, MLM accuracy and SOP accuracy against steps for
-//! every pretrain instance (training lines thin, evaluations with markers), and each
-//! fine-tuning task's dev accuracy per epoch.
+//! every pretrain instance (training lines thin, evaluations with markers; the MLM accuracy
+//! with its no-context floor, [`floor`]), and each fine-tuning task's dev accuracy per epoch.
 //!
 //! The legend sits in a strip under the chart, where it hides no curve: two columns when every
 //! label fits half the width, else one, and a label too long for the whole width is cut with
@@ -14,6 +14,8 @@ use plotters::prelude::*;
 use serde_json::Value;
 
 use crate::deps::Dep;
+
+mod floor;
 
 const WIDTH: u32 = 760;
 /// Height of the chart itself (axes, labels, curves); the legend strip is added under it.
@@ -370,40 +372,23 @@ pub fn pretraining(deps: &[&Dep]) -> Vec<Figure> {
     ];
     let mut figures = Vec::new();
     for (file, title, y_desc, train_key, eval_key, unit) in spec {
-        let mut series = Vec::new();
-        for (i, d) in deps.iter().enumerate() {
-            let train: Vec<Value> = d
-                .lines
+        let mut series: Vec<Series> = deps
+            .iter()
+            .enumerate()
+            .flat_map(|(i, d)| run_series(d, i, train_key, eval_key))
+            .collect();
+        let mut caption = TRAINING_CAPTION.to_string();
+        if train_key == "mlm_accuracy" {
+            // The mask dep's no-context floor, where the runs' metrics carry it.
+            let x_max = series
                 .iter()
-                .filter(|l| l.get(train_key).is_some())
-                .cloned()
-                .collect();
-            series.push(Series {
-                label: d.instance.clone(),
-                points: points(&train, train_key),
-                marked: false,
-                colour: i,
-            });
-            let eval = if eval_key == "eval_loss" {
-                // The eval lines carry the two losses; their sum is comparable with `loss`.
-                d.lines
-                    .iter()
-                    .filter_map(|l| {
-                        Some((
-                            l.get("step")?.as_f64()?,
-                            l.get("eval_mlm_loss")?.as_f64()? + l.get("eval_sop_loss")?.as_f64()?,
-                        ))
-                    })
-                    .collect()
-            } else {
-                points(&d.lines, eval_key)
-            };
-            series.push(Series {
-                label: d.instance.clone(),
-                points: eval,
-                marked: true,
-                colour: i,
-            });
+                .flat_map(|s| s.points.iter().map(|p| p.0))
+                .fold(0.0, f64::max);
+            let floors = floor::floor_series(deps, deps.len(), x_max);
+            if !floors.is_empty() {
+                caption = floor::caption();
+                series.extend(floors);
+            }
         }
         figures.push(Figure {
             file: format!("plots/{file}"),
@@ -413,10 +398,49 @@ pub fn pretraining(deps: &[&Dep]) -> Vec<Figure> {
             series,
             unit_range: unit,
             x_from_zero: true,
-            caption: Some(TRAINING_CAPTION.into()),
+            caption: Some(caption),
         });
     }
     figures
+}
+
+/// A run's two lines on one pretraining figure: its training lines' `train_key` (thin) and its
+/// evaluations' `eval_key` (marked), both in the run's colour `i`.
+fn run_series(d: &Dep, i: usize, train_key: &str, eval_key: &str) -> [Series; 2] {
+    let train: Vec<Value> = d
+        .lines
+        .iter()
+        .filter(|l| l.get(train_key).is_some())
+        .cloned()
+        .collect();
+    let eval = if eval_key == "eval_loss" {
+        // The eval lines carry the two losses; their sum is comparable with `loss`.
+        d.lines
+            .iter()
+            .filter_map(|l| {
+                Some((
+                    l.get("step")?.as_f64()?,
+                    l.get("eval_mlm_loss")?.as_f64()? + l.get("eval_sop_loss")?.as_f64()?,
+                ))
+            })
+            .collect()
+    } else {
+        points(&d.lines, eval_key)
+    };
+    [
+        Series {
+            label: d.instance.clone(),
+            points: points(&train, train_key),
+            marked: false,
+            colour: i,
+        },
+        Series {
+            label: d.instance.clone(),
+            points: eval,
+            marked: true,
+            colour: i,
+        },
+    ]
 }
 
 /// Dev accuracy per epoch for the runs of one task.
@@ -462,150 +486,4 @@ pub fn finetune(task: &str, title: &str, deps: &[&Dep]) -> Figure {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn figure() -> Figure {
-        Figure {
-            file: "plots/x.svg".into(),
-            title: "A title".into(),
-            x_desc: "step".into(),
-            y_desc: "loss".into(),
-            series: vec![
-                Series {
-                    label: "a".into(),
-                    points: vec![(1.0, 9.5), (10.0, 7.25), (20.0, 6.0)],
-                    marked: false,
-                    colour: 0,
-                },
-                Series {
-                    label: "a (eval)".into(),
-                    points: vec![(10.0, 7.5), (20.0, 6.5)],
-                    marked: true,
-                    colour: 0,
-                },
-            ],
-            unit_range: false,
-            x_from_zero: true,
-            caption: Some(TRAINING_CAPTION.into()),
-        }
-    }
-
-    #[test]
-    fn svg_output_is_deterministic() {
-        let a = figure().svg().unwrap();
-        let b = figure().svg().unwrap();
-        assert_eq!(a, b);
-        assert!(a.starts_with("<svg"), "{}", &a[..60.min(a.len())]);
-        assert!(a.contains("A title") && a.contains("held-out evaluations"));
-        // No data still draws axes.
-        let mut empty = figure();
-        empty.series.clear();
-        assert!(empty.is_empty());
-        assert!(empty.svg().unwrap().contains("<svg"));
-        assert_eq!(format_tick(200.0), "200");
-        assert_eq!(format_tick(0.5), "0.5");
-        assert_eq!(format_tick(0.30000000000000004), "0.3");
-    }
-
-    #[test]
-    fn control_characters_never_reach_the_svg() {
-        let mut f = figure();
-        f.title = "t\u{1b}]0;pwned\u{7} <&> \u{0}".into();
-        f.y_desc = "y\u{8}\u{fffe}".into();
-        f.series[0].label = "a\u{1b}[2J\u{9b}\n".into();
-        let svg = f.svg().unwrap();
-        let bad = svg.chars().find(|&c| {
-            (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
-        });
-        assert_eq!(bad, None, "{svg}");
-        assert!(svg.contains("\\u{1b}]0;pwned\\u{7} &lt;&amp;&gt;"), "{svg}");
-    }
-
-    /// The text elements of an SVG: (x, y, text).
-    fn texts(svg: &str) -> Vec<(i32, i32, String)> {
-        svg.split("<text")
-            .skip(1)
-            .filter_map(|t| {
-                let attr = |name: &str| -> Option<i32> {
-                    let at = t.find(&format!(" {name}=\""))? + name.len() + 3;
-                    t[at..].split('"').next()?.parse().ok()
-                };
-                let body = t.split('>').nth(1)?.split('<').next()?.trim().to_string();
-                Some((attr("x")?, attr("y")?, body))
-            })
-            .collect()
-    }
-
-    #[test]
-    fn long_legend_labels_take_a_row_each_and_never_overlap() {
-        let long = "cmnli/dev.tsv + ocnli/dev.tsv + cnsd_snli/dev.tsv + cnsd_snli/test.tsv (≤ 12,000) · pretrain@share_type=all".to_string();
-        let mut f = figure();
-        f.caption = Some("line with markers: our runs · thin line: the best baseline".into());
-        f.series[0].label = long.clone();
-        f.series[1].label = format!("best baseline (ngram_lr) · {long}");
-        f.series[1].colour = 1;
-        let svg = f.svg().unwrap();
-        let legend: Vec<(i32, i32, String)> = texts(&svg)
-            .into_iter()
-            // Under the x axis's name: the caption and the legend.
-            .filter(|(_, y, _)| *y > CHART_H as i32 - 6)
-            .collect();
-        assert_eq!(legend.len(), 3, "{legend:?}");
-        assert!(legend[0].2.starts_with("line with markers: our runs"));
-        // One column: every entry starts at the same x, each on its own row, and is cut to fit.
-        assert_eq!(legend[1].0, legend[2].0);
-        assert!(legend[1].1 < legend[2].1 && legend[0].1 < legend[1].1);
-        for (_, _, text) in &legend[1..] {
-            assert!(text.ends_with('…'), "{text}");
-            let width = text_width(text, LEGEND_FONT);
-            assert!(
-                width <= (WIDTH as i32 - LEGEND_X - SAMPLE) as f64,
-                "{text}: {width}"
-            );
-        }
-        // Short labels share a row.
-        assert!(figure().svg().unwrap().contains(TRAINING_CAPTION));
-        let (layout, rows) = legend_layout(&["a".into(), "b".into(), "c".into()]);
-        assert_eq!(rows, 2);
-        assert_eq!((layout[1].0 > layout[0].0, layout[1].1), (true, 0));
-    }
-
-    #[test]
-    fn the_caption_appears_only_with_both_line_kinds() {
-        let mut f = figure();
-        f.series.remove(0);
-        assert!(!f.svg().unwrap().contains(TRAINING_CAPTION));
-        let mut f = figure();
-        f.caption = None;
-        assert!(!f.svg().unwrap().contains("thin line"));
-    }
-
-    #[test]
-    fn a_legend_of_many_long_labels_grows_the_figure_and_keeps_every_entry() {
-        // 24 instances (six tasks × init × share type) overflowed a fixed-height figure.
-        let mut f = figure();
-        f.series = (0..24)
-            .map(|i| Series {
-                label: format!(
-                    "finetune_task_{i}@init=pretrained,seed=1,share_type=none · a long label"
-                ),
-                points: vec![(1.0, 0.5), (2.0, 0.6)],
-                marked: true,
-                colour: i,
-            })
-            .collect();
-        let svg = f.svg().unwrap();
-        let height = f.legend_height() + CHART_H;
-        assert!(height > 24 * ROW_H as u32, "{height}");
-        assert!(
-            svg.contains(&format!("height=\"{height}\"")),
-            "{}",
-            &svg[..200]
-        );
-        let legend = texts(&svg)
-            .into_iter()
-            .filter(|(_, y, _)| *y > CHART_H as i32 - 6);
-        assert_eq!(legend.count(), 24);
-    }
-}
+mod tests;
