@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
-# One sitting of a pipeline file (ablations.yaml by default) on a lent GPU, in one call: the tch
-# build and the data it reads travel in .gpu/ (git-ignored), the store stays on the GPU machine
-# (it does not travel), and what the sitting published and measured comes back under $OUT.
+# One sitting of a pipeline file on a lent GPU, in one call: the tch build and the data it reads
+# travel in .gpu/ (git-ignored), the store stays on the GPU machine (it does not travel), and
+# what the sitting published and measured comes back under $OUT.
 #
+# Any pipeline file (ablations.yaml by default), everything run there:
 #   benches/gpu_sitting.sh prepare                    # here: strip the tch binary, pack binary + data
 #   FILE=ablations.yaml TARGET=report COMMIT=abc1234 \
 #     DEADLINE=480 benches/gpu_sitting.sh run         # there: the sitting, stopped at the deadline
+#
+# The committed experiment (experiment.yaml) at GPU scale, the GPU doing only what needs it:
+#   benches/gpu_sitting.sh prepare                    # here, as above
+#   benches/gpu_sitting.sh stage                      # here: data stages and baselines, pushed to
+#                                                     #   a directory remote in .gpu/remote
+#   COMMIT=abc1234 benches/gpu_sitting.sh evidence    # there: pull, a throughput bench that sizes
+#                                                     #   pretraining, pretraining, fine-tuning grid,
+#                                                     #   report; more bench rounds with what is left
+#   DEVICE=tch-cpu HF_DEVICE=cpu SMALL=1 OUT=/tmp/o benches/gpu_sitting.sh evidence
+#                                                     # a dry run of the whole call on a CPU
 #
 # A fresh GPU machine has no Rust toolchain and no network; PyTorch 2.11 (cu130) is in its
 # python3, and the tch binary loads that libtorch (../shared/docs/GPU.md). Stages with
 # `resources: {gpu: 1}` share the one GPU (`--gpus`), the machine's 16 cores run them at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+REPO="$PWD"
+
+# The same absolute paths here and there: the data stages' fingerprints hold their input paths,
+# so the artifacts made here are the ones the GPU machine's plan asks for.
+ROOT=/tmp/gpu
+WS="$ROOT/ws"
+DATA="$ROOT/data"
+REMOTE="$REPO/.gpu/remote"
 
 prepare() {
-  local bin="${BIN:-target/tch/release/pipeline}" data="${DATA:-../shared/datasets}"
+  local bin="${BIN:-target/tch/release/pipeline}" data="${DATA_SRC:-../shared/datasets}"
   rm -rf .gpu && mkdir -p .gpu
   strip -o .gpu/pipeline "$bin"
   gzip -9 .gpu/pipeline
@@ -27,23 +46,150 @@ prepare() {
   du -sh .gpu/*
 }
 
+# Unpacks the data and the binary into $ROOT (here and there alike); the workspace and its
+# store are kept, so that `stage` run again here reuses what it made.
+unpack() {
+  rm -rf "$DATA" "$ROOT/pipeline" && mkdir -p "$DATA" "$WS"
+  tar -C "$DATA" -xzf .gpu/data.tar.gz
+  gunzip -c .gpu/pipeline.gz > "$ROOT/pipeline" && chmod +x "$ROOT/pipeline"
+}
+
 run() {
   : "${OUT:?set OUT}"
   local file="${FILE:-ablations.yaml}" target="${TARGET:-report}" deadline="${DEADLINE:-480}"
-  local ws=/tmp/gpu/ws bin=/tmp/gpu/pipeline
-  rm -rf /tmp/gpu && mkdir -p /tmp/gpu/data "$ws"
-  tar -C /tmp/gpu/data -xzf .gpu/data.tar.gz
-  gunzip -c .gpu/pipeline.gz > "$bin" && chmod +x "$bin"
-  export LD_LIBRARY_PATH="$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
+  local bin="$ROOT/pipeline"
+  unpack
+  torch_libs
   { nvidia-smi -L || true; nproc; } > "$OUT/gpu.txt"
-  cp "$file" "$ws/pipeline.yaml"
-  cd "$ws"
+  cp "$file" "$WS/pipeline.yaml"
+  cd "$WS"
   local start=$SECONDS
   timeout --signal=INT --kill-after=20 "$deadline" "$bin" run "$target" --jobs 12 --gpus 12 \
-    --set data=/tmp/gpu/data --set "device=${DEVICE:-cuda:0}" --set "commit=${COMMIT:-}" ${EXTRA:-} \
+    --set data="$DATA" --set "device=${DEVICE:-cuda:0}" --set "commit=${COMMIT:-}" ${EXTRA:-} \
     > "$OUT/run.log" 2>&1 || echo "run: exit $? after $((SECONDS - start)) s" >> "$OUT/run.log"
   echo "sitting: $((SECONDS - start)) s" >> "$OUT/run.log"
   collect
+}
+
+torch_libs() {
+  LD_LIBRARY_PATH="$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
+  export LD_LIBRARY_PATH
+}
+
+# The GPU scale of experiment.yaml (results/pretraining-recipe.md says why each value): the
+# same file and protocols as on the CPU, with the budget's caps and batch sizes changed. These
+# sets hold for the data stages and baselines too, so both machines plan the same fingerprints.
+# SMALL=1 (a dry run on a CPU) keeps the shapes tiny.
+scale_sets() {
+  local single=10000 pair=10000 epochs=3 fbatch=128 flr=2.0e-4
+  local pbatch="${PRETRAIN_BATCH:-256}"
+  if [[ -n "${SMALL:-}" ]]; then single=64; pair=64; epochs=1; fbatch=16; pbatch=8; fi
+  echo --set "data=$DATA" --set mask.pack=true \
+    --set "single_max_train_examples=$single" --set "pair_max_train_examples=$pair" \
+    --set "finetune_epochs=$epochs" --set "finetune_batch_size=$fbatch" \
+    --set "finetune_learning_rate=$flr" \
+    --set msra_ner_batch_size=32 --set "msra_ner_epochs=$(( epochs + 2 ))" \
+    --set "pretrain_batch_size=$pbatch" --set pretrain_learning_rate=8.0e-3
+}
+
+# Here: everything of the GPU-scale plan that needs no GPU (clean, vocab, mask, the baselines),
+# run on this machine's cores and pushed to a directory remote that travels in .gpu/remote.
+stage() {
+  unpack
+  cp experiment.yaml "$WS/pipeline.yaml"
+  rm -rf "$REMOTE"
+  # shellcheck disable=SC2046 # the sets are words on purpose
+  (cd "$WS" && "$ROOT/pipeline" run mask $(baseline_targets) $(scale_sets) \
+    && "$ROOT/pipeline" push clean vocab mask $(baseline_targets) --remote "$REMOTE" $(scale_sets))
+  du -sh "$REMOTE"
+}
+
+baseline_targets() {
+  grep -o '^  baseline_[a-z0-9_]*' experiment.yaml | tr -d ' '
+}
+
+# There: the committed experiment at GPU scale in one call, within $DEADLINE seconds.
+evidence() {
+  : "${OUT:?set OUT}"
+  local deadline="${DEADLINE:-560}" start=$SECONDS bin="$ROOT/pipeline"
+  unpack
+  torch_libs
+  # fp32 matmuls on TF32 tensor cores for the sitting (not for the fp32 bench rows below,
+  # which are measured both ways).
+  { nvidia-smi -L || true; nproc; date -u; } > "$OUT/gpu.txt" 2>&1
+  cp experiment.yaml "$WS/pipeline.yaml"
+  # shellcheck disable=SC2046
+  (cd "$WS" && "$bin" pull --remote "$REMOTE" $(scale_sets)) > "$OUT/run.log" 2>&1 \
+    || echo "pull: exit $? (the run makes what is missing)" >> "$OUT/run.log"
+  bench_round tiny 256 128 first
+  # The report's throughput table reads the bench lines under the workspace's results/bench.
+  mkdir -p "$WS/results/bench" && cp results/bench/*.jsonl "$WS/results/bench/"
+  cp "$OUT/bench.jsonl" "$WS/results/bench/gpu.jsonl"
+  local steps
+  steps="$(pretrain_steps)"
+  echo "pretraining: $steps steps (sized from the bench above)" | tee -a "$OUT/run.log"
+  local left=$(( deadline - (SECONDS - start) - 60 ))
+  # shellcheck disable=SC2046
+  (cd "$WS" && TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 timeout --signal=INT --kill-after=20 "$left" \
+    "$bin" run report --jobs 12 --gpus 12 $(scale_sets) --set "device=${DEVICE:-cuda:0}" \
+    --set "commit=${COMMIT:-}" --set "pretrain_steps=$steps" \
+    --set "pretrain_save_steps=[$(( steps / 4 ))]" --set "pretrain.eval_interval=$(( steps / 10 ))" \
+    >> "$OUT/run.log" 2>&1) || echo "run: exit $? after $((SECONDS - start)) s" >> "$OUT/run.log"
+  echo "sitting: $((SECONDS - start)) s" >> "$OUT/run.log"
+  # What time is left measures the shapes the GPU-speed work is judged on.
+  for shape in "tiny 256 128" "base 128 128" "base 32 512" "tiny 256 128"; do
+    (( SECONDS - start < deadline - 45 )) || break
+    # shellcheck disable=SC2086
+    bench_round $shape more
+  done
+  cd "$WS" && bin="$bin" collect
+}
+
+# One round of the throughput bench at a shape, ours and transformers' alternating on the same
+# GPU: ours fp32, ours with TF32 matmuls, transformers fp32 (SDPA) and under bf16 autocast.
+bench_round() {
+  local model="$1" batch="$2" seq="$3" tag="$4" masked=$(( $3 * 15 / 100 ))
+  local file="$OUT/bench.jsonl" dev="${DEVICE:-cuda:0}" hf="${HF_DEVICE:-cuda}"
+  local steps=10 runs=3
+  if [[ -n "${SMALL:-}" ]]; then batch=4; seq=32; masked=4; steps=1; runs=1; fi
+  for tf32 in "" 1; do
+    TORCH_ALLOW_TF32_CUBLAS_OVERRIDE="$tf32" timeout 60 "$ROOT/pipeline" bench train \
+      --model "$model" --batch "$batch" --seq "$seq" --masked "$masked" --steps "$steps" \
+      --runs "$runs" --device "$dev" --json 2>>"$OUT/bench.err" \
+      | grep '^{' | tag_line "{\"round\":\"$tag\",\"tf32\":${tf32:-0}${tf32:+,\"precision\":\"tf32\"}}" \
+      >> "$file" || true
+  done
+  for dtype in fp32 bf16; do
+    timeout 90 python3 benches/hf_baseline.py train --config "$model" --batch "$batch" \
+      --seq "$seq" --masked "$masked" --steps "$steps" --runs "$runs" --device "$hf" \
+      --dtype "$dtype" 2>>"$OUT/bench.err" \
+      | grep '^{' | tag_line "{\"round\":\"$tag\"}" >> "$file" || true
+  done
+}
+
+# Adds the keys of the JSON object $1 to each JSON line of stdin.
+tag_line() {
+  python3 -c 'import json, sys
+extra = json.loads(sys.argv[1])
+for line in sys.stdin:
+    print(json.dumps({**json.loads(line), **extra}))' "$1"
+}
+
+# Pretraining steps that fit PRETRAIN_S seconds at the TF32 rate just measured (a packed batch
+# is ~97 % real tokens; eval, checkpoints and start-up take the rest of the time).
+pretrain_steps() {
+  python3 - "$OUT/bench.jsonl" "${PRETRAIN_S:-210}" "${PRETRAIN_BATCH:-256}" "${SMALL:-}" <<'EOF'
+import json, sys
+path, seconds, batch, small = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rates = [r["tokens_per_s"] for r in map(json.loads, open(path))
+         if r.get("tf32") == 1 and r.get("round") == "first" and "tokens_per_s" in r]
+if small:
+    print(40)
+elif not rates:
+    print(6000)  # ~1 M tokens/s: the bench failed, so a guess on the safe side
+else:
+    print(max(1000, int(seconds * 0.85 * rates[0] / (batch * 128)) // 100 * 100))
+EOF
 }
 
 # What the sitting published and measured: the published directory, the run summary, and every
@@ -56,8 +202,8 @@ collect() {
   "$bin" runs > "$OUT/runs.txt" 2>&1 || true
   "$bin" exp show --json > "$OUT/exp.json" 2>>"$OUT/run.log" || true
   find .pipeline/artifacts .pipeline/failed -type f -size -2M \
-    \( -name 'metrics.json' -o -name 'MANIFEST.json' -o -name '*.log' \) 2>/dev/null \
-    | tar -czf "$OUT/store.tgz" -T - || true
+    \( -name 'metrics.json' -o -name 'metrics.jsonl' -o -name 'MANIFEST.json' -o -name '*.log' \) \
+    2>/dev/null | tar -czf "$OUT/store.tgz" -T - || true
 }
 
-"${1:?prepare or run}"
+"${1:?prepare, run, stage or evidence}"
