@@ -147,6 +147,10 @@ pub fn floor_sentence(e: &EvalStats, floor: Option<&Floor>) -> String {
     };
     let verdict = if f.verdict(e.mlm_accuracy) {
         "above the no-context floor: the model uses context"
+    } else if e.mlm_accuracy < f.mlm_accuracy - FLOOR_MARGIN {
+        // Early on a model predicts its most frequent label everywhere, before it has learnt
+        // even to copy a visible token.
+        "below the no-context floor: not even label frequencies and copying learnt yet"
     } else {
         "still at the no-context floor: nothing learnt from context yet"
     };
@@ -394,6 +398,15 @@ mod tests {
         );
         assert!(floor_sentence(&at, Some(&f)).starts_with("still at the no-context floor"));
         assert!(floor_sentence(&above, Some(&f)).starts_with("above the no-context floor"));
+        let below = EvalStats {
+            mlm_accuracy: 0.05,
+            ..Default::default()
+        };
+        assert!(floor_sentence(&below, Some(&f)).starts_with("below the no-context floor"));
+        assert_eq!(
+            eval_summary(Some(&below), true, Some(&f))["above_floor"],
+            json!(false)
+        );
         // Without a floor: said so, and `null` rather than a verdict.
         let none = eval_summary(Some(&above), true, None);
         assert!(none["above_floor"].is_null() && none["floor"].is_null());
