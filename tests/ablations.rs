@@ -148,7 +148,7 @@ fn each_ablation_is_a_matrix_axis_and_a_row_of_the_report() {
     // The targets paragraph comes first, under the title.
     let second = readme.lines().nth(2).unwrap();
     assert!(
-        second.starts_with("**Targets of issue 23, read off the rows of this report (main pretraining run `pretrain@add_task_text=false,sop=true,whole_word=true`)"),
+        second.starts_with("**Targets of this experiment, read off the rows of this report (main pretraining run `pretrain@add_task_text=false,sop=true,whole_word=true`: "),
         "{second}"
     );
 }

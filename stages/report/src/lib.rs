@@ -29,8 +29,9 @@
 //!   `throughput` (benchmarks and our runs); `ablations` (one row per pretraining run and
 //!   fine-tuning stage: the recipe — sharing, objective, masking, task text — beside the effect
 //!   of its weights, pretrained minus random init, mean ± sd over seeds; with two pretraining
-//!   runs or more); `targets` (issue 23's targets read off the rows: met, missed, not run, with
-//!   the evidence; the README's first paragraph says which);
+//!   runs or more); `targets` (this experiment's targets read off the rows: met, missed, not
+//!   measured, not run, with the evidence; the README's first paragraph says which, the missed
+//!   ones first);
 //! - `plots/*.svg`: pretraining loss, MLM and SOP accuracy against steps; dev accuracy per epoch
 //!   of each fine-tuning task; test accuracy against pretraining tokens (`<task>_curve.svg`) for
 //!   every task with runs from intermediate pretraining steps (`pretrain_step`);
@@ -211,7 +212,6 @@ pub fn build(
         pretrain: &runs.pretrain,
         finetune: &runs.finetune,
         baselines: &runs.baseline,
-        cleans: &runs.cleans,
     });
     for d in all_deps.iter().filter(|d| d.kind == DepKind::Other) {
         notes.push(format!(
