@@ -133,7 +133,7 @@ evidence() {
   (cd "$WS" && TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 timeout --signal=INT --kill-after=20 "$left" \
     "$bin" run report --jobs 12 --gpus 12 $(scale_sets) --set "device=${DEVICE:-cuda:0}" \
     --set "commit=${COMMIT:-}" --set "pretrain_steps=$steps" \
-    --set "pretrain_save_steps=[$(( steps / 4 ))]" --set "pretrain.eval_interval=$(( steps / 10 ))" \
+    --set "pretrain_save_steps=[$(( steps / 10 )),$(( steps / 3 ))]" --set "pretrain.eval_interval=$(( steps / 10 ))" \
     >> "$OUT/run.log" 2>&1) || echo "run: exit $? after $((SECONDS - start)) s" >> "$OUT/run.log"
   echo "sitting: $((SECONDS - start)) s" >> "$OUT/run.log"
   # What time is left measures the shapes the GPU-speed work is judged on.
