@@ -10,10 +10,16 @@
 //! whose backward burn derives. Both belong in burn (a SIMD `exp` in flex's element-wise
 //! kernels and a tanh-GELU op); until burn has them, this module is the difference.
 //!
+//! Each function is compiled for the x86-64 baseline, AVX2 + FMA and AVX-512 and runs at the
+//! level [`CpuLevel::active`] chooses at run time (`PIPELINE_CPU_LEVEL` forces one); every
+//! level computes the same bits.
+//!
 //! `exp` here is Cephes' `expf` (range reduction by ln 2, a degree-6 polynomial): within
 //! 2 ulp of libm's over the range that matters, so outputs match burn's ops to ~1e-7.
 
 use burn::tensor::{Device, Tensor, TensorData};
+
+use crate::cpu_level::CpuLevel;
 
 /// What the fused functions return: the result, or the input handed back (boxed: a tensor
 /// is large, and this path is the rare one) for the caller to compute with burn's ops.
@@ -40,7 +46,7 @@ fn map_in_place<const D: usize>(x: Tensor<D>, f: impl FnOnce(&mut [f32], usize))
 /// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` (Hugging Face's `gelu_new`, albert_zh's
 /// `gelu`), or `Err(x)` when burn's ops must compute it (see the module docs).
 pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Fused<D> {
-    map_in_place(x, |v, _| dispatch_gelu(v))
+    map_in_place(x, |v, _| gelu_at(CpuLevel::active(), v))
 }
 
 /// `softmax(scores·scale + bias)` over the last dimension of `[batch, heads, q, k]` attention
@@ -57,7 +63,7 @@ pub fn attention_probs(scores: Tensor<4>, scale: f32, bias: &Tensor<4>) -> Fused
     let rows_per_batch = scores.dims()[1] * scores.dims()[2];
     map_in_place(scores, |v, row| {
         if row > 0 {
-            dispatch_softmax(v, row, scale, &bias, rows_per_batch)
+            softmax_at(CpuLevel::active(), v, row, scale, &bias, rows_per_batch)
         }
     })
 }
@@ -149,11 +155,14 @@ fn softmax_slice(v: &mut [f32], row: usize, scale: f32, bias: &[f32], rows_per_b
     }
 }
 
-/// The widest vector unit the CPU has, chosen at run time: the binary is built for baseline
-/// x86-64 (SSE2), where these loops would run four lanes at a time.
+/// `$dispatch(level, args)` runs `$body(args)` compiled for `level` ([`CpuLevel`]): the binary
+/// is built for baseline x86-64 (SSE2), where these loops would run four lanes at a time. No
+/// code here uses `mul_add` and Rust never contracts `a·b + c` into an FMA by itself, and each
+/// lane keeps its own running sum whatever the vector width, so every level computes the same
+/// bits (the tests check it).
 macro_rules! multiversion {
     ($dispatch:ident, $body:ident, ($($arg:ident: $ty:ty),*)) => {
-        fn $dispatch($($arg: $ty),*) {
+        fn $dispatch(level: CpuLevel, $($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f,avx2,fma")]
@@ -164,23 +173,26 @@ macro_rules! multiversion {
                 unsafe fn avx2($($arg: $ty),*) {
                     $body($($arg),*)
                 }
-                if std::is_x86_feature_detected!("avx512f") {
+                // `available` again, not only the caller's word: a level the CPU lacks would
+                // fault, so none is run without the check.
+                if level == CpuLevel::Avx512 && CpuLevel::Avx512.available() {
                     // SAFETY: the CPU has the features the function is compiled for.
                     return unsafe { avx512($($arg),*) };
                 }
-                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                if level == CpuLevel::Avx2 && CpuLevel::Avx2.available() {
                     // SAFETY: as above.
                     return unsafe { avx2($($arg),*) };
                 }
             }
+            let _ = level;
             $body($($arg),*)
         }
     };
 }
 
-multiversion!(dispatch_gelu, gelu_slice, (v: &mut [f32]));
+multiversion!(gelu_at, gelu_slice, (v: &mut [f32]));
 multiversion!(
-    dispatch_softmax,
+    softmax_at,
     softmax_slice,
     (v: &mut [f32], row: usize, scale: f32, bias: &[f32], rows_per_batch: usize)
 );
@@ -219,6 +231,106 @@ mod tests {
         let composed = burn::tensor::activation::softmax(scores.mul_scalar(0.3) + bias, 3);
         let diff = (fused - composed).abs().max().into_scalar::<f32>();
         assert!(diff < 1e-6, "attention probabilities differ by {diff}");
+    }
+
+    /// Values spread over (-`spread`, `spread`) by a fixed recurrence (no RNG state shared
+    /// with other tests), with the edges of `exp`'s clamp among them.
+    fn values(n: usize, spread: f32) -> Vec<f32> {
+        let mut x = 0x2545_f491_u32;
+        let mut v: Vec<f32> = (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x as f32 / u32::MAX as f32 * 2.0 - 1.0) * spread
+            })
+            .collect();
+        v.extend([0.0, -0.0, 200.0, -200.0]);
+        v
+    }
+
+    /// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` in f64 with libm's `tanh`.
+    fn gelu_reference(x: f32) -> f32 {
+        let x = f64::from(x);
+        let inner = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+        (0.5 * x * (1.0 + inner.tanh())) as f32
+    }
+
+    /// Every level the CPU has gives the bits of the baseline, and the baseline is within
+    /// 1e-6 (relative to max(|x|, 1)) of the f64 reference, tails of every width included.
+    #[test]
+    fn every_available_level_computes_the_same_gelu() {
+        for n in [1, 15, 16, 17, 1000, 1037] {
+            let input = values(n, 12.0);
+            let mut baseline = input.clone();
+            gelu_at(CpuLevel::Baseline, &mut baseline);
+            for (x, y) in input.iter().zip(&baseline) {
+                let tolerance = 1e-6 * x.abs().max(1.0);
+                let reference = gelu_reference(*x);
+                assert!(
+                    (y - reference).abs() <= tolerance,
+                    "gelu({x}) = {y}, f64 {reference}"
+                );
+            }
+            for level in CpuLevel::ALL.into_iter().filter(|l| l.available()) {
+                let mut v = input.clone();
+                gelu_at(level, &mut v);
+                let same = v
+                    .iter()
+                    .zip(&baseline)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{level} differs from baseline on {n} values");
+            }
+        }
+    }
+
+    /// Every level the CPU has gives the bits of the baseline, and the baseline is within 1e-6
+    /// of an f64 softmax (padding positions included), for rows narrower and wider than a vector.
+    #[test]
+    fn every_available_level_computes_the_same_softmax() {
+        let (heads, q, scale) = (3, 5, 0.125);
+        for k in [7, 16, 37, 128] {
+            let batch = 2;
+            let input = values(batch * heads * q * k - 4, 40.0);
+            let bias: Vec<f32> = (0..batch * k)
+                .map(|i| if i % 5 == 3 { -1e9 } else { 0.0 })
+                .collect();
+            let mut baseline = input.clone();
+            softmax_at(
+                CpuLevel::Baseline,
+                &mut baseline,
+                k,
+                scale,
+                &bias,
+                heads * q,
+            );
+            for (i, (x, y)) in input.chunks(k).zip(baseline.chunks(k)).enumerate() {
+                let b = &bias[(i / (heads * q)) * k..][..k];
+                let z: Vec<f64> = x
+                    .iter()
+                    .zip(b)
+                    .map(|(x, b)| f64::from(x * scale + b))
+                    .collect();
+                let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = z.iter().map(|z| (z - max).exp()).sum();
+                for (z, y) in z.iter().zip(y) {
+                    let reference = (z - max).exp() / sum;
+                    assert!(
+                        (f64::from(*y) - reference).abs() < 1e-6,
+                        "row {i}: {y} vs {reference}"
+                    );
+                }
+            }
+            for level in CpuLevel::ALL.into_iter().filter(|l| l.available()) {
+                let mut v = input.clone();
+                softmax_at(level, &mut v, k, scale, &bias, heads * q);
+                let same = v
+                    .iter()
+                    .zip(&baseline)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{level} differs from baseline on rows of {k}");
+            }
+        }
     }
 
     #[test]

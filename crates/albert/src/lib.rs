@@ -11,12 +11,14 @@
 //! - [`tf`]: TensorFlow 1 checkpoints of google-research/albert and brightmart/albert_zh in and
 //!   out (read with `pipeline-tfckpt`), [`albert_zh_layout`] for albert_zh's own architecture;
 //! - [`device`]: the `device` param (`auto`, `cpu`, `cuda:0`) and the backends this build has;
-//! - [`parallel`]: one micro-batch per CPU core, gradients summed.
+//! - [`parallel`]: one micro-batch per CPU core, gradients summed;
+//! - [`cpu_level`]: the vector instructions the hand-written CPU kernels run with.
 
 #![warn(missing_docs)]
 
 pub mod albert_zh_layout;
 pub mod config;
+pub mod cpu_level;
 pub mod device;
 mod fused;
 pub mod heads;
