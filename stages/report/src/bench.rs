@@ -5,8 +5,9 @@
 //!
 //! Line formats (one JSON object a line; see docs/metrics.md):
 //! - `{"bench": "train", model, share_type, device, precision, batch, seq, threads,
-//!   tokens_per_s, mfu, model_tflops_per_s, …}` and `{"bench": "infer", model, device, batch,
-//!   seq, threads, sentences_per_s, …}`: ours (`pipeline bench`);
+//!   tokens_per_s, mfu, model_tflops_per_s, isa?, isa_host?, …}` and `{"bench": "infer", model,
+//!   device, batch, seq, threads, sentences_per_s, isa?, isa_host?, …}`: ours (`pipeline
+//!   bench`); `isa` (CPU rows) is the vector level our kernels ran with, shown as a column;
 //! - `{"bench": "hf_train", config, device, dtype, batch, seq, threads, tokens_per_s,
 //!   model_tflops_per_s, mfu?, …}` and `{"bench": "hf_infer", config, device, dtype, batch,
 //!   seq, threads, sentences_per_s, …}`: transformers (`benches/hf_baseline.py`);
@@ -114,6 +115,16 @@ fn f(v: &Value, k: &str) -> Option<f64> {
     v.get(k).and_then(Value::as_f64).filter(|x| x.is_finite())
 }
 
+/// A line's `isa`, with the host's best level beside it when the line ran a narrower one
+/// (a forced level: burn's matrix products still used the host's best).
+fn isa(v: &Value) -> Option<String> {
+    let isa = s(v, "isa")?;
+    Some(match s(v, "isa_host") {
+        Some(host) if host != isa => format!("{isa} (host {host})"),
+        _ => isa,
+    })
+}
+
 fn device_class(device: &str) -> &'static str {
     if device.contains("cuda") {
         "cuda"
@@ -130,6 +141,8 @@ struct Row {
     ours: bool,
     model: Option<String>,
     device: Option<String>,
+    /// The vector level our CPU kernels ran with, `isa (host isa_host)` when forced lower.
+    isa: Option<String>,
     precision: Option<String>,
     threads: Option<u64>,
     batch: Option<u64>,
@@ -183,6 +196,7 @@ fn from_compare(line: &BenchLine) -> Vec<Row> {
         unit,
         model: s(v, "model"),
         device: Some("cpu".into()),
+        isa: isa(v),
         precision: Some("fp32".into()),
         threads: u(v, "threads"),
         batch: u(v, "batch"),
@@ -219,6 +233,7 @@ fn from_bench(line: &BenchLine) -> Option<Row> {
     }
     let base = Row {
         device: s(v, "device"),
+        isa: isa(v),
         threads: u(v, "threads"),
         batch: u(v, "batch"),
         seq: u(v, "seq"),
@@ -329,6 +344,11 @@ fn throughput_columns() -> Vec<Col> {
         ),
         Col::text("model", "Model", "config (albert_zh name) or corpus"),
         Col::text("device", "Device", "as the benchmark names it"),
+        Col::text(
+            "isa",
+            "ISA",
+            "vector instructions of our CPU kernels (baseline, avx2, avx512; the host's best in brackets when forced lower): figures from different hosts do not compare",
+        ),
         Col::text("precision", "Precision", "fp32, bf16"),
         Col::int("threads", "Threads", "CPU threads"),
         Col::int("batch", "Batch", "rows per step"),
@@ -487,6 +507,7 @@ fn sorted(rows: &[Row]) -> Vec<&Row> {
                 r.batch,
                 r.seq,
                 r.device.clone(),
+                r.isa.clone(),
                 r.implementation.clone(),
                 r.source.clone(),
             )
@@ -502,6 +523,7 @@ fn cells(r: &Row, ratio: Option<f64>) -> Vec<(&'static str, Cell)> {
         ("implementation", r.implementation.as_str().into()),
         ("model", r.model.clone().into()),
         ("device", r.device.clone().into()),
+        ("isa", r.isa.clone().into()),
         ("precision", r.precision.clone().into()),
         ("threads", r.threads.into()),
         ("batch", r.batch.into()),
@@ -615,6 +637,42 @@ mod tests {
         // On a GPU the thread count does not matter.
         assert_eq!(ours_infer["vs_transformers"], json!(1.5));
         assert!(t.notes[0].contains("hf_maxbatch"));
+    }
+
+    /// The level a CPU row ran with is a column; a forced level carries the host's beside it.
+    #[test]
+    fn cpu_rows_show_the_instruction_set_they_ran_on() {
+        let lines = vec![
+            line(
+                json!({"bench": "infer", "model": "tiny", "device": "flex", "batch": 64,
+                "seq": 64, "threads": 2, "sentences_per_s": 500.0,
+                "isa": "avx2", "isa_host": "avx512"}),
+            ),
+            line(
+                json!({"bench": "infer", "model": "tiny", "device": "flex", "batch": 64,
+                "seq": 64, "threads": 2, "sentences_per_s": 600.0,
+                "isa": "avx512", "isa_host": "avx512"}),
+            ),
+            line(
+                json!({"bench": "infer", "model": "tiny", "device": "cuda:0", "batch": 64,
+                "seq": 64, "sentences_per_s": 9000.0, "isa": null}),
+            ),
+        ];
+        let json = throughput(&lines, &[], &[])
+            .json(serde_json::Map::new())
+            .unwrap();
+        let isa_of = |rate: f64| {
+            json["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["value"] == rate)
+                .map(|r| r["isa"].clone())
+                .unwrap()
+        };
+        assert_eq!(isa_of(500.0), "avx2 (host avx512)");
+        assert_eq!(isa_of(600.0), "avx512");
+        assert!(isa_of(9000.0).is_null());
     }
 
     #[test]
