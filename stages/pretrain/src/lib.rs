@@ -60,6 +60,7 @@
 
 mod data;
 mod metrics;
+mod on_device;
 mod params;
 mod run;
 pub mod snapshots;

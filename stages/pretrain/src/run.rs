@@ -22,7 +22,7 @@ use crate::metrics::{
 };
 use crate::params::{Precision, PretrainParams};
 use crate::snapshots;
-use crate::trainer::{EvalStats, NonFinite, StepStats, Trainer};
+use crate::trainer::{EvalStats, StepStats, Trainer};
 
 /// What a checkpoint holds besides the weights and the optimiser.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -55,6 +55,8 @@ pub struct TrainingRun<'a> {
     started: Instant,
     /// Tokens and start of the current `log_interval` window, for the tokens/s of the log.
     window: (Instant, u64),
+    /// The steps read back since the last training line, for the next one.
+    interval: Vec<StepStats>,
 }
 
 impl<'a> TrainingRun<'a> {
@@ -71,6 +73,7 @@ impl<'a> TrainingRun<'a> {
         let mut trainer = Trainer::new(config.clone(), model, p.optim.clone(), ad);
         trainer.sop = p.sop;
         trainer.mask_id = data.mask_id;
+        trainer.nan_at_step = fault_injected_step().map(|n| n.saturating_sub(1));
         let checkpoint = Checkpoint::new(ctx.work_dir.join("checkpoint"));
         let reader_config = data.reader_config(p);
         let mut run = TrainingRun {
@@ -94,6 +97,7 @@ impl<'a> TrainingRun<'a> {
             resumed_from: None,
             started: Instant::now(),
             window: (Instant::now(), 0),
+            interval: Vec::new(),
         };
         if run.checkpoint.exists() || ctx.work_dir.join("checkpoint.old").exists() {
             run.resume(reader_config)?;
@@ -175,12 +179,17 @@ impl<'a> TrainingRun<'a> {
             .and_then(|mut f| writeln!(f, "{line}"));
     }
 
-    /// Steps until `steps`, with the logging, evaluations and checkpoints they are due.
+    /// Steps until `steps`, with the logging, evaluations and checkpoints they are due. The
+    /// steps' losses are read back only where something needs them or the model: a training
+    /// line, an evaluation, a checkpoint, a snapshot, the end.
     pub fn train(&mut self) -> anyhow::Result<()> {
         self.window = (Instant::now(), 0);
         while self.state.step < self.p.optim.total_steps {
-            let stats = self.step()?;
-            self.log_step(&stats)?;
+            self.step()?;
+            if self.read_due() {
+                self.read()?;
+            }
+            self.log_step_if_due()?;
             self.evaluate_if_due()?;
             self.checkpoint_if_due()?;
             self.snapshot_if_due()?;
@@ -188,8 +197,8 @@ impl<'a> TrainingRun<'a> {
         Ok(())
     }
 
-    /// One optimiser step; a non-finite loss stops the run, keeping the last checkpoint.
-    fn step(&mut self) -> anyhow::Result<StepStats> {
+    /// One optimiser step, queued on the device (nothing is read back here).
+    fn step(&mut self) -> anyhow::Result<()> {
         let p = self.p;
         // Seeding per step makes dropout reproducible across a resume.
         self.trainer
@@ -204,46 +213,74 @@ impl<'a> TrainingRun<'a> {
             );
         }
         let t0 = Instant::now();
-        let result = if fault_injected(self.state.step + 1) {
-            Err(NonFinite {
-                what: "loss",
-                value: f64::NAN,
-            })
-        } else {
-            self.trainer.step(self.state.step, &batches)
-        };
-        let stats = result.map_err(|e| {
+        self.trainer.enqueue(self.state.step, &batches);
+        self.state.timings.train_seconds += t0.elapsed().as_secs_f64();
+        let tokens: u64 = batches.iter().map(|b| b.tokens).sum();
+        let padded: u64 = batches
+            .iter()
+            .map(|b| (b.batch_size * b.seq_len) as u64)
+            .sum();
+        self.state.step += 1;
+        self.state.tokens_seen += tokens;
+        self.state.padded_tokens_seen += padded;
+        self.window.1 += tokens;
+        self.ctx.progress.set_position(self.state.step);
+        Ok(())
+    }
+
+    /// Whether the step just done needs the steps read back: a line, an evaluation, a
+    /// checkpoint or a snapshot is due (each of them also checks the model is finite).
+    fn read_due(&self) -> bool {
+        let step = self.state.step;
+        self.log_due()
+            || self.eval_due()
+            || (step.is_multiple_of(self.p.checkpoint_interval) && step < self.p.optim.total_steps)
+            || self.p.save_steps.contains(&step)
+    }
+
+    /// Reads the queued steps back (the wait for the device counts as training time); a
+    /// non-finite loss or gradient norm stops the run, keeping the last checkpoint.
+    fn read(&mut self) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        let read = self.trainer.flush().map_err(|e| {
             anyhow::anyhow!(
                 "step {}: {e} (learning rate {:.3e}); training stopped. The last good checkpoint \
                  ({}) stays in {}: lower learning_rate or raise warmup_steps, then run again",
-                self.state.step + 1,
-                p.optim.lr_at(self.state.step),
+                e.step + 1,
+                self.p.optim.lr_at(e.step),
                 resumed_or_saved(&self.checkpoint),
                 self.checkpoint.dir.display()
             )
         })?;
         self.state.timings.train_seconds += t0.elapsed().as_secs_f64();
-        self.state.step += 1;
-        self.state.tokens_seen += stats.tokens;
-        self.state.padded_tokens_seen += stats.padded_tokens;
-        self.window.1 += stats.tokens;
-        self.ctx.progress.set_position(self.state.step);
-        Ok(stats)
+        self.interval.extend(read);
+        Ok(())
     }
 
-    fn log_step(&mut self, stats: &StepStats) -> anyhow::Result<()> {
+    fn log_due(&self) -> bool {
         let step = self.state.step;
-        if !(step.is_multiple_of(self.p.log_interval)
+        step.is_multiple_of(self.p.log_interval) || step == self.p.optim.total_steps || step == 1
+    }
+
+    fn eval_due(&self) -> bool {
+        let step = self.state.step;
+        (self.p.eval_interval > 0 && step.is_multiple_of(self.p.eval_interval))
             || step == self.p.optim.total_steps
-            || step == 1)
-        {
+    }
+
+    /// The training line of the steps since the last one: their mean losses and gradient
+    /// norm, their accuracies over all their batches ([`StepStats::over`]).
+    fn log_step_if_due(&mut self) -> anyhow::Result<()> {
+        if !self.log_due() {
             return Ok(());
         }
+        let stats = StepStats::over(&std::mem::take(&mut self.interval));
+        let step = self.state.step;
         let rate = self.window.1 as f64 / self.window.0.elapsed().as_secs_f64().max(1e-9);
         self.window = (Instant::now(), 0);
         let line = step_line(
             step,
-            stats,
+            &stats,
             rate,
             self.started.elapsed().as_secs_f64(),
             self.p.sop,
@@ -260,10 +297,8 @@ impl<'a> TrainingRun<'a> {
     }
 
     fn evaluate_if_due(&mut self) -> anyhow::Result<()> {
-        let (step, total) = (self.state.step, self.p.optim.total_steps);
-        let due = (self.p.eval_interval > 0 && step.is_multiple_of(self.p.eval_interval))
-            || step == total;
-        if !due || self.data.eval.is_empty() {
+        let step = self.state.step;
+        if !self.eval_due() || self.data.eval.is_empty() {
             return Ok(());
         }
         let t0 = Instant::now();
@@ -439,13 +474,13 @@ impl<'a> TrainingRun<'a> {
     }
 }
 
-/// A test hook: `PIPELINE_FAULT_NAN_AT_STEP=N` makes step N's loss NaN, so that the NaN
-/// handling can be tested end to end without a diverging model.
-fn fault_injected(step: u64) -> bool {
+/// A test hook: `PIPELINE_FAULT_NAN_AT_STEP=N` makes step N's (1-based) loss NaN on the
+/// device ([`Trainer::nan_at_step`]), so that the NaN handling can be tested end to end
+/// without a diverging model.
+fn fault_injected_step() -> Option<u64> {
     std::env::var("PIPELINE_FAULT_NAN_AT_STEP")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|n| n == step)
 }
 
 fn resumed_or_saved(c: &Checkpoint) -> String {

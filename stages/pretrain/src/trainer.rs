@@ -3,13 +3,15 @@
 
 use anyhow::bail;
 use burn::module::Module;
-use burn::optim::{GradientsAccumulator, ModuleOptimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use pipeline_albert::parallel::DataParallel;
-use pipeline_albert::train::{OptimConfig, clip_global_norm};
+use pipeline_albert::train::OptimConfig;
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining, AlbertInput, MlmTargets};
 use pipeline_shards::{Batch, BatchReader};
 use serde::{Deserialize, Serialize};
+
+use crate::on_device;
 
 /// A shards [`Batch`] as tensors on `device`; with `mask_id` the forward pass also counts its
 /// MLM predictions by corruption.
@@ -67,6 +69,32 @@ pub struct StepStats {
     pub lr: f64,
     /// Model FLOPs of the step (for MFU).
     pub flops: f64,
+}
+
+impl StepStats {
+    /// The steps of one logging interval as one line: the losses and the gradient norm are
+    /// their means over the steps, the counts (correct predictions, positions, rows, tokens,
+    /// FLOPs) their sums, so accuracies are over every batch of the interval; the learning
+    /// rate is the last step's.
+    pub fn over(steps: &[StepStats]) -> StepStats {
+        let n = steps.len().max(1) as f64;
+        let mut sum = StepStats::default();
+        for s in steps {
+            sum.loss += s.loss / n;
+            sum.mlm_loss += s.mlm_loss / n;
+            sum.sop_loss += s.sop_loss / n;
+            sum.grad_norm += s.grad_norm / n;
+            sum.mlm_correct += s.mlm_correct;
+            sum.predictions += s.predictions;
+            sum.sop_correct += s.sop_correct;
+            sum.rows += s.rows;
+            sum.tokens += s.tokens;
+            sum.padded_tokens += s.padded_tokens;
+            sum.flops += s.flops;
+            sum.lr = s.lr;
+        }
+        sum
+    }
 }
 
 /// Evaluation on the held-out shard.
@@ -129,6 +157,8 @@ impl ByCorruption {
 /// Why a step was refused.
 #[derive(Debug)]
 pub struct NonFinite {
+    /// The step refused (the 0-based index [`Trainer::step`] was given).
+    pub step: u64,
     /// Which value (`loss`, `gradient norm`, …).
     pub what: &'static str,
     /// Its value.
@@ -161,6 +191,23 @@ pub struct Trainer {
     /// The vocabulary's `[MASK]` id: with it, evaluations report the MLM accuracy by
     /// corruption ([`EvalStats::mlm_by_corruption`]); `None` from [`Trainer::new`].
     pub mask_id: Option<u32>,
+    /// A test hook: this step's (0-based) MLM loss is multiplied by NaN on the device, so that
+    /// the refusal of a non-finite step is exercised end to end (NaN gradients, a NaN update,
+    /// the roll-back). `None` from [`Trainer::new`].
+    pub nan_at_step: Option<u64>,
+    /// Steps enqueued and not yet read.
+    pending: Vec<Pending>,
+    /// The model and optimiser as the last flush found them, taken at the first step after it.
+    last_good: Option<(AlbertForPreTraining, ModuleOptimizer)>,
+}
+
+/// A step whose values are still on the device.
+struct Pending {
+    step: u64,
+    /// What the host knows of the step (rows, tokens, learning rate, FLOPs).
+    stats: StepStats,
+    /// [`on_device::STEP_VALUES`] values.
+    values: Tensor<1>,
 }
 
 impl Trainer {
@@ -180,62 +227,51 @@ impl Trainer {
             device,
             sop: true,
             mask_id: None,
+            nan_at_step: None,
+            pending: Vec::new(),
+            last_good: None,
         }
     }
 
-    /// One optimiser step over `batches` (gradient accumulation: each batch's loss is scaled
-    /// by `1/len`, their gradients summed), with global-norm clipping. Each batch is split into
-    /// one micro-batch per core ([`DataParallel`]); a micro-batch's MLM loss is weighted by its
-    /// share of the batch's masked positions and its SOP loss by its share of the rows, so the
-    /// gradient is the whole batch's, whatever the split. A non-finite loss or gradient norm
-    /// refuses the step and leaves the model as it was.
+    /// One optimiser step over `batches`, read back at once: [`Trainer::enqueue`] then
+    /// [`Trainer::flush`] (one host synchronisation per step; the stage reads once per
+    /// `log_interval` steps instead). A non-finite loss or gradient norm refuses the step and
+    /// leaves the model as it was before it.
     pub fn step(&mut self, step: u64, batches: &[Batch]) -> Result<StepStats, NonFinite> {
+        self.enqueue(step, batches);
+        let mut stats = self.flush()?;
+        Ok(stats.pop().unwrap_or_default())
+    }
+
+    /// One optimiser step over `batches` (gradient accumulation: each batch's loss is scaled
+    /// by `1/len`, their gradients summed), with global-norm clipping, without reading anything
+    /// back: its losses, counts and gradient norm stay on the device until [`Trainer::flush`].
+    /// Each batch is split into one micro-batch per core ([`DataParallel`]); a micro-batch's
+    /// MLM loss is weighted by its share of the batch's masked positions and its SOP loss by
+    /// its share of the rows, so the gradient is the whole batch's, whatever the split.
+    ///
+    /// The update is applied even when it is not finite: the flush that finds it rolls the
+    /// model and the optimiser back (see [`Trainer::flush`]).
+    pub fn enqueue(&mut self, step: u64, batches: &[Batch]) {
+        if self.last_good.is_none() {
+            // Tensors are shared, not copied: holding the state costs no memory until the
+            // update replaces it, and then one copy of the weights and the moments.
+            self.last_good = Some((self.model.clone(), self.optim.clone()));
+        }
         let lr = self.optim_config.lr_at(step);
-        let scale = 1.0 / batches.len() as f64;
         let mut stats = StepStats {
             lr,
             ..Default::default()
         };
         let mut accumulator = GradientsAccumulator::<AlbertForPreTraining>::new();
+        let mut values: Option<Tensor<1>> = None;
         for b in batches {
-            let parts: Vec<Batch> = self
-                .parallel
-                .split(b.batch_size)
-                .into_iter()
-                .map(|rows| b.rows(rows))
-                .collect();
-            let mlm_share = |p: &Batch| scale * p.predictions as f64 / b.predictions.max(1) as f64;
-            let sop_share = |p: &Batch| scale * p.batch_size as f64 / b.batch_size.max(1) as f64;
-            let device = &self.device;
-            let sop_trained = self.sop;
-            let (grads, scalars) = self.parallel.backward(&self.model, parts.len(), |m, k| {
-                let part = &parts[k];
-                // Training steps do not count by corruption: no op is added to them.
-                let (input, mlm, sop) = batch_tensors(part, device, None);
-                let out = m.forward_pretrain(&input, &mlm, sop);
-                let mlm_loss = out.mlm_loss.clone().mul_scalar(mlm_share(part));
-                let loss = if sop_trained {
-                    mlm_loss + out.sop_loss.clone().mul_scalar(sop_share(part))
-                } else {
-                    mlm_loss
-                };
-                let scalars = read_scalars(vec![
-                    out.mlm_loss.detach(),
-                    out.sop_loss.detach(),
-                    out.mlm_correct,
-                    out.sop_correct,
-                ]);
-                (loss, scalars)
-            });
+            let (grads, v) = self.backward(step, b, 1.0 / batches.len() as f64);
             accumulator.accumulate(&self.model, grads);
-            for (part, v) in parts.iter().zip(scalars) {
-                if let [mlm, sop, mc, sc] = v[..] {
-                    stats.mlm_loss += mlm * mlm_share(part);
-                    stats.sop_loss += sop * sop_share(part);
-                    stats.mlm_correct += mc;
-                    stats.sop_correct += sc;
-                }
-            }
+            values = Some(match values {
+                Some(acc) => acc + v,
+                None => v,
+            });
             stats.predictions += b.predictions;
             stats.rows += b.batch_size as u64;
             stats.tokens += b.tokens;
@@ -244,24 +280,118 @@ impl Trainer {
                 .config
                 .training_flops(b.batch_size, b.seq_len, b.max_predictions);
         }
-        stats.loss = stats.mlm_loss + if self.sop { stats.sop_loss } else { 0.0 };
-        if !stats.loss.is_finite() {
-            return Err(NonFinite {
-                what: "loss",
-                value: stats.loss,
-            });
-        }
-        let grads = accumulator.grads();
-        let (grads, norm) = clip_global_norm(&self.model, grads, self.optim_config.max_grad_norm);
-        stats.grad_norm = norm;
-        if !norm.is_finite() {
-            return Err(NonFinite {
-                what: "gradient norm",
-                value: norm,
-            });
-        }
+        let (grads, norm) = on_device::clip_global_norm(
+            &self.model,
+            accumulator.grads(),
+            self.optim_config.max_grad_norm,
+        );
+        let values = match (values, norm) {
+            (Some(v), Some(n)) => Tensor::cat(vec![v, n], 0),
+            // No batch or no gradient: nothing to report, and NaN refuses the step.
+            _ => Tensor::full([on_device::STEP_VALUES], f64::NAN, &self.device),
+        };
         self.model = self.optim.step(lr, self.model.clone(), grads);
-        Ok(stats)
+        self.pending.push(Pending {
+            step,
+            stats,
+            values,
+        });
+    }
+
+    /// Forward and backward of one batch, split into one micro-batch per worker: its gradients
+    /// (scaled by `scale`, the batch's share of the step) and its `[MLM loss, SOP loss, MLM
+    /// correct, SOP correct]` on the device, the losses weighted by the micro-batches' shares.
+    fn backward(&self, step: u64, b: &Batch, scale: f64) -> (GradientsParams, Tensor<1>) {
+        let parts: Vec<Batch> = self
+            .parallel
+            .split(b.batch_size)
+            .into_iter()
+            .map(|rows| b.rows(rows))
+            .collect();
+        let mlm_share = |p: &Batch| scale * p.predictions as f64 / b.predictions.max(1) as f64;
+        let sop_share = |p: &Batch| scale * p.batch_size as f64 / b.batch_size.max(1) as f64;
+        let device = &self.device;
+        let sop_trained = self.sop;
+        let poisoned = self.nan_at_step == Some(step);
+        let (grads, values) = self.parallel.backward(&self.model, parts.len(), |m, k| {
+            let part = &parts[k];
+            // Training steps do not count by corruption: no op is added to them.
+            let (input, mlm, sop) = batch_tensors(part, device, None);
+            let out = m.forward_pretrain(&input, &mlm, sop);
+            let mlm_raw = if poisoned {
+                out.mlm_loss.mul_scalar(f64::NAN)
+            } else {
+                out.mlm_loss
+            };
+            let mlm_loss = mlm_raw.clone().mul_scalar(mlm_share(part));
+            let sop_loss = out.sop_loss.mul_scalar(sop_share(part));
+            let loss = if sop_trained {
+                mlm_loss.clone() + sop_loss.clone()
+            } else {
+                mlm_loss.clone()
+            };
+            let values = Tensor::cat(
+                vec![
+                    mlm_loss.detach(),
+                    sop_loss.detach(),
+                    out.mlm_correct,
+                    out.sop_correct,
+                ],
+                0,
+            );
+            (loss, values)
+        });
+        let values = values
+            .into_iter()
+            .reduce(|a, b| a + b)
+            .unwrap_or_else(|| Tensor::zeros([4], device));
+        (grads, values)
+    }
+
+    /// Reads the steps enqueued since the last flush in one read-back, oldest first. The first
+    /// one whose loss or gradient norm is not finite is refused: the model and the optimiser go
+    /// back to where they were at the last flush (the state before the first step read now),
+    /// and the steps read now are dropped, as the run that calls this stops there.
+    ///
+    /// Why roll back rather than skip a bad update on the device with a mask: a mask would
+    /// have to reach into every optimiser's state (moments and step counts) and costs a select
+    /// per parameter every step, while a bad step is rare and ends the run anyway; holding the
+    /// last read state costs nothing until an update replaces it.
+    pub fn flush(&mut self) -> Result<Vec<StepStats>, NonFinite> {
+        let pending = std::mem::take(&mut self.pending);
+        let values = on_device::read_steps(pending.iter().map(|p| p.values.clone()).collect());
+        let mut read = Vec::with_capacity(pending.len());
+        for (p, [mlm, sop, mc, sc, norm]) in pending.into_iter().zip(values) {
+            let mut stats = p.stats;
+            stats.mlm_loss = mlm;
+            stats.sop_loss = sop;
+            stats.mlm_correct = mc;
+            stats.sop_correct = sc;
+            stats.grad_norm = norm;
+            stats.loss = mlm + if self.sop { sop } else { 0.0 };
+            let refused = [("loss", stats.loss), ("gradient norm", norm)]
+                .into_iter()
+                .find(|(_, v)| !v.is_finite());
+            if let Some((what, value)) = refused {
+                if let Some((model, optim)) = self.last_good.take() {
+                    self.model = model;
+                    self.optim = optim;
+                }
+                return Err(NonFinite {
+                    step: p.step,
+                    what,
+                    value,
+                });
+            }
+            read.push(stats);
+        }
+        self.last_good = None;
+        Ok(read)
+    }
+
+    /// Whether steps wait on the device for [`Trainer::flush`].
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
     }
 
     /// MLM and SOP loss and accuracy over `reader` (one pass), at most `max_batches` batches

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use burn::tensor::Device;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining};
-use pipeline_shards::{BatchReader, BatchReaderConfig, Instance, ShardWriter};
+use pipeline_shards::{Batch, BatchReader, BatchReaderConfig, Instance, ShardWriter};
 
 use super::*;
 
@@ -118,4 +118,103 @@ fn evaluation_counts_predictions_by_corruption_in_the_same_read() {
         (correct - split.mlm_accuracy * 19.0).abs() < 1e-6,
         "{by:?} {split:?}"
     );
+}
+
+fn trainer(total_steps: u64) -> Trainer {
+    let device = Device::flex().autodiff();
+    device.seed(1);
+    let c = config();
+    let model = AlbertForPreTraining::new(&c, &device);
+    let optim = OptimConfig {
+        optimizer: OptimizerKind::Lamb,
+        learning_rate: 1e-2,
+        weight_decay: 0.01,
+        beta_1: 0.9,
+        beta_2: 0.999,
+        epsilon: 1e-6,
+        warmup_steps: 0,
+        total_steps,
+        max_grad_norm: 1.0,
+    };
+    Trainer::new(c, model, optim, device)
+}
+
+fn a_batch(dir: &std::path::Path) -> Batch {
+    reader(dir).next_batch().unwrap().unwrap()
+}
+
+#[test]
+fn steps_read_at_once_are_the_steps_read_one_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = a_batch(dir.path());
+    let mut each = trainer(10);
+    let one_by_one: Vec<StepStats> = (0..3)
+        .map(|k| each.step(k, std::slice::from_ref(&b)).unwrap())
+        .collect();
+    let mut deferred = trainer(10);
+    for k in 0..3 {
+        deferred.enqueue(k, std::slice::from_ref(&b));
+    }
+    assert!(deferred.has_pending());
+    let at_once = deferred.flush().unwrap();
+    assert!(!deferred.has_pending());
+    assert_eq!(at_once.len(), 3);
+    for (a, b) in one_by_one.iter().zip(&at_once) {
+        assert_eq!(
+            (a.loss, a.mlm_correct, a.grad_norm, a.lr, a.predictions),
+            (b.loss, b.mlm_correct, b.grad_norm, b.lr, b.predictions)
+        );
+        assert!(a.loss.is_finite() && a.grad_norm > 0.0, "{a:?}");
+    }
+    // The model trained on: the losses move.
+    assert_ne!(at_once[0].loss, at_once[2].loss);
+}
+
+#[test]
+fn a_forced_nan_is_refused_at_the_next_read_and_the_model_rolled_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = a_batch(dir.path());
+    let mut t = trainer(10);
+    t.enqueue(0, std::slice::from_ref(&b));
+    t.enqueue(1, std::slice::from_ref(&b));
+    assert_eq!(t.flush().unwrap().len(), 2);
+    let before = t.evaluate(reader(dir.path()), 0).unwrap();
+    // Step 3 (index 3) is poisoned: its NaN gradients reach the weights, and step 4 trains
+    // on from there, all before anything is read.
+    t.nan_at_step = Some(3);
+    for k in 2..5 {
+        t.enqueue(k, std::slice::from_ref(&b));
+    }
+    let poisoned = t.evaluate(reader(dir.path()), 0).unwrap();
+    assert!(poisoned.mlm_loss.is_nan(), "{poisoned:?}");
+    let e = t.flush().unwrap_err();
+    assert_eq!((e.step, e.what), (3, "loss"));
+    assert!(e.value.is_nan());
+    assert_eq!(e.to_string(), "the loss is NaN");
+    assert!(!t.has_pending());
+    // Back to the state of the last read, exactly.
+    assert_eq!(t.evaluate(reader(dir.path()), 0).unwrap(), before);
+    // And it trains on from there.
+    t.nan_at_step = None;
+    let s = t.step(2, std::slice::from_ref(&b)).unwrap();
+    assert!(s.loss.is_finite(), "{s:?}");
+}
+
+#[test]
+fn an_interval_is_the_mean_of_its_losses_and_the_sum_of_its_counts() {
+    let step = |loss: f64, correct: f64, lr: f64| StepStats {
+        loss,
+        mlm_loss: loss,
+        grad_norm: 2.0 * loss,
+        mlm_correct: correct,
+        predictions: 10,
+        rows: 4,
+        lr,
+        ..Default::default()
+    };
+    let s = StepStats::over(&[step(1.0, 3.0, 0.1), step(3.0, 5.0, 0.2)]);
+    assert_eq!((s.loss, s.mlm_loss, s.grad_norm), (2.0, 2.0, 4.0));
+    assert_eq!((s.mlm_correct, s.predictions, s.rows), (8.0, 20, 8));
+    assert_eq!(s.lr, 0.2);
+    assert_eq!(StepStats::over(&[]).loss, 0.0);
 }
