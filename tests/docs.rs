@@ -143,7 +143,7 @@ fn issue_mentions(text: &str) -> Vec<String> {
             let end = (end..=lower.len())
                 .find(|&i| lower.is_char_boundary(i))
                 .unwrap_or(end);
-            found.push(text[start..end].replace('\n', " "));
+            found.push(lower[start..end].replace('\n', " "));
         }
     }
     found
