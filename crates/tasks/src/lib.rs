@@ -135,7 +135,8 @@ pub use metrics::{
     ConfusionMatrix, Metrics, MetricsBlock, MetricsError, SpanMetricsBlock, evaluate,
 };
 pub use protocol::{
-    DevSpec, EvalSpec, Examples, FileSpec, Protocol, ProtocolSpec, ProtocolSummary, Split,
+    DevSpec, EvalSpec, Examples, FileSpec, KindExample, Protocol, ProtocolSpec, ProtocolSummary,
+    Split, WrongKind,
 };
 pub use read::{
     BadReason, BadRow, BadRows, ChoiceExample, FileReport, PairExample, ReadingReport,

@@ -45,7 +45,81 @@ macro_rules! each {
     };
 }
 
+/// The example type of one task kind: what that kind's module reads out of [`Examples`]. With
+/// it a kind asks for its own examples by type ([`Examples::of`]) and gets a typed error, not
+/// an empty list, from a split of another kind.
+pub trait KindExample: Clone + Sized {
+    /// The kind whose splits hold examples of this type.
+    const KIND: TaskKind;
+
+    /// The examples, if `examples` is of [`KindExample::KIND`].
+    fn slice(examples: &Examples) -> Option<&[Self]>;
+
+    /// Examples of this type as a split's.
+    fn wrap(examples: Vec<Self>) -> Examples;
+}
+
+/// `$ty` is the example type of `Examples::$variant` and `TaskKind::$variant`.
+macro_rules! kind_example {
+    ($($variant:ident => $ty:ty),* $(,)?) => {$(
+        impl KindExample for $ty {
+            const KIND: TaskKind = TaskKind::$variant;
+
+            fn slice(examples: &Examples) -> Option<&[Self]> {
+                match examples {
+                    Examples::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+
+            fn wrap(examples: Vec<Self>) -> Examples {
+                Examples::$variant(examples)
+            }
+        }
+    )*};
+}
+
+kind_example! {
+    Pair => PairExample,
+    Choice => ChoiceExample,
+    Single => SingleExample,
+    Tagging => TagExample,
+    Span => SquadExample,
+    ReadingChoice => C3Example,
+}
+
+/// A split of one kind read as another's: a caller paired a kind's module with a protocol of
+/// another kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the examples are of a {found} task, not of a {expected} task")]
+pub struct WrongKind {
+    /// The kind the caller asked for.
+    pub expected: TaskKind,
+    /// The kind the examples are of.
+    pub found: TaskKind,
+}
+
 impl Examples {
+    /// The kind of task the examples are of.
+    pub fn kind(&self) -> TaskKind {
+        match self {
+            Examples::Pair(_) => TaskKind::Pair,
+            Examples::Choice(_) => TaskKind::Choice,
+            Examples::Single(_) => TaskKind::Single,
+            Examples::Tagging(_) => TaskKind::Tagging,
+            Examples::Span(_) => TaskKind::Span,
+            Examples::ReadingChoice(_) => TaskKind::ReadingChoice,
+        }
+    }
+
+    /// The examples as `E`s, or which kind they are of when they are not.
+    pub fn of<E: KindExample>(&self) -> Result<&[E], WrongKind> {
+        E::slice(self).ok_or(WrongKind {
+            expected: E::KIND,
+            found: self.kind(),
+        })
+    }
+
     /// No examples, of `kind`.
     pub fn empty(kind: TaskKind) -> Examples {
         match kind {

@@ -29,7 +29,9 @@ mod examples;
 mod load;
 mod reading;
 
-pub use examples::{Examples, Protocol, ProtocolSummary, Split, SplitSummary};
+pub use examples::{
+    Examples, KindExample, Protocol, ProtocolSummary, Split, SplitSummary, WrongKind,
+};
 
 /// The params a protocol reads; the finetune stage adds its own training params to these.
 pub const PARAMS: &[&str] = &[

@@ -532,3 +532,34 @@ fn a_label2id_that_is_a_fifo_or_over_1_mib_is_refused_naming_it() {
         "ner/big.json: cannot read: larger than 1 MiB, the limit for a label2id.json"
     );
 }
+
+#[test]
+fn examples_are_read_by_their_type_or_refused_with_both_kinds() {
+    use crate::read::{PairExample, TagExample};
+    use crate::task::TaskKind;
+    let pair = PairExample {
+        line: 1,
+        text_a: "a".into(),
+        text_b: "b".into(),
+        label: 0,
+        file: 0,
+    };
+    let ex = <PairExample as KindExample>::wrap(vec![pair.clone()]);
+    assert_eq!(ex.kind(), TaskKind::Pair);
+    assert_eq!(ex.of::<PairExample>(), Ok(&[pair][..]));
+    let err = ex.of::<TagExample>().unwrap_err();
+    assert_eq!(
+        err,
+        WrongKind {
+            expected: TaskKind::Tagging,
+            found: TaskKind::Pair
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "the examples are of a pair task, not of a tagging task"
+    );
+    for kind in [TaskKind::Choice, TaskKind::Span, TaskKind::ReadingChoice] {
+        assert_eq!(Examples::empty(kind).kind(), kind);
+    }
+}
