@@ -25,8 +25,8 @@ use pipeline_tasks::TaskKind;
 use pipeline_tasks::entities::entities;
 use serde_json::json;
 use stage_finetune::encode::Encoded;
-use stage_finetune::kinds::{Outputs, tagging};
-use stage_finetune::predict::{FineTuned, argmax, outputs, pair_probabilities};
+use stage_finetune::kinds::tagging;
+use stage_finetune::predict::{FineTuned, argmax, pair_probabilities};
 
 use crate::args::{Cli, PredictArgs};
 use crate::model::model_dir;
@@ -209,13 +209,24 @@ fn class_probabilities(
     rows: &[&[String]],
     batch_size: usize,
     progress: &(dyn Fn(usize) + Sync),
-) -> Vec<Vec<f32>> {
+) -> Result<Vec<Vec<f32>>> {
     let stage_finetune::task_model::TaskModel::Pair(m) = &model.model else {
-        return Vec::new();
+        bail!(
+            "{}: a {} model, where a sequence classifier was expected",
+            model.dir.display(),
+            model.model.head_name()
+        );
     };
     let encoded: Vec<Encoded> = rows.iter().map(|t| encode(model, t)).collect();
     let workers = DataParallel::for_device(&device.device);
-    pair_probabilities(m, &encoded, batch_size, &workers, &device.device, progress)
+    Ok(pair_probabilities(
+        m,
+        &encoded,
+        batch_size,
+        &workers,
+        &device.device,
+        progress,
+    ))
 }
 
 fn print_class(
@@ -224,7 +235,7 @@ fn print_class(
     device: &ResolvedDevice,
     texts: &[String],
 ) -> Result<ExitCode> {
-    let p = class_probabilities(model, device, &[texts], 1, &|_| {})
+    let p = class_probabilities(model, device, &[texts], 1, &|_| {})?
         .pop()
         .unwrap_or_default();
     let k = argmax(&p);
@@ -295,7 +306,7 @@ fn classify_file(
     let t0 = Instant::now();
     // Borrowed, not copied: the texts of a 1 GiB input are held once.
     let all: Vec<&[String]> = rows.iter().map(|r| &r.texts[..]).collect();
-    let probs = class_probabilities(model, device, &all, args.batch_size, &|n| bar.inc(n as u64));
+    let probs = class_probabilities(model, device, &all, args.batch_size, &|n| bar.inc(n as u64))?;
     bar.finish_and_clear();
     let seconds = t0.elapsed().as_secs_f64();
     let (mut correct, mut with_gold) = (0usize, 0usize);
@@ -370,28 +381,21 @@ fn tag_texts(
     texts: &[String],
     batch_size: usize,
     progress: &(dyn Fn(usize) + Sync),
-) -> Vec<(Vec<String>, Vec<FoundEntity>)> {
+) -> Result<Vec<(Vec<String>, Vec<FoundEntity>)>> {
     let units: Vec<(Vec<String>, Vec<usize>)> = texts.iter().map(|t| tagging::units(t)).collect();
     let split = tagging::encode_sentences(
         "predict",
         units.iter().map(|(u, _)| (&u[..], None)),
         &model.encoder,
     );
-    let workers = DataParallel::for_device(&device.device);
-    let out = outputs(
-        &model.model,
+    let tags = model.predict(
+        &tagging::Tagging,
         &split,
         batch_size,
-        &workers,
         &device.device,
         progress,
-    );
-    let lengths: Vec<usize> = units.iter().map(|(u, _)| u.len()).collect();
-    let tags = match out {
-        Outputs::Positions(p) => tagging::merge(&split, &lengths, &p),
-        _ => Vec::new(),
-    };
-    texts
+    )?;
+    Ok(texts
         .iter()
         .zip(&units)
         .zip(&tags)
@@ -410,7 +414,7 @@ fn tag_texts(
                 .collect();
             (full, found)
         })
-        .collect()
+        .collect())
 }
 
 fn entities_json(found: &[FoundEntity]) -> serde_json::Value {
@@ -428,7 +432,7 @@ fn print_entities(
     device: &ResolvedDevice,
     text: &str,
 ) -> Result<ExitCode> {
-    let mut result = tag_texts(model, device, &[text.to_string()], 1, &|_| {});
+    let mut result = tag_texts(model, device, &[text.to_string()], 1, &|_| {})?;
     let (tags, found) = result.pop().unwrap_or_default();
     if args.json {
         println!(
@@ -460,7 +464,7 @@ fn tag_file(
     let t0 = Instant::now();
     let tagged = tag_texts(model, device, &texts, args.batch_size, &|n| {
         bar.inc(n as u64)
-    });
+    })?;
     bar.finish_and_clear();
     let mut out = output(args)?;
     if !args.json {

@@ -18,14 +18,12 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use pipeline_albert::device::ResolvedDevice;
-use pipeline_albert::parallel::DataParallel;
 use pipeline_tasks::TaskKind;
 use pipeline_tasks::c3::{C3_CHOICES, C3Example, read_c3};
 use pipeline_tasks::squad::{SquadExample, read_squad_questions};
 use serde_json::json;
-use stage_finetune::data::EncodedSplit;
-use stage_finetune::kinds::{Decoded, Kind, Outputs, SpanAnswer, reading_choice, span};
-use stage_finetune::predict::{FineTuned, argmax, outputs};
+use stage_finetune::kinds::{SpanAnswer, reading_choice, span};
+use stage_finetune::predict::{FineTuned, argmax};
 
 use super::{output, progress_bar};
 use crate::args::{Cli, PredictArgs};
@@ -78,27 +76,6 @@ fn text<'a>(value: &'a Option<String>, flag: &str, kind: TaskKind) -> Result<&'a
     }
 }
 
-/// The head's outputs on a split's features, decoded by `kind`.
-fn run(
-    model: &FineTuned,
-    device: &ResolvedDevice,
-    kind: &dyn Kind,
-    split: &EncodedSplit,
-    batch_size: usize,
-    progress: &(dyn Fn(usize) + Sync),
-) -> Decoded {
-    let workers = DataParallel::for_device(&device.device);
-    let out: Outputs = outputs(
-        &model.model,
-        split,
-        batch_size,
-        &workers,
-        &device.device,
-        progress,
-    );
-    kind.decode(split, out)
-}
-
 fn answer_json(a: &Option<SpanAnswer>) -> serde_json::Value {
     match a {
         Some(a) => json!({"answer": a.text, "start": a.chars.start, "end": a.chars.end,
@@ -119,9 +96,7 @@ fn answer_one(args: &PredictArgs, model: &FineTuned, device: &ResolvedDevice) ->
         file: 0,
     };
     let split = span::encode_questions("predict", &[ex], &model.encoder);
-    let Decoded::Spans(mut answers) = run(model, device, &span::Spans, &split, 1, &|_| {}) else {
-        bail!("the model gave no spans");
-    };
+    let mut answers = model.predict(&span::Spans, &split, 1, &device.device, &|_| {})?;
     let a = answers.pop().flatten();
     if args.json {
         let mut o = answer_json(&a);
@@ -149,18 +124,19 @@ fn answer_file(
     let file = read_squad_questions(input)?;
     let bar = progress_bar(cli, args, file.examples.len(), "questions");
     let split = span::encode_questions("predict", &file.examples, &model.encoder);
-    let decoded = run(model, device, &span::Spans, &split, args.batch_size, &|n| {
-        bar.inc(n as u64)
-    });
+    let answers = model.predict(
+        &span::Spans,
+        &split,
+        args.batch_size,
+        &device.device,
+        &|n| bar.inc(n as u64),
+    )?;
     bar.finish_and_clear();
-    let Decoded::Spans(answers) = &decoded else {
-        bail!("the model gave no spans");
-    };
     let mut out = output(args)?;
     if !args.json {
         writeln!(out, "id\tquestion\tanswer\tstart\tend\tprobability")?;
     }
-    for (q, a) in file.examples.iter().zip(answers) {
+    for (q, a) in file.examples.iter().zip(&answers) {
         if args.json {
             let mut o = answer_json(a);
             o["id"] = json!(q.id);
@@ -186,7 +162,7 @@ fn answer_file(
         .filter(|q| !q.answers.is_empty())
         .count();
     if !cli.quiet && answered > 0 {
-        let m = span::score_answers(&split, answers).context("scoring")?;
+        let m = span::score_answers(&split, &answers).context("scoring")?;
         eprintln!(
             "{} questions, EM {:.2} F1 {:.2} (CMRC 2018's script, %) on the {answered} with answers",
             file.examples.len(),
@@ -235,7 +211,7 @@ fn choose(
     questions: &[C3Example],
     batch_size: usize,
     progress: &(dyn Fn(usize) + Sync),
-) -> Vec<Vec<f32>> {
+) -> Result<Vec<Vec<f32>>> {
     let mut split = reading_choice::encode_questions("predict", questions, &model.encoder);
     if model.kind == TaskKind::Choice {
         // A `choice` model was trained on `[CLS] prompt [SEP] choice [SEP]` of its real
@@ -250,22 +226,18 @@ fn choose(
             })
             .collect();
     }
-    match run(
-        model,
-        device,
+    Ok(model.predict(
         &reading_choice::ReadingChoices,
         &split,
         batch_size,
+        &device.device,
         progress,
-    ) {
-        Decoded::Classes(p) => p,
-        _ => Vec::new(),
-    }
+    )?)
 }
 
 fn choose_one(args: &PredictArgs, model: &FineTuned, device: &ResolvedDevice) -> Result<ExitCode> {
     let q = choice_question(args, model)?;
-    let p = choose(model, device, std::slice::from_ref(&q), 1, &|_| {})
+    let p = choose(model, device, std::slice::from_ref(&q), 1, &|_| {})?
         .pop()
         .unwrap_or_default();
     let k = argmax(&p);
@@ -302,7 +274,7 @@ fn choose_file(
     let file = read_c3(input)?;
     let qs = &file.examples;
     let bar = progress_bar(cli, args, qs.len(), "questions");
-    let probs = choose(model, device, qs, args.batch_size, &|n| bar.inc(n as u64));
+    let probs = choose(model, device, qs, args.batch_size, &|n| bar.inc(n as u64))?;
     bar.finish_and_clear();
     let mut out = output(args)?;
     if !args.json {

@@ -11,6 +11,7 @@
 use pipeline_shards::rng::SplitMix64;
 
 use crate::encode::Encoded;
+use crate::kinds::KindError;
 
 /// Encoded examples of one split, as features: the model rows of each (one for a pair, a
 /// single text, a tagging window or a span window; N for a choice question), the target each
@@ -45,12 +46,36 @@ pub enum Targets {
 }
 
 impl Targets {
-    /// The class ids (empty for the other targets).
-    pub fn classes(&self) -> &[usize] {
+    /// The class ids of split `split`'s features, or the error of a split encoded with other
+    /// targets.
+    pub fn classes(&self, split: &str) -> Result<&[usize], KindError> {
         match self {
-            Targets::Classes(c) => c,
-            _ => &[],
+            Targets::Classes(c) => Ok(c),
+            _ => Err(shape(split, "targets", "classes", self.shape())),
         }
+    }
+
+    fn shape(&self) -> &'static str {
+        match self {
+            Targets::Classes(_) => "classes",
+            Targets::Tags(_) => "tags",
+            Targets::Spans(_) => "answer spans",
+        }
+    }
+}
+
+/// A split's `what` of shape `found` where `expected` was needed.
+fn shape(
+    split: &str,
+    what: &'static str,
+    expected: &'static str,
+    found: &'static str,
+) -> KindError {
+    KindError::Shape {
+        split: split.to_string(),
+        what,
+        expected,
+        found,
     }
 }
 
@@ -65,17 +90,57 @@ pub enum Decoding {
         /// The real choices of each question (at most its rows).
         real: Vec<usize>,
     },
-    /// Tagging: each feature's window over its sentence, and the gold tag ids of each
-    /// example's characters.
-    Tagging {
-        /// One per feature.
-        windows: Vec<Window>,
-        /// One per example: a tag id for each of its characters (what the windows' outputs
-        /// are merged back onto).
-        gold_tags: Vec<Vec<usize>>,
-    },
+    /// Tagging: each feature's window over its sentence, and each sentence's characters.
+    Tagging(TaggingSplit),
     /// Span extraction: the windows and their contexts ([`crate::kinds::span`]).
     Spans(Box<crate::kinds::span::SpanSplit>),
+}
+
+impl Decoding {
+    fn shape(&self) -> &'static str {
+        match self {
+            Decoding::Direct => "one feature per example",
+            Decoding::Choices { .. } => "choice questions",
+            Decoding::Tagging(_) => "tagging windows",
+            Decoding::Spans(_) => "span windows",
+        }
+    }
+
+    /// The real choices of each question of a choice split.
+    pub fn choices(&self, split: &str) -> Result<&[usize], KindError> {
+        match self {
+            Decoding::Choices { real } => Ok(real),
+            _ => Err(shape(split, "decoding", "choice questions", self.shape())),
+        }
+    }
+
+    /// The windows of a tagging split and its sentences.
+    pub fn tagging(&self, split: &str) -> Result<&TaggingSplit, KindError> {
+        match self {
+            Decoding::Tagging(t) => Ok(t),
+            _ => Err(shape(split, "decoding", "tagging windows", self.shape())),
+        }
+    }
+
+    /// The windows and contexts of a span split.
+    pub fn spans(&self, split: &str) -> Result<&crate::kinds::span::SpanSplit, KindError> {
+        match self {
+            Decoding::Spans(s) => Ok(s),
+            _ => Err(shape(split, "decoding", "span windows", self.shape())),
+        }
+    }
+}
+
+/// What decoding a tagging split needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaggingSplit {
+    /// One per feature.
+    pub windows: Vec<Window>,
+    /// One per example: the gold tag id of each of its characters; empty where there is no
+    /// gold (in `predict`).
+    pub gold_tags: Vec<Vec<usize>>,
+    /// One per example: its characters, what the windows' outputs are merged back onto.
+    pub lengths: Vec<usize>,
 }
 
 /// Examples set aside or served in part while encoding, by cause, with every id.

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::data::{EncodedSplit, Targets, epoch_batches};
 use crate::encode::Encoded;
-use crate::kinds::{Decoded, Kind, Scores};
+use crate::kinds::{AnyKind, Decoded, KindError, Scores};
 use crate::params::TrainParams;
 use crate::predict::outputs;
 use crate::task_model::TaskModel;
@@ -91,13 +91,13 @@ pub struct Fit {
 
 /// The predictions of `model` for every example of `split`, in order.
 pub fn predict_split(
-    kind: &dyn Kind,
+    kind: &dyn AnyKind,
     model: &TaskModel,
     split: &EncodedSplit,
     p: &TrainParams,
     workers: &DataParallel,
     device: &Device,
-) -> Decoded {
+) -> Result<Decoded, KindError> {
     let out = outputs(model, split, p.eval_batch_size, workers, device, &|_| {});
     kind.decode(split, out)
 }
@@ -131,7 +131,8 @@ impl EpochSums {
 }
 
 /// One optimiser step on a batch (row indices of `train`) with its gold targets; a loss that
-/// is not finite stops training with the learning rate that caused it.
+/// is not finite stops training with the learning rate that caused it, and gold the model's
+/// head does not train on stops it with both named.
 fn train_batch(
     tuner: &mut FineTuner,
     train: &EncodedSplit,
@@ -143,17 +144,17 @@ fn train_batch(
     let r = match &train.targets {
         Targets::Classes(c) => {
             let classes: Vec<usize> = batch.iter().map(|&i| c[i]).collect();
-            tuner.step_gold(step, &rows, Gold::Classes(&classes))
+            tuner.try_step(step, &rows, Gold::Classes(&classes))
         }
         Targets::Tags(t) => {
             let tags: Vec<&[i64]> = batch.iter().map(|&i| &t[i][..]).collect();
-            tuner.step_gold(step, &rows, Gold::Tags(&tags))
+            tuner.try_step(step, &rows, Gold::Tags(&tags))
         }
         Targets::Spans(s) => {
             let spans: Vec<(usize, usize)> = batch.iter().map(|&i| s[i]).collect();
-            tuner.step_gold(step, &rows, Gold::Spans(&spans))
+            tuner.try_step(step, &rows, Gold::Spans(&spans))
         }
-    };
+    }?;
     if !r.loss.is_finite() {
         bail!(
             "epoch {epoch}, step {}: the loss is {} (learning rate {:.3e}); training \
@@ -170,7 +171,7 @@ fn train_batch(
 #[derive(Clone, Copy)]
 pub struct Task<'a> {
     /// How its examples are encoded, decoded and scored.
-    pub kind: &'static dyn Kind,
+    pub kind: &'static dyn AnyKind,
     /// The protocol's labels (for tagging, the tags), in id order.
     pub labels: &'a [String],
 }
@@ -219,7 +220,7 @@ pub fn fit(
         let seconds = t0.elapsed().as_secs_f64();
         train_seconds += seconds;
         let model = tuner.model.valid();
-        let dev_decoded = predict_split(kind, &model, dev, p, &tuner.parallel, &eval_device);
+        let dev_decoded = predict_split(kind, &model, dev, p, &tuner.parallel, &eval_device)?;
         let dev_scores = kind
             .score(dev, &dev_decoded, labels)
             .map_err(|e| anyhow::anyhow!("dev metrics: {e}"))?;

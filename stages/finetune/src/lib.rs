@@ -73,7 +73,7 @@ use serde_json::{Map, Value, json};
 use data::EncodedSplit;
 use encode::Encoder;
 use fit::{Fit, Task, fit, predict_split};
-use kinds::Kind;
+use kinds::AnyKind;
 use outputs::{Predictions, scores_json};
 pub use params::{Init, TrainParams};
 use params::{known, train_params};
@@ -139,7 +139,7 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
     let (config, model) = TaskModel::with_head(&source, p, head, &ad)?;
     let encoder = task_encoder(&source, p, &config, spec)?;
     check_vocab(&source.dir, encoder.vocab.len(), &config)?;
-    let sets = Sets::encode(kind, &protocol, &encoder);
+    let sets = Sets::encode(kind, &protocol, &encoder)?;
     let total_steps = (sets.train.rows.len().div_ceil(p.batch_size) * p.epochs) as u64;
     let mut tuner = FineTuner::new(
         model,
@@ -301,16 +301,20 @@ struct Sets {
 }
 
 impl Sets {
-    fn encode(kind: &dyn Kind, protocol: &Protocol, encoder: &Encoder) -> Sets {
-        Sets {
-            train: kind.encode("train", &protocol.train.examples, encoder),
-            dev: kind.encode("dev", &protocol.dev.examples, encoder),
+    fn encode(
+        kind: &dyn AnyKind,
+        protocol: &Protocol,
+        encoder: &Encoder,
+    ) -> Result<Sets, kinds::KindError> {
+        Ok(Sets {
+            train: kind.encode("train", &protocol.train.examples, encoder)?,
+            dev: kind.encode("dev", &protocol.dev.examples, encoder)?,
             eval: protocol
                 .eval
                 .iter()
                 .map(|s| kind.encode(&s.name, &s.examples, encoder))
-                .collect(),
-        }
+                .collect::<Result<_, _>>()?,
+        })
     }
 }
 
@@ -391,7 +395,7 @@ fn evaluate_sets(
     };
     let mut eval = Map::new();
     let mut predictions = Predictions::for_kind(task.kind, &protocol.labels);
-    predictions.add_decoded("dev", &protocol.dev.examples, &fitted.best.dev_decoded);
+    predictions.add_decoded("dev", &protocol.dev.examples, &fitted.best.dev_decoded)?;
     let mut rows = 0usize;
     for (set, split) in sets.eval.iter().zip(&protocol.eval) {
         let decoded = predict_split(
@@ -401,12 +405,12 @@ fn evaluate_sets(
             p,
             workers,
             &device.device,
-        );
+        )?;
         rows += set.rows.iter().map(Vec::len).sum::<usize>();
         let s = task.kind.score(set, &decoded, task.labels)?;
         log(&format!("{}: {}", set.name, s.summary()));
         eval.insert(set.name.clone(), scores_json(&s));
-        predictions.add_decoded(&set.name, &split.examples, &decoded);
+        predictions.add_decoded(&set.name, &split.examples, &decoded)?;
     }
     Ok(Evaluated {
         eval,

@@ -5,7 +5,7 @@
 use pipeline_tasks::{Examples, Metrics};
 use serde_json::Value;
 
-use crate::kinds::{self, Decoded, Kind, Scores};
+use crate::kinds::{self, AnyKind, Decoded, KindError, Scores};
 
 /// One metrics block: accuracy, binary F1, macro-F1, confusion (and a tagger's entities).
 pub fn metrics_json(m: &Metrics) -> Value {
@@ -21,7 +21,7 @@ pub fn scores_json(s: &Scores) -> Value {
 pub struct Predictions {
     text: String,
     labels: Vec<String>,
-    kind: &'static dyn Kind,
+    kind: &'static dyn AnyKind,
 }
 
 impl Predictions {
@@ -31,7 +31,7 @@ impl Predictions {
     }
 
     /// The columns of `kind`.
-    pub fn for_kind(kind: &'static dyn Kind, labels: &[String]) -> Predictions {
+    pub fn for_kind(kind: &'static dyn AnyKind, labels: &[String]) -> Predictions {
         let mut text = kind.prediction_header(labels);
         text.push('\n');
         Predictions {
@@ -42,14 +42,25 @@ impl Predictions {
     }
 
     /// The rows of set `name`: its examples (in the protocol's order) and their probabilities.
-    pub fn add(&mut self, name: &str, examples: &Examples, probs: &[Vec<f32>]) {
-        self.add_decoded(name, examples, &Decoded::Classes(probs.to_vec()));
+    pub fn add(
+        &mut self,
+        name: &str,
+        examples: &Examples,
+        probs: &[Vec<f32>],
+    ) -> Result<(), KindError> {
+        self.add_decoded(name, examples, &Decoded::Classes(probs.to_vec()))
     }
 
-    /// The rows of set `name` from the kind's predictions.
-    pub fn add_decoded(&mut self, name: &str, examples: &Examples, decoded: &Decoded) {
+    /// The rows of set `name` from the kind's predictions: as many as its examples, of the
+    /// kind's shape.
+    pub fn add_decoded(
+        &mut self,
+        name: &str,
+        examples: &Examples,
+        decoded: &Decoded,
+    ) -> Result<(), KindError> {
         self.kind
-            .prediction_rows(name, examples, decoded, &self.labels, &mut self.text);
+            .prediction_rows(name, examples, decoded, &self.labels, &mut self.text)
     }
 
     /// The file's text: the header line, then every row added, each ending in a newline.
@@ -74,7 +85,7 @@ mod tests {
             label: 1,
             file: 0,
         }]);
-        p.add("test", &ex, &[vec![0.25, 0.75]]);
+        p.add("test", &ex, &[vec![0.25, 0.75]]).unwrap();
         let text = p.into_string();
         let row = text.lines().nth(1).unwrap();
         assert_eq!(row, "test\t3\ta b\tc d\t1\t1\t0.250000\t0.750000");

@@ -20,7 +20,7 @@ use pipeline_albert::{
 
 use crate::data::EncodedSplit;
 use crate::encode::{Encoded, Encoder, PairEncoder, batch_input};
-use crate::kinds::Outputs;
+use crate::kinds::{Kind, KindError, Outputs, decode_outputs};
 use crate::task_model::TaskModel;
 use pipeline_tasks::{Task, TaskKind};
 
@@ -302,6 +302,22 @@ impl FineTuned {
             encoder,
             labels,
         })
+    }
+
+    /// The predictions of kind `kind`, one per example of `split` (encoded by `kind` with
+    /// [`FineTuned::encoder`]), `batch_size` features a forward pass; a model whose head
+    /// gives another kind's outputs is a [`KindError`].
+    pub fn predict<K: Kind>(
+        &self,
+        kind: &K,
+        split: &EncodedSplit,
+        batch_size: usize,
+        device: &Device,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<K::Prediction>, KindError> {
+        let workers = DataParallel::for_device(device);
+        let out = outputs(&self.model, split, batch_size, &workers, device, progress);
+        decode_outputs(kind, split, out)
     }
 
     /// Whether it tags characters (a token classifier) rather than classifying texts.

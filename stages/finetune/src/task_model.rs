@@ -57,6 +57,28 @@ pub enum GoldTensors {
     },
 }
 
+/// Gold of one head's shape given to another head: a class or tag id per row (or position)
+/// to a span extractor, or answer spans to a classifier. The model is left untrained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadMismatch {
+    /// The model's head ([`TaskModel::head_name`]).
+    pub head: &'static str,
+    /// The gold given (`classes`, `tags`, `answer spans`).
+    pub gold: &'static str,
+}
+
+impl std::fmt::Display for HeadMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "a {} cannot be trained on gold {}: the task's kind and the model's head disagree",
+            self.head, self.gold
+        )
+    }
+}
+
+impl std::error::Error for HeadMismatch {}
+
 /// The classifier's dropout as a mask: on the pooled `[rows, H]` output of the sequence and
 /// choice heads, or on the `[rows, seq, H]` hidden states of the token head.
 #[derive(Debug, Clone)]
@@ -243,31 +265,45 @@ impl TaskModel {
         matches!(self, TaskModel::Choice(_))
     }
 
+    /// The head's name in errors: transformers' architecture.
+    pub fn head_name(&self) -> &'static str {
+        match self {
+            TaskModel::Pair(_) => "AlbertForSequenceClassification",
+            TaskModel::Choice(_) => "AlbertForMultipleChoice",
+            TaskModel::Tags(_) => "AlbertForTokenClassification",
+            TaskModel::Span(_) => "AlbertForQuestionAnswering",
+        }
+    }
+
     /// The loss of `input` against `gold` (`choices` rows per example for a choice model),
     /// the classifier's dropout given as a mask, and how many predictions were right: the
     /// weighted cross-entropy of the logits (`[examples, classes or choices]`; for a token
     /// model every position a row), or for a span model transformers' mean of the start and
-    /// end cross-entropies (right: rows whose start and end are both right). A gold of the
-    /// wrong shape for the head gives a NaN loss, which the step refuses.
+    /// end cross-entropies (right: rows whose start and end are both right). Gold of another
+    /// head's shape is a [`HeadMismatch`].
     pub fn loss(
         &self,
         input: &AlbertInput,
         choices: usize,
         mask: Option<DropoutMask>,
         gold: GoldTensors,
-    ) -> (Tensor<1>, Tensor<1>) {
+    ) -> Result<(Tensor<1>, Tensor<1>), HeadMismatch> {
         let pooled = |m: Option<DropoutMask>| match m {
             Some(DropoutMask::Pooled(t)) => Some(t),
             _ => None,
         };
-        let logits = match (self, gold) {
+        let (logits, ids, weights) = match (self, gold) {
             (TaskModel::Span(m), GoldTensors::Spans { start, end }) => {
-                return AlbertForQuestionAnswering::loss(&m.forward(input), start, end);
+                return Ok(AlbertForQuestionAnswering::loss(
+                    &m.forward(input),
+                    start,
+                    end,
+                ));
             }
-            (TaskModel::Span(_), GoldTensors::Classes { .. }) | (_, GoldTensors::Spans { .. }) => {
-                let nan = Tensor::<1>::from_floats([f32::NAN], &input.input_ids.device());
-                return (nan.clone(), nan.mul_scalar(0.0));
+            (TaskModel::Span(_), GoldTensors::Classes { .. }) => {
+                return Err(self.mismatch("classes"));
             }
+            (_, GoldTensors::Spans { .. }) => return Err(self.mismatch("answer spans")),
             (TaskModel::Pair(m), GoldTensors::Classes { ids, weights }) => (
                 m.forward_with_dropout_mask(input, pooled(mask)),
                 ids,
@@ -288,8 +324,15 @@ impl TaskModel {
                 (logits.reshape([b * s, n]), ids, weights)
             }
         };
-        let (logits, ids, weights) = logits;
-        weighted_cross_entropy(logits, ids, weights)
+        Ok(weighted_cross_entropy(logits, ids, weights))
+    }
+
+    /// This model given gold `gold`.
+    pub fn mismatch(&self, gold: &'static str) -> HeadMismatch {
+        HeadMismatch {
+            head: self.head_name(),
+            gold,
+        }
     }
 
     /// A dropout mask for `rows` rows of `seq` positions and width `hidden`, scaled by

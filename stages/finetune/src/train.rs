@@ -12,7 +12,7 @@ use pipeline_albert::train::{OptimConfig, clip_global_norm};
 
 use crate::encode::{Encoded, batch_input, padded_length};
 use crate::kinds::tagging::IGNORE;
-use crate::task_model::{DropoutMask, GoldTensors, TaskModel};
+use crate::task_model::{DropoutMask, GoldTensors, HeadMismatch, TaskModel};
 
 /// The gold of a batch: a class per example, a tag per position of each example's row
 /// (−100 where ignored), or the answer's start and end position in each row.
@@ -24,6 +24,17 @@ pub enum Gold<'a> {
     Tags(&'a [&'a [i64]]),
     /// The answer's start and end position in each row (both 0 where the row lacks it).
     Spans(&'a [(usize, usize)]),
+}
+
+impl Gold<'_> {
+    /// The gold's shape in errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Gold::Classes(_) => "classes",
+            Gold::Tags(_) => "tags",
+            Gold::Spans(_) => "answer spans",
+        }
+    }
 }
 
 /// What one step did.
@@ -88,9 +99,37 @@ impl FineTuner {
         self.step_gold(step, batch, Gold::Classes(labels))
     }
 
-    /// [`FineTuner::step`] for any gold. For tags a micro-batch's share is its share of the
-    /// labelled positions, so the loss is the batch's mean over positions, as transformers'.
+    /// [`FineTuner::try_step`] for callers that check the loss: gold of another head's shape
+    /// leaves the model unchanged and gives a NaN loss.
     pub fn step_gold(&mut self, step: u64, batch: &[&[Encoded]], gold: Gold) -> StepResult {
+        self.try_step(step, batch, gold)
+            .unwrap_or_else(|_| StepResult {
+                loss: f64::NAN,
+                ..StepResult::default()
+            })
+    }
+
+    /// Whether the model's head trains on `gold`: classes for a sequence classifier or a
+    /// choice model, tags for a token classifier, answer spans for a span extractor.
+    pub fn check_gold(&self, gold: Gold) -> Result<(), HeadMismatch> {
+        match (&self.model, gold) {
+            (TaskModel::Pair(_) | TaskModel::Choice(_), Gold::Classes(_))
+            | (TaskModel::Tags(_), Gold::Tags(_))
+            | (TaskModel::Span(_), Gold::Spans(_)) => Ok(()),
+            (m, g) => Err(m.mismatch(g.name())),
+        }
+    }
+
+    /// [`FineTuner::step`] for any gold, or the error of gold the head does not train on
+    /// (before anything is computed). For tags a micro-batch's share is its share of the
+    /// labelled positions, so the loss is the batch's mean over positions, as transformers'.
+    pub fn try_step(
+        &mut self,
+        step: u64,
+        batch: &[&[Encoded]],
+        gold: Gold,
+    ) -> Result<StepResult, HeadMismatch> {
+        self.check_gold(gold)?;
         let lr = self.optim_config.lr_at(step);
         let choices = batch.first().map_or(1, |r| r.len().max(1));
         let parts = self.parallel.split(batch.len());
@@ -121,19 +160,23 @@ impl FineTuner {
             .collect();
         let (grads, results) = self.parallel.backward(&self.model, work.len(), |m, k| {
             let (input, gold, mask, share) = &work[k];
-            let (loss, correct) = m.loss(input, choices, mask.clone(), gold.clone());
+            let (loss, correct) = match m.loss(input, choices, mask.clone(), gold.clone()) {
+                Ok(x) => x,
+                // `check_gold` refused this above (a replica has the model's head); the
+                // backward pass still needs a loss, and the error is returned after it.
+                Err(e) => return (Tensor::zeros([1], &self.device), Err(e)),
+            };
             let loss_v = loss.clone().detach().into_scalar::<f64>();
             let correct = correct.into_scalar::<f64>();
-            (
-                loss.mul_scalar(*share),
-                StepResult {
-                    loss: loss_v * share,
-                    correct,
-                    counted: 0.0,
-                    grad_norm: 0.0,
-                },
-            )
+            let part = StepResult {
+                loss: loss_v * share,
+                correct,
+                counted: 0.0,
+                grad_norm: 0.0,
+            };
+            (loss.mul_scalar(*share), Ok(part))
         });
+        let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
         let mut result = results
             .iter()
             .fold(StepResult::default(), |a, r| StepResult {
@@ -149,7 +192,7 @@ impl FineTuner {
             result.grad_norm = norm;
             self.model = self.optim.step(lr, self.model.clone(), grads);
         }
-        result
+        Ok(result)
     }
 
     /// The gold of the examples `r` as tensors: a class and weight 1 per example; for tags
@@ -180,5 +223,60 @@ impl FineTuner {
             ids: ints(ids),
             weights: Tensor::from_data(TensorData::new(weights, [n]), &self.device),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::TrainParams;
+    use pipeline_albert::{Albert, AlbertConfig, AlbertForQuestionAnswering};
+
+    /// A span extractor of a tiny config: enough to run a step.
+    fn span_tuner() -> FineTuner {
+        let mut c = AlbertConfig::named("tiny").unwrap();
+        c.vocab_size = 50;
+        c.embedding_size = 8;
+        c.hidden_size = 16;
+        c.num_attention_heads = 2;
+        c.intermediate_size = 32;
+        c.num_hidden_layers = 1;
+        let device = Device::flex().autodiff();
+        let head = AlbertForQuestionAnswering::from_backbone(Albert::new(&c, &device), &c, &device);
+        let p = TrainParams::parse(&serde_json::Map::new(), std::path::Path::new(".")).unwrap();
+        FineTuner::new(
+            TaskModel::Span(head),
+            p.optim_config(1),
+            device,
+            c.hidden_size,
+            false,
+        )
+    }
+
+    #[test]
+    fn gold_of_another_head_is_an_error_not_a_nan_loss() {
+        let mut tuner = span_tuner();
+        let row = Encoded {
+            ids: vec![2, 5, 6, 3],
+            types: vec![0; 4],
+        };
+        let batch: [&[Encoded]; 1] = [std::slice::from_ref(&row)];
+        let err = tuner.try_step(0, &batch, Gold::Classes(&[1])).unwrap_err();
+        assert_eq!(
+            err,
+            HeadMismatch {
+                head: "AlbertForQuestionAnswering",
+                gold: "classes"
+            }
+        );
+        assert!(
+            err.to_string()
+                .contains("cannot be trained on gold classes")
+        );
+        let tags: [&[i64]; 1] = [&[IGNORE, 1, 2, IGNORE]];
+        assert!(tuner.try_step(0, &batch, Gold::Tags(&tags)).is_err());
+        // Its own gold trains, with a finite loss.
+        let r = tuner.try_step(0, &batch, Gold::Spans(&[(1, 2)])).unwrap();
+        assert!(r.loss.is_finite() && r.loss > 0.0, "{r:?}");
     }
 }

@@ -2,9 +2,9 @@
 //! `AlbertForMultipleChoice` scoring them against each other. In `predictions.tsv` the
 //! choices are `text_b`, joined by ` | `.
 
-use pipeline_tasks::{Examples, TaskKind};
+use pipeline_tasks::{ChoiceExample, TaskKind};
 
-use super::{Decoded, Head, Kind, classify};
+use super::{Head, Kind, KindError, Scores, classify};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -12,19 +12,20 @@ use crate::encode::Encoder;
 pub struct Choices;
 
 impl Kind for Choices {
-    fn kind(&self) -> TaskKind {
-        TaskKind::Choice
-    }
+    const KIND: TaskKind = TaskKind::Choice;
+    type Example = ChoiceExample;
+    type Output = Vec<f32>;
+    type Prediction = Vec<f32>;
 
     fn head(&self, _labels: &[String]) -> Head {
         Head::Choice
     }
 
-    fn encode(&self, name: &str, examples: &Examples, encoder: &Encoder) -> EncodedSplit {
-        let v = examples.as_choices().unwrap_or_default();
+    fn encode(&self, name: &str, examples: &[ChoiceExample], encoder: &Encoder) -> EncodedSplit {
         EncodedSplit::classes(
             name,
-            v.iter()
+            examples
+                .iter()
                 .map(|e| {
                     e.choices
                         .iter()
@@ -32,22 +33,42 @@ impl Kind for Choices {
                         .collect()
                 })
                 .collect(),
-            v.iter().map(|e| e.answer).collect(),
+            examples.iter().map(|e| e.answer).collect(),
         )
+    }
+
+    fn decode(
+        &self,
+        _split: &EncodedSplit,
+        outputs: Vec<Vec<f32>>,
+    ) -> Result<Vec<Vec<f32>>, KindError> {
+        classify::decode(outputs)
+    }
+
+    fn score(
+        &self,
+        split: &EncodedSplit,
+        predictions: &[Vec<f32>],
+        labels: &[String],
+    ) -> anyhow::Result<Scores> {
+        classify::score(split, predictions, labels)
+    }
+
+    fn prediction_header(&self, labels: &[String]) -> String {
+        classify::header(labels)
     }
 
     fn prediction_rows(
         &self,
         name: &str,
-        examples: &Examples,
-        decoded: &Decoded,
+        examples: &[ChoiceExample],
+        predictions: &[Vec<f32>],
         labels: &[String],
         out: &mut String,
     ) {
-        let v = examples.as_choices().unwrap_or_default();
-        let rows = v
+        let rows = examples
             .iter()
             .map(|e| (e.line, e.prompt.clone(), e.choices.join(" | "), e.answer));
-        classify::rows(name, rows, decoded, labels, out);
+        classify::rows(name, rows, predictions, labels, out);
     }
 }

@@ -6,23 +6,25 @@ use std::fmt::Write as _;
 
 use pipeline_tasks::evaluate;
 
-use super::{Decoded, Outputs, Scores, clean_tsv};
+use super::{KindError, Scores, clean_tsv};
 use crate::data::EncodedSplit;
 use crate::predict::argmax;
 
 /// Probabilities per feature are probabilities per example.
-pub fn decode(outputs: Outputs) -> Decoded {
-    match outputs {
-        Outputs::Rows(p) => Decoded::Classes(p),
-        // A classification head gives rows; anything else would be a caller's bug, and an
-        // empty prediction list then fails the metrics with a clear count mismatch.
-        _ => Decoded::Classes(Vec::new()),
-    }
+pub fn decode(probs: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>, KindError> {
+    Ok(probs)
 }
 
-/// Accuracy, F1, macro-F1 and the confusion matrix.
-pub fn score(split: &EncodedSplit, decoded: &Decoded, labels: &[String]) -> anyhow::Result<Scores> {
-    let classes = evaluate(split.targets.classes(), &decoded.classes(), labels)
+/// Accuracy, F1, macro-F1 and the confusion matrix of `probs` (one row per example) against
+/// the split's classes.
+pub fn score(
+    split: &EncodedSplit,
+    probs: &[Vec<f32>],
+    labels: &[String],
+) -> anyhow::Result<Scores> {
+    let predicted: Vec<usize> = probs.iter().map(|p| argmax(p)).collect();
+    let gold = split.targets.classes(&split.name)?;
+    let classes = evaluate(gold, &predicted, labels)
         .map_err(|e| anyhow::anyhow!("{} metrics: {e}", split.name))?;
     Ok(Scores::classes(classes, None))
 }
@@ -38,17 +40,14 @@ pub fn header(labels: &[String]) -> String {
 }
 
 /// One row per example: `(line, text_a, text_b, gold)` from `rows`, the probabilities from
-/// `decoded`.
+/// `probs`.
 pub fn rows(
     name: &str,
     rows: impl Iterator<Item = (usize, String, String, usize)>,
-    decoded: &Decoded,
+    probs: &[Vec<f32>],
     labels: &[String],
     out: &mut String,
 ) {
-    let Decoded::Classes(probs) = decoded else {
-        return;
-    };
     for ((line, a, b, gold), q) in rows.zip(probs) {
         let _ = write!(
             out,

@@ -6,15 +6,20 @@
 //! → one prediction per example) → **score** (metrics.json's blocks) → **write** (the rows of
 //! `predictions.tsv`; `pipeline predict` uses the same encode and decode).
 //!
-//! A kind is one module implementing [`Kind`]: [`pair`] (sentence pairs), [`single`] (single
-//! texts), [`choice`] (multiple choice), [`tagging`] (token classification, NER), [`span`]
-//! (span extraction, CMRC 2018) and [`reading_choice`] (multiple choice on a context, C3). The
-//! stage, the training loop and the evaluation are the same for all of them: a feature's
-//! target ([`crate::data::Targets`]) picks the loss, the model's head its outputs, and the
-//! split's [`crate::data::Decoding`] how they map back to examples.
+//! A kind is one module implementing [`Kind`] with its own types (its example, the head's
+//! output for one feature, its prediction for one example): [`pair`] (sentence pairs),
+//! [`single`] (single texts), [`choice`] (multiple choice), [`tagging`] (token
+//! classification, NER), [`span`] (span extraction, CMRC 2018) and [`reading_choice`]
+//! (multiple choice on a context, C3); [`of`] registers them. The stage, the training loop and
+//! the evaluation are the same for all of them and hold a kind as [`AnyKind`], whose one
+//! implementation (`erased`) converts the values every kind shares to the kind's types, a
+//! value of another kind being a [`KindError`]: a feature's target ([`crate::data::Targets`])
+//! picks the loss, the model's head its outputs, and the split's [`crate::data::Decoding`] how
+//! they map back to examples.
 
 pub mod choice;
 pub mod classify;
+mod erased;
 pub mod pair;
 pub mod reading_choice;
 pub mod single;
@@ -24,7 +29,9 @@ pub mod tagging;
 use std::ops::Range;
 
 use pipeline_tasks::entities::EntityScores;
-use pipeline_tasks::{Examples, Metrics, MetricsBlock, SpanMetricsBlock, TaskKind};
+use pipeline_tasks::{KindExample, Metrics, MetricsBlock, SpanMetricsBlock, TaskKind};
+
+pub use erased::{AnyKind, FeatureOutput, KindError, Prediction, decode_outputs};
 
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
@@ -79,14 +86,6 @@ pub enum Decoded {
 }
 
 impl Decoded {
-    /// The predicted class of each example (classification kinds; empty for tags and spans).
-    pub fn classes(&self) -> Vec<usize> {
-        match self {
-            Decoded::Classes(p) => p.iter().map(|q| crate::predict::argmax(q)).collect(),
-            Decoded::Tags(_) | Decoded::Spans(_) => Vec::new(),
-        }
-    }
-
     /// How many examples.
     pub fn len(&self) -> usize {
         match self {
@@ -181,52 +180,62 @@ impl Scores {
     }
 }
 
-/// What a task kind supplies to the stage's one shape (see the module docs).
-pub trait Kind: Sync {
+/// One task kind, typed: its examples, what its head gives for one feature, and its
+/// prediction for one example are its own types, so a kind's module never meets another kind's
+/// values. The stage sees kinds through [`AnyKind`], which every `Kind` is, and which converts
+/// the shared values ([`pipeline_tasks::Examples`], [`Outputs`], [`Decoded`]) to the kind's
+/// types once, with a typed [`KindError`] where they are of another kind.
+pub trait Kind: Sync + 'static {
     /// The kind's name in metrics.json (`pair`, `choice`, `single`, `tagging`, `span`,
     /// `reading_choice`).
-    fn kind(&self) -> TaskKind;
+    const KIND: TaskKind;
+
+    /// One example of a split.
+    type Example: KindExample;
+
+    /// What the head gives for one feature.
+    type Output: FeatureOutput;
+
+    /// The prediction for one example.
+    type Prediction: Prediction;
 
     /// The head, given the protocol's labels.
     fn head(&self, labels: &[String]) -> Head;
 
     /// Examples to features.
-    fn encode(&self, name: &str, examples: &Examples, encoder: &Encoder) -> EncodedSplit;
+    fn encode(&self, name: &str, examples: &[Self::Example], encoder: &Encoder) -> EncodedSplit;
 
-    /// The head's outputs on `split`'s features to one prediction per example; by default a
-    /// class per example (the argmax of its row), as every classification kind decodes.
-    fn decode(&self, _split: &EncodedSplit, outputs: Outputs) -> Decoded {
-        classify::decode(outputs)
-    }
+    /// The head's outputs on `split`'s features (one each) to one prediction per example.
+    fn decode(
+        &self,
+        split: &EncodedSplit,
+        outputs: Vec<Self::Output>,
+    ) -> Result<Vec<Self::Prediction>, KindError>;
 
-    /// The scores of `decoded` against `split`'s gold; by default the class metrics.
+    /// The scores of `predictions` (one per example) against `split`'s gold.
     fn score(
         &self,
         split: &EncodedSplit,
-        decoded: &Decoded,
+        predictions: &[Self::Prediction],
         labels: &[String],
-    ) -> anyhow::Result<Scores> {
-        classify::score(split, decoded, labels)
-    }
+    ) -> anyhow::Result<Scores>;
 
-    /// The columns of `predictions.tsv` (without the line end); by default a classifier's.
-    fn prediction_header(&self, labels: &[String]) -> String {
-        classify::header(labels)
-    }
+    /// The columns of `predictions.tsv` (without the line end).
+    fn prediction_header(&self, labels: &[String]) -> String;
 
-    /// The rows of set `name` in `predictions.tsv`.
+    /// The rows of set `name` in `predictions.tsv`: `examples` and `predictions` are as many.
     fn prediction_rows(
         &self,
         name: &str,
-        examples: &Examples,
-        decoded: &Decoded,
+        examples: &[Self::Example],
+        predictions: &[Self::Prediction],
         labels: &[String],
         out: &mut String,
     );
 }
 
-/// The kind of a task.
-pub fn of(kind: TaskKind) -> &'static dyn Kind {
+/// The kind of a task: the one place a kind is registered.
+pub fn of(kind: TaskKind) -> &'static dyn AnyKind {
     match kind {
         TaskKind::Pair => &pair::Pairs,
         TaskKind::Choice => &choice::Choices,

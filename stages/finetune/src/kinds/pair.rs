@@ -1,9 +1,9 @@
 //! Sentence-pair classification (LCQMC, AFQMC, XNLI, …): `[CLS] a [SEP] b [SEP]`,
 //! `AlbertForSequenceClassification`.
 
-use pipeline_tasks::{Examples, TaskKind};
+use pipeline_tasks::{PairExample, TaskKind};
 
-use super::{Decoded, Head, Kind, classify};
+use super::{Head, Kind, KindError, Scores, classify};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -11,37 +11,58 @@ use crate::encode::Encoder;
 pub struct Pairs;
 
 impl Kind for Pairs {
-    fn kind(&self) -> TaskKind {
-        TaskKind::Pair
-    }
+    const KIND: TaskKind = TaskKind::Pair;
+    type Example = PairExample;
+    type Output = Vec<f32>;
+    type Prediction = Vec<f32>;
 
     fn head(&self, labels: &[String]) -> Head {
         Head::Classes(labels.len())
     }
 
-    fn encode(&self, name: &str, examples: &Examples, encoder: &Encoder) -> EncodedSplit {
-        let v = examples.as_pairs().unwrap_or_default();
+    fn encode(&self, name: &str, examples: &[PairExample], encoder: &Encoder) -> EncodedSplit {
         EncodedSplit::classes(
             name,
-            v.iter()
+            examples
+                .iter()
                 .map(|e| vec![encoder.encode(&e.text_a, &e.text_b)])
                 .collect(),
-            v.iter().map(|e| e.label).collect(),
+            examples.iter().map(|e| e.label).collect(),
         )
+    }
+
+    fn decode(
+        &self,
+        _split: &EncodedSplit,
+        outputs: Vec<Vec<f32>>,
+    ) -> Result<Vec<Vec<f32>>, KindError> {
+        classify::decode(outputs)
+    }
+
+    fn score(
+        &self,
+        split: &EncodedSplit,
+        predictions: &[Vec<f32>],
+        labels: &[String],
+    ) -> anyhow::Result<Scores> {
+        classify::score(split, predictions, labels)
+    }
+
+    fn prediction_header(&self, labels: &[String]) -> String {
+        classify::header(labels)
     }
 
     fn prediction_rows(
         &self,
         name: &str,
-        examples: &Examples,
-        decoded: &Decoded,
+        examples: &[PairExample],
+        predictions: &[Vec<f32>],
         labels: &[String],
         out: &mut String,
     ) {
-        let v = examples.as_pairs().unwrap_or_default();
-        let rows = v
+        let rows = examples
             .iter()
             .map(|e| (e.line, e.text_a.clone(), e.text_b.clone(), e.label));
-        classify::rows(name, rows, decoded, labels, out);
+        classify::rows(name, rows, predictions, labels, out);
     }
 }

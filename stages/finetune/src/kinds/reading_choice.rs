@@ -16,10 +16,10 @@
 
 use std::fmt::Write as _;
 
+use pipeline_tasks::TaskKind;
 use pipeline_tasks::c3::{C3_CHOICES, C3Example};
-use pipeline_tasks::{Examples, TaskKind};
 
-use super::{Decoded, Head, Kind, Outputs, clean_tsv};
+use super::{Head, Kind, KindError, Scores, classify, clean_tsv};
 use crate::data::{Decoding, EncodeNotes, EncodedSplit, Targets};
 use crate::encode::Encoder;
 use crate::predict::argmax;
@@ -75,33 +75,39 @@ pub fn mask_padding(p: &[f32], real: usize) -> Vec<f32> {
 }
 
 impl Kind for ReadingChoices {
-    fn kind(&self) -> TaskKind {
-        TaskKind::ReadingChoice
-    }
+    const KIND: TaskKind = TaskKind::ReadingChoice;
+    type Example = C3Example;
+    type Output = Vec<f32>;
+    type Prediction = Vec<f32>;
 
     fn head(&self, _labels: &[String]) -> Head {
         Head::Choice
     }
 
-    fn encode(&self, name: &str, examples: &Examples, encoder: &Encoder) -> EncodedSplit {
-        encode_questions(
-            name,
-            examples.as_reading_choices().unwrap_or_default(),
-            encoder,
-        )
+    fn encode(&self, name: &str, examples: &[C3Example], encoder: &Encoder) -> EncodedSplit {
+        encode_questions(name, examples, encoder)
     }
 
-    fn decode(&self, split: &EncodedSplit, outputs: Outputs) -> Decoded {
-        let (Outputs::Rows(probs), Decoding::Choices { real }) = (outputs, &split.decoding) else {
-            return Decoded::Classes(Vec::new());
-        };
-        Decoded::Classes(
-            probs
-                .iter()
-                .zip(real)
-                .map(|(p, &r)| mask_padding(p, r))
-                .collect(),
-        )
+    fn decode(
+        &self,
+        split: &EncodedSplit,
+        outputs: Vec<Vec<f32>>,
+    ) -> Result<Vec<Vec<f32>>, KindError> {
+        let real = split.decoding.choices(&split.name)?;
+        Ok(outputs
+            .iter()
+            .zip(real)
+            .map(|(p, &r)| mask_padding(p, r))
+            .collect())
+    }
+
+    fn score(
+        &self,
+        split: &EncodedSplit,
+        predictions: &[Vec<f32>],
+        labels: &[String],
+    ) -> anyhow::Result<Scores> {
+        classify::score(split, predictions, labels)
     }
 
     fn prediction_header(&self, labels: &[String]) -> String {
@@ -115,15 +121,12 @@ impl Kind for ReadingChoices {
     fn prediction_rows(
         &self,
         name: &str,
-        examples: &Examples,
-        decoded: &Decoded,
+        examples: &[C3Example],
+        predictions: &[Vec<f32>],
         _labels: &[String],
         out: &mut String,
     ) {
-        let (Some(v), Decoded::Classes(probs)) = (examples.as_reading_choices(), decoded) else {
-            return;
-        };
-        for (e, p) in v.iter().zip(probs) {
+        for (e, p) in examples.iter().zip(predictions) {
             let choices = e.choices[..e.real_choices.min(C3_CHOICES)].join(" | ");
             let _ = write!(
                 out,

@@ -2,9 +2,9 @@
 //! `[CLS] text [SEP]` with token types 0, `AlbertForSequenceClassification` as for pairs.
 //! `predictions.tsv` keeps the pair columns, `text_b` empty, so one reader serves both.
 
-use pipeline_tasks::{Examples, TaskKind};
+use pipeline_tasks::{SingleExample, TaskKind};
 
-use super::{Decoded, Head, Kind, classify};
+use super::{Head, Kind, KindError, Scores, classify};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -12,37 +12,58 @@ use crate::encode::Encoder;
 pub struct Singles;
 
 impl Kind for Singles {
-    fn kind(&self) -> TaskKind {
-        TaskKind::Single
-    }
+    const KIND: TaskKind = TaskKind::Single;
+    type Example = SingleExample;
+    type Output = Vec<f32>;
+    type Prediction = Vec<f32>;
 
     fn head(&self, labels: &[String]) -> Head {
         Head::Classes(labels.len())
     }
 
-    fn encode(&self, name: &str, examples: &Examples, encoder: &Encoder) -> EncodedSplit {
-        let v = examples.as_singles().unwrap_or_default();
+    fn encode(&self, name: &str, examples: &[SingleExample], encoder: &Encoder) -> EncodedSplit {
         EncodedSplit::classes(
             name,
-            v.iter()
+            examples
+                .iter()
                 .map(|e| vec![encoder.encode_single(&e.text)])
                 .collect(),
-            v.iter().map(|e| e.label).collect(),
+            examples.iter().map(|e| e.label).collect(),
         )
+    }
+
+    fn decode(
+        &self,
+        _split: &EncodedSplit,
+        outputs: Vec<Vec<f32>>,
+    ) -> Result<Vec<Vec<f32>>, KindError> {
+        classify::decode(outputs)
+    }
+
+    fn score(
+        &self,
+        split: &EncodedSplit,
+        predictions: &[Vec<f32>],
+        labels: &[String],
+    ) -> anyhow::Result<Scores> {
+        classify::score(split, predictions, labels)
+    }
+
+    fn prediction_header(&self, labels: &[String]) -> String {
+        classify::header(labels)
     }
 
     fn prediction_rows(
         &self,
         name: &str,
-        examples: &Examples,
-        decoded: &Decoded,
+        examples: &[SingleExample],
+        predictions: &[Vec<f32>],
         labels: &[String],
         out: &mut String,
     ) {
-        let v = examples.as_singles().unwrap_or_default();
-        let rows = v
+        let rows = examples
             .iter()
             .map(|e| (e.line, e.text.clone(), String::new(), e.label));
-        classify::rows(name, rows, decoded, labels, out);
+        classify::rows(name, rows, predictions, labels, out);
     }
 }

@@ -28,9 +28,9 @@ use pipeline_tasks::span_features::{
     SpanConfig, SpanFeature, TokenizedContext, answer_tokens, char_range, decode, encode_with,
 };
 use pipeline_tasks::squad::SquadExample;
-use pipeline_tasks::{Examples, SpanMetricsBlock, TaskKind};
+use pipeline_tasks::{SpanMetricsBlock, TaskKind};
 
-use super::{Decoded, Head, Kind, Outputs, Scores, SpanAnswer, clean_tsv};
+use super::{Head, Kind, KindError, Scores, SpanAnswer, clean_tsv};
 use crate::data::{Decoding, EncodeNotes, EncodedSplit, Targets};
 use crate::encode::{Encoded, Encoder};
 
@@ -153,17 +153,15 @@ fn check_target(
 pub fn decode_answers(
     split: &EncodedSplit,
     logits: &[(Vec<f32>, Vec<f32>)],
-) -> Vec<Option<SpanAnswer>> {
-    let Decoding::Spans(s) = &split.decoding else {
-        return Vec::new();
-    };
+) -> Result<Vec<Option<SpanAnswer>>, KindError> {
+    let s = split.decoding.spans(&split.name)?;
     let mut windows: Vec<Vec<usize>> = vec![Vec::new(); s.ids.len()];
     for (k, f) in s.features.iter().enumerate() {
         if let Some(w) = windows.get_mut(f.example) {
             w.push(k);
         }
     }
-    windows
+    Ok(windows
         .iter()
         .enumerate()
         .map(|(i, ks)| {
@@ -187,17 +185,15 @@ pub fn decode_answers(
                 score: c.score,
             })
         })
-        .collect()
+        .collect())
 }
 
 /// EM and F1 of `answers` against the split's gold, as CMRC 2018's script computes them.
 pub fn score_answers(
     split: &EncodedSplit,
     answers: &[Option<SpanAnswer>],
-) -> Option<SpanMetricsBlock> {
-    let Decoding::Spans(s) = &split.decoding else {
-        return None;
-    };
+) -> Result<SpanMetricsBlock, KindError> {
+    let s = split.decoding.spans(&split.name)?;
     let gold: Vec<GoldQuestion> = s
         .ids
         .iter()
@@ -214,52 +210,41 @@ pub fn score_answers(
         .zip(answers)
         .filter_map(|(id, a)| Some((id.clone(), a.as_ref()?.text.clone())))
         .collect();
-    Some(SpanMetricsBlock::from_scores(&cmrc_eval::evaluate(
+    Ok(SpanMetricsBlock::from_scores(&cmrc_eval::evaluate(
         &gold,
         &predictions,
     )))
 }
 
 impl Kind for Spans {
-    fn kind(&self) -> TaskKind {
-        TaskKind::Span
-    }
+    const KIND: TaskKind = TaskKind::Span;
+    type Example = SquadExample;
+    type Output = (Vec<f32>, Vec<f32>);
+    type Prediction = Option<SpanAnswer>;
 
     fn head(&self, _labels: &[String]) -> Head {
         Head::Span
     }
 
-    fn encode(&self, name: &str, examples: &Examples, encoder: &Encoder) -> EncodedSplit {
-        encode_questions(name, examples.as_spans().unwrap_or_default(), encoder)
+    fn encode(&self, name: &str, examples: &[SquadExample], encoder: &Encoder) -> EncodedSplit {
+        encode_questions(name, examples, encoder)
     }
 
-    fn decode(&self, split: &EncodedSplit, outputs: Outputs) -> Decoded {
-        match outputs {
-            Outputs::Spans(logits) => Decoded::Spans(decode_answers(split, &logits)),
-            _ => Decoded::Spans(Vec::new()),
-        }
+    fn decode(
+        &self,
+        split: &EncodedSplit,
+        logits: Vec<(Vec<f32>, Vec<f32>)>,
+    ) -> Result<Vec<Option<SpanAnswer>>, KindError> {
+        decode_answers(split, &logits)
     }
 
     fn score(
         &self,
         split: &EncodedSplit,
-        decoded: &Decoded,
+        answers: &[Option<SpanAnswer>],
         _labels: &[String],
     ) -> anyhow::Result<Scores> {
-        let Decoded::Spans(answers) = decoded else {
-            anyhow::bail!("{}: a span model's predictions are spans", split.name);
-        };
-        if answers.len() != split.examples {
-            anyhow::bail!(
-                "{}: {} answers for {} questions",
-                split.name,
-                answers.len(),
-                split.examples
-            );
-        }
-        score_answers(split, answers)
-            .map(Scores::spans)
-            .ok_or_else(|| anyhow::anyhow!("{}: not a span split", split.name))
+        Ok(Scores::spans(score_answers(split, answers)?))
     }
 
     fn prediction_header(&self, _labels: &[String]) -> String {
@@ -269,15 +254,12 @@ impl Kind for Spans {
     fn prediction_rows(
         &self,
         name: &str,
-        examples: &Examples,
-        decoded: &Decoded,
+        examples: &[SquadExample],
+        answers: &[Option<SpanAnswer>],
         _labels: &[String],
         out: &mut String,
     ) {
-        let (Some(v), Decoded::Spans(answers)) = (examples.as_spans(), decoded) else {
-            return;
-        };
-        for (e, a) in v.iter().zip(answers) {
+        for (e, a) in examples.iter().zip(answers) {
             let gold = e.gold_texts().join(" | ");
             let (text, start, end, p) = match a {
                 Some(a) => (

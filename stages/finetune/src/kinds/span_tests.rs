@@ -4,6 +4,8 @@ use pipeline_tasks::squad::{SquadAnswer, SquadExample, locate};
 
 use super::*;
 use crate::encode::tests::encoder;
+use crate::kinds::{AnyKind, Decoded, Outputs};
+use pipeline_tasks::Examples;
 
 const CONTEXT: &str =
     "周杰，1982年出生于西安，是一位著名的作家。2005年，周杰毕业于浙江大学，随后回到西安工作。";
@@ -24,9 +26,7 @@ fn question(id: &str, question: &str, answer: &str) -> SquadExample {
 
 /// Logits that put the start at input position `s` and the end at `e` of every window.
 fn pointing(split: &EncodedSplit, at: &dyn Fn(&SpanFeature) -> (usize, usize)) -> Outputs {
-    let Decoding::Spans(s) = &split.decoding else {
-        panic!("a span split")
-    };
+    let s = split.decoding.spans(&split.name).unwrap();
     Outputs::Spans(
         s.features
             .iter()
@@ -54,7 +54,7 @@ fn gold_targets_decode_back_to_the_exact_answer_and_score_100() {
     // Point every window at its own training labels: windows without the answer point at
     // [CLS], which is no context token, so the answer comes from a window that has it.
     let out = pointing(&split, &|f| (f.start_position, f.end_position));
-    let decoded = Spans.decode(&split, out);
+    let decoded = AnyKind::decode(&Spans, &split, out).unwrap();
     let Decoded::Spans(answers) = &decoded else {
         panic!()
     };
@@ -71,7 +71,7 @@ fn gold_targets_decode_back_to_the_exact_answer_and_score_100() {
         .take(a.chars.len())
         .collect();
     assert_eq!(chars, "浙江大学");
-    let s = Spans.score(&split, &decoded, &[]).unwrap();
+    let s = AnyKind::score(&Spans, &split, &decoded, &[]).unwrap();
     let m = s.spans.as_ref().unwrap();
     assert_eq!((m.exact_match, m.f1, m.examples), (1.0, 1.0, 2));
     assert_eq!(s.selection(), 1.0);
@@ -85,11 +85,14 @@ fn a_wrong_span_scores_partial_f1_and_every_question_is_answered() {
     let split = encode_questions("dev", &ex, &e);
     // The first two context tokens of the first window: "周杰".
     let out = pointing(&split, &|f| (f.context_start, f.context_start + 1));
-    let decoded = Spans.decode(&split, out);
-    let m = Spans.score(&split, &decoded, &[]).unwrap().spans.unwrap();
+    let decoded = AnyKind::decode(&Spans, &split, out).unwrap();
+    let m = AnyKind::score(&Spans, &split, &decoded, &[])
+        .unwrap()
+        .spans
+        .unwrap();
     assert_eq!((m.exact_match, m.f1, m.unanswered), (0.0, 0.0, 0));
     let mut rows = String::new();
-    Spans.prediction_rows("dev", &Examples::Span(ex), &decoded, &[], &mut rows);
+    AnyKind::prediction_rows(&Spans, "dev", &Examples::Span(ex), &decoded, &[], &mut rows).unwrap();
     assert!(
         rows.starts_with("dev\tq0\t周杰毕业于哪所大学？\t浙江大学\t周杰\t0\t2\t0."),
         "{rows}"
@@ -127,7 +130,7 @@ fn answers_no_window_can_hold_or_too_long_to_decode_are_counted_by_id() {
     );
     // Decoding still answers every question (never with more than max_answer_length tokens).
     let out = pointing(&split, &|f| (f.context_start, f.context_start + 6));
-    let Decoded::Spans(answers) = Spans.decode(&split, out) else {
+    let Decoded::Spans(answers) = AnyKind::decode(&Spans, &split, out).unwrap() else {
         panic!()
     };
     assert!(answers.iter().all(Option::is_some));

@@ -17,10 +17,10 @@
 
 use std::fmt::Write as _;
 
-use pipeline_tasks::{Examples, TagExample, TaskKind, entities, evaluate};
+use pipeline_tasks::{TagExample, TaskKind, entities, evaluate};
 
-use super::{Decoded, Head, Kind, Outputs, Scores, clean_tsv};
-use crate::data::{Decoding, EncodeNotes, EncodedSplit, Targets, Window};
+use super::{Head, Kind, KindError, Scores, clean_tsv};
+use crate::data::{Decoding, EncodeNotes, EncodedSplit, TaggingSplit, Targets, Window};
 use crate::encode::{Encoded, Encoder};
 use crate::predict::argmax;
 
@@ -119,30 +119,22 @@ pub fn encode_sentence(
         .collect()
 }
 
-/// The windows of a tagging split and the gold tags of its sentences (none for another kind).
-pub fn windows_of(split: &EncodedSplit) -> (&[Window], &[Vec<usize>]) {
-    match &split.decoding {
-        Decoding::Tagging { windows, gold_tags } => (windows, gold_tags),
-        _ => (&[], &[]),
-    }
-}
-
 /// The tag of every character of each example from the per-position probabilities of its
 /// windows.
 pub fn merge(
     split: &EncodedSplit,
-    lengths: &[usize],
     positions: &[Vec<Vec<f32>>],
-) -> Vec<Vec<usize>> {
-    let mut out: Vec<Vec<usize>> = lengths.iter().map(|&n| vec![0; n]).collect();
-    for (window, probs) in windows_of(split).0.iter().zip(positions) {
+) -> Result<Vec<Vec<usize>>, KindError> {
+    let tagging = split.decoding.tagging(&split.name)?;
+    let mut out: Vec<Vec<usize>> = tagging.lengths.iter().map(|&n| vec![0; n]).collect();
+    for (window, probs) in tagging.windows.iter().zip(positions) {
         for (j, unit) in window.decides.iter().enumerate() {
             if let (Some(u), Some(p)) = (unit, probs.get(j)) {
                 out[window.example][*u] = argmax(p);
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// Features of tagged sentences (`tags` `None` when there is no gold, as in `predict`).
@@ -151,8 +143,8 @@ pub fn encode_sentences<'a>(
     sentences: impl Iterator<Item = (&'a [String], Option<&'a [usize]>)>,
     encoder: &Encoder,
 ) -> EncodedSplit {
-    let (mut rows, mut targets, mut windows, mut gold_tags) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut rows, mut targets, mut windows, mut gold_tags, mut lengths) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (i, (chars, tags)) in sentences.enumerate() {
         for (row, gold, window) in encode_sentence(chars, tags, i, encoder) {
             rows.push(vec![row]);
@@ -160,53 +152,55 @@ pub fn encode_sentences<'a>(
             windows.push(window);
         }
         gold_tags.push(tags.map(<[usize]>::to_vec).unwrap_or_default());
+        lengths.push(chars.len());
     }
     EncodedSplit {
         name: name.into(),
         examples: gold_tags.len(),
         rows,
         targets: Targets::Tags(targets),
-        decoding: Decoding::Tagging { windows, gold_tags },
+        decoding: Decoding::Tagging(TaggingSplit {
+            windows,
+            gold_tags,
+            lengths,
+        }),
         notes: EncodeNotes::default(),
     }
 }
 
 impl Kind for Tagging {
-    fn kind(&self) -> TaskKind {
-        TaskKind::Tagging
-    }
+    const KIND: TaskKind = TaskKind::Tagging;
+    type Example = TagExample;
+    type Output = Vec<Vec<f32>>;
+    type Prediction = Vec<usize>;
 
     fn head(&self, labels: &[String]) -> Head {
         Head::Tags(labels.len())
     }
 
-    fn encode(&self, name: &str, examples: &Examples, encoder: &Encoder) -> EncodedSplit {
-        let v = examples.as_tagged().unwrap_or_default();
+    fn encode(&self, name: &str, examples: &[TagExample], encoder: &Encoder) -> EncodedSplit {
         encode_sentences(
             name,
-            v.iter().map(|e| (&e.chars[..], Some(&e.tags[..]))),
+            examples.iter().map(|e| (&e.chars[..], Some(&e.tags[..]))),
             encoder,
         )
     }
 
-    fn decode(&self, split: &EncodedSplit, outputs: Outputs) -> Decoded {
-        let lengths: Vec<usize> = windows_of(split).1.iter().map(Vec::len).collect();
-        match outputs {
-            Outputs::Positions(p) => Decoded::Tags(merge(split, &lengths, &p)),
-            _ => Decoded::Tags(Vec::new()),
-        }
+    fn decode(
+        &self,
+        split: &EncodedSplit,
+        outputs: Vec<Vec<Vec<f32>>>,
+    ) -> Result<Vec<Vec<usize>>, KindError> {
+        merge(split, &outputs)
     }
 
     fn score(
         &self,
         split: &EncodedSplit,
-        decoded: &Decoded,
+        predicted: &[Vec<usize>],
         labels: &[String],
     ) -> anyhow::Result<Scores> {
-        let Decoded::Tags(predicted) = decoded else {
-            anyhow::bail!("{}: a tagger's predictions are tags", split.name);
-        };
-        let gold_tags = windows_of(split).1;
+        let gold_tags = &split.decoding.tagging(&split.name)?.gold_tags;
         let flat = |v: &[Vec<usize>]| v.iter().flatten().copied().collect::<Vec<_>>();
         let classes = evaluate(&flat(gold_tags), &flat(predicted), labels)
             .map_err(|e| anyhow::anyhow!("{} metrics: {e}", split.name))?;
@@ -227,21 +221,18 @@ impl Kind for Tagging {
     fn prediction_rows(
         &self,
         name: &str,
-        examples: &Examples,
-        decoded: &Decoded,
+        examples: &[TagExample],
+        predicted: &[Vec<usize>],
         labels: &[String],
         out: &mut String,
     ) {
-        let (Some(v), Decoded::Tags(predicted)) = (examples.as_tagged(), decoded) else {
-            return;
-        };
         let tags = |ids: &[usize]| -> String {
             ids.iter()
                 .map(|&t| labels[t].as_str())
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        for (e, p) in v.iter().zip(predicted) {
+        for (e, p) in examples.iter().zip(predicted) {
             let _ = writeln!(
                 out,
                 "{name}\t{}\t{}\t{}\t{}",
