@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use pipeline_albert::device::ResolvedDevice;
 use pipeline_tasks::TaskKind;
 use pipeline_tasks::c3::{C3_CHOICES, C3Example, read_c3};
@@ -162,7 +162,7 @@ fn answer_file(
         .filter(|q| !q.answers.is_empty())
         .count();
     if !cli.quiet && answered > 0 {
-        let m = span::score_answers(&split, &answers).context("scoring")?;
+        let m = span::score_answers(split.features()?, &answers);
         eprintln!(
             "{} questions, EM {:.2} F1 {:.2} (CMRC 2018's script, %) on the {answered} with answers",
             file.examples.len(),

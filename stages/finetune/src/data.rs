@@ -8,6 +8,8 @@
 //! copy of SplitMix64 drew them before, and a different draw would change every fine-tuning
 //! run's example order.
 
+use std::any::Any;
+
 use pipeline_shards::rng::SplitMix64;
 
 use crate::encode::Encoded;
@@ -23,8 +25,10 @@ pub struct EncodedSplit {
     pub rows: Vec<Vec<Encoded>>,
     /// One target per feature.
     pub targets: Targets,
-    /// How the features' outputs become one prediction per example.
-    pub decoding: Decoding,
+    /// What maps the head's outputs on the features back to one prediction per example: the
+    /// kind's own [`crate::kinds::Kind::Features`], boxed so that the stage holds the splits
+    /// of every kind alike ([`EncodedSplit::features`] unboxes it).
+    pub decoding: Box<dyn Any + Send + Sync>,
     /// How many examples the features came from.
     pub examples: usize,
     /// Examples the encoding could not serve whole, by cause (e.g. `answer_in_no_window`),
@@ -77,70 +81,6 @@ fn shape(
         expected,
         found,
     }
-}
-
-/// What maps the head's outputs on the features back to one prediction per example.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Decoding {
-    /// One feature per example, its output taken as it is.
-    Direct,
-    /// A choice question per feature, of which the first `real[i]` choices are real (the
-    /// rest padding, never predicted).
-    Choices {
-        /// The real choices of each question (at most its rows).
-        real: Vec<usize>,
-    },
-    /// Tagging: each feature's window over its sentence, and each sentence's characters.
-    Tagging(TaggingSplit),
-    /// Span extraction: the windows and their contexts ([`crate::kinds::span`]).
-    Spans(Box<crate::kinds::span::SpanSplit>),
-}
-
-impl Decoding {
-    fn shape(&self) -> &'static str {
-        match self {
-            Decoding::Direct => "one feature per example",
-            Decoding::Choices { .. } => "choice questions",
-            Decoding::Tagging(_) => "tagging windows",
-            Decoding::Spans(_) => "span windows",
-        }
-    }
-
-    /// The real choices of each question of a choice split.
-    pub fn choices(&self, split: &str) -> Result<&[usize], KindError> {
-        match self {
-            Decoding::Choices { real } => Ok(real),
-            _ => Err(shape(split, "decoding", "choice questions", self.shape())),
-        }
-    }
-
-    /// The windows of a tagging split and its sentences.
-    pub fn tagging(&self, split: &str) -> Result<&TaggingSplit, KindError> {
-        match self {
-            Decoding::Tagging(t) => Ok(t),
-            _ => Err(shape(split, "decoding", "tagging windows", self.shape())),
-        }
-    }
-
-    /// The windows and contexts of a span split.
-    pub fn spans(&self, split: &str) -> Result<&crate::kinds::span::SpanSplit, KindError> {
-        match self {
-            Decoding::Spans(s) => Ok(s),
-            _ => Err(shape(split, "decoding", "span windows", self.shape())),
-        }
-    }
-}
-
-/// What decoding a tagging split needs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TaggingSplit {
-    /// One per feature.
-    pub windows: Vec<Window>,
-    /// One per example: the gold tag id of each of its characters; empty where there is no
-    /// gold (in `predict`).
-    pub gold_tags: Vec<Vec<usize>>,
-    /// One per example: its characters, what the windows' outputs are merged back onto.
-    pub lengths: Vec<usize>,
 }
 
 /// Examples set aside or served in part while encoding, by cause, with every id.
@@ -199,9 +139,21 @@ impl EncodedSplit {
             examples: rows.len(),
             rows,
             targets: Targets::Classes(labels),
-            decoding: Decoding::Direct,
+            decoding: Box::new(()),
             notes: EncodeNotes::default(),
         }
+    }
+
+    /// The kind's features, or the error of a split another kind encoded.
+    pub fn features<F: Any>(&self) -> Result<&F, KindError> {
+        self.decoding
+            .downcast_ref()
+            .ok_or_else(|| KindError::Shape {
+                split: self.name.clone(),
+                what: "features",
+                expected: std::any::type_name::<F>(),
+                found: "another kind's",
+            })
     }
 
     /// An example's length: its longest row.

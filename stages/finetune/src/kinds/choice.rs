@@ -4,7 +4,7 @@
 
 use pipeline_tasks::{ChoiceExample, TaskKind};
 
-use super::{Head, Kind, KindError, Scores, classify};
+use super::{Head, Kind, Scores, classify};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -14,6 +14,7 @@ pub struct Choices;
 impl Kind for Choices {
     const KIND: TaskKind = TaskKind::Choice;
     type Example = ChoiceExample;
+    type Features = ();
     type Output = Vec<f32>;
     type Prediction = Vec<f32>;
 
@@ -37,17 +38,14 @@ impl Kind for Choices {
         )
     }
 
-    fn decode(
-        &self,
-        _split: &EncodedSplit,
-        outputs: Vec<Vec<f32>>,
-    ) -> Result<Vec<Vec<f32>>, KindError> {
+    fn decode(&self, _features: &(), outputs: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
         classify::decode(outputs)
     }
 
     fn score(
         &self,
         split: &EncodedSplit,
+        _features: &(),
         predictions: &[Vec<f32>],
         labels: &[String],
     ) -> anyhow::Result<Scores> {

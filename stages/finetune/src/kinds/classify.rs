@@ -6,13 +6,13 @@ use std::fmt::Write as _;
 
 use pipeline_tasks::evaluate;
 
-use super::{KindError, Scores, clean_tsv};
+use super::{Scores, clean_tsv};
 use crate::data::EncodedSplit;
 use crate::predict::argmax;
 
 /// Probabilities per feature are probabilities per example.
-pub fn decode(probs: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>, KindError> {
-    Ok(probs)
+pub fn decode(probs: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
+    probs
 }
 
 /// Accuracy, F1, macro-F1 and the confusion matrix of `probs` (one row per example) against

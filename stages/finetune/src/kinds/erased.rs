@@ -23,11 +23,11 @@ pub enum KindError {
         /// The kinds asked for and found.
         wrong: WrongKind,
     },
-    /// The head's outputs, the predictions or a split's decoding have another kind's shape.
+    /// The head's outputs, the predictions or a split's features have another kind's shape.
     Shape {
         /// The split's name.
         split: String,
-        /// What was converted: `head outputs`, `predictions`, `decoding`.
+        /// What was converted: `head outputs`, `predictions`, `features`, `targets`.
         what: &'static str,
         /// The shape the kind takes (`class rows`, `tag positions`, `spans`, …).
         expected: &'static str,
@@ -108,9 +108,10 @@ pub fn decode_outputs<K: Kind>(
     split: &EncodedSplit,
     outputs: Outputs,
 ) -> Result<Vec<K::Prediction>, KindError> {
+    let features = split.features::<K::Features>()?;
     let outputs = K::Output::from_outputs(outputs, &split.name)?;
     check_count(&split.name, "head outputs", split.rows.len(), outputs.len())?;
-    let predictions = kind.decode(split, outputs)?;
+    let predictions = kind.decode(features, outputs);
     check_count(
         &split.name,
         "predictions",
@@ -298,7 +299,7 @@ impl<K: Kind> AnyKind for K {
             split.examples,
             predictions.len(),
         )?;
-        Kind::score(self, split, predictions, labels)
+        Kind::score(self, split, split.features()?, predictions, labels)
     }
 
     fn prediction_header(&self, labels: &[String]) -> String {
@@ -357,6 +358,13 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "dev: head outputs are tag positions where class rows were expected"
+        );
+        let positions = Outputs::Positions(vec![Vec::new(); 2]);
+        let err = AnyKind::decode(&Tagging, &split, positions).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("dev: features are another kind's where "),
+            "{err}"
         );
         let err = AnyKind::score(&Pairs, &split, &Decoded::Tags(vec![vec![0]; 2]), &[]);
         assert!(err.unwrap_err().to_string().contains("are tags where"));

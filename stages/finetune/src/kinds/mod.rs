@@ -14,8 +14,8 @@
 //! the evaluation are the same for all of them and hold a kind as [`AnyKind`], whose one
 //! implementation (`erased`) converts the values every kind shares to the kind's types, a
 //! value of another kind being a [`KindError`]: a feature's target ([`crate::data::Targets`])
-//! picks the loss, the model's head its outputs, and the split's [`crate::data::Decoding`] how
-//! they map back to examples.
+//! picks the loss, the model's head its outputs, and the kind's [`Kind::Features`] how they
+//! map back to examples.
 
 pub mod choice;
 pub mod classify;
@@ -193,6 +193,10 @@ pub trait Kind: Sync + 'static {
     /// One example of a split.
     type Example: KindExample;
 
+    /// What maps the head's outputs on a split's features back to its examples (and, for
+    /// some kinds, their gold): made by [`Kind::encode`], kept boxed in the split.
+    type Features: std::any::Any + Send + Sync;
+
     /// What the head gives for one feature.
     type Output: FeatureOutput;
 
@@ -202,20 +206,21 @@ pub trait Kind: Sync + 'static {
     /// The head, given the protocol's labels.
     fn head(&self, labels: &[String]) -> Head;
 
-    /// Examples to features.
+    /// Examples to features (the split's `decoding` a [`Kind::Features`]).
     fn encode(&self, name: &str, examples: &[Self::Example], encoder: &Encoder) -> EncodedSplit;
 
-    /// The head's outputs on `split`'s features (one each) to one prediction per example.
+    /// The head's outputs on the split's features (one each) to one prediction per example.
     fn decode(
         &self,
-        split: &EncodedSplit,
+        features: &Self::Features,
         outputs: Vec<Self::Output>,
-    ) -> Result<Vec<Self::Prediction>, KindError>;
+    ) -> Vec<Self::Prediction>;
 
     /// The scores of `predictions` (one per example) against `split`'s gold.
     fn score(
         &self,
         split: &EncodedSplit,
+        features: &Self::Features,
         predictions: &[Self::Prediction],
         labels: &[String],
     ) -> anyhow::Result<Scores>;

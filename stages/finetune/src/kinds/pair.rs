@@ -3,7 +3,7 @@
 
 use pipeline_tasks::{PairExample, TaskKind};
 
-use super::{Head, Kind, KindError, Scores, classify};
+use super::{Head, Kind, Scores, classify};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -13,6 +13,7 @@ pub struct Pairs;
 impl Kind for Pairs {
     const KIND: TaskKind = TaskKind::Pair;
     type Example = PairExample;
+    type Features = ();
     type Output = Vec<f32>;
     type Prediction = Vec<f32>;
 
@@ -31,17 +32,14 @@ impl Kind for Pairs {
         )
     }
 
-    fn decode(
-        &self,
-        _split: &EncodedSplit,
-        outputs: Vec<Vec<f32>>,
-    ) -> Result<Vec<Vec<f32>>, KindError> {
+    fn decode(&self, _features: &(), outputs: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
         classify::decode(outputs)
     }
 
     fn score(
         &self,
         split: &EncodedSplit,
+        _features: &(),
         predictions: &[Vec<f32>],
         labels: &[String],
     ) -> anyhow::Result<Scores> {

@@ -19,8 +19,8 @@ use std::fmt::Write as _;
 use pipeline_tasks::TaskKind;
 use pipeline_tasks::c3::{C3_CHOICES, C3Example};
 
-use super::{Head, Kind, KindError, Scores, classify, clean_tsv};
-use crate::data::{Decoding, EncodeNotes, EncodedSplit, Targets};
+use super::{Head, Kind, Scores, classify, clean_tsv};
+use crate::data::{EncodeNotes, EncodedSplit, Targets};
 use crate::encode::Encoder;
 use crate::predict::argmax;
 
@@ -49,12 +49,16 @@ pub fn encode_questions(name: &str, examples: &[C3Example], encoder: &Encoder) -
         examples: examples.len(),
         rows,
         targets: Targets::Classes(examples.iter().map(|e| e.answer).collect()),
-        decoding: Decoding::Choices {
-            real: examples.iter().map(|e| e.real_choices).collect(),
-        },
+        decoding: Box::new(RealChoices(
+            examples.iter().map(|e| e.real_choices).collect(),
+        )),
         notes,
     }
 }
+
+/// The real choices of each question (the rest of its rows are padding, never predicted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RealChoices(pub Vec<usize>);
 
 /// The choice probabilities of one question renormalised over its `real` choices, the
 /// padding's set to 0 (the head's softmax ran over all 4).
@@ -77,6 +81,7 @@ pub fn mask_padding(p: &[f32], real: usize) -> Vec<f32> {
 impl Kind for ReadingChoices {
     const KIND: TaskKind = TaskKind::ReadingChoice;
     type Example = C3Example;
+    type Features = RealChoices;
     type Output = Vec<f32>;
     type Prediction = Vec<f32>;
 
@@ -88,22 +93,18 @@ impl Kind for ReadingChoices {
         encode_questions(name, examples, encoder)
     }
 
-    fn decode(
-        &self,
-        split: &EncodedSplit,
-        outputs: Vec<Vec<f32>>,
-    ) -> Result<Vec<Vec<f32>>, KindError> {
-        let real = split.decoding.choices(&split.name)?;
-        Ok(outputs
+    fn decode(&self, real: &RealChoices, outputs: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
+        outputs
             .iter()
-            .zip(real)
+            .zip(&real.0)
             .map(|(p, &r)| mask_padding(p, r))
-            .collect())
+            .collect()
     }
 
     fn score(
         &self,
         split: &EncodedSplit,
+        _real: &RealChoices,
         predictions: &[Vec<f32>],
         labels: &[String],
     ) -> anyhow::Result<Scores> {

@@ -4,7 +4,7 @@
 
 use pipeline_tasks::{SingleExample, TaskKind};
 
-use super::{Head, Kind, KindError, Scores, classify};
+use super::{Head, Kind, Scores, classify};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -14,6 +14,7 @@ pub struct Singles;
 impl Kind for Singles {
     const KIND: TaskKind = TaskKind::Single;
     type Example = SingleExample;
+    type Features = ();
     type Output = Vec<f32>;
     type Prediction = Vec<f32>;
 
@@ -32,17 +33,14 @@ impl Kind for Singles {
         )
     }
 
-    fn decode(
-        &self,
-        _split: &EncodedSplit,
-        outputs: Vec<Vec<f32>>,
-    ) -> Result<Vec<Vec<f32>>, KindError> {
+    fn decode(&self, _features: &(), outputs: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
         classify::decode(outputs)
     }
 
     fn score(
         &self,
         split: &EncodedSplit,
+        _features: &(),
         predictions: &[Vec<f32>],
         labels: &[String],
     ) -> anyhow::Result<Scores> {

@@ -30,8 +30,8 @@ use pipeline_tasks::span_features::{
 use pipeline_tasks::squad::SquadExample;
 use pipeline_tasks::{SpanMetricsBlock, TaskKind};
 
-use super::{Head, Kind, KindError, Scores, SpanAnswer, clean_tsv};
-use crate::data::{Decoding, EncodeNotes, EncodedSplit, Targets};
+use super::{Head, Kind, Scores, SpanAnswer, clean_tsv};
+use crate::data::{EncodeNotes, EncodedSplit, Targets};
 use crate::encode::{Encoded, Encoder};
 
 /// The span-extraction kind.
@@ -125,7 +125,7 @@ pub fn encode_questions(name: &str, examples: &[SquadExample], encoder: &Encoder
         examples: examples.len(),
         rows,
         targets: Targets::Spans(targets),
-        decoding: Decoding::Spans(Box::new(s)),
+        decoding: Box::new(s),
         notes,
     }
 }
@@ -150,18 +150,14 @@ fn check_target(
 }
 
 /// The best answer of every question from its windows' logits.
-pub fn decode_answers(
-    split: &EncodedSplit,
-    logits: &[(Vec<f32>, Vec<f32>)],
-) -> Result<Vec<Option<SpanAnswer>>, KindError> {
-    let s = split.decoding.spans(&split.name)?;
+pub fn decode_answers(s: &SpanSplit, logits: &[(Vec<f32>, Vec<f32>)]) -> Vec<Option<SpanAnswer>> {
     let mut windows: Vec<Vec<usize>> = vec![Vec::new(); s.ids.len()];
     for (k, f) in s.features.iter().enumerate() {
         if let Some(w) = windows.get_mut(f.example) {
             w.push(k);
         }
     }
-    Ok(windows
+    windows
         .iter()
         .enumerate()
         .map(|(i, ks)| {
@@ -185,15 +181,11 @@ pub fn decode_answers(
                 score: c.score,
             })
         })
-        .collect())
+        .collect()
 }
 
 /// EM and F1 of `answers` against the split's gold, as CMRC 2018's script computes them.
-pub fn score_answers(
-    split: &EncodedSplit,
-    answers: &[Option<SpanAnswer>],
-) -> Result<SpanMetricsBlock, KindError> {
-    let s = split.decoding.spans(&split.name)?;
+pub fn score_answers(s: &SpanSplit, answers: &[Option<SpanAnswer>]) -> SpanMetricsBlock {
     let gold: Vec<GoldQuestion> = s
         .ids
         .iter()
@@ -210,15 +202,13 @@ pub fn score_answers(
         .zip(answers)
         .filter_map(|(id, a)| Some((id.clone(), a.as_ref()?.text.clone())))
         .collect();
-    Ok(SpanMetricsBlock::from_scores(&cmrc_eval::evaluate(
-        &gold,
-        &predictions,
-    )))
+    SpanMetricsBlock::from_scores(&cmrc_eval::evaluate(&gold, &predictions))
 }
 
 impl Kind for Spans {
     const KIND: TaskKind = TaskKind::Span;
     type Example = SquadExample;
+    type Features = SpanSplit;
     type Output = (Vec<f32>, Vec<f32>);
     type Prediction = Option<SpanAnswer>;
 
@@ -232,19 +222,20 @@ impl Kind for Spans {
 
     fn decode(
         &self,
-        split: &EncodedSplit,
+        features: &SpanSplit,
         logits: Vec<(Vec<f32>, Vec<f32>)>,
-    ) -> Result<Vec<Option<SpanAnswer>>, KindError> {
-        decode_answers(split, &logits)
+    ) -> Vec<Option<SpanAnswer>> {
+        decode_answers(features, &logits)
     }
 
     fn score(
         &self,
-        split: &EncodedSplit,
+        _split: &EncodedSplit,
+        features: &SpanSplit,
         answers: &[Option<SpanAnswer>],
         _labels: &[String],
     ) -> anyhow::Result<Scores> {
-        Ok(Scores::spans(score_answers(split, answers)?))
+        Ok(Scores::spans(score_answers(features, answers)))
     }
 
     fn prediction_header(&self, _labels: &[String]) -> String {

@@ -26,7 +26,7 @@ fn question(id: &str, question: &str, answer: &str) -> SquadExample {
 
 /// Logits that put the start at input position `s` and the end at `e` of every window.
 fn pointing(split: &EncodedSplit, at: &dyn Fn(&SpanFeature) -> (usize, usize)) -> Outputs {
-    let s = split.decoding.spans(&split.name).unwrap();
+    let s = split.features::<SpanSplit>().unwrap();
     Outputs::Spans(
         s.features
             .iter()

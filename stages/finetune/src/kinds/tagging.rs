@@ -19,8 +19,8 @@ use std::fmt::Write as _;
 
 use pipeline_tasks::{TagExample, TaskKind, entities, evaluate};
 
-use super::{Head, Kind, KindError, Scores, clean_tsv};
-use crate::data::{Decoding, EncodeNotes, EncodedSplit, TaggingSplit, Targets, Window};
+use super::{Head, Kind, Scores, clean_tsv};
+use crate::data::{EncodeNotes, EncodedSplit, Targets, Window};
 use crate::encode::{Encoded, Encoder};
 use crate::predict::argmax;
 
@@ -77,6 +77,18 @@ fn contains(&(s, e): &(usize, usize), u: usize) -> bool {
     s <= u && u < e
 }
 
+/// What decoding a tagging split needs: [`Tagging`]'s features.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaggingSplit {
+    /// One per feature.
+    pub windows: Vec<Window>,
+    /// One per example: the gold tag id of each of its characters; empty where there is no
+    /// gold (in `predict`).
+    pub gold_tags: Vec<Vec<usize>>,
+    /// One per example: its characters, what the windows' outputs are merged back onto.
+    pub lengths: Vec<usize>,
+}
+
 /// One sentence's features: for each window its row, the tag of each position (−100 where
 /// ignored) and the characters it decides.
 pub fn encode_sentence(
@@ -121,11 +133,7 @@ pub fn encode_sentence(
 
 /// The tag of every character of each example from the per-position probabilities of its
 /// windows.
-pub fn merge(
-    split: &EncodedSplit,
-    positions: &[Vec<Vec<f32>>],
-) -> Result<Vec<Vec<usize>>, KindError> {
-    let tagging = split.decoding.tagging(&split.name)?;
+pub fn merge(tagging: &TaggingSplit, positions: &[Vec<Vec<f32>>]) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = tagging.lengths.iter().map(|&n| vec![0; n]).collect();
     for (window, probs) in tagging.windows.iter().zip(positions) {
         for (j, unit) in window.decides.iter().enumerate() {
@@ -134,7 +142,7 @@ pub fn merge(
             }
         }
     }
-    Ok(out)
+    out
 }
 
 /// Features of tagged sentences (`tags` `None` when there is no gold, as in `predict`).
@@ -159,7 +167,7 @@ pub fn encode_sentences<'a>(
         examples: gold_tags.len(),
         rows,
         targets: Targets::Tags(targets),
-        decoding: Decoding::Tagging(TaggingSplit {
+        decoding: Box::new(TaggingSplit {
             windows,
             gold_tags,
             lengths,
@@ -171,6 +179,7 @@ pub fn encode_sentences<'a>(
 impl Kind for Tagging {
     const KIND: TaskKind = TaskKind::Tagging;
     type Example = TagExample;
+    type Features = TaggingSplit;
     type Output = Vec<Vec<f32>>;
     type Prediction = Vec<usize>;
 
@@ -186,21 +195,18 @@ impl Kind for Tagging {
         )
     }
 
-    fn decode(
-        &self,
-        split: &EncodedSplit,
-        outputs: Vec<Vec<Vec<f32>>>,
-    ) -> Result<Vec<Vec<usize>>, KindError> {
-        merge(split, &outputs)
+    fn decode(&self, tagging: &TaggingSplit, outputs: Vec<Vec<Vec<f32>>>) -> Vec<Vec<usize>> {
+        merge(tagging, &outputs)
     }
 
     fn score(
         &self,
         split: &EncodedSplit,
+        tagging: &TaggingSplit,
         predicted: &[Vec<usize>],
         labels: &[String],
     ) -> anyhow::Result<Scores> {
-        let gold_tags = &split.decoding.tagging(&split.name)?.gold_tags;
+        let gold_tags = &tagging.gold_tags;
         let flat = |v: &[Vec<usize>]| v.iter().flatten().copied().collect::<Vec<_>>();
         let classes = evaluate(&flat(gold_tags), &flat(predicted), labels)
             .map_err(|e| anyhow::anyhow!("{} metrics: {e}", split.name))?;
