@@ -48,7 +48,7 @@ impl Predictions {
         examples: &Examples,
         probs: &[Vec<f32>],
     ) -> Result<(), KindError> {
-        self.add_decoded(name, examples, &Decoded::Classes(probs.to_vec()))
+        self.add_decoded(name, examples, &Decoded::new(probs.to_vec()))
     }
 
     /// The rows of set `name` from the kind's predictions: as many as its examples, of the

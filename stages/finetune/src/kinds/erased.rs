@@ -8,7 +8,7 @@ use std::fmt;
 
 use pipeline_tasks::{Examples, KindExample, TaskKind, WrongKind};
 
-use super::{Decoded, Head, Kind, Outputs, Scores, SpanAnswer};
+use super::{Decoded, Head, Kind, Outputs, Scores};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -165,57 +165,6 @@ feature_output! {
     Spans => (Vec<f32>, Vec<f32>), "start and end logits";
 }
 
-/// The prediction for one example, in and out of the shared [`Decoded`].
-pub trait Prediction: Sized + Clone + Send {
-    /// The shape's name in errors.
-    const SHAPE: &'static str;
-
-    /// The shared form of one prediction per example.
-    fn erase(predictions: Vec<Self>) -> Decoded;
-
-    /// The predictions, if `decoded` holds this shape.
-    fn view<'a>(decoded: &'a Decoded, split: &str) -> Result<&'a [Self], KindError>;
-}
-
-fn decoded_shape(d: &Decoded) -> &'static str {
-    match d {
-        Decoded::Classes(_) => <Vec<f32> as Prediction>::SHAPE,
-        Decoded::Tags(_) => <Vec<usize> as Prediction>::SHAPE,
-        Decoded::Spans(_) => <Option<SpanAnswer> as Prediction>::SHAPE,
-    }
-}
-
-/// `$ty` is one example's prediction in `Decoded::$variant`.
-macro_rules! prediction {
-    ($($variant:ident => $ty:ty, $shape:literal;)*) => {$(
-        impl Prediction for $ty {
-            const SHAPE: &'static str = $shape;
-
-            fn erase(predictions: Vec<Self>) -> Decoded {
-                Decoded::$variant(predictions)
-            }
-
-            fn view<'a>(decoded: &'a Decoded, split: &str) -> Result<&'a [Self], KindError> {
-                match decoded {
-                    Decoded::$variant(v) => Ok(v),
-                    other => Err(KindError::Shape {
-                        split: split.to_string(),
-                        what: "predictions",
-                        expected: <Self as Prediction>::SHAPE,
-                        found: decoded_shape(other),
-                    }),
-                }
-            }
-        }
-    )*};
-}
-
-prediction! {
-    Classes => Vec<f32>, "class probabilities";
-    Tags => Vec<usize>, "tags";
-    Spans => Option<SpanAnswer>, "answer spans";
-}
-
 /// A task kind as the stage holds it (`&'static dyn AnyKind`, from [`super::of`]): a typed
 /// [`Kind`] whose examples, outputs and predictions are taken from, and given back as, the
 /// values every kind shares.
@@ -283,7 +232,7 @@ impl<K: Kind> AnyKind for K {
     }
 
     fn decode(&self, split: &EncodedSplit, outputs: Outputs) -> Result<Decoded, KindError> {
-        decode_outputs(self, split, outputs).map(K::Prediction::erase)
+        decode_outputs(self, split, outputs).map(Decoded::new)
     }
 
     fn score(
@@ -292,7 +241,7 @@ impl<K: Kind> AnyKind for K {
         decoded: &Decoded,
         labels: &[String],
     ) -> anyhow::Result<Scores> {
-        let predictions = K::Prediction::view(decoded, &split.name)?;
+        let predictions = decoded.get::<K::Prediction>(&split.name)?;
         check_count(
             &split.name,
             "predictions",
@@ -315,7 +264,7 @@ impl<K: Kind> AnyKind for K {
         out: &mut String,
     ) -> Result<(), KindError> {
         let examples = examples_of(examples, name)?;
-        let predictions = K::Prediction::view(decoded, name)?;
+        let predictions = decoded.get::<K::Prediction>(name)?;
         check_count(name, "predictions", examples.len(), predictions.len())?;
         Kind::prediction_rows(self, name, examples, predictions, labels, out);
         Ok(())
@@ -366,10 +315,14 @@ mod tests {
                 .starts_with("dev: features are another kind's where "),
             "{err}"
         );
-        let err = AnyKind::score(&Pairs, &split, &Decoded::Tags(vec![vec![0]; 2]), &[]);
-        assert!(err.unwrap_err().to_string().contains("are tags where"));
+        let err = AnyKind::score(&Pairs, &split, &Decoded::new(vec![vec![0usize]; 2]), &[]);
+        assert!(
+            err.unwrap_err()
+                .to_string()
+                .starts_with("dev: predictions are another kind's where ")
+        );
         let mut out = String::new();
-        let one = Decoded::Classes(vec![vec![0.5, 0.5]]);
+        let one = Decoded::new(vec![vec![0.5f32, 0.5]]);
         let labels = ["0".to_string(), "1".to_string()];
         let err = AnyKind::prediction_rows(&Pairs, "dev", &pairs(2), &one, &labels, &mut out);
         assert_eq!(err.unwrap_err().to_string(), "dev: 1 predictions for 2");
@@ -382,7 +335,7 @@ mod tests {
         let split = AnyKind::encode(&Pairs, "dev", &pairs(2), &e).unwrap();
         let probs = vec![vec![0.9, 0.1], vec![0.2, 0.8]];
         let decoded = AnyKind::decode(&Pairs, &split, Outputs::Rows(probs.clone())).unwrap();
-        assert_eq!(decoded, Decoded::Classes(probs));
+        assert_eq!(decoded.get::<Vec<f32>>("dev").unwrap(), &probs[..]);
         let labels = ["0".to_string(), "1".to_string()];
         let s = AnyKind::score(&Pairs, &split, &decoded, &labels).unwrap();
         assert_eq!(s.selection(), 1.0);

@@ -26,12 +26,13 @@ pub mod single;
 pub mod span;
 pub mod tagging;
 
+use std::any::Any;
 use std::ops::Range;
 
 use pipeline_tasks::entities::EntityScores;
 use pipeline_tasks::{KindExample, Metrics, MetricsBlock, SpanMetricsBlock, TaskKind};
 
-pub use erased::{AnyKind, FeatureOutput, KindError, Prediction, decode_outputs};
+pub use erased::{AnyKind, FeatureOutput, KindError, decode_outputs};
 
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
@@ -74,30 +75,52 @@ pub struct SpanAnswer {
     pub score: f32,
 }
 
-/// One prediction per example.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Decoded {
-    /// Class (or choice) probabilities; the prediction is the largest.
-    Classes(Vec<Vec<f32>>),
-    /// A tag id for every character of the sentence.
-    Tags(Vec<Vec<usize>>),
-    /// The best answer span (none when no window had a context token).
-    Spans(Vec<Option<SpanAnswer>>),
+/// One prediction per example, as the kind that decoded them made them: its own
+/// `Vec<Kind::Prediction>` (class probabilities, tag ids, answer spans), boxed so that the
+/// stage holds every kind's alike; [`Decoded::get`] unboxes it.
+pub struct Decoded {
+    predictions: Box<dyn Any + Send + Sync>,
+    len: usize,
+}
+
+impl std::fmt::Debug for Decoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decoded")
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Decoded {
+    /// `predictions`, one per example.
+    pub fn new<P: Any + Send + Sync>(predictions: Vec<P>) -> Decoded {
+        Decoded {
+            len: predictions.len(),
+            predictions: Box::new(predictions),
+        }
+    }
+
+    /// The predictions as `P`s, or the error of another kind's (`split` names them).
+    pub fn get<P: Any>(&self, split: &str) -> Result<&[P], KindError> {
+        match self.predictions.downcast_ref::<Vec<P>>() {
+            Some(v) => Ok(v),
+            None => Err(KindError::Shape {
+                split: split.to_string(),
+                what: "predictions",
+                expected: std::any::type_name::<P>(),
+                found: "another kind's",
+            }),
+        }
+    }
+
     /// How many examples.
     pub fn len(&self) -> usize {
-        match self {
-            Decoded::Classes(p) => p.len(),
-            Decoded::Tags(t) => t.len(),
-            Decoded::Spans(s) => s.len(),
-        }
+        self.len
     }
 
     /// Whether there are no examples.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len == 0
     }
 }
 
@@ -201,7 +224,7 @@ pub trait Kind: Sync + 'static {
     type Output: FeatureOutput;
 
     /// The prediction for one example.
-    type Prediction: Prediction;
+    type Prediction: Any + Send + Sync;
 
     /// The head, given the protocol's labels.
     fn head(&self, labels: &[String]) -> Head;
