@@ -344,3 +344,39 @@ mod tests {
         assert_eq!(out.lines().count(), 2);
     }
 }
+
+#[cfg(test)]
+mod registration_tests {
+    use pipeline_tasks::TaskKind;
+
+    use super::*;
+    use crate::data::Targets;
+    use crate::encode::tests::encoder;
+
+    /// Every registered kind is the kind it is registered for, and the gold its encoding
+    /// makes is what its head trains on (a kind that broke this would fail its first step).
+    #[test]
+    fn every_kind_is_registered_as_itself_and_its_targets_fit_its_head() {
+        let e = encoder(16);
+        let labels = ["O".to_string(), "B-PER".to_string()];
+        for kind in [
+            TaskKind::Pair,
+            TaskKind::Choice,
+            TaskKind::Single,
+            TaskKind::Tagging,
+            TaskKind::Span,
+            TaskKind::ReadingChoice,
+        ] {
+            let k = crate::kinds::of(kind);
+            assert_eq!(k.kind(), kind);
+            let split = k.encode("dev", &Examples::empty(kind), &e).unwrap();
+            let fits = matches!(
+                (k.head(&labels), &split.targets),
+                (Head::Classes(_) | Head::Choice, Targets::Classes(_))
+                    | (Head::Tags(_), Targets::Tags(_))
+                    | (Head::Span, Targets::Spans(_))
+            );
+            assert!(fits, "{kind}: its head does not train on its targets");
+        }
+    }
+}
