@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Ours against Hugging Face transformers on this CPU, alternating run by run (issue 12).
+"""Ours against Hugging Face transformers on this CPU, alternating run by run.
 
     .venv-torch/bin/python benches/cpu_compare.py                      # 3 rounds, all workloads
     .venv-torch/bin/python benches/cpu_compare.py --rounds 5 --workloads tiny-train

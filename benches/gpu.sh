@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7's GPU benchmarks, ours and Hugging Face transformers in one call so the figures are
+# The GPU benchmarks, ours and Hugging Face transformers in one call so the figures are
 # comparable: training tokens/s and MFU for albert_zh tiny, base and large at seq 128 and 512,
 # and the largest batch that fits per sequence length for base and large (albert_zh's "max batch
 # size" table). One JSON object a line into $OUT/gpu.jsonl (the report's throughput table reads

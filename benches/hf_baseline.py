@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hugging Face transformers baseline for the ALBERT benchmarks of issues 4, 5 and 7.
+"""Hugging Face transformers baseline for the ALBERT benchmarks (training, inference, largest batch).
 
     .venv-torch/bin/python benches/hf_baseline.py train --config tiny --batch 32 --seq 128 \\
         --masked 20 --steps 10 --runs 5 --threads 2 --device cpu --dtype fp32

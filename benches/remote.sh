@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Remote store throughput (issue 25): push and pull of a 1 GB artifact to a directory remote and
+# Remote store throughput: push and pull of a 1 GB artifact to a directory remote and
 # to moto's S3 server on 127.0.0.1, each against `cp` of the same file in the same run
 # (alternating push, cp, pull, cp round by round; the figure is the median of per-round
 # ratios), and a push of 1,000 artifacts that the remote already has (one listing: ≤ 1 s).

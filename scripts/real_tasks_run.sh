@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issues 22 and 24 on the shared data, one seed: a short pretraining (share all, 300 steps, one
+# The added task kinds on the shared data, one seed: a short pretraining (share all, 300 steps, one
 # masking pass, the default decontaminated corpus), then ChnSentiCorp, SMP2020-EWECT, MSRA NER,
 # CMRC 2018 and C3 fine-tuned from it and from random init (2 epochs, train capped for a 2-core
 # budget), with their baselines on the same examples. About 50 minutes on 2 cores.

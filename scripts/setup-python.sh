@@ -17,7 +17,7 @@ VENV="${VENV:-$ROOT/.venv-torch}"
 PYTHON="${PYTHON:-python3}"
 
 TORCH_VERSION="2.11.0"
-# transformers 5.x (the issues' baseline figures were measured with 5.23)
+# transformers 5.x (the published baseline figures were measured with 5.23)
 TRANSFORMERS_SPEC="transformers>=5.0,<6"
 OTHERS=(safetensors numpy pyarrow tokenizers)
 
