@@ -203,9 +203,9 @@ impl Scores {
     }
 }
 
-/// One task kind, typed: its examples, what its head gives for one feature, and its
-/// prediction for one example are its own types, so a kind's module never meets another kind's
-/// values. The stage sees kinds through [`AnyKind`], which every `Kind` is, and which converts
+/// One task kind, typed: its example, its features (what maps outputs back to examples), what
+/// its head gives for one feature, and its prediction for one example are its own types, so a
+/// kind's module never meets another kind's values. The stage sees kinds through [`AnyKind`], which every `Kind` is, and which converts
 /// the shared values ([`pipeline_tasks::Examples`], [`Outputs`], [`Decoded`]) to the kind's
 /// types once, with a typed [`KindError`] where they are of another kind.
 pub trait Kind: Sync + 'static {
@@ -218,7 +218,7 @@ pub trait Kind: Sync + 'static {
 
     /// What maps the head's outputs on a split's features back to its examples (and, for
     /// some kinds, their gold): made by [`Kind::encode`], kept boxed in the split.
-    type Features: std::any::Any + Send + Sync;
+    type Features: Any + Send + Sync;
 
     /// What the head gives for one feature.
     type Output: FeatureOutput;
