@@ -355,9 +355,14 @@ fn bad_pretrain_inputs_are_clear_errors() {
     ws.write("ckpt/model.safetensors", &bytes[..bytes.len() / 3]);
     expect_failure(&ws, 1, &["truncated", "init_from"]);
 
-    // bf16 is refused, not trained in fp32 under a bf16 label.
-    let ws = Ws::new(&yaml("      steps: 5\n      precision: bf16"));
-    expect_failure(&ws, 1, &["precision bf16 is not implemented yet", "fp32"]);
+    // bf16 on a device without bf16 products (flex, what `device: flex` and a build without
+    // libtorch give) is refused, not trained in fp32 under a bf16 label.
+    let ws = Ws::new(&yaml("      steps: 5\n      device: flex\n      precision: bf16"));
+    expect_failure(
+        &ws,
+        1,
+        &["param `precision`: bf16 needs a libtorch device", "fp32"],
+    );
 }
 
 /// A benchmark of zero rows, tokens, steps or runs is a mistake in the command line (exit 2

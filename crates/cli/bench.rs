@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use burn::tensor::Device;
-use pipeline_albert::device::{DeviceChoice, ResolvedDevice, resolve};
-use pipeline_albert::model::AlbertInput;
+use pipeline_albert::device::{DeviceChoice, ResolvedDevice, has_bf16, resolve};
+use pipeline_albert::model::{AlbertInput, MatmulPrecision};
 use pipeline_albert::parallel::DataParallel;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining};
@@ -227,12 +227,19 @@ fn timed_runs(args: &BenchArgs, step: &mut dyn FnMut() -> Result<()>) -> Result<
 pub fn train(args: &BenchArgs) -> Result<ExitCode> {
     let c = model_config(args)?;
     let dev = device(args)?;
-    if args.precision != "fp32" {
-        bail!("--precision {}: this build trains in fp32", args.precision);
-    }
+    let precision = match args.precision.as_str() {
+        "fp32" => MatmulPrecision::Fp32,
+        "bf16" if has_bf16(&dev.device) => MatmulPrecision::Bf16,
+        "bf16" => bail!(
+            "--precision bf16 needs a libtorch device (--device tch-cpu or cuda:N); {} has no \
+             bf16 products",
+            dev.name
+        ),
+        other => bail!("--precision {other}: expected fp32 or bf16"),
+    };
     let ad = dev.device.clone().autodiff();
     ad.seed(1);
-    let model = AlbertForPreTraining::new(&c, &ad);
+    let model = AlbertForPreTraining::new(&c, &ad).with_precision(precision);
     let optim = OptimConfig {
         optimizer: OptimizerKind::Lamb,
         learning_rate: 1e-4,

@@ -111,6 +111,14 @@ pub fn is_cpu(device: &Device) -> bool {
     plain == Device::flex()
 }
 
+/// Whether `device` (with or without autodiff) has bf16 matrix products, which mixed
+/// precision needs: libtorch has them on the CPU and on CUDA. flex is refused: burn-flex 0.22
+/// multiplies bf16 by converting both operands to float32 and back, so mixed precision there
+/// would only add conversions and rounding.
+pub fn has_bf16(device: &Device) -> bool {
+    device.clone().without_autodiff() != Device::flex()
+}
+
 /// The device `choice` names, or an error saying how to get it.
 pub fn resolve(choice: DeviceChoice) -> Result<ResolvedDevice, DeviceError> {
     let flex = || ResolvedDevice {
@@ -188,7 +196,11 @@ mod tests {
         }
         for choice in [DeviceChoice::Cpu, DeviceChoice::Flex] {
             let d = resolve(choice).unwrap().device;
-            assert!(is_cpu(&d) && is_cpu(&d.autodiff()), "{choice:?}");
+            assert!(is_cpu(&d) && is_cpu(&d.clone().autodiff()), "{choice:?}");
+            assert_eq!(
+                has_bf16(&d.autodiff()),
+                HAS_TCH && choice == DeviceChoice::Cpu
+            );
         }
     }
 }

@@ -19,11 +19,13 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use crate::config::{Activation, AlbertConfig, Layout, LnType};
 
 mod corruption;
+mod precision;
 pub use crate::heads::{
     AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForSequenceClassification,
     AlbertForTokenClassification, SpanLogits,
 };
 pub use corruption::mlm_by_corruption;
+pub use precision::MatmulPrecision;
 
 pub(crate) fn linear(d_in: usize, d_out: usize, c: &AlbertConfig, device: &Device) -> Linear {
     // transformers initialises weights N(0, initializer_range) and biases with zeros.
@@ -42,8 +44,13 @@ pub(crate) fn linear(d_in: usize, d_out: usize, c: &AlbertConfig, device: &Devic
 /// tiles), which on a CPU packs the weight once per row block and gives the backward 32 small
 /// products; folding the batch into the rows is one large, efficient product each way.
 pub fn dense(l: &Linear, x: Tensor<3>) -> Tensor<3> {
+    dense_in(MatmulPrecision::Fp32, l, x)
+}
+
+/// [`dense`] with its product in `precision`.
+pub fn dense_in(precision: MatmulPrecision, l: &Linear, x: Tensor<3>) -> Tensor<3> {
     let [b, s, d] = x.dims();
-    let y = l.forward(x.reshape([b * s, d]));
+    let y = precision.linear(l, x.reshape([b * s, d]));
     let [_, o] = y.dims();
     y.reshape([b, s, o])
 }
@@ -197,6 +204,9 @@ pub struct AlbertAttention {
     /// Attention heads; H is split evenly between them.
     #[module(skip)]
     pub num_heads: usize,
+    /// The dtype of the projections and of both attention products.
+    #[module(skip)]
+    pub precision: MatmulPrecision,
 }
 
 impl AlbertAttention {
@@ -212,6 +222,7 @@ impl AlbertAttention {
             attention_dropout: DropoutConfig::new(c.attention_probs_dropout_prob).init(),
             output_dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
             num_heads: c.num_attention_heads,
+            precision: MatmulPrecision::Fp32,
         }
     }
 
@@ -221,16 +232,18 @@ impl AlbertAttention {
         let heads = self.num_heads;
         let d = h / heads;
         let split = |t: Tensor<3>| t.reshape([b, s, heads, d]).swap_dims(1, 2);
-        let q = split(dense(&self.query, x.clone()));
-        let k = split(dense(&self.key, x.clone()));
-        let v = split(dense(&self.value, x));
+        let p = self.precision;
+        let q = split(dense_in(p, &self.query, x.clone()));
+        let k = split(dense_in(p, &self.key, x.clone()));
+        let v = split(dense_in(p, &self.value, x));
         let scale = 1.0 / (d as f64).sqrt();
-        let scores = q.matmul(k.swap_dims(2, 3));
+        let scores = p.matmul(q, k.swap_dims(2, 3));
         let probs = crate::fused::attention_probs(scores, scale as f32, &bias)
             .unwrap_or_else(|scores| softmax((*scores).mul_scalar(scale) + bias, 3));
         let probs = self.attention_dropout.forward(probs);
-        let context = probs.matmul(v).swap_dims(1, 2).reshape([b, s, h]);
-        self.output_dropout.forward(dense(&self.dense, context))
+        let context = p.matmul(probs, v).swap_dims(1, 2).reshape([b, s, h]);
+        self.output_dropout
+            .forward(dense_in(p, &self.dense, context))
     }
 }
 
@@ -248,6 +261,9 @@ pub struct AlbertFfn {
     /// The activation between the two projections (`hidden_act`).
     #[module(skip)]
     pub activation: Activation,
+    /// The dtype of the two projections.
+    #[module(skip)]
+    pub precision: MatmulPrecision,
 }
 
 impl AlbertFfn {
@@ -259,13 +275,15 @@ impl AlbertFfn {
             full_layer_layer_norm: layer_norm(c.hidden_size, c, device),
             dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
             activation: c.hidden_act,
+            precision: MatmulPrecision::Fp32,
         }
     }
 
     /// The two projections and the activation; no residual, no LayerNorm.
     pub fn transform(&self, x: Tensor<3>) -> Tensor<3> {
-        let x = activate(dense(&self.ffn, x), self.activation);
-        self.dropout.forward(dense(&self.ffn_output, x))
+        let p = self.precision;
+        let x = activate(dense_in(p, &self.ffn, x), self.activation);
+        self.dropout.forward(dense_in(p, &self.ffn_output, x))
     }
 }
 
@@ -316,6 +334,9 @@ pub struct AlbertEncoder {
     /// Where the LayerNorms sit.
     #[module(skip)]
     pub ln_type: LnType,
+    /// The dtype of the E→H projection.
+    #[module(skip)]
+    pub precision: MatmulPrecision,
 }
 
 impl AlbertEncoder {
@@ -331,13 +352,14 @@ impl AlbertEncoder {
             ffns: (0..n_ffn).map(|_| AlbertFfn::new(c, device)).collect(),
             num_layers: c.num_hidden_layers,
             ln_type: c.ln_type,
+            precision: MatmulPrecision::Fp32,
         }
     }
 
     /// `[batch, seq, E]` → `[batch, seq, H]`.
     pub fn forward(&self, embedded: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
         let mut x = match &self.embedding_hidden_mapping_in {
-            Some(l) => dense(l, embedded),
+            Some(l) => dense_in(self.precision, l, embedded),
             None => embedded,
         };
         for i in 0..self.num_layers {
@@ -415,6 +437,9 @@ pub struct MlmHead {
     /// The transform's activation (`hidden_act`).
     #[module(skip)]
     pub activation: Activation,
+    /// The dtype of the transform and of the decoder products.
+    #[module(skip)]
+    pub precision: MatmulPrecision,
 }
 
 impl MlmHead {
@@ -427,6 +452,7 @@ impl MlmHead {
             layer_norm: layer_norm(width, c, device),
             bias: Param::from_tensor(Tensor::zeros([c.vocab_size], device)),
             activation: c.hidden_act,
+            precision: MatmulPrecision::Fp32,
         }
     }
 
@@ -438,14 +464,15 @@ impl MlmHead {
         word_embeddings: Tensor<2>,
         projection: Option<Tensor<2>>,
     ) -> Tensor<2> {
-        let x = activate(self.dense.forward(hidden), self.activation);
+        let mp = self.precision;
+        let x = activate(mp.linear(&self.dense, hidden), self.activation);
         let x = self.layer_norm.forward(x);
         let x = match projection {
-            Some(p) => x.matmul(p.transpose()),
+            Some(p) => mp.matmul(x, p.transpose()),
             None => x,
         };
         let [v] = self.bias.dims();
-        x.matmul(word_embeddings.transpose()) + self.bias.val().reshape([1, v])
+        mp.matmul(x, word_embeddings.transpose()) + self.bias.val().reshape([1, v])
     }
 }
 

@@ -14,7 +14,7 @@
 //! | `share_type`, `ln_type`, `layout`, `embedding_size`, `hidden_size`, `num_hidden_layers`, `num_attention_heads`, `intermediate_size`, `hidden_act`, … (`pipeline_albert::config::override_keys`) | from `model` | override one field of the model config (`vocab_size` comes from the vocabulary; `layout: albert_zh` is albert_zh's own embedding block and MLM head) |
 //! | `init_from` | none | a Hugging Face ALBERT checkpoint directory to continue pretraining from, or a TensorFlow checkpoint (albert_zh's or google-research/albert's: directory, prefix or .index, with albert_config.json and vocab.txt beside it) |
 //! | `device` | `auto` | `auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N` (`tch` builds only) |
-//! | `precision` | `fp32` | `fp32`; `bf16` is reserved for CUDA mixed precision and refused until it exists |
+//! | `precision` | `fp32` | `fp32`, or `bf16`: mixed precision as `torch.autocast` does it, the matrix products (projections, both attention products, the MLM decoder) in bfloat16 on float32 master weights, LayerNorm, softmax, GELU and the losses in float32; libtorch devices only (`tch-cpu`, `cuda:N`), refused on `flex` |
 //! | `steps` | 1000 | optimiser steps |
 //! | `batch_size` | 32 | rows per micro-batch |
 //! | `grad_accum_steps` | 1 | micro-batches per optimiser step |
@@ -70,6 +70,7 @@ use std::path::Path;
 
 use anyhow::bail;
 use pipeline_albert::device::{self, ResolvedDevice};
+use pipeline_albert::model::MatmulPrecision;
 use pipeline_engine::stage::{Stage, StageContext};
 use serde_json::{Map, Value};
 
@@ -109,28 +110,32 @@ impl Stage for PretrainStage {
 fn run(ctx: &StageContext, p: &PretrainParams) -> anyhow::Result<()> {
     let data = Data::from_deps(ctx)?;
     let device = training_device(p)?;
-    let model = initial_model(p, data.vocab_size, &device.device.clone().autodiff())?;
+    let (config, model) = initial_model(p, data.vocab_size, &device.device.clone().autodiff())?;
+    let model = (config, model.with_precision(matmul_precision(p.precision)));
     data.check_fits(&model.0)?;
     let mut training = TrainingRun::start(ctx, p, &data, model, device)?;
     training.train()?;
     training.export()
 }
 
-/// The device the `device` param names, refusing precisions this build cannot train in.
+/// The device the `device` param names, refusing a precision it cannot train in.
 fn training_device(p: &PretrainParams) -> anyhow::Result<ResolvedDevice> {
     let device = device::resolve(p.device)?;
-    if p.precision == Precision::Bf16 {
-        // Refused rather than silently trained in fp32 under a bf16 label: mixed precision
-        // has not been written or checked on a GPU yet (see README § GPU).
+    if p.precision == Precision::Bf16 && !device::has_bf16(&device.device) {
+        // Refused rather than silently trained in fp32 under a bf16 label.
         bail!(
-            "precision bf16 is not implemented yet ({}{}); use precision: fp32",
-            device.name,
-            if device.is_gpu {
-                ""
-            } else {
-                ", and it would need a CUDA device"
-            }
+            "param `precision`: bf16 needs a libtorch device (device: tch-cpu or cuda:N), and \
+             device {} has no bf16 products; use precision: fp32 there",
+            device.name
         );
     }
     Ok(device)
+}
+
+/// The model's matrix-product dtype for the `precision` param.
+fn matmul_precision(p: Precision) -> MatmulPrecision {
+    match p {
+        Precision::Fp32 => MatmulPrecision::Fp32,
+        Precision::Bf16 => MatmulPrecision::Bf16,
+    }
 }

@@ -73,7 +73,7 @@ impl<'a> TrainingRun<'a> {
         let mut trainer = Trainer::new(config.clone(), model, p.optim.clone(), ad);
         trainer.sop = p.sop;
         trainer.mask_id = data.mask_id;
-        trainer.nan_at_step = fault_injected_step().map(|n| n.saturating_sub(1));
+        trainer.nan_at_step = fault_injected_step().and_then(|n| n.checked_sub(1));
         let checkpoint = Checkpoint::new(ctx.work_dir.join("checkpoint"));
         let reader_config = data.reader_config(p);
         let mut run = TrainingRun {

@@ -218,3 +218,83 @@ fn an_interval_is_the_mean_of_its_losses_and_the_sum_of_its_counts() {
     assert_eq!(s.lr, 0.2);
     assert_eq!(StepStats::over(&[]).loss, 0.0);
 }
+
+/// 200 steps on libtorch's CPU, the losses of each step.
+#[cfg(feature = "tch")]
+fn loss_curve(precision: pipeline_albert::model::MatmulPrecision, batches: &[Batch]) -> Vec<f64> {
+    use pipeline_albert::device::{DeviceChoice, resolve};
+    let device = resolve(DeviceChoice::TchCpu).unwrap().device.autodiff();
+    device.seed(7);
+    let mut c = config();
+    (c.embedding_size, c.hidden_size, c.num_attention_heads) = (16, 32, 4);
+    (c.intermediate_size, c.num_hidden_layers) = (64, 2);
+    let model = AlbertForPreTraining::new(&c, &device).with_precision(precision);
+    let optim = OptimConfig {
+        optimizer: OptimizerKind::Lamb,
+        learning_rate: 5e-3,
+        weight_decay: 0.01,
+        beta_1: 0.9,
+        beta_2: 0.999,
+        epsilon: 1e-6,
+        warmup_steps: 20,
+        total_steps: 200,
+        max_grad_norm: 1.0,
+    };
+    let mut t = Trainer::new(c, model, optim, device);
+    (0..200)
+        .map(|k| {
+            let b = &batches[k as usize % batches.len()];
+            t.step(k, std::slice::from_ref(b)).unwrap().loss
+        })
+        .collect()
+}
+
+/// bf16 mixed precision trains as float32 does: the same small model from the same weights on
+/// the same batches for 200 steps, on libtorch's CPU (which has bf16 products). Tolerance: every
+/// step's loss within 1 % of float32's, and the mean of the last 20 steps within 0.5 %.
+/// Measured (libtorch 2.11 on a 2-core x86 CPU, 2026-11-28): the loss goes 4.381 → 1.750 in
+/// both; worst step 0.09 %, last 20 steps 0.01 %. The margin is for CPUs whose bf16 products
+/// take other kernels (native bf16 instructions round the same operands, but accumulate in
+/// another order).
+#[test]
+fn bf16_training_follows_the_fp32_loss_curve() {
+    #[cfg(not(feature = "tch"))]
+    eprintln!(
+        "skipped: bf16 is trained on libtorch only; run with the `tch` feature \
+         (scripts/build-tch.sh test -p stage-pretrain)"
+    );
+    #[cfg(feature = "tch")]
+    {
+        use pipeline_albert::model::MatmulPrecision;
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = reader(dir.path());
+        let mut batches = Vec::new();
+        while let Some(b) = r.next_batch().unwrap() {
+            batches.push(b);
+        }
+        let fp32 = loss_curve(MatmulPrecision::Fp32, &batches);
+        let bf16 = loss_curve(MatmulPrecision::Bf16, &batches);
+        let gap = |a: f64, b: f64| (a - b).abs() / a.abs().max(1e-9);
+        let worst = fp32
+            .iter()
+            .zip(&bf16)
+            .map(|(a, b)| gap(*a, *b))
+            .fold(0.0, f64::max);
+        let tail = |v: &[f64]| v[180..].iter().sum::<f64>() / 20.0;
+        let end = gap(tail(&fp32), tail(&bf16));
+        eprintln!(
+            "fp32 {:.4} → {:.4}, bf16 {:.4} → {:.4}; worst step gap {:.2} %, last-20 gap {:.2} %",
+            fp32[0],
+            tail(&fp32),
+            bf16[0],
+            tail(&bf16),
+            100.0 * worst,
+            100.0 * end
+        );
+        // The curve descends: the comparison is of a model that learns.
+        assert!(tail(&fp32) < 0.7 * fp32[0], "{fp32:?}");
+        assert!(worst < 0.01 && end < 0.005, "fp32 {fp32:?}\nbf16 {bf16:?}");
+        // And bf16 is not float32 under another name: some step differs.
+        assert!(worst > 0.0);
+    }
+}

@@ -1,0 +1,135 @@
+//! Mixed precision: the matrix products in bfloat16, everything else in float32.
+//!
+//! What `torch.autocast(dtype=torch.bfloat16)` does for a transformer, written out: the weights
+//! stay float32 (the master copy the optimiser updates), each product casts its two operands to
+//! bf16, multiplies (on tensor cores on a GPU) and casts the result back, so LayerNorm, softmax,
+//! GELU, the residual sums and the losses see float32. The casts are autodiff ops: the backward
+//! products run in bf16 too, and each weight's gradient arrives in float32.
+//!
+//! Why casts in the model rather than `tch::autocast`: burn's autodiff records the graph itself
+//! and runs the backward through its own ops, so an autocast region set on libtorch would cover
+//! the forward kernels but not the backward burn replays, and `tch::autocast` switches libtorch's
+//! CUDA autocast, whose dtype defaults to fp16 (bf16 needs `set_autocast_dtype`, which tch 0.22
+//! does not wrap), and leaves the CPU alone. Explicit casts are the same on every backend that
+//! has bf16 and can be tested on libtorch's CPU. Unlike autocast, the result of each product
+//! goes back to float32 at once: element-wise ops cost more memory traffic than in bf16, and
+//! never lose precision.
+
+use burn::nn::Linear;
+use burn::tensor::{FloatDType, Tensor};
+
+use super::{Albert, AlbertForPreTraining};
+
+/// The dtype of the model's matrix products.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MatmulPrecision {
+    /// float32 throughout.
+    #[default]
+    Fp32,
+    /// bf16 operands, float32 results (see the module docs).
+    Bf16,
+}
+
+impl MatmulPrecision {
+    /// `a · b` in this precision, the result in float32.
+    pub fn matmul<const D: usize>(self, a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
+        match self {
+            MatmulPrecision::Fp32 => a.matmul(b),
+            MatmulPrecision::Bf16 => a
+                .cast(FloatDType::BF16)
+                .matmul(b.cast(FloatDType::BF16))
+                .cast(FloatDType::F32),
+        }
+    }
+
+    /// `l` applied to `[n, d]` rows, its product in this precision (the bias added in float32).
+    pub fn linear(self, l: &Linear, x: Tensor<2>) -> Tensor<2> {
+        match self {
+            MatmulPrecision::Fp32 => l.forward(x),
+            MatmulPrecision::Bf16 => {
+                let y = self.matmul(x, l.weight.val());
+                match &l.bias {
+                    Some(b) => y + b.val().unsqueeze(),
+                    None => y,
+                }
+            }
+        }
+    }
+}
+
+impl Albert {
+    /// The backbone with every large product in `precision` (the pooler, a `[CLS]`-only
+    /// product, stays float32).
+    pub fn with_precision(mut self, precision: MatmulPrecision) -> Self {
+        self.encoder.precision = precision;
+        for a in &mut self.encoder.attentions {
+            a.precision = precision;
+        }
+        for f in &mut self.encoder.ffns {
+            f.precision = precision;
+        }
+        self
+    }
+
+    /// The precision of the encoder's products.
+    pub fn precision(&self) -> MatmulPrecision {
+        self.encoder.precision
+    }
+}
+
+impl AlbertForPreTraining {
+    /// The model with the backbone's and the MLM head's products in `precision` (the SOP
+    /// classifier, two outputs of the `[CLS]` state, stays float32).
+    pub fn with_precision(mut self, precision: MatmulPrecision) -> Self {
+        self.albert = self.albert.with_precision(precision);
+        self.predictions.precision = precision;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::nn::LinearConfig;
+    use burn::tensor::{Device, Distribution};
+
+    #[test]
+    fn fp32_is_the_plain_product() {
+        let device = Device::flex();
+        device.seed(2);
+        let l = LinearConfig::new(4, 3).init(&device);
+        let x = Tensor::<2>::random([5, 4], Distribution::Default, &device);
+        let a = MatmulPrecision::Fp32.linear(&l, x.clone()).into_data();
+        let b = l.forward(x).into_data();
+        assert_eq!(a, b);
+    }
+
+    /// On flex (whose bf16 product converts to float32, enough to check the casts): the output
+    /// and the weight's gradient are float32, within bf16's rounding of the float32 ones, and
+    /// not equal to them.
+    #[test]
+    fn bf16_rounds_the_operands_and_keeps_float32_around_the_product() {
+        let device = Device::flex().autodiff();
+        device.seed(4);
+        let l = LinearConfig::new(64, 8).init(&device);
+        let x = Tensor::<2>::random([16, 64], Distribution::Default, &device);
+        let run = |p: MatmulPrecision| {
+            let y = p.linear(&l, x.clone());
+            assert_eq!(y.dtype(), burn::tensor::DType::F32);
+            let grads = y.clone().square().sum().backward();
+            let g = l.weight.grad(&grads).unwrap();
+            assert_eq!(g.dtype(), burn::tensor::DType::F32);
+            (y.inner(), g)
+        };
+        let (y32, g32) = run(MatmulPrecision::Fp32);
+        let (y16, g16) = run(MatmulPrecision::Bf16);
+        let rel = |a: Tensor<2>, b: Tensor<2>| {
+            let scale = a.clone().abs().max().into_scalar::<f64>();
+            (a - b).abs().max().into_scalar::<f64>() / scale
+        };
+        let (dy, dg) = (rel(y32, y16), rel(g32, g16));
+        // bf16 keeps 8 bits of mantissa: each operand is within 2^-8 of itself.
+        assert!(dy > 0.0 && dy < 2e-2, "{dy}");
+        assert!(dg > 0.0 && dg < 3e-2, "{dg}");
+    }
+}
