@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::global::Global;
+
 const EXAMPLES: &str = "\
 Examples:
   pipeline run                      run every stage that is not up to date
@@ -27,37 +29,11 @@ State lives in .pipeline/ beside pipeline.yaml; `pipeline gc` trims it.";
 #[derive(Debug, Parser)]
 #[command(name = "pipeline", version, after_help = EXAMPLES, propagate_version = true)]
 pub struct Cli {
-    /// The pipeline file; its directory is the workspace root.
-    #[arg(
-        short = 'f',
-        long = "file",
-        global = true,
-        default_value = "pipeline.yaml",
-        value_name = "FILE"
-    )]
-    pub file: PathBuf,
-
-    /// Override a var (`NAME=VALUE`) or a stage parameter (`STAGE.PARAM=VALUE`); repeatable.
-    /// VALUE is read as YAML: `2e-4` is a number, `[all,ffn]` a list.
-    #[arg(long = "set", global = true, value_name = "NAME=VALUE")]
-    pub set: Vec<String>,
-
-    /// Log format on stderr (filter with RUST_LOG, e.g. RUST_LOG=info).
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
-
-    /// Print only errors (and the `--json` output): a failed stage's block still goes to stderr.
-    #[arg(short, long, global = true)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub global: Global,
 
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,73 +8,53 @@ use std::time::Instant;
 use anyhow::Result;
 use pipeline_engine::exec::{self, RunOptions, Status};
 use pipeline_engine::index::Index;
-use pipeline_engine::{Pipeline, Registry, inspect};
+use pipeline_engine::{Pipeline, inspect};
 use serde_json::json;
 use unicode_width::UnicodeWidthStr;
 
 use crate::args::{BenchCommand, Cli, Command, DagFormat, ExecutorArg, ModelCommand, RunArgs};
+use crate::global::{Global, load, print_json};
 use crate::report::{TermReporter, outcome_line};
 use crate::sanitize;
 use pipeline_engine::executor::config::ExecutorKind;
 
-/// Every stage kind this binary knows.
-fn registry() -> Registry {
-    let mut r = Registry::builtin();
-    r.register(std::sync::Arc::new(stage_clean::CleanStage));
-    r.register(std::sync::Arc::new(stage_vocab::VocabStage));
-    r.register(std::sync::Arc::new(stage_mask::MaskStage));
-    r.register(std::sync::Arc::new(stage_pretrain::PretrainStage));
-    r.register(std::sync::Arc::new(stage_finetune::FinetuneStage));
-    r.register(std::sync::Arc::new(stage_baseline::BaselineStage));
-    r.register(std::sync::Arc::new(stage_report::ReportStage));
-    r
-}
-
-pub fn load(cli: &Cli) -> Result<Pipeline> {
-    Ok(Pipeline::load(&cli.file, &cli.set, registry())?)
-}
-
-pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
-}
-
 pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
+    let global = &cli.global;
     match &cli.command {
-        Command::Run(args) => run(cli, args),
+        Command::Run(args) => run(global, args),
         Command::Status {
             targets,
             json,
             remote,
-        } => status(cli, targets, *json, remote),
-        Command::Dag { format, json } => dag(cli, *format, *json),
-        Command::Show { stage, json } => show(cli, stage, *json),
-        Command::Runs { limit, json } => runs(cli, *limit, *json),
+        } => status(global, targets, *json, remote),
+        Command::Dag { format, json } => dag(global, *format, *json),
+        Command::Show { stage, json } => show(global, stage, *json),
+        Command::Runs { limit, json } => runs(global, *limit, *json),
         Command::Metrics {
             stages,
             latest,
             json,
-        } => metrics(cli, stages, *latest, *json),
-        Command::Exp(cmd) => crate::exp::dispatch(cli, cmd),
-        Command::Diff(args) => crate::diff::diff(cli, args),
-        Command::Plot(args) => crate::plot::plot(cli, args),
+        } => metrics(global, stages, *latest, *json),
+        Command::Exp(cmd) => crate::exp::dispatch(global, cmd),
+        Command::Diff(args) => crate::diff::diff(global, args),
+        Command::Plot(args) => crate::plot::plot(global, args),
         Command::Gc {
             dry_run,
             json,
             remote,
-        } if remote.remote.is_some() => crate::remote::gc(cli, remote, *dry_run, *json),
-        Command::Gc { dry_run, json, .. } => crate::upkeep::gc(cli, *dry_run, *json),
-        Command::Push(args) => crate::remote::push(cli, args),
-        Command::Pull(args) => crate::remote::pull(cli, args),
-        Command::Verify { json } => crate::upkeep::verify(cli, *json),
+        } if remote.remote.is_some() => crate::remote::gc(global, remote, *dry_run, *json),
+        Command::Gc { dry_run, json, .. } => crate::upkeep::gc(global, *dry_run, *json),
+        Command::Push(args) => crate::remote::push(global, args),
+        Command::Pull(args) => crate::remote::pull(global, args),
+        Command::Verify { json } => crate::upkeep::verify(global, *json),
         Command::Model(ModelCommand::Forward {
             source,
             input,
             output,
             device,
-        }) => crate::model::forward(cli, source, input, output, device),
+        }) => crate::model::forward(global, source, input, output, device),
         Command::Model(ModelCommand::Info { source, json }) => {
-            crate::model::info(cli, source, *json)
+            crate::model::info(global, source, *json)
         }
         Command::Model(ModelCommand::Import {
             from,
@@ -82,19 +62,26 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
             config,
             vocab,
             json,
-        }) => crate::tf::import(cli, from, out, config.as_deref(), vocab.as_deref(), *json),
+        }) => crate::tf::import(
+            global,
+            from,
+            out,
+            config.as_deref(),
+            vocab.as_deref(),
+            *json,
+        ),
         Command::Model(ModelCommand::Export {
             to: _,
             source,
             out,
             json,
-        }) => crate::tf::export(cli, source, out, *json),
-        Command::Predict(args) => crate::predict::predict(cli, args),
+        }) => crate::tf::export(global, source, out, *json),
+        Command::Predict(args) => crate::predict::predict(global, args),
         Command::Bench(BenchCommand::Train(args)) => crate::bench::train(args),
         Command::Bench(BenchCommand::Infer(args)) => crate::bench::infer(args),
         Command::Bench(BenchCommand::Finetune(args)) => crate::bench::finetune(args),
         Command::RunInstance { spec } => Ok(
-            match pipeline_engine::executor::instance::run_spec(&registry(), spec) {
+            match pipeline_engine::executor::instance::run_spec(&crate::global::registry(), spec) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) if e.user_error().is_some() => return Err(e.into()),
                 Err(e) => {
@@ -109,7 +96,7 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
 
 /// `run --dry-run`: what would run and why, from a read-only index.
 fn dry_run(
-    cli: &Cli,
+    global: &Global,
     args: &RunArgs,
     p: &Pipeline,
     selected: &[usize],
@@ -127,7 +114,7 @@ fn dry_run(
             "counts": {"would-run": would, "fresh": outcomes.len() - would},
             "stages": outcomes,
         }))?;
-    } else if !cli.quiet {
+    } else if !global.quiet {
         for o in &outcomes {
             println!("{}", outcome_line(o).replacen("   stale", "would run", 1));
         }
@@ -135,9 +122,9 @@ fn dry_run(
     Ok(ExitCode::SUCCESS)
 }
 
-fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
+fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
     let t0 = Instant::now();
-    let p = load(cli)?;
+    let p = load(global)?;
     let selected = p.plan.select(&args.targets)?;
     let force = if !args.force {
         Default::default()
@@ -147,7 +134,7 @@ fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         p.plan.named(&args.targets)
     };
     if args.dry_run {
-        return dry_run(cli, args, &p, &selected, &force);
+        return dry_run(global, args, &p, &selected, &force);
     }
     p.ws.ensure()?;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
@@ -173,7 +160,7 @@ fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         max_in_flight: args.jobs,
         remote: crate::remote::run_cache(&p, &args.remote)?,
     };
-    let reporter = TermReporter::new(!args.json && !cli.quiet);
+    let reporter = TermReporter::new(!args.json && !global.quiet);
     let result = exec::run(&p, &mut index, &selected, &opts, &reporter)?;
     drop(index);
     let counts = result.counts();
@@ -182,7 +169,7 @@ fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             "run_id": result.run_id, "ok": result.ok(), "dry_run": false,
             "counts": counts, "stages": result.outcomes,
         }))?;
-    } else if !cli.quiet {
+    } else if !global.quiet {
         println!(
             "{} ran, {} cached, {} failed, {} skipped in {:.2}s",
             counts["ran"],
@@ -200,12 +187,12 @@ fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
 }
 
 fn status(
-    cli: &Cli,
+    global: &Global,
     targets: &[String],
     json: bool,
     remote: &crate::remote::StatusRemote,
 ) -> Result<ExitCode> {
-    let p = load(cli)?;
+    let p = load(global)?;
     let mut report = inspect::status(&p, targets)?;
     let in_remote = crate::remote::in_remote(&p, &mut report.stages, remote)?;
     if json {
@@ -244,8 +231,8 @@ fn status(
     Ok(ExitCode::SUCCESS)
 }
 
-fn dag(cli: &Cli, format: DagFormat, json: bool) -> Result<ExitCode> {
-    let p = load(cli)?;
+fn dag(global: &Global, format: DagFormat, json: bool) -> Result<ExitCode> {
+    let p = load(global)?;
     let insts = &p.plan.instances;
     if json {
         let stages: Vec<_> = insts
@@ -303,8 +290,8 @@ fn dag(cli: &Cli, format: DagFormat, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn show(cli: &Cli, stage: &str, json: bool) -> Result<ExitCode> {
-    let p = load(cli)?;
+fn show(global: &Global, stage: &str, json: bool) -> Result<ExitCode> {
+    let p = load(global)?;
     let r = inspect::show(&p, stage)?;
     if json {
         print_json(&r)?;
@@ -403,8 +390,8 @@ fn job_line(j: &pipeline_engine::manifest::JobEntry) -> String {
     )
 }
 
-fn runs(cli: &Cli, limit: usize, json: bool) -> Result<ExitCode> {
-    let p = load(cli)?;
+fn runs(global: &Global, limit: usize, json: bool) -> Result<ExitCode> {
+    let p = load(global)?;
     let runs = inspect::runs(&p, limit);
     if json {
         print_json(&json!({ "runs": runs }))?;
@@ -450,8 +437,8 @@ fn runs(cli: &Cli, limit: usize, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn metrics(cli: &Cli, stages: &[String], latest: bool, json: bool) -> Result<ExitCode> {
-    let p = load(cli)?;
+fn metrics(global: &Global, stages: &[String], latest: bool, json: bool) -> Result<ExitCode> {
+    let p = load(global)?;
     let mut rows = inspect::metrics(&p, stages, latest);
     if json {
         print_json(&json!({ "rows": rows }))?;

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use unicode_width::UnicodeWidthStr;
 
-use crate::args::Cli;
+use crate::global::Global;
 use crate::sanitize;
 use crate::table::{compact, compact_f64, flatten};
 
@@ -86,8 +86,8 @@ struct Diff {
     totals: BTreeMap<&'static str, usize>,
 }
 
-pub fn diff(cli: &Cli, args: &DiffArgs) -> Result<ExitCode> {
-    let p = crate::commands::load(cli)?;
+pub fn diff(global: &Global, args: &DiffArgs) -> Result<ExitCode> {
+    let p = crate::global::load(global)?;
     let all = inspect::artifacts(&p, &[], false);
     let (a, b) = match &args.b {
         Some(b) => (resolve(&p, &all, &args.a)?, resolve(&p, &all, b)?),

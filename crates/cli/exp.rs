@@ -15,7 +15,7 @@ use pipeline_engine::inspect::{self, ArtifactInfo};
 use pipeline_engine::{Pipeline, UserError};
 use serde_json::{Map, Value, json};
 
-use crate::args::Cli;
+use crate::global::Global;
 use crate::sanitize;
 use crate::table::{self, Table, compact, flatten, raw};
 
@@ -103,14 +103,14 @@ impl Row {
     }
 }
 
-pub fn dispatch(cli: &Cli, cmd: &ExpCommand) -> Result<ExitCode> {
+pub fn dispatch(global: &Global, cmd: &ExpCommand) -> Result<ExitCode> {
     match cmd {
-        ExpCommand::Show(args) => show(cli, args),
+        ExpCommand::Show(args) => show(global, args),
     }
 }
 
-fn show(cli: &Cli, a: &ShowArgs) -> Result<ExitCode> {
-    let p = crate::commands::load(cli)?;
+fn show(global: &Global, a: &ShowArgs) -> Result<ExitCode> {
+    let p = crate::global::load(global)?;
     let mut rows = rows(&p, &a.stages, a.all_runs)?;
     let filters = a
         .filters

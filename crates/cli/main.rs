@@ -6,6 +6,7 @@ mod bench;
 mod commands;
 mod diff;
 mod exp;
+mod global;
 mod model;
 mod plot;
 mod predict;
@@ -42,7 +43,7 @@ fn keep_freed_memory() {
 fn main() -> ExitCode {
     keep_freed_memory();
     let cli = args::Cli::parse();
-    report::init_logging(cli.log_format);
+    report::init_logging(cli.global.log_format);
     match commands::dispatch(&cli) {
         Ok(code) => code,
         Err(err) => {

@@ -12,15 +12,16 @@ use pipeline_albert::{AlbertConfig, hf};
 use pipeline_engine::inspect;
 use serde_json::{Value, json};
 
-use crate::args::{Cli, ModelSource};
-use crate::commands::load;
+use crate::args::ModelSource;
+use crate::global::Global;
+use crate::global::load;
 
 /// The model directory `--model DIR` or `--stage NAME` names.
-pub fn model_dir(cli: &Cli, src: &ModelSource) -> Result<PathBuf> {
+pub fn model_dir(global: &Global, src: &ModelSource) -> Result<PathBuf> {
     match (&src.model, &src.stage) {
         (Some(dir), None) => Ok(dir.clone()),
         (None, Some(stage)) => {
-            let p = load(cli)?;
+            let p = load(global)?;
             let r = inspect::show(&p, stage)?;
             r.artifact.with_context(|| {
                 format!("stage {stage} has no artifact yet: run `pipeline run {stage}` first")
@@ -98,13 +99,13 @@ fn tensor_json<const D: usize>(t: Tensor<D>) -> Value {
 
 /// `model forward`: the pretraining model's outputs for the token ids of a JSON file.
 pub fn forward(
-    cli: &Cli,
+    global: &Global,
     src: &ModelSource,
     input: &Path,
     output: &Path,
     device: &str,
 ) -> Result<ExitCode> {
-    let dir = model_dir(cli, src)?;
+    let dir = model_dir(global, src)?;
     let device = resolve(DeviceChoice::parse(device)?)?;
     let rows = ForwardInput::read(input)?;
     // A TF checkpoint is imported into a temporary directory first.
@@ -122,7 +123,7 @@ pub fn forward(
     });
     std::fs::write(output, serde_json::to_string(&result)? + "\n")
         .with_context(|| format!("cannot write {}", output.display()))?;
-    if !cli.quiet {
+    if !global.quiet {
         eprintln!(
             "wrote {} ({b}×{s} tokens through {}, device {})",
             output.display(),
@@ -224,8 +225,8 @@ impl ForwardInput {
     }
 }
 
-pub fn info(cli: &Cli, src: &ModelSource, json_out: bool) -> Result<ExitCode> {
-    let dir = model_dir(cli, src)?;
+pub fn info(global: &Global, src: &ModelSource, json_out: bool) -> Result<ExitCode> {
+    let dir = model_dir(global, src)?;
     if pipeline_tfckpt::is_checkpoint(&dir) {
         return crate::tf::info(&dir, json_out);
     }

@@ -13,7 +13,7 @@ use pipeline_engine::inspect;
 use serde_json::Value;
 use stage_report::plots::{Figure, Series};
 
-use crate::args::Cli;
+use crate::global::Global;
 use crate::sanitize;
 
 #[derive(Debug, Args)]
@@ -42,8 +42,8 @@ struct Curve {
     lines: Vec<Value>,
 }
 
-pub fn plot(cli: &Cli, a: &PlotArgs) -> Result<ExitCode> {
-    let p = crate::commands::load(cli)?;
+pub fn plot(global: &Global, a: &PlotArgs) -> Result<ExitCode> {
+    let p = crate::global::load(global)?;
     let found = inspect::artifacts(&p, &a.stages, true);
     for n in &a.stages {
         if !found
@@ -81,7 +81,7 @@ pub fn plot(cli: &Cli, a: &PlotArgs) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}.svg", a.metric.replace(['/', '\\'], "_"))));
     std::fs::write(&out, figure.svg()?).with_context(|| format!("writing {}", out.display()))?;
-    if !cli.quiet {
+    if !global.quiet {
         // The series are named by the manifests' instances: escaped and cut.
         let name = |s: &Series| sanitize::cell(&s.label, sanitize::NAME);
         let drawn: Vec<String> = figure

@@ -28,7 +28,8 @@ use stage_finetune::encode::Encoded;
 use stage_finetune::kinds::tagging;
 use stage_finetune::predict::{FineTuned, argmax, pair_probabilities};
 
-use crate::args::{Cli, PredictArgs};
+use crate::args::PredictArgs;
+use crate::global::Global;
 use crate::model::model_dir;
 
 mod input;
@@ -139,7 +140,7 @@ fn read_texts(path: &Path, header: bool) -> Result<Vec<(usize, String)>> {
     Ok(out)
 }
 
-pub fn predict(cli: &Cli, args: &PredictArgs) -> Result<ExitCode> {
+pub fn predict(global: &Global, args: &PredictArgs) -> Result<ExitCode> {
     // Before anything is loaded: an empty text is a mistake on the command line (exit 2)
     // whatever the model.
     if let Some(i) = args.texts.iter().position(|t| t.trim().is_empty()) {
@@ -154,21 +155,21 @@ pub fn predict(cli: &Cli, args: &PredictArgs) -> Result<ExitCode> {
     if let Some(input) = args.input.as_deref().filter(|p| *p != Path::new("-")) {
         pipeline_bounded::open(input)?;
     }
-    let dir = model_dir(cli, &args.source)?;
+    let dir = model_dir(global, &args.source)?;
     let device = resolve(DeviceChoice::parse(&args.device)?)?;
     let model = FineTuned::load(&dir, args.max_seq_length, &device.device)?;
     if matches!(
         model.kind,
         TaskKind::Span | TaskKind::ReadingChoice | TaskKind::Choice
     ) {
-        return reading::predict(cli, args, &model, &device);
+        return reading::predict(global, args, &model, &device);
     }
     let texts = if model.kind == TaskKind::Pair { 2 } else { 1 };
     match (&args.texts[..], &args.input) {
         ([], Some(input)) if model.kind == TaskKind::Tagging => {
-            tag_file(cli, args, &model, &device, input)
+            tag_file(global, args, &model, &device, input)
         }
-        ([], Some(input)) => classify_file(cli, args, &model, &device, input, texts),
+        ([], Some(input)) => classify_file(global, args, &model, &device, input, texts),
         ([text], None) if model.kind == TaskKind::Tagging => {
             print_entities(args, &model, &device, text)
         }
@@ -267,8 +268,8 @@ fn print_class(
     Ok(ExitCode::SUCCESS)
 }
 
-fn progress_bar(cli: &Cli, args: &PredictArgs, n: usize, what: &str) -> ProgressBar {
-    let bar = if cli.quiet || args.json {
+fn progress_bar(global: &Global, args: &PredictArgs, n: usize, what: &str) -> ProgressBar {
+    let bar = if global.quiet || args.json {
         ProgressBar::hidden()
     } else {
         ProgressBar::new(n as u64)
@@ -292,7 +293,7 @@ fn output(args: &PredictArgs) -> Result<Box<dyn Write>> {
 }
 
 fn classify_file(
-    cli: &Cli,
+    global: &Global,
     args: &PredictArgs,
     model: &FineTuned,
     device: &ResolvedDevice,
@@ -302,7 +303,7 @@ fn classify_file(
     let labels = &model.labels;
     let rows = read_rows(input, args.header, labels, texts)?;
     let what = if texts == 2 { "pairs" } else { "texts" };
-    let bar = progress_bar(cli, args, rows.len(), what);
+    let bar = progress_bar(global, args, rows.len(), what);
     let t0 = Instant::now();
     // Borrowed, not copied: the texts of a 1 GiB input are held once.
     let all: Vec<&[String]> = rows.iter().map(|r| &r.texts[..]).collect();
@@ -350,7 +351,7 @@ fn classify_file(
         }
     }
     out.flush()?;
-    if !cli.quiet {
+    if !global.quiet {
         let acc = if with_gold > 0 {
             format!(
                 ", accuracy {:.4} on {with_gold} gold labels",
@@ -452,14 +453,14 @@ fn print_entities(
 }
 
 fn tag_file(
-    cli: &Cli,
+    global: &Global,
     args: &PredictArgs,
     model: &FineTuned,
     device: &ResolvedDevice,
     input: &Path,
 ) -> Result<ExitCode> {
     let lines = read_texts(input, args.header)?;
-    let bar = progress_bar(cli, args, lines.len(), "texts");
+    let bar = progress_bar(global, args, lines.len(), "texts");
     let texts: Vec<String> = lines.iter().map(|(_, t)| t.clone()).collect();
     let t0 = Instant::now();
     let tagged = tag_texts(model, device, &texts, args.batch_size, &|n| {
@@ -490,7 +491,7 @@ fn tag_file(
         }
     }
     out.flush()?;
-    if !cli.quiet {
+    if !global.quiet {
         let seconds = t0.elapsed().as_secs_f64();
         eprintln!(
             "{} texts in {seconds:.2} s ({:.0} texts/s on {})",

@@ -18,8 +18,8 @@ use pipeline_engine::{Pipeline, UserError};
 use pipeline_remote::{GcOptions, Remote, RemoteError, RunCache};
 use serde_json::json;
 
-use crate::args::Cli;
-use crate::commands::load;
+use crate::global::Global;
+use crate::global::load;
 
 /// `--remote` and `--no-remote` of `pipeline run`.
 #[derive(Debug, Args)]
@@ -102,13 +102,13 @@ fn required(p: &Pipeline, flag: Option<&str>, create: bool) -> Result<Remote> {
         .ok_or_else(|| to_anyhow(RemoteError::NoRemote))
 }
 
-fn progress(cli: &Cli, json: bool) -> bool {
-    !cli.quiet && !json && std::io::stderr().is_terminal()
+fn progress(global: &Global, json: bool) -> bool {
+    !global.quiet && !json && std::io::stderr().is_terminal()
 }
 
-pub fn push(cli: &Cli, args: &TransferArgs) -> Result<ExitCode> {
+pub fn push(global: &Global, args: &TransferArgs) -> Result<ExitCode> {
     let t0 = Instant::now();
-    let p = load(cli)?;
+    let p = load(global)?;
     let remote = required(&p, args.remote.as_deref(), true)?;
     let selected = p.plan.select(&args.targets)?;
     let mut index = Index::open_read_only(&p.ws);
@@ -126,7 +126,7 @@ pub fn push(cli: &Cli, args: &TransferArgs) -> Result<ExitCode> {
         }
     }
     let report = remote
-        .push(&artifacts, progress(cli, args.json))
+        .push(&artifacts, progress(global, args.json))
         .map_err(to_anyhow)?;
     if args.json {
         println!(
@@ -136,7 +136,7 @@ pub fn push(cli: &Cli, args: &TransferArgs) -> Result<ExitCode> {
                 "seconds": t0.elapsed().as_secs_f64(),
             }))?
         );
-    } else if !cli.quiet {
+    } else if !global.quiet {
         println!(
             "pushed {} artifact{} to {} ({} objects, {:.1} MB; {} objects and {} artifacts already there) in {:.2}s",
             report.manifests_sent,
@@ -158,9 +158,9 @@ pub fn push(cli: &Cli, args: &TransferArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn pull(cli: &Cli, args: &TransferArgs) -> Result<ExitCode> {
+pub fn pull(global: &Global, args: &TransferArgs) -> Result<ExitCode> {
     let t0 = Instant::now();
-    let p = load(cli)?;
+    let p = load(global)?;
     let remote = required(&p, args.remote.as_deref(), false)?;
     let selected = p.plan.select(&args.targets)?;
     p.ws.ensure()?;
@@ -183,7 +183,7 @@ pub fn pull(cli: &Cli, args: &TransferArgs) -> Result<ExitCode> {
         .map(|(_, f)| f.size)
         .sum();
     let report = remote
-        .pull(&p.ws, &wanted, progress(cli, args.json))
+        .pull(&p.ws, &wanted, progress(global, args.json))
         .map_err(to_anyhow)?;
     let (pulled, transfer) = (report.committed, report.transfer);
     for (m, _) in &pulled {
@@ -204,7 +204,7 @@ pub fn pull(cli: &Cli, args: &TransferArgs) -> Result<ExitCode> {
                 "seconds": t0.elapsed().as_secs_f64(),
             }))?
         );
-    } else if !cli.quiet {
+    } else if !global.quiet {
         for (instance, fp) in &names {
             println!("  pulled  {instance} ({fp})");
         }
@@ -298,8 +298,8 @@ pub fn in_remote(
     Ok(found.into_keys().collect())
 }
 
-pub fn gc(cli: &Cli, args: &GcRemote, dry_run: bool, json: bool) -> Result<ExitCode> {
-    let p = load(cli)?;
+pub fn gc(global: &Global, args: &GcRemote, dry_run: bool, json: bool) -> Result<ExitCode> {
+    let p = load(global)?;
     let flag = args.remote.as_deref().filter(|r| !r.is_empty());
     let remote = required(&p, flag, false)?;
     let opts = GcOptions {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pipeline_engine::exec::{Outcome, Reporter, Status};
 
-use crate::args::LogFormat;
+use crate::global::LogFormat;
 use crate::sanitize;
 
 pub fn init_logging(format: LogFormat) {

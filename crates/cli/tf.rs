@@ -10,7 +10,8 @@ use pipeline_albert::tf::{self, ModelDir};
 use pipeline_engine::UserError;
 use serde_json::json;
 
-use crate::args::{Cli, ModelSource};
+use crate::args::ModelSource;
+use crate::global::Global;
 
 fn user(e: impl Into<anyhow::Error>) -> anyhow::Error {
     UserError::new(format!("{:#}", e.into())).into()
@@ -23,7 +24,7 @@ pub fn open_model_dir(dir: &Path) -> Result<ModelDir> {
 }
 
 pub fn import(
-    cli: &Cli,
+    global: &Global,
     from: &Path,
     out: &Path,
     config: Option<&Path>,
@@ -55,7 +56,7 @@ pub fn import(
         r.skipped.len(),
         r.ignored.len()
     );
-    if !cli.quiet {
+    if !global.quiet {
         for (name, why) in &r.skipped {
             println!("  skipped  {name} ({why})");
         }
@@ -72,8 +73,8 @@ pub fn import(
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn export(cli: &Cli, src: &ModelSource, out: &Path, json_out: bool) -> Result<ExitCode> {
-    let dir = crate::model::model_dir(cli, src)?;
+pub fn export(global: &Global, src: &ModelSource, out: &Path, json_out: bool) -> Result<ExitCode> {
+    let dir = crate::model::model_dir(global, src)?;
     let r = tf::export(&dir, out).map_err(user)?;
     if json_out {
         println!("{}", serde_json::to_string_pretty(&r)?);

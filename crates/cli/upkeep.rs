@@ -8,12 +8,12 @@ use anyhow::Result;
 use pipeline_engine::index::Index;
 use pipeline_engine::maintain;
 
-use crate::args::Cli;
-use crate::commands::{load, print_json};
+use crate::global::Global;
+use crate::global::{load, print_json};
 use crate::sanitize;
 
-pub(crate) fn gc(cli: &Cli, dry_run: bool, json: bool) -> Result<ExitCode> {
-    let p = load(cli)?;
+pub(crate) fn gc(global: &Global, dry_run: bool, json: bool) -> Result<ExitCode> {
+    let p = load(global)?;
     p.ws.ensure()?;
     let _lock = p.ws.lock("pipeline gc")?;
     let mut index = Index::open_for_run(&p.ws)?;
@@ -55,8 +55,8 @@ pub(crate) fn gc(cli: &Cli, dry_run: bool, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn verify(cli: &Cli, json: bool) -> Result<ExitCode> {
-    let p = load(cli)?;
+pub(crate) fn verify(global: &Global, json: bool) -> Result<ExitCode> {
+    let p = load(global)?;
     p.ws.ensure()?;
     let _lock = p.ws.lock("pipeline verify")?;
     let report = maintain::verify(&p)?;

@@ -26,11 +26,12 @@ use stage_finetune::kinds::{SpanAnswer, reading_choice, span};
 use stage_finetune::predict::{FineTuned, argmax};
 
 use super::{output, progress_bar};
-use crate::args::{Cli, PredictArgs};
+use crate::args::PredictArgs;
+use crate::global::Global;
 
 /// Span, C3 and choice models.
 pub fn predict(
-    cli: &Cli,
+    global: &Global,
     args: &PredictArgs,
     model: &FineTuned,
     device: &ResolvedDevice,
@@ -48,9 +49,11 @@ pub fn predict(
             "give either {} or --input FILE, not both",
             usage(model.kind)
         ),
-        (TaskKind::Span, Some(input), _) => answer_file(cli, args, model, device, input),
+        (TaskKind::Span, Some(input), _) => answer_file(global, args, model, device, input),
         (TaskKind::Span, None, _) => answer_one(args, model, device),
-        (TaskKind::ReadingChoice, Some(input), _) => choose_file(cli, args, model, device, input),
+        (TaskKind::ReadingChoice, Some(input), _) => {
+            choose_file(global, args, model, device, input)
+        }
         (TaskKind::Choice, Some(_), _) => bail!(
             "--input takes C3 JSON for a C3 model; for a `choice` model give --question and \
              --choice on the command line"
@@ -115,14 +118,14 @@ fn answer_one(args: &PredictArgs, model: &FineTuned, device: &ResolvedDevice) ->
 }
 
 fn answer_file(
-    cli: &Cli,
+    global: &Global,
     args: &PredictArgs,
     model: &FineTuned,
     device: &ResolvedDevice,
     input: &Path,
 ) -> Result<ExitCode> {
     let file = read_squad_questions(input)?;
-    let bar = progress_bar(cli, args, file.examples.len(), "questions");
+    let bar = progress_bar(global, args, file.examples.len(), "questions");
     let split = span::encode_questions("predict", &file.examples, &model.encoder);
     let answers = model.predict(
         &span::Spans,
@@ -161,7 +164,7 @@ fn answer_file(
         .iter()
         .filter(|q| !q.answers.is_empty())
         .count();
-    if !cli.quiet && answered > 0 {
+    if !global.quiet && answered > 0 {
         let m = span::score_answers(split.features()?, &answers);
         eprintln!(
             "{} questions, EM {:.2} F1 {:.2} (CMRC 2018's script, %) on the {answered} with answers",
@@ -265,7 +268,7 @@ fn choose_one(args: &PredictArgs, model: &FineTuned, device: &ResolvedDevice) ->
 }
 
 fn choose_file(
-    cli: &Cli,
+    global: &Global,
     args: &PredictArgs,
     model: &FineTuned,
     device: &ResolvedDevice,
@@ -273,7 +276,7 @@ fn choose_file(
 ) -> Result<ExitCode> {
     let file = read_c3(input)?;
     let qs = &file.examples;
-    let bar = progress_bar(cli, args, qs.len(), "questions");
+    let bar = progress_bar(global, args, qs.len(), "questions");
     let probs = choose(model, device, qs, args.batch_size, &|n| bar.inc(n as u64))?;
     bar.finish_and_clear();
     let mut out = output(args)?;
@@ -311,7 +314,7 @@ fn choose_file(
         }
     }
     out.flush()?;
-    if !cli.quiet {
+    if !global.quiet {
         eprintln!(
             "{} questions, accuracy {:.4}",
             qs.len(),
