@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{UserError, suggestion};
 use crate::executor::config::{self as executor_config, ExecutorDecl};
+/// A value from the file and where it was written (defined beside the YAML tree it comes from).
+pub use crate::yaml::Located;
 use crate::yaml::{self, Mark, Node, NodeValue};
 
 const TOP_KEYS: &[&str] = &["vars", "stages", "executor", "remotes"];
@@ -23,15 +25,6 @@ const STAGE_KEYS: &[&str] = &[
 ];
 const RESOURCE_KEYS: &[&str] = &["gpu", "cpu", "mem", "time"];
 
-/// A string from the file and where it was written.
-#[derive(Debug, Clone)]
-pub struct Located<T> {
-    /// The value as read.
-    pub value: T,
-    /// Where it starts in the file, for errors about it.
-    pub mark: Mark,
-}
-
 /// A `pipeline.yaml` that passed the schema checks, as written: nothing is substituted or
 /// expanded yet.
 #[derive(Debug, Clone)]
@@ -48,7 +41,7 @@ pub struct PipelineFile {
     /// Where stages run (`executor:`); see [`crate::executor`].
     pub executor: ExecutorDecl,
     /// Remote stores (`remotes:`); see [`crate::remote`].
-    pub remotes: crate::remote::Remotes,
+    pub remotes: crate::remotes::Remotes,
 }
 
 /// One `matrix:` axis: its name and its values.
@@ -169,7 +162,7 @@ impl PipelineFile {
         let mut vars = Vec::new();
         let mut stages = Vec::new();
         let mut executor = ExecutorDecl::default();
-        let mut remotes = crate::remote::Remotes::default();
+        let mut remotes = crate::remotes::Remotes::default();
         let mut saw_stages = false;
         for (key, value) in entries {
             match key.value.as_str() {
@@ -185,7 +178,7 @@ impl PipelineFile {
                 "executor" => {
                     executor = executor_config::parse_block(path, &source, value, "`executor`")?;
                 }
-                "remotes" => remotes = crate::remote::parse_remotes(path, &source, value)?,
+                "remotes" => remotes = crate::remotes::parse_remotes(path, &source, value)?,
                 "stages" => {
                     saw_stages = true;
                     if value.is_null() {

@@ -23,6 +23,7 @@ pub mod owned;
 pub mod plan;
 pub mod procgroup;
 pub mod remote;
+pub mod remotes;
 pub mod stage;
 pub mod stages;
 pub mod workspace;

@@ -10,6 +10,15 @@ use std::sync::Arc;
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
+/// A value from the file and where it was written.
+#[derive(Debug, Clone)]
+pub struct Located<T> {
+    /// The value as read.
+    pub value: T,
+    /// Where it starts in the file, for errors about it.
+    pub mark: Mark,
+}
+
 /// A position in the source file (1-based line and column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Mark {

@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::config::Located;
 use crate::error::{UserError, suggestion};
+use crate::yaml::Located;
 use crate::yaml::{Mark, Node, NodeValue};
 
 /// The keys an `executor:` block may hold (the top-level block and a stage's alike).

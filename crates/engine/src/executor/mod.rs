@@ -26,8 +26,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::Pipeline;
-use crate::config::Located;
 use crate::error::{UserError, suggestion};
+use crate::yaml::Located;
 use config::ExecutorKind;
 
 /// Everything a cluster job of one instance is submitted with, after merging the top-level

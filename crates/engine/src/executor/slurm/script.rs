@@ -171,8 +171,8 @@ pub fn sbatch_args(s: &JobSettings, a: &Attempt, instance: &str, root: &Path) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Located;
     use crate::executor::config::ExecutorKind;
+    use crate::yaml::Located;
     use std::time::Duration;
 
     #[test]
