@@ -192,9 +192,7 @@ pub fn predict(
         if !pending.is_empty() {
             let partial = components(inst, &p.registry, index, BTreeMap::new())?;
             outcome.reasons = own_changes(&p.ws, index, inst, &partial);
-            outcome
-                .reasons
-                .extend(pending.iter().map(|d| format!("dep {d} will run")));
+            outcome.reasons.extend(pending_reasons(&pending));
             outputs.insert(i, None);
         } else {
             let comps = components(inst, &p.registry, index, dep_outputs(p, inst, &outputs))?;
@@ -262,6 +260,27 @@ pub(crate) struct Ready {
     pub(crate) reasons: Vec<String>,
     pub(crate) bar: ProgressBar,
 }
+
+/// Why an instance waits on deps that will run: one reason per dep up to [`NAMED_DEPS`], else
+/// how many and the first few — a report with a hundred deps would otherwise print a line of
+/// kilobytes (as DVC's status does, it counts them).
+fn pending_reasons(pending: &[&str]) -> Vec<String> {
+    if pending.len() <= NAMED_DEPS {
+        return pending
+            .iter()
+            .map(|d| format!("dep {d} will run"))
+            .collect();
+    }
+    let named = pending[..NAMED_DEPS].join(", ");
+    vec![format!(
+        "{} deps will run ({named} and {} more)",
+        pending.len(),
+        pending.len() - NAMED_DEPS
+    )]
+}
+
+/// How many pending deps a reason names one by one.
+const NAMED_DEPS: usize = 3;
 
 /// Runs the selected instances. The caller holds the workspace lock. A stage that fails is an
 /// outcome, not an error: the run stops early only when it cannot start (a [`UserError`]) or
@@ -429,4 +448,24 @@ fn finish_summary(
         })
         .collect();
     write_summary(&p.ws.runs(), summary);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pending_reasons;
+
+    #[test]
+    fn a_few_pending_deps_are_named_many_are_counted() {
+        assert_eq!(pending_reasons(&["a"]), ["dep a will run"]);
+        assert_eq!(
+            pending_reasons(&["a", "b", "c"]),
+            ["dep a will run", "dep b will run", "dep c will run"]
+        );
+        let many: Vec<String> = (0..113).map(|i| format!("s{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(
+            pending_reasons(&many),
+            ["113 deps will run (s0, s1, s2 and 110 more)"]
+        );
+    }
 }
