@@ -85,7 +85,7 @@ impl Stage for BaselineStage {
         for warning in spec.undeclared(ctx.instance, ctx.root, ctx.inputs) {
             tracing::warn!("{warning}");
         }
-        let protocol = spec.load(ctx.root).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let protocol = spec.load(ctx.root)?;
         let metrics = run(&protocol, &p, &|line| {
             tracing::info!(target: "baseline", "{}: {line}", ctx.instance);
         })?;

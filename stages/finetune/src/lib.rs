@@ -115,8 +115,7 @@ impl Stage for FinetuneStage {
             .filter(|(k, _)| pipeline_tasks::known_params().contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let spec =
-            ProtocolSpec::from_params(&protocol_params).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let spec = ProtocolSpec::from_params(&protocol_params)?;
         for warning in spec.undeclared(ctx.instance, ctx.root, ctx.inputs) {
             tracing::warn!("{warning}");
         }
@@ -271,7 +270,7 @@ fn load_protocol(
     spec: &ProtocolSpec,
     log: &dyn Fn(&str),
 ) -> anyhow::Result<Protocol> {
-    let protocol: Protocol = spec.load(ctx.root).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let protocol: Protocol = spec.load(ctx.root)?;
     for f in protocol.files.iter().filter(|f| f.bad.total > 0) {
         log(&format!(
             "{}: {} bad rows skipped ({:?}), e.g. {}",
