@@ -19,6 +19,7 @@ use crate::Pipeline;
 use crate::error::{FingerprintError, IndexError, RunError, UserError};
 use crate::fingerprint::{Freshness, components, freshness, own_changes};
 use crate::index::Index;
+pub use crate::manifest::Status;
 use crate::manifest::{Components, Manifest, RunStage, RunSummary, StageRecord, now_string};
 pub use crate::outputs::hash_tree;
 use crate::stage::DepArtifact;
@@ -50,38 +51,6 @@ pub struct RunOptions {
     /// A remote store to pull stale instances from instead of running them (`--remote`;
     /// none with `--no-remote`).
     pub remote: Option<std::sync::Arc<dyn crate::remote::RemoteCache>>,
-}
-
-/// How an instance ended in a run, or stands in a prediction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Status {
-    /// It ran and its output was committed.
-    Ran,
-    /// Its artifact was already in the store, or pulled from a remote.
-    Cached,
-    /// It ran and failed (or could not be fingerprinted).
-    Failed,
-    /// It did not start: a dep failed, the run was interrupted, or `--fail-fast`.
-    Skipped,
-    /// `--dry-run`/`status`: would run.
-    WouldRun,
-    /// `--dry-run`/`status`: its artifact is in the store.
-    Fresh,
-}
-
-impl Status {
-    /// The status as `--json` and the run summary spell it (`would-run`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ran => "ran",
-            Status::Cached => "cached",
-            Status::Failed => "failed",
-            Status::Skipped => "skipped",
-            Status::WouldRun => "would-run",
-            Status::Fresh => "fresh",
-        }
-    }
 }
 
 /// What happened to one instance in a run (or would happen, in a prediction).
@@ -442,7 +411,7 @@ fn finish_summary(
         .iter()
         .map(|o| RunStage {
             instance: o.instance.clone(),
-            status: o.status.as_str().into(),
+            status: o.status,
             fingerprint: o.fingerprint.clone(),
             duration_ms: o.duration_ms,
         })

@@ -322,13 +322,46 @@ pub struct JobEntry {
     pub attempt: PathBuf,
 }
 
+/// How an instance ended in a run, or stands in a prediction (kept in the run summary as
+/// [`RunStage::status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// It ran and its output was committed.
+    Ran,
+    /// Its artifact was already in the store, or pulled from a remote.
+    Cached,
+    /// It ran and failed (or could not be fingerprinted).
+    Failed,
+    /// It did not start: a dep failed, the run was interrupted, or `--fail-fast`.
+    Skipped,
+    /// `--dry-run`/`status`: would run.
+    WouldRun,
+    /// `--dry-run`/`status`: its artifact is in the store.
+    Fresh,
+}
+
+impl Status {
+    /// The status as `--json` and the run summary spell it (`would-run`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ran => "ran",
+            Status::Cached => "cached",
+            Status::Failed => "failed",
+            Status::Skipped => "skipped",
+            Status::WouldRun => "would-run",
+            Status::Fresh => "fresh",
+        }
+    }
+}
+
 /// One instance of a run, as its summary keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunStage {
     /// The instance name.
     pub instance: String,
     /// `ran`, `cached`, `failed` or `skipped`.
-    pub status: String,
+    pub status: Status,
     /// `None` when none could be computed (a dep failed, an input could not be read).
     pub fingerprint: Option<String>,
     /// Wall-clock milliseconds of an instance that ran (or failed running); `None` when it was
