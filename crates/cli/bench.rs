@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use burn::tensor::Device;
+use pipeline_albert::cpu_level::CpuLevel;
 use pipeline_albert::device::{DeviceChoice, ResolvedDevice, has_bf16, resolve};
 use pipeline_albert::model::{AlbertInput, MatmulPrecision};
 use pipeline_albert::parallel::DataParallel;
@@ -287,6 +288,10 @@ pub fn train(args: &BenchArgs) -> Result<ExitCode> {
         "mfu": mfu, "peak_rss_bytes": rss, "parameters": c.parameter_count().total,
         "cpu_seconds_per_wall_second": cpu_per_wall, "page_faults": page_faults,
         "data_parallel_workers": trainer.parallel.workers(),
+        // The vector level of our CPU kernels, and the host's best (burn's matrix products
+        // use the host's best whatever the level): rows from different hosts stay apart.
+        "isa": (!dev.is_gpu).then(|| CpuLevel::active().name()),
+        "isa_host": (!dev.is_gpu).then(|| CpuLevel::detected().name()),
     });
     let human = format!(
         "train {} (share {}) on {}: batch {} × seq {} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.3} model TFLOP/s{}, {:.2} CPU-s per wall-s, peak RSS {:.2} GB",
@@ -362,6 +367,10 @@ pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
         "model_tflops_per_s": flops / s / 1e12,
         "cpu_seconds_per_wall_second": cpu_per_wall, "page_faults": page_faults,
         "chunks": chunks,
+        // The vector level of our CPU kernels, and the host's best (burn's matrix products
+        // use the host's best whatever the level): rows from different hosts stay apart.
+        "isa": (!dev.is_gpu).then(|| CpuLevel::active().name()),
+        "isa_host": (!dev.is_gpu).then(|| CpuLevel::detected().name()),
     });
     let human = format!(
         "infer {} (AlbertModel forward) on {}: batch {} × seq {}: {:.3} s/batch (median of {} runs × {}) = {:.0} sentences/s, {:.3} model TFLOP/s, {:.2} CPU-s per wall-s, peak RSS {:.2} GB",
