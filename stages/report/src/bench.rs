@@ -318,8 +318,8 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
     }
     if skipped > 0 {
         t.notes.push(format!(
-            "{skipped} benchmark line(s) of other kinds (hf_maxbatch: memory, not throughput) \
-             are left out."
+            "{skipped} benchmark line(s) of other kinds (hf_maxbatch: memory, not throughput; \
+             isa_compare: ratios between vector levels) are left out."
         ));
     }
     if !pretrain.is_empty() || !finetune.is_empty() {
