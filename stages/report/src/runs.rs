@@ -154,6 +154,41 @@ fn pretraining_columns() -> Vec<Col> {
             1,
             "sentence-order accuracy on the held-out eval shard (none for an MLM-only run,              whose SOP head is not trained)",
         ),
+        Col::float(
+            "floor_mlm_accuracy",
+            "Floor %",
+            1,
+            "the no-context floor of its shards' masking: the MLM accuracy of knowing only \
+             the masked tokens' frequencies and copying a visible token (the mask stage's eval \
+             split)",
+        ),
+        Col::text(
+            "vs_floor",
+            "vs floor",
+            "above: more than the floor margin (2 points) over the floor, the encoder uses \
+             context; at: within it; below: under the floor",
+        ),
+        Col::float(
+            "mlm_accuracy_mask",
+            "MLM acc at [MASK] %",
+            1,
+            "MLM accuracy at masked positions whose input is [MASK]",
+        )
+        .data_only(),
+        Col::float(
+            "mlm_accuracy_random",
+            "MLM acc at random %",
+            1,
+            "MLM accuracy at masked positions whose input is a random token",
+        )
+        .data_only(),
+        Col::float(
+            "mlm_accuracy_kept",
+            "MLM acc at kept %",
+            1,
+            "MLM accuracy at masked positions whose input is the token itself",
+        )
+        .data_only(),
         Col::text(
             "objective",
             "Objective",
@@ -230,6 +265,23 @@ fn our_pretraining_row(d: &Dep, cleans: &[&Dep]) -> Vec<(&'static str, Cell)> {
         ("device", hardware(d).into()),
         ("mlm_accuracy", percent(e("mlm_accuracy")).into()),
         ("sop_accuracy", percent(e("sop_accuracy")).into()),
+        (
+            "floor_mlm_accuracy",
+            percent(at(&r.eval, &["floor", "mlm_accuracy"])).into(),
+        ),
+        ("vs_floor", vs_floor(r.eval.as_ref()).into()),
+        (
+            "mlm_accuracy_mask",
+            percent(by_corruption(&r.eval, "mask")).into(),
+        ),
+        (
+            "mlm_accuracy_random",
+            percent(by_corruption(&r.eval, "random")).into(),
+        ),
+        (
+            "mlm_accuracy_kept",
+            percent(by_corruption(&r.eval, "kept")).into(),
+        ),
         ("eval_mlm_loss", e("mlm_loss").map(|x| round(x, 4)).into()),
         ("eval_sop_loss", e("sop_loss").map(|x| round(x, 4)).into()),
         ("eval_loss", total.into()),
@@ -238,6 +290,34 @@ fn our_pretraining_row(d: &Dep, cleans: &[&Dep]) -> Vec<(&'static str, Cell)> {
         ("corpus", recipe.clean.clone().into()),
         ("task_text", recipe.task_text_cell().into()),
     ]
+}
+
+/// The number at `path` inside the final evaluation, if the record has it.
+fn at(eval: &Option<Value>, path: &[&str]) -> Option<f64> {
+    path.iter()
+        .try_fold(eval.as_ref()?, |v, k| v.get(*k))
+        .and_then(Value::as_f64)
+}
+
+/// The final evaluation's MLM accuracy at the positions of one corruption (`mask`, `random`,
+/// `kept`).
+fn by_corruption(eval: &Option<Value>, kind: &str) -> Option<f64> {
+    at(eval, &["mlm_by_corruption", kind, "accuracy"])
+}
+
+/// Where the final evaluation stands against the no-context floor: `above` as the pretrain
+/// stage judged it (more than its `floor_margin` over the floor), else `below` under the floor
+/// and `at` within the margin; none for a run whose mask artifact had no floor.
+fn vs_floor(eval: Option<&Value>) -> Option<String> {
+    let eval = eval?;
+    let floor = eval.get("floor")?.get("mlm_accuracy")?.as_f64()?;
+    let accuracy = eval.get("mlm_accuracy")?.as_f64()?;
+    let word = match eval.get("above_floor").and_then(Value::as_bool) {
+        Some(true) => "above",
+        _ if accuracy < floor => "below",
+        _ => "at",
+    };
+    Some(word.to_string())
 }
 
 /// One of albert_zh's published pretraining rows.
@@ -355,4 +435,33 @@ pub fn pretraining_sentence(deps: &[&Dep]) -> String {
         s.push_str(&format!(" Hardware: {h}."));
     }
     s
+}
+
+#[cfg(test)]
+mod floor_tests {
+    use serde_json::json;
+
+    use super::{by_corruption, vs_floor};
+
+    #[test]
+    fn the_floor_verdict_reads_the_evaluation() {
+        let eval = |acc: f64, above: bool| {
+            json!({"mlm_accuracy": acc, "above_floor": above,
+                   "floor": {"mlm_accuracy": 0.15, "mlm_loss": 6.0}})
+        };
+        assert_eq!(vs_floor(Some(&eval(0.40, true))).as_deref(), Some("above"));
+        assert_eq!(vs_floor(Some(&eval(0.16, false))).as_deref(), Some("at"));
+        assert_eq!(vs_floor(Some(&eval(0.07, false))).as_deref(), Some("below"));
+        // A run whose mask artifact had no floor gets no verdict.
+        assert_eq!(vs_floor(Some(&json!({"mlm_accuracy": 0.4}))), None);
+        assert_eq!(vs_floor(None), None);
+    }
+
+    #[test]
+    fn accuracy_by_corruption_is_read_when_there() {
+        let eval =
+            Some(json!({"mlm_by_corruption": {"kept": {"accuracy": 0.9, "predictions": 3}}}));
+        assert_eq!(by_corruption(&eval, "kept"), Some(0.9));
+        assert_eq!(by_corruption(&eval, "mask"), None);
+    }
 }
