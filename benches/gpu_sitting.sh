@@ -173,16 +173,18 @@ evidence() {
 }
 
 # One round of the throughput bench at a shape, ours and transformers' alternating on the same
-# GPU: ours fp32, ours with TF32 matmuls, transformers fp32 (SDPA) and under bf16 autocast.
+# GPU: ours fp32, ours with TF32 matmuls and ours in bf16 mixed precision, then transformers fp32
+# (SDPA) and under bf16 autocast.
 bench_round() {
   local model="$1" batch="$2" seq="$3" tag="$4" masked=$(( $3 * 15 / 100 ))
   local file="$OUT/bench.jsonl" dev="${DEVICE:-cuda:0}" hf="${HF_DEVICE:-cuda}"
-  local steps=10 runs=3
+  local steps=10 runs=3 variant precision tf32
   if [[ -n "${SMALL:-}" ]]; then batch=4; seq=32; masked=4; steps=1; runs=1; fi
-  for tf32 in "" 1; do
+  for variant in fp32: fp32:1 bf16:; do
+    precision="${variant%%:*}" tf32="${variant##*:}"
     TORCH_ALLOW_TF32_CUBLAS_OVERRIDE="$tf32" timeout 60 "$ROOT/pipeline" bench train \
       --model "$model" --batch "$batch" --seq "$seq" --masked "$masked" --steps "$steps" \
-      --runs "$runs" --device "$dev" --json 2>>"$OUT/bench.err" \
+      --runs "$runs" --device "$dev" --precision "$precision" --json 2>>"$OUT/bench.err" \
       | grep '^{' | tag_line "{\"round\":\"$tag\",\"tf32\":${tf32:-0}${tf32:+,\"precision\":\"tf32\"}}" \
       >> "$file" || true
   done
