@@ -300,7 +300,7 @@ pub struct BenchArgs {
     /// auto, cpu, flex, tch-cpu or cuda:N.
     #[arg(long, default_value = "cpu")]
     pub device: String,
-    /// fp32 or bf16 (CUDA).
+    /// fp32, or bf16 mixed precision (libtorch devices: cuda:N, tch-cpu).
     #[arg(long, default_value = "fp32")]
     pub precision: String,
     /// The GPU's dense peak in TFLOP/s for MFU (H100/H200 bf16: 989).
