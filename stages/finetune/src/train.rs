@@ -92,21 +92,14 @@ impl FineTuner {
     }
 
     /// One optimiser step on the examples `batch` (each a slice of rows: one for a pair, one
-    /// per choice) with gold `labels`. A micro-batch's loss is weighted by its share of the
-    /// examples, so the gradient is the whole batch's mean. A non-finite loss leaves the model
-    /// unchanged and is returned for the caller to report.
-    pub fn step(&mut self, step: u64, batch: &[&[Encoded]], labels: &[usize]) -> StepResult {
-        self.step_gold(step, batch, Gold::Classes(labels))
-    }
-
-    /// [`FineTuner::try_step`] for callers that check the loss: gold of another head's shape
-    /// leaves the model unchanged and gives a NaN loss.
-    pub fn step_gold(&mut self, step: u64, batch: &[&[Encoded]], gold: Gold) -> StepResult {
-        self.try_step(step, batch, gold)
-            .unwrap_or_else(|_| StepResult {
-                loss: f64::NAN,
-                ..StepResult::default()
-            })
+    /// per choice) with gold `labels`: [`FineTuner::try_step`] with classes.
+    pub fn step(
+        &mut self,
+        step: u64,
+        batch: &[&[Encoded]],
+        labels: &[usize],
+    ) -> Result<StepResult, HeadMismatch> {
+        self.try_step(step, batch, Gold::Classes(labels))
     }
 
     /// Whether the model's head trains on `gold`: classes for a sequence classifier or a
