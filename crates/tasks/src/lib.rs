@@ -110,6 +110,7 @@
 #![warn(missing_docs)]
 
 pub mod cmrc_eval;
+pub mod correlation;
 pub mod entities;
 mod error;
 pub mod metrics;
@@ -140,7 +141,7 @@ pub use protocol::{
 };
 pub use read::{
     BadReason, BadRow, BadRows, ChoiceExample, FileReport, PairExample, ReadingReport,
-    SingleExample, TagExample,
+    ScoredPairExample, SingleExample, TagExample,
 };
 pub use task::{
     ChoiceFormat, Column, PairFormat, ReadingFormat, SingleFormat, TagFormat, TagLayout, Task,

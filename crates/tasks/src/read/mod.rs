@@ -23,6 +23,11 @@
 //! As sentence pairs, with one text column ([`SingleFormat`]): ChnSentiCorp's and
 //! SMP2020-EWECT's `label \t text_a` rows under a header. The same bad rows.
 //!
+//! # Scored sentence pairs (TSV)
+//!
+//! `text_a \t text_b \t score`, no header, the score a finite number (STS-B style
+//! regression); a row whose score is not one is bad (`bad_score`). See [`scored`].
+//!
 //! # Tagging files
 //!
 //! A sentence per TSV row, its characters separated by spaces in one column and as many tags,
@@ -53,6 +58,7 @@
 //! (`bad_answer`), fewer than 2 choices (`too_few_choices`), or is not valid UTF-8.
 
 mod choice;
+mod scored;
 mod tagging;
 mod tsv;
 
@@ -68,6 +74,7 @@ use crate::error::{TaskError, format_samples};
 #[cfg(doc)]
 use crate::task::{PairFormat, SingleFormat};
 pub use choice::{ChoiceFile, read_choice_file, read_choices};
+pub use scored::{ScoredPairExample, ScoredPairFile, read_scored_pair_file, read_scored_pairs};
 pub use tagging::{TagFile, read_tag_file, read_tags};
 pub use tsv::{PairFile, SingleFile, read_pair_file, read_pairs, read_single_file, read_singles};
 
@@ -158,6 +165,8 @@ pub enum BadReason {
     TooFewChoices,
     /// A tagging sentence whose characters and tags differ in number.
     TagCount,
+    /// A scored pair whose score is not a finite number.
+    BadScore,
 }
 
 impl BadReason {
@@ -173,6 +182,7 @@ impl BadReason {
             BadReason::BadAnswer => "bad_answer",
             BadReason::TooFewChoices => "too_few_choices",
             BadReason::TagCount => "tag_count",
+            BadReason::BadScore => "bad_score",
         }
     }
 }
