@@ -290,7 +290,7 @@ pub fn train(args: &BenchArgs) -> Result<ExitCode> {
     let rss = peak_rss();
     let value = json!({
         "bench": "train", "model": args.model, "share_type": c.share_type.name(),
-        "device": dev.name, "precision": args.precision, "batch": args.batch, "seq": args.seq,
+        "device": dev.name, "device_model": dev.model, "precision": args.precision, "batch": args.batch, "seq": args.seq,
         "masked": args.masked, "steps": args.steps, "runs": args.runs,
         "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "seconds_per_step": s, "runs_seconds_per_step": per_step,
@@ -369,7 +369,7 @@ pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
     let flops = c.inference_flops(args.batch, args.seq);
     let rss = peak_rss();
     let value = json!({
-        "bench": "infer", "model": args.model, "device": dev.name, "batch": args.batch,
+        "bench": "infer", "model": args.model, "device": dev.name, "device_model": dev.model, "batch": args.batch,
         "seq": args.seq, "runs": args.runs, "batches_per_run": args.steps,
         "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "seconds_per_batch": s, "runs_seconds_per_batch": per_batch,

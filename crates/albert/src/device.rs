@@ -98,6 +98,24 @@ pub struct ResolvedDevice {
     pub name: String,
     /// Whether it is a GPU (the pretrain stage reports MFU only there).
     pub is_gpu: bool,
+    /// The GPU's model as its driver names it (`NVIDIA H200`), when it is one and the driver
+    /// says: results from different GPUs must not read as one ([`gpu_model`]).
+    pub model: Option<String>,
+}
+
+/// The model of CUDA device `index` as the NVIDIA driver names it (`NVIDIA H200`), from
+/// `nvidia-smi` (tch 0.22 exposes no device properties); `None` where the tool is missing or
+/// says nothing. Indexes follow `CUDA_VISIBLE_DEVICES` only as far as nvidia-smi's own order
+/// matches CUDA's, which holds on the one-GPU machines this reports on.
+pub fn gpu_model(index: usize) -> Option<String> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=name", "--format=csv,noheader", "-i"])
+        .arg(index.to_string())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let name = text.lines().next()?.trim();
+    (out.status.success() && !name.is_empty() && name.len() <= 100).then(|| name.to_string())
 }
 
 /// Whether `device` (with or without autodiff) computes on the CPU: flex, or libtorch's CPU.
@@ -125,6 +143,7 @@ pub fn resolve(choice: DeviceChoice) -> Result<ResolvedDevice, DeviceError> {
         device: Device::flex(),
         name: "flex".into(),
         is_gpu: false,
+        model: None,
     };
     match choice {
         DeviceChoice::Flex => Ok(flex()),
@@ -146,18 +165,21 @@ fn tch_device(choice: DeviceChoice) -> Result<ResolvedDevice, DeviceError> {
         device: Device::libtorch(),
         name: "libtorch-cpu".into(),
         is_gpu: false,
+        model: None,
     };
     match choice {
         DeviceChoice::Auto if cuda_count > 0 => Ok(ResolvedDevice {
             device: Device::libtorch_cuda(0),
             name: "cuda:0".into(),
             is_gpu: true,
+            model: gpu_model(0),
         }),
         DeviceChoice::Auto | DeviceChoice::Cpu | DeviceChoice::TchCpu => Ok(cpu()),
         DeviceChoice::Cuda(n) if n < cuda_count => Ok(ResolvedDevice {
             device: Device::libtorch_cuda(n),
             name: format!("cuda:{n}"),
             is_gpu: true,
+            model: gpu_model(n),
         }),
         DeviceChoice::Cuda(n) => Err(DeviceError::NoSuchCuda {
             asked: n,
@@ -167,6 +189,7 @@ fn tch_device(choice: DeviceChoice) -> Result<ResolvedDevice, DeviceError> {
             device: Device::flex(),
             name: "flex".into(),
             is_gpu: false,
+            model: None,
         }),
     }
 }

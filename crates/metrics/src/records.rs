@@ -77,6 +77,9 @@ pub struct PretrainRecord {
     pub model_tflops_per_s: Option<f64>,
     /// The device trained on (`cpu`, `cuda:0`, …).
     pub device: Option<String>,
+    /// The GPU's model (`NVIDIA H200`) when it trained on one and the driver named it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_model: Option<String>,
     /// `fp32` or `bf16`.
     pub precision: Option<String>,
     /// The host's available parallelism (a host fact: in the full record only).

@@ -51,6 +51,8 @@ pub struct TrainingRun<'a> {
     checkpoint: Checkpoint,
     metrics: MetricsLog,
     device_name: String,
+    /// The GPU's model, when it trains on one ([`ResolvedDevice::model`]).
+    device_model: Option<String>,
     resumed_from: Option<u64>,
     started: Instant,
     /// Tokens and start of the current `log_interval` window, for the tokens/s of the log.
@@ -94,6 +96,7 @@ impl<'a> TrainingRun<'a> {
             checkpoint,
             metrics: MetricsLog::new(ctx.work_dir),
             device_name: device.name,
+            device_model: device.model,
             resumed_from: None,
             started: Instant::now(),
             window: (Instant::now(), 0),
@@ -444,6 +447,7 @@ impl<'a> TrainingRun<'a> {
             padded_tokens_per_s: Some((s.padded_tokens_seen as f64 / train_s).round()),
             model_tflops_per_s: Some(round(flops / train_s / 1e12)),
             device: Some(self.device_name.clone()),
+            device_model: self.device_model.clone(),
             precision: Some(
                 match p.precision {
                     Precision::Fp32 => "fp32",

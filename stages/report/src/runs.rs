@@ -31,7 +31,12 @@ pub(crate) fn dims(config: &Value) -> Option<String> {
 /// `flex · 2 threads · fp32`.
 pub(crate) fn hardware(d: &Dep) -> Option<String> {
     let device = d.device()?;
-    let mut parts = vec![device];
+    // A pretrain record names its GPU's model (another kind's record reads as none).
+    let model = d.pretrain().device_model;
+    let mut parts = vec![match model {
+        Some(m) => format!("{device} ({m})"),
+        None => device,
+    }];
     if let Some(t) = d.threads() {
         parts.push(format!("{t} thread{}", if t == 1 { "" } else { "s" }));
     }
