@@ -6,7 +6,8 @@
 //! - a tagger (NER) on one text or a file of one text per line: the entities with their
 //!   character spans (`start..end`, 0-based, end exclusive, in characters of the text as given)
 //!   and types;
-//! - a span model (CMRC 2018), a C3 model or a `choice` model: see [`reading`].
+//! - a span model (CMRC 2018), a C3 model or a `choice` model: see [`reading`];
+//! - a sentence-pair regressor (`sts_b`, `pair_regression`): the score; see [`regression`].
 //!
 //! A TSV gets a progress bar and an output TSV (or JSON lines), with the accuracy when it has
 //! gold labels.
@@ -34,6 +35,7 @@ use crate::model::model_dir;
 
 mod input;
 mod reading;
+mod regression;
 
 use input::{Lines, excerpt};
 
@@ -163,6 +165,9 @@ pub fn predict(global: &Global, args: &PredictArgs) -> Result<ExitCode> {
         TaskKind::Span | TaskKind::ReadingChoice | TaskKind::Choice
     ) {
         return reading::predict(global, args, &model, &device);
+    }
+    if model.kind == TaskKind::PairRegression {
+        return regression::predict(global, args, &model, &device);
     }
     let texts = if model.kind == TaskKind::Pair { 2 } else { 1 };
     match (&args.texts[..], &args.input) {

@@ -245,6 +245,8 @@ impl BaselineParams {
             TaskKind::ReadingChoice => {
                 matches!(m, Method::ChoiceOverlap | Method::MajorityPosition)
             }
+            // No baseline method predicts a score.
+            TaskKind::PairRegression => false,
             TaskKind::Pair | TaskKind::Choice => {
                 matches!(
                     m,

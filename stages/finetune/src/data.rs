@@ -47,6 +47,8 @@ pub enum Targets {
     /// The answer's start and end positions in each feature (both 0, `[CLS]`, where the
     /// window does not hold the whole answer).
     Spans(Vec<(usize, usize)>),
+    /// A gold score per feature (sentence-pair regression).
+    Scores(Vec<f32>),
 }
 
 impl Targets {
@@ -59,11 +61,21 @@ impl Targets {
         }
     }
 
+    /// The gold scores of split `split`'s features, or the error of a split encoded with
+    /// other targets.
+    pub fn scores(&self, split: &str) -> Result<&[f32], KindError> {
+        match self {
+            Targets::Scores(s) => Ok(s),
+            _ => Err(shape(split, "targets", "scores", self.shape())),
+        }
+    }
+
     fn shape(&self) -> &'static str {
         match self {
             Targets::Classes(_) => "classes",
             Targets::Tags(_) => "tags",
             Targets::Spans(_) => "answer spans",
+            Targets::Scores(_) => "scores",
         }
     }
 }

@@ -154,6 +154,10 @@ fn train_batch(
             let spans: Vec<(usize, usize)> = batch.iter().map(|&i| s[i]).collect();
             tuner.try_step(step, &rows, Gold::Spans(&spans))
         }
+        Targets::Scores(s) => {
+            let scores: Vec<f32> = batch.iter().map(|&i| s[i]).collect();
+            tuner.try_step(step, &rows, Gold::Scores(&scores))
+        }
     }?;
     if !r.loss.is_finite() {
         bail!(

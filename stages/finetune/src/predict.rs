@@ -34,6 +34,17 @@ fn probs_of(logits: Tensor<2>) -> Vec<Vec<f32>> {
     (0..n).map(|i| flat[i * k..(i + 1) * k].to_vec()).collect()
 }
 
+/// The rows of `[n, k]` values as they are.
+fn rows_of(values: Tensor<2>) -> Vec<Vec<f32>> {
+    let [n, k] = values.dims();
+    let flat: Vec<f32> = values
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .unwrap_or_default();
+    (0..n).map(|i| flat[i * k..(i + 1) * k].to_vec()).collect()
+}
+
 /// Tag probabilities `[rows][position][tag]` of the real positions of each row.
 fn position_probs_of(logits: Tensor<3>, rows: &[&Encoded]) -> Vec<Vec<Vec<f32>>> {
     let [n, s, k] = logits.dims();
@@ -121,6 +132,26 @@ pub fn pair_probabilities(
         workers,
         progress,
         |part| probs_of(model.forward(&batch_input(part, device))),
+    )
+}
+
+/// A regressor's scores of `rows` (in order): its raw outputs, one per row, not a softmax
+/// (which of one output is always 1).
+pub fn pair_scores(
+    model: &AlbertForSequenceClassification,
+    rows: &[Encoded],
+    batch_size: usize,
+    workers: &DataParallel,
+    device: &Device,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Vec<Vec<f32>> {
+    batched(
+        rows,
+        |r| r.ids.len(),
+        batch_size,
+        workers,
+        progress,
+        |part| rows_of(model.forward(&batch_input(part, device))),
     )
 }
 
@@ -225,6 +256,14 @@ pub fn outputs(
             device,
             progress,
         )),
+        TaskModel::Score(m) => Outputs::Rows(pair_scores(
+            m,
+            &first(),
+            batch_size,
+            workers,
+            device,
+            progress,
+        )),
     }
 }
 
@@ -289,7 +328,7 @@ impl FineTuned {
         })?;
         let arch = raw["architectures"][0].as_str().unwrap_or("");
         let kind = kind_of(&raw, arch);
-        let (config, model, outputs) = load_head(dir, arch, device)?;
+        let (config, model, outputs) = load_head(dir, arch, kind, device)?;
         let labels = labels_of(&raw, dir, kind, outputs)?;
         let default = if kind == TaskKind::Span { 256 } else { 128 };
         let max_seq_length = max_seq_length.unwrap_or(default);
@@ -341,6 +380,7 @@ fn kind_of(raw: &serde_json::Value, arch: &str) -> TaskKind {
         (Some(TaskKind::ReadingChoice), _) => TaskKind::ReadingChoice,
         (_, "AlbertForMultipleChoice") => TaskKind::Choice,
         (Some(TaskKind::Single), _) => TaskKind::Single,
+        (Some(TaskKind::PairRegression), _) => TaskKind::PairRegression,
         _ => TaskKind::Pair,
     }
 }
@@ -350,6 +390,7 @@ fn kind_of(raw: &serde_json::Value, arch: &str) -> TaskKind {
 fn load_head(
     dir: &Path,
     arch: &str,
+    kind: TaskKind,
     device: &Device,
 ) -> anyhow::Result<(AlbertConfig, TaskModel, Option<usize>)> {
     Ok(match arch {
@@ -364,7 +405,13 @@ fn load_head(
         "AlbertForSequenceClassification" => {
             let (c, m) = hf::load_classifier(dir, device)?;
             let n = m.num_labels();
-            (c, TaskModel::Pair(m), Some(n))
+            // A regressor is the same head, its one output the score (config.json's
+            // `finetuning_task` names a regression task).
+            if kind == TaskKind::PairRegression {
+                (c, TaskModel::Score(m), Some(n))
+            } else {
+                (c, TaskModel::Pair(m), Some(n))
+            }
         }
         "AlbertForTokenClassification" => {
             let (c, m) = hf::load_token_classifier(dir, device)?;

@@ -1,5 +1,6 @@
 //! The model being fine-tuned: a sequence classifier (pairs, single texts), a multiple-choice
-//! head, a token classifier (tagging) or a span extractor (question answering) on an ALBERT
+//! head, a token classifier (tagging), a span extractor (question answering) or a sequence
+//! classifier with one output trained as a regressor (scored pairs) on an ALBERT
 //! backbone taken from the `pretrain` dep (its weights, or its architecture with fresh
 //! weights) or from a checkpoint directory, with the dropout the params ask for. Its loss
 //! against a batch's gold ([`TaskModel::loss`]) is the head's own, so the training loop is the
@@ -34,6 +35,10 @@ pub enum TaskModel {
     Tags(AlbertForTokenClassification),
     /// A span extractor: a start and an end score at every position.
     Span(AlbertForQuestionAnswering),
+    /// A regressor: transformers' `AlbertForSequenceClassification` with one output and
+    /// `problem_type: regression` (its loss the mean squared error), as transformers trains
+    /// STS-B; the same head, so the export loads in transformers unchanged.
+    Score(AlbertForSequenceClassification),
 }
 
 /// A batch's gold as tensors: class ids with a weight each (for tags, every position, weight
@@ -55,6 +60,8 @@ pub enum GoldTensors {
         /// The answer's last token in each row (0 with `start`).
         end: Tensor<1, Int>,
     },
+    /// The gold score of each example, for a regressor.
+    Scores(Tensor<1>),
 }
 
 /// Gold of one head's shape given to another head: a class or tag id per row (or position)
@@ -255,6 +262,9 @@ impl TaskModel {
             Head::Span => TaskModel::Span(AlbertForQuestionAnswering::from_backbone(
                 backbone, &config, device,
             )),
+            Head::Score => TaskModel::Score(AlbertForSequenceClassification::from_backbone(
+                backbone, &config, 1, p.dropout, device,
+            )),
         };
         Ok((config, model))
     }
@@ -272,6 +282,7 @@ impl TaskModel {
             TaskModel::Choice(_) => "AlbertForMultipleChoice",
             TaskModel::Tags(_) => "AlbertForTokenClassification",
             TaskModel::Span(_) => "AlbertForQuestionAnswering",
+            TaskModel::Score(_) => "AlbertForSequenceClassification regressor",
         }
     }
 
@@ -279,8 +290,9 @@ impl TaskModel {
     /// the classifier's dropout given as a mask, and how many predictions were right: the
     /// weighted cross-entropy of the logits (`[examples, classes or choices]`; for a token
     /// model every position a row), or for a span model transformers' mean of the start and
-    /// end cross-entropies (right: rows whose start and end are both right). Gold of another
-    /// head's shape is a [`HeadMismatch`].
+    /// end cross-entropies (right: rows whose start and end are both right), or for a
+    /// regressor the mean squared error (right: none, a score is not right or wrong). Gold of
+    /// another head's shape is a [`HeadMismatch`].
     pub fn loss(
         &self,
         input: &AlbertInput,
@@ -293,6 +305,12 @@ impl TaskModel {
             _ => None,
         };
         let (logits, ids, weights) = match (self, gold) {
+            (TaskModel::Score(m), GoldTensors::Scores(gold)) => {
+                let scores = m.forward_with_dropout_mask(input, pooled(mask));
+                return Ok(mean_squared_error(scores, gold));
+            }
+            (TaskModel::Score(_), _) => return Err(self.mismatch("classes or answer spans")),
+            (_, GoldTensors::Scores(_)) => return Err(self.mismatch("scores")),
             (TaskModel::Span(m), GoldTensors::Spans { start, end }) => {
                 return Ok(AlbertForQuestionAnswering::loss(
                     &m.forward(input),
@@ -346,7 +364,7 @@ impl TaskModel {
         device: &Device,
     ) -> Option<DropoutMask> {
         let p = match self {
-            TaskModel::Pair(m) => m.dropout_prob(),
+            TaskModel::Pair(m) | TaskModel::Score(m) => m.dropout_prob(),
             TaskModel::Choice(m) => m.dropout_prob(),
             TaskModel::Tags(m) => m.dropout_prob(),
             TaskModel::Span(_) => 0.0,
@@ -367,14 +385,44 @@ impl TaskModel {
 
     /// The model directory in the Hugging Face layout.
     pub fn save(&self, dir: &Path, config: &AlbertConfig, labels: &[String]) -> anyhow::Result<()> {
-        Ok(match self {
-            TaskModel::Pair(m) => hf::save_classifier(dir, config, m, labels),
-            TaskModel::Choice(m) => hf::save_multiple_choice(dir, config, m),
-            TaskModel::Tags(m) => hf::save_token_classifier(dir, config, m, labels),
+        match self {
+            TaskModel::Pair(m) => hf::save_classifier(dir, config, m, labels)?,
+            TaskModel::Choice(m) => hf::save_multiple_choice(dir, config, m)?,
+            TaskModel::Tags(m) => hf::save_token_classifier(dir, config, m, labels)?,
             // Its two outputs (start, end) are transformers' `num_labels`: no label names.
-            TaskModel::Span(m) => hf::save_question_answering(dir, config, m),
-        }?)
+            TaskModel::Span(m) => hf::save_question_answering(dir, config, m)?,
+            TaskModel::Score(m) => {
+                hf::save_classifier(dir, config, m, &[SCORE_LABEL.to_string()])?;
+                mark_regression(dir)?;
+            }
+        }
+        Ok(())
     }
+}
+
+/// The one output's name in a regressor's `id2label` (what transformers writes for one label
+/// is `LABEL_0`; a name says what the output is).
+pub const SCORE_LABEL: &str = "score";
+
+/// The mean squared error of `scores` (`[rows, 1]`) against `gold` (`[rows]`), and no right
+/// predictions (a zero, detached, so that the step's shape is every head's).
+fn mean_squared_error(scores: Tensor<2>, gold: Tensor<1>) -> (Tensor<1>, Tensor<1>) {
+    let [n, _] = scores.dims();
+    let diff = scores.reshape([n]) - gold;
+    let loss = (diff.clone() * diff).mean();
+    let right = loss.clone().detach().mul_scalar(0.0);
+    (loss, right)
+}
+
+/// Adds transformers' `problem_type: regression` to the config.json just exported, so that
+/// transformers' `AlbertForSequenceClassification` trains and reads it as a regressor.
+fn mark_regression(dir: &Path) -> anyhow::Result<()> {
+    let path = dir.join("config.json");
+    let mut config: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    config.insert("problem_type".into(), "regression".into());
+    std::fs::write(&path, serde_json::to_string_pretty(&config)? + "\n")?;
+    Ok(())
 }
 
 /// Checks that the tokenizer's vocabulary (`vocab` tokens, read from `dir`) is as large as

@@ -24,6 +24,8 @@ pub enum Gold<'a> {
     Tags(&'a [&'a [i64]]),
     /// The answer's start and end position in each row (both 0 where the row lacks it).
     Spans(&'a [(usize, usize)]),
+    /// A gold score per example (regression).
+    Scores(&'a [f32]),
 }
 
 impl Gold<'_> {
@@ -33,6 +35,7 @@ impl Gold<'_> {
             Gold::Classes(_) => "classes",
             Gold::Tags(_) => "tags",
             Gold::Spans(_) => "answer spans",
+            Gold::Scores(_) => "scores",
         }
     }
 }
@@ -108,7 +111,8 @@ impl FineTuner {
         match (&self.model, gold) {
             (TaskModel::Pair(_) | TaskModel::Choice(_), Gold::Classes(_))
             | (TaskModel::Tags(_), Gold::Tags(_))
-            | (TaskModel::Span(_), Gold::Spans(_)) => Ok(()),
+            | (TaskModel::Span(_), Gold::Spans(_))
+            | (TaskModel::Score(_), Gold::Scores(_)) => Ok(()),
             (m, g) => Err(m.mismatch(g.name())),
         }
     }
@@ -127,7 +131,7 @@ impl FineTuner {
         let choices = batch.first().map_or(1, |r| r.len().max(1));
         let parts = self.parallel.split(batch.len());
         let counted = |r: &std::ops::Range<usize>| match gold {
-            Gold::Classes(_) | Gold::Spans(_) => r.len() as f64,
+            Gold::Classes(_) | Gold::Spans(_) | Gold::Scores(_) => r.len() as f64,
             Gold::Tags(t) => t[r.clone()]
                 .iter()
                 .flat_map(|x| x.iter())
@@ -209,6 +213,14 @@ impl FineTuner {
                     start: ints(start),
                     end: ints(end),
                 };
+            }
+            Gold::Scores(scores) => {
+                let v = scores[r].to_vec();
+                let n = v.len();
+                return GoldTensors::Scores(Tensor::from_data(
+                    TensorData::new(v, [n]),
+                    &self.device,
+                ));
             }
         };
         let n = weights.len();

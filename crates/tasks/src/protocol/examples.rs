@@ -9,7 +9,9 @@ use serde_json::Value;
 use super::{DevSpec, ProtocolSpec};
 use crate::c3::C3Example;
 use crate::group_split;
-use crate::read::{ChoiceExample, FileReport, PairExample, SingleExample, TagExample};
+use crate::read::{
+    ChoiceExample, FileReport, PairExample, ScoredPairExample, SingleExample, TagExample,
+};
 use crate::split::{self, Stream};
 use crate::squad::SquadExample;
 use crate::task::TaskKind;
@@ -29,6 +31,8 @@ pub enum Examples {
     Span(Vec<SquadExample>),
     /// Multiple-choice questions on contexts (C3).
     ReadingChoice(Vec<C3Example>),
+    /// Sentence pairs with a score (`sts_b`, `pair_regression`).
+    PairRegression(Vec<ScoredPairExample>),
 }
 
 /// `$body` with `$v` bound to the examples of whatever kind `$ex` holds.
@@ -41,6 +45,7 @@ macro_rules! each {
             Examples::Tagging($v) => $body,
             Examples::Span($v) => $body,
             Examples::ReadingChoice($v) => $body,
+            Examples::PairRegression($v) => $body,
         }
     };
 }
@@ -86,6 +91,7 @@ kind_example! {
     Tagging => TagExample,
     Span => SquadExample,
     ReadingChoice => C3Example,
+    PairRegression => ScoredPairExample,
 }
 
 /// A split of one kind read as another's: a caller paired a kind's module with a protocol of
@@ -109,6 +115,7 @@ impl Examples {
             Examples::Tagging(_) => TaskKind::Tagging,
             Examples::Span(_) => TaskKind::Span,
             Examples::ReadingChoice(_) => TaskKind::ReadingChoice,
+            Examples::PairRegression(_) => TaskKind::PairRegression,
         }
     }
 
@@ -129,6 +136,7 @@ impl Examples {
             TaskKind::Tagging => Examples::Tagging(Vec::new()),
             TaskKind::Span => Examples::Span(Vec::new()),
             TaskKind::ReadingChoice => Examples::ReadingChoice(Vec::new()),
+            TaskKind::PairRegression => Examples::PairRegression(Vec::new()),
         }
     }
 
@@ -143,21 +151,23 @@ impl Examples {
     }
 
     /// The gold class ids, in order (a tagging example has one per character: see
-    /// [`Examples::strata`] for one per sentence; a span example has none).
+    /// [`Examples::strata`] for one per sentence; a span or a scored pair has none).
     pub fn labels(&self) -> Vec<usize> {
         match self {
             Examples::Pair(v) => v.iter().map(|e| e.label).collect(),
             Examples::Choice(v) => v.iter().map(|e| e.answer).collect(),
             Examples::Single(v) => v.iter().map(|e| e.label).collect(),
             Examples::Tagging(v) => v.iter().flat_map(|e| e.tags.iter().copied()).collect(),
-            Examples::Span(_) => Vec::new(),
+            Examples::Span(_) | Examples::PairRegression(_) => Vec::new(),
             Examples::ReadingChoice(v) => v.iter().map(|e| e.answer).collect(),
         }
     }
 
     /// One stratum per example for the seeded held-out and capped draws: the class id; for a
     /// tagging sentence, whether it holds any tag but tag 0 (`O`), so that a held-out set has
-    /// the share of sentences without entities that train has; one stratum for spans.
+    /// the share of sentences without entities that train has; one stratum for spans; for
+    /// scored pairs the score rounded down (STS-B's 0–5 bands, so a held-out set spans the
+    /// scores train does).
     pub fn strata(&self) -> Vec<usize> {
         match self {
             Examples::Tagging(v) => v
@@ -165,6 +175,7 @@ impl Examples {
                 .map(|e| usize::from(e.tags.iter().any(|&t| t != 0)))
                 .collect(),
             Examples::Span(v) => vec![0; v.len()],
+            Examples::PairRegression(v) => v.iter().map(|e| score_band(e.score)).collect(),
             other => other.labels(),
         }
     }
@@ -192,6 +203,7 @@ impl Examples {
             Examples::Tagging(v) => Examples::Tagging(pick(v, indices)),
             Examples::Span(v) => Examples::Span(pick(v, indices)),
             Examples::ReadingChoice(v) => Examples::ReadingChoice(pick(v, indices)),
+            Examples::PairRegression(v) => Examples::PairRegression(pick(v, indices)),
         }
     }
 
@@ -255,6 +267,9 @@ impl Examples {
     pub(super) fn texts_iter(&self) -> Box<dyn Iterator<Item = String> + '_> {
         match self {
             Examples::Pair(v) => Box::new(v.iter().map(|e| format!("{}\t{}", e.text_a, e.text_b))),
+            Examples::PairRegression(v) => {
+                Box::new(v.iter().map(|e| format!("{}\t{}", e.text_a, e.text_b)))
+            }
             Examples::Choice(v) => Box::new(
                 v.iter()
                     .map(|e| format!("{}\t{}", e.prompt, e.choices.join("\t"))),
@@ -270,6 +285,11 @@ impl Examples {
             ),
         }
     }
+}
+
+/// A score's stratum: its integer part, negative scores in band 0 (strata are indices).
+fn score_band(score: f32) -> usize {
+    score.max(0.0).floor() as usize
 }
 
 fn pick<T: Clone>(v: &[T], indices: &[usize]) -> Vec<T> {

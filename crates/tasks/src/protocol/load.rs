@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use super::{DevSpec, Examples, FileSpec, Protocol, ProtocolSpec, Split};
 use crate::error::TaskError;
 use crate::read::{
-    ChoiceExample, FileReport, PairExample, SingleExample, TagExample, read_choice_file,
-    read_pair_file, read_single_file, read_tag_file,
+    ChoiceExample, FileReport, PairExample, ScoredPairExample, SingleExample, TagExample,
+    read_choice_file, read_pair_file, read_scored_pair_file, read_single_file, read_tag_file,
 };
 use crate::split::{self, Stream};
 use crate::task::{Task, choice_labels, tags_from_label2id};
@@ -269,6 +269,15 @@ impl Loader<'_> {
                 (Task::Tagging(t), Examples::Tagging(all)) => {
                     let r = read_tag_file(&resolved, &f.path, t, labels)?;
                     all.extend(r.examples.into_iter().map(|e| TagExample { file: id, ..e }));
+                    r.report
+                }
+                (Task::PairRegression(scored), Examples::PairRegression(all)) => {
+                    let r = read_scored_pair_file(&resolved, &f.path, &scored.name)?;
+                    all.extend(
+                        r.examples
+                            .into_iter()
+                            .map(|e| ScoredPairExample { file: id, ..e }),
+                    );
                     r.report
                 }
                 (Task::Choice(c), Examples::Choice(all)) => {

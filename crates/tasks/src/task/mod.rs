@@ -30,6 +30,7 @@
 //! | `tagging` | `layout` (`tsv`: a sentence per line, the default; `conll`: a character and its tag per line, blank line between sentences), `text` (default 0), `label` (default 1), `header` (tsv only, default false), and `labels` (the tags in id order) or `label2id` (a label2id.json path) | as given |
 //! | `cmrc2018`, `squad` | span extraction: SQuAD v1 JSON ([`crate::squad`]); `cmrc2018` is CMRC 2018, `squad` any other file of that shape | none: the answer is a span of the context |
 //! | `c3` | multiple-choice reading comprehension: C3's JSON ([`crate::c3`]), 2–4 choices padded to 4 | the answer position `0` … `3` |
+//! | `sts_b`, `pair_regression` | sentence-pair regression: `text_a \t text_b \t score`, no header, 3 columns, the score a number ([`crate::read::read_scored_pairs`]) | none: the label is the score |
 //!
 //! The NLI order is XNLI's `label_map.json` (contradiction 0, entailment 1, neutral 2), and
 //! every NLI task also accepts XNLI's `contradictory` as `contradiction`. For binary tasks class
@@ -44,6 +45,7 @@
 //! get the task's class ids.
 
 mod classify;
+mod regression;
 mod tagging;
 
 use std::collections::BTreeMap;
@@ -56,6 +58,7 @@ use crate::error::TaskError;
 use crate::params::{self, closest, show};
 pub(crate) use classify::ClassView;
 pub use classify::{PairFormat, SingleFormat};
+pub use regression::{REGRESSION_NAMES, ScoredPairFormat};
 pub use tagging::{MSRA_TAGS, TagFormat, TagLayout, check_tags, tags_from_label2id};
 
 /// The three NLI classes in XNLI's `label_map.json` order.
@@ -89,6 +92,8 @@ pub const BUILTIN_TASKS: &[&str] = &[
     "cmrc2018",
     "squad",
     "c3",
+    "sts_b",
+    "pair_regression",
 ];
 
 const CHOICE_KEYS: &[&str] = &["name", "num_choices"];
@@ -146,6 +151,9 @@ pub enum Task {
     /// Multiple-choice reading comprehension on a context (C3).
     #[serde(rename = "reading_choice")]
     ReadingChoice(ReadingFormat),
+    /// Sentence-pair regression, a score per pair (`sts_b`, `pair_regression`).
+    #[serde(rename = "pair_regression")]
+    PairRegression(ScoredPairFormat),
 }
 
 /// Sentence-pair classification, multiple choice, single-text classification, token
@@ -165,10 +173,12 @@ pub enum TaskKind {
     Span,
     /// [`Task::ReadingChoice`].
     ReadingChoice,
+    /// [`Task::PairRegression`].
+    PairRegression,
 }
 
 impl TaskKind {
-    /// `pair`, `choice`, `single`, `tagging`, `span`, `reading_choice`.
+    /// `pair`, `choice`, `single`, `tagging`, `span`, `reading_choice`, `pair_regression`.
     pub fn name(self) -> &'static str {
         match self {
             TaskKind::Pair => "pair",
@@ -177,6 +187,7 @@ impl TaskKind {
             TaskKind::Tagging => "tagging",
             TaskKind::Span => "span",
             TaskKind::ReadingChoice => "reading_choice",
+            TaskKind::PairRegression => "pair_regression",
         }
     }
 
@@ -277,7 +288,7 @@ fn defaults(name: &str) -> Option<Task> {
         "tagging" => Task::Tagging(TagFormat::generic()),
         "cmrc2018" | "squad" => Task::Span(ReadingFormat { name: name.into() }),
         "c3" => Task::ReadingChoice(ReadingFormat { name: name.into() }),
-        _ => return None,
+        _ => Task::PairRegression(ScoredPairFormat::named(name)?),
     })
 }
 
@@ -386,6 +397,7 @@ impl Task {
                 Task::Pair(p) => p.apply(map, at)?,
                 Task::Single(s) => s.apply(map, at)?,
                 Task::Tagging(t) => t.apply(map, at)?,
+                Task::PairRegression(r) => r.apply(map, at)?,
                 // The files describe themselves: nothing to override.
                 Task::Span(_) | Task::ReadingChoice(_) => params::check_keys(map, &["name"], at)?,
             }
@@ -411,7 +423,7 @@ impl Task {
             Task::Pair(p) => p.validate(at),
             Task::Single(s) => s.validate(at),
             Task::Tagging(t) => t.validate(at),
-            Task::Span(_) | Task::ReadingChoice(_) => Ok(()),
+            Task::Span(_) | Task::ReadingChoice(_) | Task::PairRegression(_) => Ok(()),
         }
     }
 
@@ -423,10 +435,11 @@ impl Task {
             Task::Single(s) => &s.name,
             Task::Tagging(t) => &t.name,
             Task::Span(r) | Task::ReadingChoice(r) => &r.name,
+            Task::PairRegression(r) => &r.name,
         }
     }
 
-    /// Which of the six kinds it is: what its examples, model head and metrics are.
+    /// Which of the seven kinds it is: what its examples, model head and metrics are.
     pub fn kind(&self) -> TaskKind {
         match self {
             Task::Pair(_) => TaskKind::Pair,
@@ -435,19 +448,25 @@ impl Task {
             Task::Tagging(_) => TaskKind::Tagging,
             Task::Span(_) => TaskKind::Span,
             Task::ReadingChoice(_) => TaskKind::ReadingChoice,
+            Task::PairRegression(_) => TaskKind::PairRegression,
         }
     }
 
     /// The class labels (tags, for a tagging task) in class-id order; `None` for a choice
     /// task, whose classes are the answer positions `0` … `N-1` once N is known (see
     /// [`choice_labels`]), for a tagging task whose tags come from a `label2id.json`, and for
-    /// the reading tasks (a span task has no classes; C3's are [`choice_labels`] of 4).
+    /// the reading tasks (a span task has no classes; C3's are [`choice_labels`] of 4), and for
+    /// regression (a score, no classes).
     pub fn labels(&self) -> Option<&[String]> {
         match self {
             Task::Pair(p) => Some(&p.labels),
             Task::Single(s) => Some(&s.labels),
             Task::Tagging(t) if t.label2id.is_none() => Some(&t.labels),
-            Task::Tagging(_) | Task::Choice(_) | Task::Span(_) | Task::ReadingChoice(_) => None,
+            Task::Tagging(_)
+            | Task::Choice(_)
+            | Task::Span(_)
+            | Task::ReadingChoice(_)
+            | Task::PairRegression(_) => None,
         }
     }
 }

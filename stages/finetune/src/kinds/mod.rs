@@ -10,7 +10,8 @@
 //! output for one feature, its prediction for one example): [`pair`] (sentence pairs),
 //! [`single`] (single texts), [`choice`] (multiple choice), [`tagging`] (token
 //! classification, NER), [`span`] (span extraction, CMRC 2018) and [`reading_choice`]
-//! (multiple choice on a context, C3); [`of`] registers them. The stage, the training loop and
+//! (multiple choice on a context, C3) and [`pair_regression`] (a score per sentence pair,
+//! STS-B style); [`of`] registers them. The stage, the training loop and
 //! the evaluation are the same for all of them and hold a kind as [`AnyKind`], whose one
 //! implementation (`erased`) converts the values every kind shares to the kind's types, a
 //! value of another kind being a [`KindError`]: a feature's target ([`crate::data::Targets`])
@@ -21,6 +22,7 @@ pub mod choice;
 pub mod classify;
 mod erased;
 pub mod pair;
+pub mod pair_regression;
 pub mod reading_choice;
 pub mod single;
 pub mod span;
@@ -29,6 +31,7 @@ pub mod tagging;
 use std::any::Any;
 use std::ops::Range;
 
+use pipeline_tasks::correlation::RegressionMetrics;
 use pipeline_tasks::entities::EntityScores;
 use pipeline_tasks::{KindExample, Metrics, MetricsBlock, SpanMetricsBlock, TaskKind};
 
@@ -48,11 +51,13 @@ pub enum Head {
     Tags(usize),
     /// `AlbertForQuestionAnswering`: a start and an end score at every position.
     Span,
+    /// `AlbertForSequenceClassification` with one output, trained as a regressor.
+    Score,
 }
 
 /// What the head gives for each feature of a split.
 pub enum Outputs {
-    /// Class (or choice) probabilities, one vector per feature.
+    /// Class (or choice) probabilities, one vector per feature; a regressor's one score.
     Rows(Vec<Vec<f32>>),
     /// Tag probabilities at each position of each feature (the row's real positions).
     Positions(Vec<Vec<Vec<f32>>>),
@@ -125,7 +130,8 @@ impl Decoded {
 }
 
 /// The metrics of one split: the class metrics (for tagging: over characters, each tag a
-/// class) and, for tagging, the entity scores; or, for span extraction, EM and F1.
+/// class) and, for tagging, the entity scores; or, for span extraction, EM and F1; or, for
+/// regression, Pearson's and Spearman's correlations.
 #[derive(Debug, Clone)]
 pub struct Scores {
     /// Accuracy, F1, macro-F1 and the confusion matrix; `None` for span extraction.
@@ -134,6 +140,8 @@ pub struct Scores {
     pub entities: Option<EntityScores>,
     /// Span extraction: CMRC 2018's EM and F1; `None` otherwise.
     pub spans: Option<SpanMetricsBlock>,
+    /// Regression: Pearson, Spearman and the MSE; `None` otherwise.
+    pub regression: Option<RegressionMetrics>,
 }
 
 impl Scores {
@@ -143,6 +151,7 @@ impl Scores {
             classes: Some(classes),
             entities,
             spans: None,
+            regression: None,
         }
     }
 
@@ -152,11 +161,27 @@ impl Scores {
             classes: None,
             entities: None,
             spans: Some(spans),
+            regression: None,
         }
     }
 
-    /// What the best epoch is chosen by: accuracy, entity F1 for tagging, F1 for spans.
+    /// A regression kind's scores.
+    pub fn regression(metrics: RegressionMetrics) -> Scores {
+        Scores {
+            classes: None,
+            entities: None,
+            spans: None,
+            regression: Some(metrics),
+        }
+    }
+
+    /// What the best epoch is chosen by: accuracy, entity F1 for tagging, F1 for spans,
+    /// Pearson's r for regression (−1, the worst, where it is undefined: constant
+    /// predictions).
     pub fn selection(&self) -> f64 {
+        if let Some(r) = &self.regression {
+            return r.pearson.unwrap_or(-1.0);
+        }
         match (&self.spans, &self.entities, &self.classes) {
             (Some(s), _, _) => s.f1,
             (_, Some(e), _) => e.micro.f1,
@@ -172,6 +197,9 @@ impl Scores {
 
     /// The metrics.json block (docs/metrics.md).
     pub fn to_json(&self) -> serde_json::Value {
+        if let Some(r) = &self.regression {
+            return serde_json::to_value(r).unwrap_or_default();
+        }
         match (&self.spans, &self.classes) {
             (Some(s), _) => s.to_json(),
             (None, Some(c)) => MetricsBlock::new(c, self.entities.clone()).to_json(),
@@ -181,6 +209,16 @@ impl Scores {
 
     /// `accuracy 0.8123, F1 0.7012` for the stage's log.
     pub fn summary(&self) -> String {
+        if let Some(r) = &self.regression {
+            let show = |x: Option<f64>| x.map_or("undefined".into(), |v| format!("{v:.4}"));
+            return format!(
+                "Pearson {}, Spearman {}, MSE {:.4} on {} pairs",
+                show(r.pearson),
+                show(r.spearman),
+                r.mse,
+                r.examples
+            );
+        }
         if let Some(s) = &self.spans {
             return format!(
                 "EM {:.4}, F1 {:.4} on {} questions",
@@ -210,7 +248,7 @@ impl Scores {
 /// types once, with a typed [`KindError`] where they are of another kind.
 pub trait Kind: Sync + 'static {
     /// The kind's name in metrics.json (`pair`, `choice`, `single`, `tagging`, `span`,
-    /// `reading_choice`).
+    /// `reading_choice`, `pair_regression`).
     const KIND: TaskKind;
 
     /// One example of a split.
@@ -271,6 +309,7 @@ pub fn of(kind: TaskKind) -> &'static dyn AnyKind {
         TaskKind::Tagging => &tagging::Tagging,
         TaskKind::Span => &span::Spans,
         TaskKind::ReadingChoice => &reading_choice::ReadingChoices,
+        TaskKind::PairRegression => &pair_regression::PairRegressions,
     }
 }
 
