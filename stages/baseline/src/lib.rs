@@ -132,11 +132,18 @@ fn pairs<'a>(
         ));
     }
     s.examples.as_pairs().map(Cow::Borrowed).with_context(|| {
-        format!(
-            "task {} is a multiple-choice task: the baselines take sentence-pair tasks \
-             (lcqmc, afqmc, xnli, …) only; leave the baseline stage out for it",
-            protocol.spec.task.name()
-        )
+        let task = protocol.spec.task.name();
+        if protocol.spec.task.kind() == TaskKind::PairRegression {
+            format!(
+                "task {task} is a regression task: no baseline method predicts a score; \
+                 leave the baseline stage out for it"
+            )
+        } else {
+            format!(
+                "task {task} is a multiple-choice task: the baselines take sentence-pair tasks \
+                 (lcqmc, afqmc, xnli, …) only; leave the baseline stage out for it"
+            )
+        }
     })
 }
 

@@ -153,3 +153,20 @@ fn a_choice_task_is_refused_with_what_to_do() {
         "{err}"
     );
 }
+
+#[test]
+fn a_regression_task_is_refused_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = "手机没电了\t我想找工作\t0.7\n春天花开\t冬天下雪\t3.0\n电影太长\t晚上看书\t0.5\n天气很好\t今天晴朗\t4.5\n";
+    std::fs::write(dir.path().join("s.tsv"), rows).unwrap();
+    let protocol = load(
+        dir.path(),
+        json!({"task": "sts_b", "train": "s.tsv", "dev_fraction": 0.25}),
+    );
+    let p = BaselineParams::parse(&Map::new()).unwrap();
+    let err = run(&protocol, &p, &|_| {}).unwrap_err().to_string();
+    assert!(
+        err.contains("regression") && !err.contains("multiple-choice"),
+        "{err}"
+    );
+}
