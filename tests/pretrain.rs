@@ -357,7 +357,9 @@ fn bad_pretrain_inputs_are_clear_errors() {
 
     // bf16 on a device without bf16 products (flex, what `device: flex` and a build without
     // libtorch give) is refused, not trained in fp32 under a bf16 label.
-    let ws = Ws::new(&yaml("      steps: 5\n      device: flex\n      precision: bf16"));
+    let ws = Ws::new(&yaml(
+        "      steps: 5\n      device: flex\n      precision: bf16",
+    ));
     expect_failure(
         &ws,
         1,
