@@ -142,10 +142,12 @@ evidence() {
   torch_libs
   # fp32 matmuls on TF32 tensor cores for the sitting (not for the fp32 bench rows below,
   # which are measured both ways).
-  { nvidia-smi -L || true; nproc; date -u; } > "$OUT/gpu.txt" 2>&1
+  # The machine first, in the run log: the device tool brings back at most 8 files, and the
+  # call's own `tee $OUT/sitting.log` is the eighth.
+  { nvidia-smi -L || true; nproc; date -u; } > "$OUT/run.log" 2>&1
   cp experiment.yaml "$WS/pipeline.yaml"
   # shellcheck disable=SC2046
-  (cd "$WS" && "$bin" pull --remote "$REMOTE" $(scale_sets)) > "$OUT/run.log" 2>&1 \
+  (cd "$WS" && "$bin" pull --remote "$REMOTE" $(scale_sets)) >> "$OUT/run.log" 2>&1 \
     || echo "pull: exit $? (the run makes what is missing)" >> "$OUT/run.log"
   bench_round tiny 256 128 first
   # The report's throughput table reads the bench lines under the workspace's results/bench.
@@ -182,7 +184,7 @@ bench_round() {
   if [[ -n "${SMALL:-}" ]]; then batch=4; seq=32; masked=4; steps=1; runs=1; fi
   for variant in fp32: fp32:1 bf16:; do
     precision="${variant%%:*}" tf32="${variant##*:}"
-    TORCH_ALLOW_TF32_CUBLAS_OVERRIDE="$tf32" timeout 60 "$ROOT/pipeline" bench train \
+    TORCH_ALLOW_TF32_CUBLAS_OVERRIDE="${tf32:-0}" timeout 60 "$ROOT/pipeline" bench train \
       --model "$model" --batch "$batch" --seq "$seq" --masked "$masked" --steps "$steps" \
       --runs "$runs" --device "$dev" --precision "$precision" --json 2>>"$OUT/bench.err" \
       | grep '^{' | tag_line "{\"round\":\"$tag\",\"tf32\":${tf32:-0}${tf32:+,\"precision\":\"tf32\"}}" \
