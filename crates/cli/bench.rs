@@ -225,10 +225,9 @@ fn timed_runs(args: &BenchArgs, step: &mut dyn FnMut() -> Result<()>) -> Result<
     })
 }
 
-pub fn train(args: &BenchArgs) -> Result<ExitCode> {
-    let c = model_config(args)?;
-    let dev = device(args)?;
-    let precision = match args.precision.as_str() {
+/// `--precision` on the resolved device: bf16 only where the backend has bf16 products.
+fn matmul_precision(args: &BenchArgs, dev: &ResolvedDevice) -> Result<MatmulPrecision> {
+    Ok(match args.precision.as_str() {
         "fp32" => MatmulPrecision::Fp32,
         "bf16" if has_bf16(&dev.device) => MatmulPrecision::Bf16,
         "bf16" => bail!(
@@ -237,11 +236,13 @@ pub fn train(args: &BenchArgs) -> Result<ExitCode> {
             dev.name
         ),
         other => bail!("--precision {other}: expected fp32 or bf16"),
-    };
-    let ad = dev.device.clone().autodiff();
-    ad.seed(1);
-    let model = AlbertForPreTraining::new(&c, &ad).with_precision(precision);
-    let optim = OptimConfig {
+    })
+}
+
+/// The pretraining optimiser the bench steps with: LAMB at a constant rate (no warmup, a
+/// schedule far longer than any bench), so every timed step does the same work.
+fn pretrain_optim() -> OptimConfig {
+    OptimConfig {
         optimizer: OptimizerKind::Lamb,
         learning_rate: 1e-4,
         weight_decay: 0.01,
@@ -251,8 +252,17 @@ pub fn train(args: &BenchArgs) -> Result<ExitCode> {
         warmup_steps: 0,
         total_steps: 1_000_000,
         max_grad_norm: 1.0,
-    };
-    let mut trainer = Trainer::new(c.clone(), model, optim, ad);
+    }
+}
+
+pub fn train(args: &BenchArgs) -> Result<ExitCode> {
+    let c = model_config(args)?;
+    let dev = device(args)?;
+    let precision = matmul_precision(args, &dev)?;
+    let ad = dev.device.clone().autodiff();
+    ad.seed(1);
+    let model = AlbertForPreTraining::new(&c, &ad).with_precision(precision);
+    let mut trainer = Trainer::new(c.clone(), model, pretrain_optim(), ad);
     let mut rng = SplitMix64::new(7);
     let batch = synthetic_batch(&c, args.batch, args.seq, args.masked, &mut rng);
     let mut step = 0u64;
