@@ -117,6 +117,9 @@ pub enum Command {
     /// text, tag a text, answer a question from a context (span extraction), or pick a choice
     /// (C3); one example on the command line or a file of them.
     Predict(PredictArgs),
+    /// Serve a fine-tuned model over HTTP/JSON: the inputs and outputs of `predict --json`,
+    /// requests batched together, every queue and size bounded, Prometheus metrics.
+    Serve(crate::serve::ServeArgs),
     /// Measure training or inference throughput on synthetic batches of a fixed shape
     /// (compare with `benches/hf_baseline.py`).
     #[command(subcommand)]
@@ -239,22 +242,9 @@ pub enum ModelCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Write a model directory as a TensorFlow 1 checkpoint in the layout it came from
-    /// (google-research/albert's names, or albert_zh's), with albert_config.json and vocab.txt.
-    #[command(after_help = "Example:
-  pipeline model export --to tf --model models/albert_tiny_zh --out albert_tiny_zh_tf")]
-    Export {
-        /// The format to write: tf (a TensorFlow 1 checkpoint).
-        #[arg(long, value_parser = ["tf"])]
-        to: String,
-        #[command(flatten)]
-        source: ModelSource,
-        /// The new checkpoint directory (must not exist, or be empty).
-        #[arg(long, value_name = "DIR")]
-        out: PathBuf,
-        #[arg(long)]
-        json: bool,
-    },
+    /// Write a model directory in another format: a TensorFlow 1 checkpoint (`--to tf`) or an
+    /// ONNX graph that onnxruntime runs (`--to onnx`).
+    Export(crate::export::ExportArgs),
 }
 
 #[derive(Debug, Subcommand)]
