@@ -1,0 +1,1 @@
+//! A fine-tuned ALBERT written as an ONNX graph that onnxruntime runs.
