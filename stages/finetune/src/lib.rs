@@ -46,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+pub mod api;
 pub mod data;
 pub mod encode;
 pub mod fit;

@@ -1,0 +1,1 @@
+//! Timing fine-tuning steps on synthetic batches (`pipeline bench finetune`).
