@@ -171,8 +171,10 @@ start_workload_servers() {
     SERVE_URL=$URL SERVE_PID=$PID
   fi
   if [[ $SERVERS == *python* ]]; then
+    # One inference thread per core, one torch thread each: what measured best for it (see
+    # serve_transformers.py).
     start_server "python-$kind" $PY benches/serve_transformers.py serve --model "$model" \
-      --port 0 --threads "$NCORES"
+      --port 0 --infer-threads "$NCORES" --threads 1
     PY_URL=$URL PY_PID=$PID
   fi
   if [[ -n $SERVE_URL && -n $PY_URL ]]; then

@@ -5,7 +5,8 @@ this project: config.json + model.safetensors + vocab.txt + tokenizer.json), wit
 and response shapes of `pipeline serve`; and the random-init `tiny` ALBERT the benchmark
 fine-tunes from.
 
-    .venv-torch/bin/python benches/serve_transformers.py serve --model DIR [--port 0] [--threads 2]
+    .venv-torch/bin/python benches/serve_transformers.py serve --model DIR [--port 0]
+        [--infer-threads 2] [--threads 1]
     .venv-torch/bin/python benches/serve_transformers.py init-tiny OUT_DIR [--vocab VOCAB]
 
 `serve` prints `http://127.0.0.1:PORT` as its first stdout line once the socket is bound (so
@@ -16,18 +17,22 @@ SIGINT:
                     -> the same object (or array) with "label" and "probabilities" added
     GET  /health    {"status": "ok"}
 
-How it is run, and why (the server a researcher would write, given its best settings for 2 cores):
+How it is run, and why (the server a researcher would write, with the settings that measured
+best for it on 2 cores):
 - One uvicorn worker, one process: `pipeline serve` is one process too, and two workers on 2
   cores would each hold a model and fight over the same cores.
-- torch.set_num_threads(--threads, default 2): torch's intra-op pool sized to the cores the
-  process is pinned to (benches/serve.sh pins both servers with taskset). torch reads the
-  machine's core count, not the affinity mask, so without it a pinned process can start more
-  threads than it has cores.
-- Inference runs one request at a time, in a single worker thread (a one-thread executor),
-  while the event loop goes on parsing and answering HTTP. FastAPI's default for a plain `def`
-  endpoint is a pool of 40 threads, each of which would start a torch forward with 2 intra-op
-  threads on the same 2 cores: slower, not faster. A request holding a list of inputs is one
+- Requests run through the model on --infer-threads threads at once (default 2: the cores
+  benches/serve.sh pins both servers to), each with its own pipeline and tokenizer over the one
+  model (a fast tokenizer shared across threads can fail with "Already borrowed"), while the
+  event loop goes on parsing and answering HTTP. A request holding a list of inputs is one
   pipeline call with batch_size = its length.
+- torch.set_num_threads(--threads, default 1): one intra-op thread per inference thread, so the
+  threads add up to the cores. torch would otherwise size its pool to the machine's cores, not
+  the affinity mask. Measured on the 2 shared cores (tiny, 64-character texts, wrk at 16
+  connections, alternating, two rounds): 1 inference thread × 2 torch threads gave 12-17
+  requests/s with a p99 of seconds (a forward this small waits at every op on its second
+  thread, which a busy neighbour holds up), 6 × 2 (FastAPI's thread pool for a plain `def`
+  endpoint is of this kind) 91-92, 2 × 1 109, 6 × 1 99-108.
 - torch.inference_mode around the pipeline call, the transformers pipeline's own tokenizer
   (the fast tokenizer from tokenizer.json), fp32 as ours.
 
@@ -44,6 +49,7 @@ import json
 import os
 import socket
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -90,16 +96,20 @@ def init_tiny(out: Path, vocab: Path) -> None:
     print(f"init-tiny: {out} ({params:,} parameters)", file=sys.stderr)
 
 
-def load_pipeline(model_dir: Path):
-    """transformers' text-classification pipeline over `model_dir`, on the CPU, in fp32."""
-    from transformers import (
-        AlbertForSequenceClassification,
-        BertTokenizerFast,
-        pipeline,
-    )
+def load_model(model_dir: Path):
+    from transformers import AlbertForSequenceClassification
 
     model = AlbertForSequenceClassification.from_pretrained(model_dir)
     model.eval()
+    return model
+
+
+def load_pipeline(model_dir: Path, model=None):
+    """transformers' text-classification pipeline over `model_dir` (or `model`, loaded from
+    it), on the CPU, in fp32, with a tokenizer of its own."""
+    from transformers import BertTokenizerFast, pipeline
+
+    model = model if model is not None else load_model(model_dir)
     # tokenizer.json is what our artifact ships; BertTokenizerFast reads it directly (albert_zh
     # models use BERT's WordPiece vocabulary, not ALBERT's SentencePiece one).
     tokenizer = BertTokenizerFast(tokenizer_file=str(model_dir / "tokenizer.json"))
@@ -134,19 +144,22 @@ def answer(item, scores, labels):
     }
 
 
-def make_app(model_dir: Path):
+def make_app(model_dir: Path, infer_threads: int):
     import torch
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
-    clf = load_pipeline(model_dir)
-    labels = [clf.model.config.id2label[i] for i in range(clf.model.config.num_labels)]
-    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="infer")
+    model = load_model(model_dir)
+    labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    worker = ThreadPoolExecutor(max_workers=infer_threads, thread_name_prefix="infer")
+    local = threading.local()
     app = FastAPI()
 
     def infer(inputs):
+        if not hasattr(local, "clf"):
+            local.clf = load_pipeline(model_dir, model)
         with torch.inference_mode():
-            return clf(inputs, batch_size=len(inputs))
+            return local.clf(inputs, batch_size=len(inputs))
 
     @app.get("/health")
     async def health():
@@ -176,7 +189,7 @@ def serve(a) -> None:
 
     # Why: see the module doc (one process pinned to N cores; torch would size its pool to all).
     torch.set_num_threads(a.threads)
-    app = make_app(Path(a.model))
+    app = make_app(Path(a.model), a.infer_threads)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((a.host, a.port))
@@ -196,7 +209,10 @@ def main() -> None:
     s.add_argument("--model", required=True, help="a model directory in transformers' format")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=0, help="0: a free port")
-    s.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    s.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    s.add_argument(
+        "--infer-threads", type=int, default=2, help="requests run through the model at once"
+    )
     i = sub.add_parser("init-tiny", help="write a random-init tiny ALBERT directory")
     i.add_argument("out")
     i.add_argument("--vocab", default=os.environ.get("SERVE_BENCH_VOCAB", DEFAULT_VOCAB))
