@@ -1,1 +1,219 @@
-//! An HTTP/JSON server for any batch predictor: dynamic batching, bounded queues, Prometheus metrics, graceful shutdown.
+//! An HTTP/JSON server for any batch predictor: dynamic batching, bounded queues, Prometheus
+//! metrics, graceful shutdown.
+//!
+//! The crate knows nothing about models: a caller implements [`Model`] (what an input and an
+//! output are, what an input costs, how a batch is predicted) and hands it to [`serve`] with a
+//! bound listener. The server then answers:
+//!
+//! - `POST /predict`: one JSON object (one input, one output object) or an array of them (an
+//!   array of outputs, in order). Every input is checked ([`Model::check`]) before anything is
+//!   queued, so a request is answered whole or refused whole.
+//! - `GET /health`, `GET /info` (the model's [`Model::info`] and the server's limits) and
+//!   `GET /metrics` (Prometheus/OpenMetrics text).
+//!
+//! Inputs from concurrent requests are merged into batches (the `batcher` module): a worker
+//! takes queued inputs until their tokens reach [`ServeConfig::max_batch_tokens`] or the oldest has waited
+//! [`ServeConfig::max_wait`], and runs [`Model::predict`] on a blocking thread. Every resource is
+//! bounded: the body's size (413), the inputs of one request (413), the inputs queued (503 with
+//! `Retry-After`), the requests handled at once (the rest wait for a slot before their body is
+//! read, so memory stays within `max_concurrency × max_body_bytes`).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::net::TcpListener;
+
+mod batcher;
+mod http;
+mod metrics;
+
+/// What the server serves: a predictor of batches of `Input`s.
+pub trait Model: Send + Sync + 'static {
+    /// One input, as a request's JSON object deserialises.
+    type Input: DeserializeOwned + Send + 'static;
+    /// One output, serialised as the response's JSON object.
+    type Output: Serialize + Send + 'static;
+
+    /// What `/info` shows about the model.
+    fn info(&self) -> serde_json::Value;
+
+    /// Whether the model can take `input`: its cost in tokens (what a batch's budget counts), or
+    /// why not, a message naming the field (the client gets it in a 400).
+    fn check(&self, input: &Self::Input) -> Result<usize, String>;
+
+    /// The outputs for `batch`, one per input and in order. Blocking: it runs on a thread of
+    /// its own, never on the server's.
+    fn predict(&self, batch: &[Self::Input]) -> anyhow::Result<Vec<Self::Output>>;
+}
+
+/// The server's limits and batching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// A batch takes inputs until their tokens (as [`Model::check`] counts them) would pass this.
+    /// An input that costs more than this alone is predicted in a batch of its own.
+    pub max_batch_tokens: usize,
+    /// How long a batch waits for more inputs after its first was queued.
+    pub max_wait: Duration,
+    /// Inputs queued and not yet taken into a batch; a request that would pass this gets a 503.
+    pub max_queue: usize,
+    /// The largest request body, in bytes; a larger one gets a 413 (by its `Content-Length`
+    /// before a byte of it is read, or as soon as a streamed body passes it).
+    pub max_body_bytes: usize,
+    /// The most inputs in one request (an array); more gets a 413.
+    pub max_inputs: usize,
+    /// `/predict` requests handled at once; the rest wait for a slot before their body is read.
+    pub max_concurrency: usize,
+    /// Batches predicted at once (each on a blocking thread of its own).
+    pub workers: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            max_batch_tokens: 8192,
+            max_wait: Duration::from_millis(5),
+            max_queue: 1024,
+            max_body_bytes: 1 << 20,
+            max_inputs: 128,
+            max_concurrency: 256,
+            workers: 1,
+        }
+    }
+}
+
+impl ServeConfig {
+    /// Refuses limits the server cannot keep: a zero, or more inputs per request than the queue
+    /// holds (such a request could never be queued).
+    pub fn validate(&self) -> Result<(), ServeError> {
+        let zero = [
+            ("max_batch_tokens", self.max_batch_tokens),
+            ("max_queue", self.max_queue),
+            ("max_body_bytes", self.max_body_bytes),
+            ("max_inputs", self.max_inputs),
+            ("max_concurrency", self.max_concurrency),
+            ("workers", self.workers),
+        ]
+        .into_iter()
+        .find(|(_, v)| *v == 0);
+        if let Some((name, _)) = zero {
+            return Err(ServeError::Config(format!("{name} must be at least 1")));
+        }
+        if self.max_inputs > self.max_queue {
+            return Err(ServeError::Config(format!(
+                "max_inputs ({}) is more than max_queue ({}): such a request could never be queued",
+                self.max_inputs, self.max_queue
+            )));
+        }
+        Ok(())
+    }
+
+    /// The limits as `/info` shows them.
+    pub fn limits(&self) -> serde_json::Value {
+        serde_json::json!({
+            "max_batch_tokens": self.max_batch_tokens,
+            "max_wait_ms": self.max_wait.as_secs_f64() * 1e3,
+            "max_queue": self.max_queue,
+            "max_body_bytes": self.max_body_bytes,
+            "max_inputs": self.max_inputs,
+            "max_concurrency": self.max_concurrency,
+            "workers": self.workers,
+        })
+    }
+}
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A limit it cannot keep.
+    #[error("invalid server limits: {0}")]
+    Config(String),
+    /// Accepting connections failed.
+    #[error("the server failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// A batch worker died (a panic outside the model's `predict`, which is caught).
+    #[error("a batch worker failed: {0}")]
+    Worker(#[from] tokio::task::JoinError),
+}
+
+/// Serves `model` on `listener` until `shutdown` completes; then stops accepting connections,
+/// answers every request already received (their queued inputs are predicted) and returns.
+/// Must run inside a tokio runtime with its IO and time drivers.
+pub async fn serve<M: Model>(
+    model: M,
+    listener: TcpListener,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    config.validate()?;
+    let metrics = Arc::new(metrics::Metrics::new());
+    let model = Arc::new(model);
+    let (queue, workers) = batcher::start(model.clone(), &config, metrics.clone());
+    let app = http::router(model, queue, metrics, config);
+    // The router owns the only senders of the queue: once the server has answered its last
+    // request and drops it, the workers see the queue closed and stop.
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    for worker in workers {
+        worker.await?;
+    }
+    Ok(())
+}
+
+/// Which signal asked the server to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGTERM (what `kill`, systemd and Kubernetes send).
+    Terminate,
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+}
+
+/// A future that completes on the first SIGTERM or SIGINT. The handlers are installed when this
+/// is called, not when the future is first polled, so a signal that comes right after the
+/// server says it is listening is not lost. Must be called inside a tokio runtime.
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = Signal> + Send + 'static> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => Signal::Terminate,
+            _ = interrupt.recv() => Signal::Interrupt,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_limits_are_valid() {
+        ServeConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn a_zero_limit_is_refused_by_name() {
+        let config = ServeConfig {
+            workers: 0,
+            ..ServeConfig::default()
+        };
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("workers must be at least 1"), "{err}");
+    }
+
+    #[test]
+    fn more_inputs_per_request_than_the_queue_holds_is_refused() {
+        let config = ServeConfig {
+            max_inputs: 10,
+            max_queue: 5,
+            ..ServeConfig::default()
+        };
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("could never be queued"), "{err}");
+    }
+}
