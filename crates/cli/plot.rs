@@ -1,6 +1,6 @@
 //! `pipeline plot STAGE… --metric KEY`: one metric's curves from several instances'
-//! `metrics.jsonl`, overlaid in one SVG, drawn by the report's figure code
-//! (stage_report::plots) so that both look alike.
+//! `metrics.jsonl`, overlaid in one SVG, drawn by the figures crate the report draws its
+//! figures with (pipeline_figures), so that both look alike.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,8 +10,8 @@ use clap::Args;
 use pipeline_engine::UserError;
 use pipeline_engine::error::suggestion;
 use pipeline_engine::inspect;
+use pipeline_figures::{Figure, Series};
 use serde_json::Value;
-use stage_report::plots::{Figure, Series};
 
 use crate::global::Global;
 use crate::sanitize;

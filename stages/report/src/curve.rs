@@ -8,9 +8,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use pipeline_figures::{Figure, Series};
+
 use crate::deps::Dep;
 use crate::finetune_runs::{resolve, resolve_entry, train_data};
-use crate::plots::{Figure, Series};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
 use crate::table::{Cell, Col, Fmt, Table};

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use pipeline_figures as plots;
 use serde_json::{Map, Value};
 
 use crate::bench::BenchLine;
@@ -13,8 +14,7 @@ use crate::deps::Dep;
 use crate::published::Published;
 use crate::table::Table;
 use crate::{
-    ReportParams, ablations, baselines, bench, corpus, curve, finetune_runs, plots, runs, sizes,
-    targets,
+    ReportParams, ablations, baselines, bench, corpus, curve, finetune_runs, runs, sizes, targets,
 };
 
 /// A section of the README.

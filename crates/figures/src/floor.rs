@@ -4,40 +4,35 @@
 //! on it has learnt nothing from context; runs without a floor (an older mask artifact) draw
 //! none.
 
-use serde_json::Value;
-
-use super::{Series, TRAINING_CAPTION};
-use crate::deps::Dep;
+use crate::{Run, Series, TRAINING_CAPTION};
 
 /// The MLM-accuracy figure's caption when it draws a floor.
-pub(super) fn caption() -> String {
+pub(crate) fn caption() -> String {
     format!(
         "{TRAINING_CAPTION} · flat line: no-context floor (label frequencies and copying, no \
          context)"
     )
 }
 
-/// The floor's accuracy a pretrain run's metrics carry (`eval.floor.mlm_accuracy`).
-fn floor_accuracy(d: &Dep) -> Option<f64> {
-    d.pretrain()
-        .eval
-        .as_ref()
-        .and_then(|e| e.get("floor"))
-        .and_then(|f| f.get("mlm_accuracy"))
-        .and_then(Value::as_f64)
-        .filter(|a| a.is_finite())
+/// The floor's accuracy a pretrain run's metrics carry (`eval.floor.mlm_accuracy`), if finite.
+fn floor_accuracy<R: Run + ?Sized>(d: &R) -> Option<f64> {
+    d.mlm_floor().filter(|a| a.is_finite())
 }
 
 /// One flat line per distinct floor of `deps` from step 0 to `x_max`, in colours from
 /// `first_colour` on (after the runs' own): runs on the same masking share one line, labelled
 /// `no-context floor`, or with several floors by the first run that has each.
-pub(super) fn floor_series(deps: &[&Dep], first_colour: usize, x_max: f64) -> Vec<Series> {
+pub(crate) fn floor_series<R: Run + ?Sized>(
+    deps: &[&R],
+    first_colour: usize,
+    x_max: f64,
+) -> Vec<Series> {
     let mut floors: Vec<(f64, &str)> = Vec::new();
     for d in deps {
-        if let Some(a) = floor_accuracy(d)
+        if let Some(a) = floor_accuracy(*d)
             && !floors.iter().any(|(b, _)| *b == a)
         {
-            floors.push((a, &d.instance));
+            floors.push((a, d.instance()));
         }
     }
     let several = floors.len() > 1;
@@ -60,22 +55,38 @@ pub(super) fn floor_series(deps: &[&Dep], first_colour: usize, x_max: f64) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deps::DepKind;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn run(instance: &str, eval: Value) -> Dep {
-        Dep {
+    /// A pretrain run as the report reads one: its floor from its metrics' `eval.floor`.
+    struct TestRun {
+        instance: String,
+        metrics: Value,
+        lines: Vec<Value>,
+    }
+
+    impl Run for TestRun {
+        fn instance(&self) -> &str {
+            &self.instance
+        }
+        fn lines(&self) -> &[Value] {
+            &self.lines
+        }
+        fn metrics(&self) -> &Value {
+            &self.metrics
+        }
+        fn mlm_floor(&self) -> Option<f64> {
+            self.metrics["eval"]["floor"]["mlm_accuracy"].as_f64()
+        }
+    }
+
+    fn run(instance: &str, eval: Value) -> TestRun {
+        TestRun {
             instance: instance.into(),
-            stage: "pretrain".into(),
-            coords: Default::default(),
-            dir: "/nonexistent".into(),
-            kind: DepKind::Pretrain,
             metrics: json!({"steps": 20, "eval": eval}),
             lines: vec![
                 json!({"step": 10, "mlm_accuracy": 0.1}),
                 json!({"step": 20, "eval_mlm_accuracy": 0.3}),
             ],
-            finished: None,
         }
     }
 
@@ -112,7 +123,7 @@ mod tests {
             "pretrain@a",
             json!({"floor": {"mlm_accuracy": 0.128, "mlm_loss": 6.2}}),
         );
-        let figures = super::super::pretraining(&[&a]);
+        let figures = crate::pretraining(&[&a]);
         let mlm = figures
             .iter()
             .find(|f| f.file.ends_with("pretrain_mlm_accuracy.svg"))
@@ -126,7 +137,7 @@ mod tests {
             || f.series.iter().all(|s| !s.label.contains("floor"))));
         // A run without a floor: the figure as before.
         let old = run("pretrain@old", json!({"mlm_accuracy": 0.3}));
-        let figures = super::super::pretraining(&[&old]);
+        let figures = crate::pretraining(&[&old]);
         assert!(
             figures
                 .iter()

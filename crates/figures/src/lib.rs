@@ -1,21 +1,30 @@
-//! The figures, as SVG (plotters' SVG backend with its built-in text metrics, so the bytes
-//! depend only on the data): pretraining loss, MLM accuracy and SOP accuracy against steps for
-//! every pretrain instance (training lines thin, evaluations with markers; the MLM accuracy
-//! with its no-context floor, [`floor`]), and each fine-tuning task's dev accuracy per epoch.
+//! SVG figures of the pipeline's runs: a [`Figure`] is a title, two axis names and its
+//! [`Series`] (lines of `(x, y)` points), and [`Figure::svg`] draws it. The report stage draws
+//! its standard figures with it ([`pretraining`]: loss, MLM and SOP accuracy against steps for
+//! every pretrain instance, training lines thin, evaluations with markers, the MLM accuracy
+//! with its no-context floor; [`finetune`]: each fine-tuning task's dev accuracy per epoch;
+//! its own test-accuracy curves), and `pipeline plot` overlays one metric of several
+//! instances, so that both look alike.
 //!
-//! The legend sits in a strip under the chart, where it hides no curve: two columns when every
-//! label fits half the width, else one, and a label too long for the whole width is cut with
-//! `…` (the full names are in the tables beside each figure). What thin and marked lines mean
-//! is the figure's own `caption`, since it differs between figures.
+//! The drawing is plotters' SVG backend with its built-in text metrics, so the bytes depend
+//! only on the data: no SVG is written by hand here. Only the legend is laid out here (and
+//! drawn with plotters' text and path elements), because plotters' own series legend sits
+//! inside the plotting area, over the curves. It goes in a strip under the chart, where it
+//! hides no curve: two columns when every label fits half the width, else one, and a label
+//! too long for the whole width is cut with `…` (the full names are in the tables beside each
+//! figure). What thin and marked lines mean is the figure's own `caption`, since it differs
+//! between figures.
+
+#![warn(missing_docs)]
 
 use pipeline_engine::error::printable;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::Value;
-
-use crate::deps::Dep;
 
 mod floor;
+mod runs;
+
+pub use runs::{Run, finetune, pretraining};
 
 const WIDTH: u32 = 760;
 /// Height of the chart itself (axes, labels, curves); the legend strip is added under it.
@@ -124,8 +133,13 @@ fn legend_layout(labels: &[String]) -> (Vec<(i32, i32, String)>, i32) {
     (out, rows)
 }
 
-fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
-    anyhow::anyhow!("drawing a plot: {e:?}")
+/// plotters failed to draw a figure (into a string, so never for want of a file).
+#[derive(Debug, thiserror::Error)]
+#[error("drawing a plot: {0}")]
+pub struct DrawError(String);
+
+fn err<E: std::fmt::Debug>(e: E) -> DrawError {
+    DrawError(format!("{e:?}"))
 }
 
 impl Figure {
@@ -138,7 +152,7 @@ impl Figure {
     /// escapes `<`, `&` and quotes, but writes a control character as it is, and XML 1.0
     /// allows none but tab, newline and carriage return (a series named by an instance with an
     /// ESC in it made an SVG that no viewer opens).
-    pub fn svg(&self) -> anyhow::Result<String> {
+    pub fn svg(&self) -> Result<String, DrawError> {
         let safe = self.xml_safe();
         let mut out = String::new();
         {
@@ -198,7 +212,7 @@ impl Figure {
         10 + ROW_H as u32 * rows as u32
     }
 
-    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> anyhow::Result<()> {
+    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), DrawError> {
         root.fill(&WHITE).map_err(err)?;
         // The legend goes in a strip under the chart, where it hides no curve; the figure grows
         // by its height (a fixed height overflowed with the 16 instances of a six-task report).
@@ -243,7 +257,7 @@ impl Figure {
     }
 
     /// The chart: title, axes, mesh and one line per series (marked series bold with points).
-    fn draw_chart(&self, upper: &DrawingArea<SVGBackend<'_>, Shift>) -> anyhow::Result<()> {
+    fn draw_chart(&self, upper: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), DrawError> {
         let (x0, x1, y0, y1) = self.ranges();
         let epochs = !self.x_from_zero;
         let mut chart = ChartBuilder::on(upper)
@@ -288,7 +302,7 @@ impl Figure {
 
     /// The strip under the chart: the caption (if any) on its first row, then the legend's
     /// entries as `legend_layout` places them.
-    fn draw_legend(&self, lower: &DrawingArea<SVGBackend<'_>, Shift>) -> anyhow::Result<()> {
+    fn draw_legend(&self, lower: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), DrawError> {
         let entries = self.legend_entries();
         let labels: Vec<String> = entries.iter().map(|(l, _)| l.clone()).collect();
         let (layout, _) = legend_layout(&labels);
@@ -329,159 +343,6 @@ fn format_tick(x: f64) -> String {
     } else {
         let s = format!("{x:.3}");
         s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
-
-fn points(lines: &[Value], y: &str) -> Vec<(f64, f64)> {
-    let mut pts: Vec<(f64, f64)> = lines
-        .iter()
-        .filter_map(|l| Some((l.get("step")?.as_f64()?, l.get(y)?.as_f64()?)))
-        .filter(|(x, y)| x.is_finite() && y.is_finite())
-        .collect();
-    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    pts
-}
-
-/// The three pretraining figures.
-pub fn pretraining(deps: &[&Dep]) -> Vec<Figure> {
-    let spec = [
-        (
-            "pretrain_loss.svg",
-            "Pretraining loss (MLM + SOP)",
-            "loss",
-            "loss",
-            "eval_loss",
-            false,
-        ),
-        (
-            "pretrain_mlm_accuracy.svg",
-            "Masked-LM accuracy",
-            "MLM accuracy",
-            "mlm_accuracy",
-            "eval_mlm_accuracy",
-            true,
-        ),
-        (
-            "pretrain_sop_accuracy.svg",
-            "Sentence-order prediction accuracy",
-            "SOP accuracy",
-            "sop_accuracy",
-            "eval_sop_accuracy",
-            true,
-        ),
-    ];
-    let mut figures = Vec::new();
-    for (file, title, y_desc, train_key, eval_key, unit) in spec {
-        let mut series: Vec<Series> = deps
-            .iter()
-            .enumerate()
-            .flat_map(|(i, d)| run_series(d, i, train_key, eval_key))
-            .collect();
-        let mut caption = TRAINING_CAPTION.to_string();
-        if train_key == "mlm_accuracy" {
-            // The mask dep's no-context floor, where the runs' metrics carry it.
-            let x_max = series
-                .iter()
-                .flat_map(|s| s.points.iter().map(|p| p.0))
-                .fold(0.0, f64::max);
-            let floors = floor::floor_series(deps, deps.len(), x_max);
-            if !floors.is_empty() {
-                caption = floor::caption();
-                series.extend(floors);
-            }
-        }
-        figures.push(Figure {
-            file: format!("plots/{file}"),
-            title: title.into(),
-            x_desc: "step".into(),
-            y_desc: y_desc.into(),
-            series,
-            unit_range: unit,
-            x_from_zero: true,
-            caption: Some(caption),
-        });
-    }
-    figures
-}
-
-/// A run's two lines on one pretraining figure: its training lines' `train_key` (thin) and its
-/// evaluations' `eval_key` (marked), both in the run's colour `i`.
-fn run_series(d: &Dep, i: usize, train_key: &str, eval_key: &str) -> [Series; 2] {
-    let train: Vec<Value> = d
-        .lines
-        .iter()
-        .filter(|l| l.get(train_key).is_some())
-        .cloned()
-        .collect();
-    let eval = if eval_key == "eval_loss" {
-        // The eval lines carry the two losses; their sum is comparable with `loss`.
-        d.lines
-            .iter()
-            .filter_map(|l| {
-                Some((
-                    l.get("step")?.as_f64()?,
-                    l.get("eval_mlm_loss")?.as_f64()? + l.get("eval_sop_loss")?.as_f64()?,
-                ))
-            })
-            .collect()
-    } else {
-        points(&d.lines, eval_key)
-    };
-    [
-        Series {
-            label: d.instance.clone(),
-            points: points(&train, train_key),
-            marked: false,
-            colour: i,
-        },
-        Series {
-            label: d.instance.clone(),
-            points: eval,
-            marked: true,
-            colour: i,
-        },
-    ]
-}
-
-/// Dev accuracy per epoch for the runs of one task.
-pub fn finetune(task: &str, title: &str, deps: &[&Dep]) -> Figure {
-    let series = deps
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            let pts = d
-                .metrics
-                .get("history")
-                .and_then(Value::as_array)
-                .map(|h| {
-                    h.iter()
-                        .filter_map(|e| {
-                            let acc = e.get("dev_accuracy")?.as_f64()?;
-                            Some((
-                                e.get("epoch")?.as_f64()?,
-                                if acc > 1.0 { acc / 100.0 } else { acc },
-                            ))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            Series {
-                label: d.instance.clone(),
-                points: pts,
-                marked: true,
-                colour: i,
-            }
-        })
-        .collect();
-    Figure {
-        file: format!("plots/{task}_dev_accuracy.svg"),
-        title: format!("{title}: dev accuracy per epoch"),
-        x_desc: "epoch".into(),
-        y_desc: "dev accuracy (model-selection split)".into(),
-        series,
-        unit_range: true,
-        x_from_zero: false,
-        caption: None,
     }
 }
 
