@@ -20,14 +20,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use pipeline_albert::device::{DeviceChoice, ResolvedDevice, resolve};
-use pipeline_albert::parallel::DataParallel;
 use pipeline_tasks::TaskKind;
-use pipeline_tasks::entities::entities;
 use serde_json::json;
-use stage_finetune::encode::Encoded;
-use stage_finetune::kinds::tagging;
-use stage_finetune::predict::{FineTuned, argmax, pair_probabilities};
+use stage_finetune::api::{ClassPrediction, Input, Prediction, Predictor, TagPrediction};
 
 use crate::args::PredictArgs;
 use crate::global::Global;
@@ -158,27 +153,23 @@ pub fn predict(global: &Global, args: &PredictArgs) -> Result<ExitCode> {
         pipeline_bounded::open(input)?;
     }
     let dir = model_dir(global, &args.source)?;
-    let device = resolve(DeviceChoice::parse(&args.device)?)?;
-    let model = FineTuned::load(&dir, args.max_seq_length, &device.device)?;
+    let model = Predictor::load(&dir, &args.device, args.max_seq_length)?;
+    let kind = model.kind();
     if matches!(
-        model.kind,
+        kind,
         TaskKind::Span | TaskKind::ReadingChoice | TaskKind::Choice
     ) {
-        return reading::predict(global, args, &model, &device);
+        return reading::predict(global, args, &model);
     }
-    if model.kind == TaskKind::PairRegression {
-        return regression::predict(global, args, &model, &device);
+    if kind == TaskKind::PairRegression {
+        return regression::predict(global, args, &model);
     }
-    let texts = if model.kind == TaskKind::Pair { 2 } else { 1 };
+    let texts = if kind == TaskKind::Pair { 2 } else { 1 };
     match (&args.texts[..], &args.input) {
-        ([], Some(input)) if model.kind == TaskKind::Tagging => {
-            tag_file(global, args, &model, &device, input)
-        }
-        ([], Some(input)) => classify_file(global, args, &model, &device, input, texts),
-        ([text], None) if model.kind == TaskKind::Tagging => {
-            print_entities(args, &model, &device, text)
-        }
-        (given, None) if given.len() == texts => print_class(args, &model, &device, given),
+        ([], Some(input)) if kind == TaskKind::Tagging => tag_file(global, args, &model, input),
+        ([], Some(input)) => classify_file(global, args, &model, input, texts),
+        ([text], None) if kind == TaskKind::Tagging => print_entities(args, &model, text),
+        (given, None) if given.len() == texts => print_class(args, &model, given),
         ([], None) if texts == 2 => bail!(
             "give a pair to classify (`pipeline predict --stage finetune_lcqmc \"text a\" \"text b\"`) \
              or a file of pairs (`--input pairs.tsv`)"
@@ -199,75 +190,62 @@ pub fn predict(global: &Global, args: &PredictArgs) -> Result<ExitCode> {
     }
 }
 
-/// The encoded row of one example's texts.
-fn encode(model: &FineTuned, texts: &[String]) -> Encoded {
-    match texts {
-        [a, b] => model.encoder.encode(a, b),
-        [t] => model.encoder.encode_single(t),
-        _ => model.encoder.encode_single(""),
+/// The input of one example's texts.
+fn input_of(texts: Vec<String>) -> Input {
+    let mut texts = texts.into_iter();
+    match (texts.next(), texts.next()) {
+        (Some(a), Some(b)) => Input::pair(a, b),
+        (t, _) => Input::text(t.unwrap_or_default()),
     }
 }
 
-/// Class probabilities of rows of texts, in order.
-fn class_probabilities(
-    model: &FineTuned,
-    device: &ResolvedDevice,
-    rows: &[&[String]],
-    batch_size: usize,
-    progress: &(dyn Fn(usize) + Sync),
-) -> Result<Vec<Vec<f32>>> {
-    let stage_finetune::task_model::TaskModel::Pair(m) = &model.model else {
-        bail!(
-            "{}: a {} model, where a sequence classifier was expected",
-            model.dir.display(),
-            model.model.head_name()
-        );
-    };
-    let encoded: Vec<Encoded> = rows.iter().map(|t| encode(model, t)).collect();
-    let workers = DataParallel::for_device(&device.device);
-    Ok(pair_probabilities(
-        m,
-        &encoded,
-        batch_size,
-        &workers,
-        &device.device,
-        progress,
-    ))
+/// The texts a classifier's prediction echoes, as the columns of its input.
+fn echoed(c: &ClassPrediction) -> Vec<&str> {
+    [&c.text, &c.text_a, &c.text_b]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect()
 }
 
-fn print_class(
-    args: &PredictArgs,
-    model: &FineTuned,
-    device: &ResolvedDevice,
-    texts: &[String],
-) -> Result<ExitCode> {
-    let p = class_probabilities(model, device, &[texts], 1, &|_| {})?
-        .pop()
-        .unwrap_or_default();
-    let k = argmax(&p);
-    let labels = &model.labels;
+/// The predictions of a classifier (or a tagger) on `inputs`, which it made of its kind.
+fn classes(predictions: Vec<Prediction>) -> Result<Vec<ClassPrediction>> {
+    predictions
+        .into_iter()
+        .map(|p| match p {
+            Prediction::Class(c) => Ok(c),
+            _ => bail!("the model gave another kind's prediction where a class was expected"),
+        })
+        .collect()
+}
+
+fn tags(predictions: Vec<Prediction>) -> Result<Vec<TagPrediction>> {
+    predictions
+        .into_iter()
+        .map(|p| match p {
+            Prediction::Tags(t) => Ok(t),
+            _ => bail!("the model gave another kind's prediction where tags were expected"),
+        })
+        .collect()
+}
+
+fn print_class(args: &PredictArgs, model: &Predictor, texts: &[String]) -> Result<ExitCode> {
+    let Some(c) = classes(model.predict(&[input_of(texts.to_vec())])?)?.pop() else {
+        bail!("the model gave no prediction");
+    };
     if args.json {
-        let probs: serde_json::Map<String, serde_json::Value> = labels
-            .iter()
-            .zip(&p)
-            .map(|(l, x)| (l.clone(), json!(x)))
-            .collect();
-        let mut out = match texts {
-            [a, b] => json!({"text_a": a, "text_b": b}),
-            _ => json!({"text": texts[0]}),
-        };
-        out["label"] = json!(labels[k]);
-        out["probabilities"] = json!(probs);
-        println!("{out}");
+        println!("{}", serde_json::to_value(&c)?);
     } else {
         // Label names come from the model's config.json: escaped and cut for the terminal.
         let name = |l: &str| crate::sanitize::cell(l, crate::sanitize::NAME);
-        let probs: Vec<String> = labels
+        let probs: Vec<String> = model
+            .labels()
             .iter()
-            .zip(&p)
+            .zip(&c.probabilities)
             .map(|(l, x)| format!("{}: {x:.4}", name(l)))
             .collect();
-        println!("{}\t(p = {:.4})", name(&labels[k]), p[k]);
+        let p = c.probabilities.get(c.index).copied().unwrap_or(0.0);
+        println!("{}\t(p = {p:.4})", name(&c.label));
         println!("probabilities: {}", probs.join(", "));
     }
     Ok(ExitCode::SUCCESS)
@@ -300,19 +278,21 @@ fn output(args: &PredictArgs) -> Result<Box<dyn Write>> {
 fn classify_file(
     global: &Global,
     args: &PredictArgs,
-    model: &FineTuned,
-    device: &ResolvedDevice,
+    model: &Predictor,
     input: &Path,
     texts: usize,
 ) -> Result<ExitCode> {
-    let labels = &model.labels;
-    let rows = read_rows(input, args.header, labels, texts)?;
+    let labels = model.labels();
+    let mut rows = read_rows(input, args.header, labels, texts)?;
     let what = if texts == 2 { "pairs" } else { "texts" };
     let bar = progress_bar(global, args, rows.len(), what);
     let t0 = Instant::now();
-    // Borrowed, not copied: the texts of a 1 GiB input are held once.
-    let all: Vec<&[String]> = rows.iter().map(|r| &r.texts[..]).collect();
-    let probs = class_probabilities(model, device, &all, args.batch_size, &|n| bar.inc(n as u64))?;
+    // The texts move into the inputs and come back echoed: a 1 GiB input is held once.
+    let inputs: Vec<Input> = rows
+        .iter_mut()
+        .map(|r| input_of(std::mem::take(&mut r.texts)))
+        .collect();
+    let predicted = classes(model.predict_with(inputs, args.batch_size, &|n| bar.inc(n as u64))?)?;
     bar.finish_and_clear();
     let seconds = t0.elapsed().as_secs_f64();
     let (mut correct, mut with_gold) = (0usize, 0usize);
@@ -326,31 +306,32 @@ fn classify_file(
             p_cols.join("\t")
         )?;
     }
-    for (r, p) in rows.iter().zip(&probs) {
-        let k = argmax(p);
+    for (r, c) in rows.iter().zip(&predicted) {
+        let (k, p) = (c.index, &c.probabilities);
         if let Some(g) = r.gold {
             with_gold += 1;
             correct += usize::from(g == k);
         }
         let gold = r.gold.map(|g| labels[g].as_str()).unwrap_or("");
+        let texts = echoed(c);
         if args.json {
-            let mut o = match &r.texts[..] {
+            let mut o = match texts[..] {
                 [a, b] => json!({"line": r.line, "text_a": a, "text_b": b}),
-                t => json!({"line": r.line, "text": t[0]}),
+                _ => json!({"line": r.line, "text": texts.first()}),
             };
             o["gold"] = json!(r.gold.map(|g| &labels[g]));
-            o["label"] = json!(labels[k]);
+            o["label"] = json!(c.label);
             o["probabilities"] = json!(p);
             writeln!(out, "{o}")?;
         } else {
             let ps: Vec<String> = p.iter().map(|x| format!("{x:.6}")).collect();
-            let t: Vec<String> = r.texts.iter().map(|t| t.replace('\t', " ")).collect();
+            let t: Vec<String> = texts.iter().map(|t| t.replace('\t', " ")).collect();
             writeln!(
                 out,
                 "{}\t{}\t{gold}\t{}\t{}",
                 r.line,
                 t.join("\t"),
-                labels[k],
+                c.label,
                 ps.join("\t")
             )?;
         }
@@ -370,88 +351,30 @@ fn classify_file(
             rows.len(),
             seconds,
             rows.len() as f64 / seconds.max(1e-9),
-            device.name
+            model.device_name()
         );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// An entity found in a text: `(type, start, end, surface)`, in characters of the text.
-type FoundEntity = (String, usize, usize, String);
-
-/// The tags of each text's characters (whitespace characters get `O`, the first tag), and
-/// the entities found in it.
-fn tag_texts(
-    model: &FineTuned,
-    device: &ResolvedDevice,
-    texts: &[String],
-    batch_size: usize,
-    progress: &(dyn Fn(usize) + Sync),
-) -> Result<Vec<(Vec<String>, Vec<FoundEntity>)>> {
-    let units: Vec<(Vec<String>, Vec<usize>)> = texts.iter().map(|t| tagging::units(t)).collect();
-    let split = tagging::encode_sentences(
-        "predict",
-        units.iter().map(|(u, _)| (&u[..], None)),
-        &model.encoder,
-    );
-    let tags = model.predict(
-        &tagging::Tagging,
-        &split,
-        batch_size,
-        &device.device,
-        progress,
-    )?;
-    Ok(texts
-        .iter()
-        .zip(&units)
-        .zip(&tags)
-        .map(|((text, (_, at)), ids)| {
-            let chars: Vec<char> = text.chars().collect();
-            let mut full = vec![model.labels[0].clone(); chars.len()];
-            for (&pos, &t) in at.iter().zip(ids) {
-                full[pos] = model.labels[t].clone();
-            }
-            let found = entities(&full)
-                .into_iter()
-                .map(|e| {
-                    let surface: String = chars[e.start..e.end].iter().collect();
-                    (e.kind, e.start, e.end, surface)
-                })
-                .collect();
-            (full, found)
-        })
-        .collect())
-}
-
-fn entities_json(found: &[FoundEntity]) -> serde_json::Value {
-    json!(
-        found
-            .iter()
-            .map(|(k, s, e, t)| json!({"type": k, "start": s, "end": e, "text": t}))
-            .collect::<Vec<_>>()
-    )
-}
-
-fn print_entities(
-    args: &PredictArgs,
-    model: &FineTuned,
-    device: &ResolvedDevice,
-    text: &str,
-) -> Result<ExitCode> {
-    let mut result = tag_texts(model, device, &[text.to_string()], 1, &|_| {})?;
-    let (tags, found) = result.pop().unwrap_or_default();
+fn print_entities(args: &PredictArgs, model: &Predictor, text: &str) -> Result<ExitCode> {
+    let Some(t) = tags(model.predict(&[Input::text(text)])?)?.pop() else {
+        bail!("the model gave no prediction");
+    };
     if args.json {
-        println!(
-            "{}",
-            json!({"text": text, "tags": tags, "entities": entities_json(&found)})
-        );
-    } else if found.is_empty() {
+        println!("{}", serde_json::to_value(&t)?);
+    } else if t.entities.is_empty() {
         println!("no entities");
     } else {
-        for (kind, start, end, surface) in &found {
+        for e in &t.entities {
             // The tag names come from the model's config.json: escaped for the terminal.
-            let kind = crate::sanitize::cell(kind, crate::sanitize::NAME);
-            println!("{kind}\t{start}..{end}\t{}", crate::sanitize::line(surface));
+            let kind = crate::sanitize::cell(&e.kind, crate::sanitize::NAME);
+            println!(
+                "{kind}\t{}..{}\t{}",
+                e.start,
+                e.end,
+                crate::sanitize::line(&e.text)
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -460,37 +383,37 @@ fn print_entities(
 fn tag_file(
     global: &Global,
     args: &PredictArgs,
-    model: &FineTuned,
-    device: &ResolvedDevice,
+    model: &Predictor,
     input: &Path,
 ) -> Result<ExitCode> {
     let lines = read_texts(input, args.header)?;
     let bar = progress_bar(global, args, lines.len(), "texts");
-    let texts: Vec<String> = lines.iter().map(|(_, t)| t.clone()).collect();
+    let n = lines.len();
+    let (numbers, inputs): (Vec<usize>, Vec<Input>) =
+        lines.into_iter().map(|(n, t)| (n, Input::text(t))).unzip();
     let t0 = Instant::now();
-    let tagged = tag_texts(model, device, &texts, args.batch_size, &|n| {
-        bar.inc(n as u64)
-    })?;
+    let tagged = tags(model.predict_with(inputs, args.batch_size, &|n| bar.inc(n as u64))?)?;
     bar.finish_and_clear();
     let mut out = output(args)?;
     if !args.json {
         writeln!(out, "line\ttext\ttags\tentities")?;
     }
-    for ((line, text), (tags, found)) in lines.iter().zip(&tagged) {
+    for (line, t) in numbers.iter().zip(&tagged) {
         if args.json {
-            let o =
-                json!({"line": line, "text": text, "tags": tags, "entities": entities_json(found)});
+            let mut o = serde_json::to_value(t)?;
+            o["line"] = json!(line);
             writeln!(out, "{o}")?;
         } else {
-            let ents: Vec<String> = found
+            let ents: Vec<String> = t
+                .entities
                 .iter()
-                .map(|(k, s, e, t)| format!("{k}:{s}..{e}:{t}"))
+                .map(|e| format!("{}:{}..{}:{}", e.kind, e.start, e.end, e.text))
                 .collect();
             writeln!(
                 out,
                 "{line}\t{}\t{}\t{}",
-                text.replace('\t', " "),
-                tags.join(" "),
+                t.text.replace('\t', " "),
+                t.tags.join(" "),
                 ents.join(" ")
             )?;
         }
@@ -499,10 +422,9 @@ fn tag_file(
     if !global.quiet {
         let seconds = t0.elapsed().as_secs_f64();
         eprintln!(
-            "{} texts in {seconds:.2} s ({:.0} texts/s on {})",
-            lines.len(),
-            lines.len() as f64 / seconds.max(1e-9),
-            device.name
+            "{n} texts in {seconds:.2} s ({:.0} texts/s on {})",
+            n as f64 / seconds.max(1e-9),
+            model.device_name()
         );
     }
     Ok(ExitCode::SUCCESS)

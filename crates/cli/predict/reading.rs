@@ -14,51 +14,40 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Result, bail};
-use pipeline_albert::device::ResolvedDevice;
-use pipeline_tasks::TaskKind;
-use pipeline_tasks::c3::{C3_CHOICES, C3Example, read_c3};
-use pipeline_tasks::squad::{SquadExample, read_squad_questions};
+use pipeline_tasks::c3::{C3_CHOICES, read_c3};
+use pipeline_tasks::cmrc_eval::{self, GoldQuestion};
+use pipeline_tasks::squad::read_squad_questions;
+use pipeline_tasks::{SpanMetricsBlock, TaskKind};
 use serde_json::json;
-use stage_finetune::kinds::{SpanAnswer, reading_choice, span};
-use stage_finetune::predict::{FineTuned, argmax};
+use stage_finetune::api::{AnswerPrediction, ChoicePrediction, Input, Prediction, Predictor};
 
 use super::{output, progress_bar};
 use crate::args::PredictArgs;
 use crate::global::Global;
 
 /// Span, C3 and choice models.
-pub fn predict(
-    global: &Global,
-    args: &PredictArgs,
-    model: &FineTuned,
-    device: &ResolvedDevice,
-) -> Result<ExitCode> {
+pub fn predict(global: &Global, args: &PredictArgs, model: &Predictor) -> Result<ExitCode> {
+    let kind = model.kind();
     if !args.texts.is_empty() {
         bail!(
             "this is a {} model: give {} (or --input FILE), not positional texts",
-            model.kind,
-            usage(model.kind)
+            kind,
+            usage(kind)
         );
     }
     let given = args.question.is_some() || args.context.is_some() || !args.choices.is_empty();
-    match (model.kind, &args.input, given) {
-        (_, Some(_), true) => bail!(
-            "give either {} or --input FILE, not both",
-            usage(model.kind)
-        ),
-        (TaskKind::Span, Some(input), _) => answer_file(global, args, model, device, input),
-        (TaskKind::Span, None, _) => answer_one(args, model, device),
-        (TaskKind::ReadingChoice, Some(input), _) => {
-            choose_file(global, args, model, device, input)
-        }
+    match (kind, &args.input, given) {
+        (_, Some(_), true) => bail!("give either {} or --input FILE, not both", usage(kind)),
+        (TaskKind::Span, Some(input), _) => answer_file(global, args, model, input),
+        (TaskKind::Span, None, _) => answer_one(args, model),
+        (TaskKind::ReadingChoice, Some(input), _) => choose_file(global, args, model, input),
         (TaskKind::Choice, Some(_), _) => bail!(
             "--input takes C3 JSON for a C3 model; for a `choice` model give --question and \
              --choice on the command line"
         ),
-        _ => choose_one(args, model, device),
+        _ => choose_one(args, model),
     }
 }
 
@@ -79,39 +68,45 @@ fn text<'a>(value: &'a Option<String>, flag: &str, kind: TaskKind) -> Result<&'a
     }
 }
 
-fn answer_json(a: &Option<SpanAnswer>) -> serde_json::Value {
-    match a {
-        Some(a) => json!({"answer": a.text, "start": a.chars.start, "end": a.chars.end,
-                          "probability": a.probability, "score": a.score}),
-        None => json!({"answer": null}),
-    }
+/// The answers of span predictions.
+fn answers(predictions: Vec<Prediction>) -> Result<Vec<AnswerPrediction>> {
+    predictions
+        .into_iter()
+        .map(|p| match p {
+            Prediction::Answer(a) => Ok(a),
+            _ => bail!("the model gave another kind's prediction where an answer was expected"),
+        })
+        .collect()
 }
 
-fn answer_one(args: &PredictArgs, model: &FineTuned, device: &ResolvedDevice) -> Result<ExitCode> {
-    let question = text(&args.question, "--question", model.kind)?;
-    let context = text(&args.context, "--context", model.kind)?;
-    let ex = SquadExample {
-        id: "question".into(),
-        article: 0,
-        context: Arc::from(context),
-        question: question.trim().to_string(),
-        answers: Vec::new(),
-        file: 0,
+/// The choices of multiple-choice predictions.
+fn choices(predictions: Vec<Prediction>) -> Result<Vec<ChoicePrediction>> {
+    predictions
+        .into_iter()
+        .map(|p| match p {
+            Prediction::Choice(c) => Ok(c),
+            _ => bail!("the model gave another kind's prediction where a choice was expected"),
+        })
+        .collect()
+}
+
+fn answer_one(args: &PredictArgs, model: &Predictor) -> Result<ExitCode> {
+    let question = text(&args.question, "--question", model.kind())?;
+    let context = text(&args.context, "--context", model.kind())?;
+    let Some(a) = answers(model.predict(&[Input::question(context, question.trim())])?)?.pop()
+    else {
+        bail!("the model gave no answer");
     };
-    let split = span::encode_questions("predict", &[ex], &model.encoder);
-    let mut answers = model.predict(&span::Spans, &split, 1, &device.device, &|_| {})?;
-    let a = answers.pop().flatten();
     if args.json {
-        let mut o = answer_json(&a);
-        o["question"] = json!(question);
-        println!("{o}");
+        println!("{}", serde_json::to_value(&a)?);
     } else {
-        match &a {
-            Some(a) => println!(
-                "{}\t{}..{}\t(p = {:.4}, score {:.3})",
-                a.text, a.chars.start, a.chars.end, a.probability, a.score
+        match (&a.answer, a.start, a.end) {
+            (Some(t), Some(s), Some(e)) => println!(
+                "{t}\t{s}..{e}\t(p = {:.4}, score {:.3})",
+                a.probability.unwrap_or(0.0),
+                a.score.unwrap_or(0.0)
             ),
-            None => println!("no answer (the context has no token)"),
+            _ => println!("no answer (the context has no token)"),
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -120,57 +115,62 @@ fn answer_one(args: &PredictArgs, model: &FineTuned, device: &ResolvedDevice) ->
 fn answer_file(
     global: &Global,
     args: &PredictArgs,
-    model: &FineTuned,
-    device: &ResolvedDevice,
+    model: &Predictor,
     input: &Path,
 ) -> Result<ExitCode> {
     let file = read_squad_questions(input)?;
     let bar = progress_bar(global, args, file.examples.len(), "questions");
-    let split = span::encode_questions("predict", &file.examples, &model.encoder);
-    let answers = model.predict(
-        &span::Spans,
-        &split,
-        args.batch_size,
-        &device.device,
-        &|n| bar.inc(n as u64),
-    )?;
+    let inputs = file
+        .examples
+        .iter()
+        .map(|q| Input::question(&*q.context, q.question.as_str()))
+        .collect();
+    let predicted = model.predict_with(inputs, args.batch_size, &|n| bar.inc(n as u64))?;
+    let predicted = answers(predicted)?;
     bar.finish_and_clear();
     let mut out = output(args)?;
     if !args.json {
         writeln!(out, "id\tquestion\tanswer\tstart\tend\tprobability")?;
     }
-    for (q, a) in file.examples.iter().zip(&answers) {
+    for (q, a) in file.examples.iter().zip(&predicted) {
         if args.json {
-            let mut o = answer_json(a);
+            let mut o = serde_json::to_value(a)?;
             o["id"] = json!(q.id);
             o["question"] = json!(q.question);
             writeln!(out, "{o}")?;
         } else {
-            let (t, s, e, p) = a.as_ref().map_or(Default::default(), |a| {
-                (
-                    a.text.replace(['\t', '\n'], " "),
-                    a.chars.start.to_string(),
-                    a.chars.end.to_string(),
-                    format!("{:.6}", a.probability),
-                )
-            });
-            let question = q.question.replace(['\t', '\n'], " ");
-            writeln!(out, "{}\t{question}\t{t}\t{s}\t{e}\t{p}", q.id)?;
+            let clean = |t: &str| t.replace(['\t', '\n'], " ");
+            let show = |x: Option<usize>| x.map(|x| x.to_string()).unwrap_or_default();
+            let p = a.probability.map(|p| format!("{p:.6}")).unwrap_or_default();
+            let t = a.answer.as_deref().map(clean).unwrap_or_default();
+            let (s, e) = (show(a.start), show(a.end));
+            writeln!(out, "{}\t{}\t{t}\t{s}\t{e}\t{p}", q.id, clean(&q.question))?;
         }
     }
     out.flush()?;
-    let answered = file
+    let gold: Vec<GoldQuestion> = file
         .examples
         .iter()
         .filter(|q| !q.answers.is_empty())
-        .count();
-    if !global.quiet && answered > 0 {
-        let m = span::score_answers(split.features()?, &answers);
+        .map(|q| GoldQuestion {
+            id: q.id.clone(),
+            answers: q.answers.iter().map(|a| a.text.clone()).collect(),
+        })
+        .collect();
+    if !global.quiet && !gold.is_empty() {
+        let found: HashMap<String, String> = file
+            .examples
+            .iter()
+            .zip(&predicted)
+            .filter_map(|(q, a)| Some((q.id.clone(), a.answer.clone()?)))
+            .collect();
+        let m = SpanMetricsBlock::from_scores(&cmrc_eval::evaluate(&gold, &found));
         eprintln!(
-            "{} questions, EM {:.2} F1 {:.2} (CMRC 2018's script, %) on the {answered} with answers",
+            "{} questions, EM {:.2} F1 {:.2} (CMRC 2018's script, %) on the {} with answers",
             file.examples.len(),
             100.0 * m.exact_match,
-            100.0 * m.f1
+            100.0 * m.f1,
+            gold.len()
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -178,90 +178,41 @@ fn answer_file(
 
 /// One choice question from the flags: C3's (context, question, choices) or a `choice`
 /// task's (prompt, choices).
-fn choice_question(args: &PredictArgs, model: &FineTuned) -> Result<C3Example> {
-    let question = text(&args.question, "--question", model.kind)?;
-    let context = if model.kind == TaskKind::ReadingChoice {
-        text(&args.context, "--context", model.kind)?.to_string()
+fn choice_question(args: &PredictArgs, model: &Predictor) -> Result<Input> {
+    let kind = model.kind();
+    let question = text(&args.question, "--question", kind)?;
+    let context = if kind == TaskKind::ReadingChoice {
+        Some(text(&args.context, "--context", kind)?.to_string())
     } else if args.context.is_some() {
         bail!("a `choice` model takes no --context: its prompt is --question");
     } else {
-        String::new()
+        None
     };
     let n = args.choices.len();
     if !(2..=C3_CHOICES).contains(&n) || args.choices.iter().any(|c| c.trim().is_empty()) {
         bail!("give 2 to {C3_CHOICES} non-empty --choice options (got {n})");
     }
-    let mut padded: [String; C3_CHOICES] = Default::default();
-    for (p, c) in padded.iter_mut().zip(&args.choices) {
-        *p = c.trim().to_string();
-    }
-    Ok(C3Example {
-        id: "question".into(),
-        document: 0,
-        context,
-        question: question.trim().to_string(),
-        choices: padded,
-        real_choices: n,
-        answer: 0,
-        file: 0,
-    })
+    let options = args.choices.iter().map(|c| c.trim().to_string()).collect();
+    Ok(Input::choice(context, question.trim(), options))
 }
 
-/// Choice probabilities of each question (the padding's 0).
-fn choose(
-    model: &FineTuned,
-    device: &ResolvedDevice,
-    questions: &[C3Example],
-    batch_size: usize,
-    progress: &(dyn Fn(usize) + Sync),
-) -> Result<Vec<Vec<f32>>> {
-    let mut split = reading_choice::encode_questions("predict", questions, &model.encoder);
-    if model.kind == TaskKind::Choice {
-        // A `choice` model was trained on `[CLS] prompt [SEP] choice [SEP]` of its real
-        // choices only.
-        split.rows = questions
-            .iter()
-            .map(|q| {
-                q.choices[..q.real_choices]
-                    .iter()
-                    .map(|c| model.encoder.encode(&q.question, c))
-                    .collect()
-            })
-            .collect();
-    }
-    Ok(model.predict(
-        &reading_choice::ReadingChoices,
-        &split,
-        batch_size,
-        &device.device,
-        progress,
-    )?)
-}
-
-fn choose_one(args: &PredictArgs, model: &FineTuned, device: &ResolvedDevice) -> Result<ExitCode> {
+fn choose_one(args: &PredictArgs, model: &Predictor) -> Result<ExitCode> {
     let q = choice_question(args, model)?;
-    let p = choose(model, device, std::slice::from_ref(&q), 1, &|_| {})?
-        .pop()
-        .unwrap_or_default();
-    let k = argmax(&p);
-    let chosen = q.choices.get(k).cloned().unwrap_or_default();
-    let probs = &p[..q.real_choices.min(p.len())];
+    let Some(c) = choices(model.predict(&[q])?)?.pop() else {
+        bail!("the model gave no choice");
+    };
     if args.json {
-        println!(
-            "{}",
-            json!({"question": q.question, "choices": &q.choices[..q.real_choices],
-                   "choice": k, "answer": chosen, "probabilities": probs})
-        );
+        println!("{}", serde_json::to_value(&c)?);
     } else {
-        let shown: Vec<String> = probs
+        let shown: Vec<String> = c
+            .probabilities
             .iter()
+            .zip(&c.choices)
             .enumerate()
-            .map(|(i, x)| format!("{i} {}: {x:.4}", q.choices[i]))
+            .map(|(i, (x, option))| format!("{i} {option}: {x:.4}"))
             .collect();
-        println!(
-            "{k}\t{chosen}\t(p = {:.4})",
-            probs.get(k).copied().unwrap_or(0.0)
-        );
+        let p = c.probabilities.get(c.choice).copied().unwrap_or(0.0);
+        println!("{}\t{}\t(p = {p:.4})", c.choice, c.answer);
         println!("probabilities: {}", shown.join(", "));
     }
     Ok(ExitCode::SUCCESS)
@@ -270,14 +221,20 @@ fn choose_one(args: &PredictArgs, model: &FineTuned, device: &ResolvedDevice) ->
 fn choose_file(
     global: &Global,
     args: &PredictArgs,
-    model: &FineTuned,
-    device: &ResolvedDevice,
+    model: &Predictor,
     input: &Path,
 ) -> Result<ExitCode> {
     let file = read_c3(input)?;
     let qs = &file.examples;
     let bar = progress_bar(global, args, qs.len(), "questions");
-    let probs = choose(model, device, qs, args.batch_size, &|n| bar.inc(n as u64))?;
+    let inputs = qs
+        .iter()
+        .map(|q| {
+            let real = q.choices[..q.real_choices].to_vec();
+            Input::choice(Some(q.context.clone()), q.question.as_str(), real)
+        })
+        .collect();
+    let predicted = choices(model.predict_with(inputs, args.batch_size, &|n| bar.inc(n as u64))?)?;
     bar.finish_and_clear();
     let mut out = output(args)?;
     if !args.json {
@@ -285,8 +242,8 @@ fn choose_file(
     }
     let mut correct = 0usize;
     let mut seen: HashMap<&str, usize> = HashMap::new();
-    for (q, p) in qs.iter().zip(&probs) {
-        let k = argmax(p);
+    for (q, c) in qs.iter().zip(&predicted) {
+        let k = c.choice;
         correct += usize::from(k == q.answer);
         // C3 reuses document ids across its subsets: number repeats so ids stay unique.
         let n = seen.entry(&q.id).or_default();
@@ -296,10 +253,9 @@ fn choose_file(
             format!("{}~{n}", q.id)
         };
         *n += 1;
-        let answer = &q.choices[k];
         if args.json {
             let o = json!({"id": id, "question": q.question, "gold": q.answer, "choice": k,
-                           "answer": answer, "probabilities": &p[..q.real_choices.min(p.len())]});
+                           "answer": c.answer, "probabilities": c.probabilities});
             writeln!(out, "{o}")?;
         } else {
             let clean = |s: &str| s.replace(['\t', '\n'], " ");
@@ -308,8 +264,8 @@ fn choose_file(
                 "{id}\t{}\t{}\t{k}\t{}\t{:.6}",
                 clean(&q.question),
                 q.answer,
-                clean(answer),
-                p.get(k).copied().unwrap_or(0.0)
+                clean(&c.answer),
+                c.probabilities.get(k).copied().unwrap_or(0.0)
             )?;
         }
     }

@@ -10,13 +10,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use pipeline_albert::device::ResolvedDevice;
 use pipeline_tasks::ScoredPairExample;
 use pipeline_tasks::correlation::RegressionMetrics;
 use serde_json::json;
-use stage_finetune::kinds::Kind;
-use stage_finetune::kinds::pair_regression::PairRegressions;
-use stage_finetune::predict::FineTuned;
+use stage_finetune::api::{Input, Prediction, Predictor};
 
 use super::input::{Lines, excerpt};
 use super::{output, progress_bar};
@@ -24,15 +21,10 @@ use crate::args::PredictArgs;
 use crate::global::Global;
 
 /// A regressor on a pair or a file of pairs.
-pub fn predict(
-    global: &Global,
-    args: &PredictArgs,
-    model: &FineTuned,
-    device: &ResolvedDevice,
-) -> Result<ExitCode> {
+pub fn predict(global: &Global, args: &PredictArgs, model: &Predictor) -> Result<ExitCode> {
     match (&args.texts[..], &args.input) {
-        ([a, b], None) => print_score(args, model, device, a, b),
-        ([], Some(input)) => score_file(global, args, model, device, input),
+        ([a, b], None) => print_score(args, model, a, b),
+        ([], Some(input)) => score_file(global, args, model, input),
         (_, Some(_)) => bail!("give either texts or --input FILE, not both"),
         (given, None) => bail!(
             "this model scores sentence pairs: give exactly two texts (text_a and text_b), \
@@ -44,20 +36,23 @@ pub fn predict(
 
 /// The predicted scores of `pairs` (the gold, if any, is not looked at), in order.
 fn scores(
-    model: &FineTuned,
-    device: &ResolvedDevice,
+    model: &Predictor,
     pairs: &[ScoredPairExample],
     batch_size: usize,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<f32>> {
-    let split = PairRegressions.encode("input", pairs, &model.encoder);
-    Ok(model.predict(
-        &PairRegressions,
-        &split,
-        batch_size,
-        &device.device,
-        progress,
-    )?)
+    let inputs = pairs
+        .iter()
+        .map(|p| Input::pair(p.text_a.as_str(), p.text_b.as_str()))
+        .collect();
+    model
+        .predict_with(inputs, batch_size, progress)?
+        .into_iter()
+        .map(|p| match p {
+            Prediction::Score(s) => Ok(s.score),
+            _ => bail!("the model gave another kind's prediction where a score was expected"),
+        })
+        .collect()
 }
 
 fn pair(a: &str, b: &str, score: f32, line: usize) -> ScoredPairExample {
@@ -70,14 +65,8 @@ fn pair(a: &str, b: &str, score: f32, line: usize) -> ScoredPairExample {
     }
 }
 
-fn print_score(
-    args: &PredictArgs,
-    model: &FineTuned,
-    device: &ResolvedDevice,
-    a: &str,
-    b: &str,
-) -> Result<ExitCode> {
-    let s = scores(model, device, &[pair(a, b, f32::NAN, 0)], 1, &|_| {})?;
+fn print_score(args: &PredictArgs, model: &Predictor, a: &str, b: &str) -> Result<ExitCode> {
+    let s = scores(model, &[pair(a, b, f32::NAN, 0)], 1, &|_| {})?;
     let Some(&score) = s.first() else {
         bail!("the model gave no score");
     };
@@ -139,16 +128,13 @@ fn read_pairs(path: &Path, header: bool) -> Result<(Vec<ScoredPairExample>, Vec<
 fn score_file(
     global: &Global,
     args: &PredictArgs,
-    model: &FineTuned,
-    device: &ResolvedDevice,
+    model: &Predictor,
     input: &Path,
 ) -> Result<ExitCode> {
     let (pairs, has_gold) = read_pairs(input, args.header)?;
     let bar = progress_bar(global, args, pairs.len(), "pairs");
     let t0 = Instant::now();
-    let predicted = scores(model, device, &pairs, args.batch_size, &|n| {
-        bar.inc(n as u64)
-    })?;
+    let predicted = scores(model, &pairs, args.batch_size, &|n| bar.inc(n as u64))?;
     bar.finish_and_clear();
     let seconds = t0.elapsed().as_secs_f64();
     let mut out = output(args)?;
@@ -184,7 +170,7 @@ fn score_file(
             "{} pairs in {seconds:.2} s ({:.0} pairs/s on {}){}",
             pairs.len(),
             pairs.len() as f64 / seconds.max(1e-9),
-            device.name,
+            model.device_name(),
             correlations(&gold, &with_gold)
         );
     }
