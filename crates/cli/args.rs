@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::global::Global;
+use crate::model::ModelSource;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -180,19 +181,6 @@ pub struct PredictArgs {
     /// JSON output (one object; one per line for --input).
     #[arg(long)]
     pub json: bool,
-}
-
-/// Where a model comes from: a directory, or the latest artifact of a stage.
-#[derive(Debug, Args)]
-pub struct ModelSource {
-    /// A model directory: config.json + model.safetensors (or pytorch_model.bin); or a
-    /// TensorFlow checkpoint (its directory, prefix or .index) with albert_config.json and
-    /// vocab.txt beside it.
-    #[arg(long, value_name = "DIR", conflicts_with = "stage")]
-    pub model: Option<PathBuf>,
-    /// The latest artifact of this stage instance of pipeline.yaml (`pretrain@share_type=all`).
-    #[arg(long, value_name = "NAME")]
-    pub stage: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

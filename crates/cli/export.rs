@@ -9,8 +9,8 @@ use clap::Args;
 
 use pipeline_engine::UserError;
 
-use crate::args::ModelSource;
 use crate::global::Global;
+use crate::model::ModelSource;
 
 /// `pipeline model export`'s arguments.
 #[derive(Debug, Args)]

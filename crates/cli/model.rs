@@ -6,15 +6,28 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use burn::tensor::Tensor;
+use clap::Args;
 use pipeline_albert::device::{DeviceChoice, resolve};
 use pipeline_albert::model::AlbertInput;
 use pipeline_albert::{AlbertConfig, hf};
 use pipeline_engine::inspect;
 use serde_json::{Value, json};
 
-use crate::args::ModelSource;
 use crate::global::Global;
 use crate::global::load;
+
+/// Where a model comes from: a directory, or the latest artifact of a stage.
+#[derive(Debug, Args)]
+pub struct ModelSource {
+    /// A model directory: config.json + model.safetensors (or pytorch_model.bin); or a
+    /// TensorFlow checkpoint (its directory, prefix or .index) with albert_config.json and
+    /// vocab.txt beside it.
+    #[arg(long, value_name = "DIR", conflicts_with = "stage")]
+    pub model: Option<PathBuf>,
+    /// The latest artifact of this stage instance of pipeline.yaml (`pretrain@share_type=all`).
+    #[arg(long, value_name = "NAME")]
+    pub stage: Option<String>,
+}
 
 /// The model directory `--model DIR` or `--stage NAME` names.
 pub fn model_dir(global: &Global, src: &ModelSource) -> Result<PathBuf> {

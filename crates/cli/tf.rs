@@ -10,8 +10,8 @@ use pipeline_albert::tf::{self, ModelDir};
 use pipeline_engine::UserError;
 use serde_json::json;
 
-use crate::args::ModelSource;
 use crate::global::Global;
+use crate::model::ModelSource;
 
 fn user(e: impl Into<anyhow::Error>) -> anyhow::Error {
     UserError::new(format!("{:#}", e.into())).into()
