@@ -5,7 +5,7 @@
 //! acting. The rest of the sequence is plain text once its ESC is escaped.
 //!
 //! The CLI's tables (`crates/cli/sanitize.rs`) and the report's figures
-//! (`stage_report::plots`) both use these functions, so a name reads alike everywhere. JSON
+//! (`pipeline_figures`) both use these functions, so a name reads alike everywhere. JSON
 //! output needs none of this: JSON escapes control characters itself (`\u001b`).
 
 use std::borrow::Cow;
