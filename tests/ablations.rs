@@ -65,7 +65,8 @@ stages:
   report:
     kind: report
     deps: [clean, pretrain, finetune]
-    params: {{publish_dir: "", main_pretrain: "pretrain@add_task_text=false,sop=true,whole_word=true"}}
+    params: {{publish_dir: "", main_pretrain: "pretrain@add_task_text=false,sop=true,whole_word=true",
+             targets: [{{threshold: {{metric: mlm_accuracy, at_least: 0.3}}}}]}}
 "#,
         repo = repo()
     )

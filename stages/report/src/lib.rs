@@ -29,9 +29,9 @@
 //!   `throughput` (benchmarks and our runs); `ablations` (one row per pretraining run and
 //!   fine-tuning stage: the recipe — sharing, objective, masking, task text — beside the effect
 //!   of its weights, pretrained minus random init, mean ± sd over seeds; with two pretraining
-//!   runs or more); `targets` (this experiment's targets read off the rows: met, missed, not
+//!   runs or more); `targets` (the `targets` param's claims read off the rows: met, missed, not
 //!   measured, not run, with the evidence; the README's first paragraph says which, the missed
-//!   ones first);
+//!   ones first; only when the param states targets);
 //! - `plots/*.svg`: pretraining loss, MLM and SOP accuracy against steps; dev accuracy per epoch
 //!   of each fine-tuning task; test accuracy against pretraining tokens (`<task>_curve.svg`) for
 //!   every task with runs from intermediate pretraining steps (`pretrain_step`);
@@ -54,6 +54,7 @@
 //! | `bench_dir` | `<publish_dir>/bench` | where the benchmark `*.jsonl` files are read from; `""` reads none |
 //! | `plots` | `true` | draw the SVG figures |
 //! | `main_pretrain` | the pretrain instance with the most tokens seen (among those with fine-tuning runs; ties: the first by name) | the pretraining run whose fine-tuning rows the targets are read off, and the reference of the ablations table |
+//! | `targets` | none | the experiment's claims, judged on the rows: `[{threshold: …}, {beats_random_init: …}, {beats_baselines: …}, {curve_points: …}, {device_time: …}]` (see `targets/spec.rs`); none: no targets paragraph or table |
 //!
 //! Benchmark files are read from `bench_dir` and from the stage's `inputs:` that end in
 //! `.jsonl`; list them as inputs (`inputs: ["results/bench/*.jsonl"]`) so that a new
@@ -207,12 +208,13 @@ pub fn build(
              have no main run"
         ));
     }
-    let targets = targets::targets(&targets::Rows {
+    let rows = targets::Rows {
         main,
         pretrain: &runs.pretrain,
         finetune: &runs.finetune,
         baselines: &runs.baseline,
-    });
+    };
+    let targets = targets::targets(&p.targets, &rows);
     for d in all_deps.iter().filter(|d| d.kind == DepKind::Other) {
         notes.push(format!(
             "{}: not a pretraining or fine-tuning artifact; not used",
@@ -235,13 +237,9 @@ pub fn build(
         files.insert(f.file.clone(), f.svg()?.into_bytes());
     }
     files.insert("published.json".into(), published::TEXT.as_bytes().to_vec());
-    let opening = targets::paragraph(&targets, main);
     // The targets' paragraph comes first, under the title.
-    let readme = readme::readme(p, &published, all_deps, &runs, &s.sections, &notes).replacen(
-        "\n\n",
-        &format!("\n\n{opening}\n\n"),
-        1,
-    );
+    let opening = (!targets.is_empty()).then(|| targets::paragraph(&targets, main));
+    let readme = readme::readme(p, &published, all_deps, &runs, &s.sections, &notes, opening);
     files.insert("README.md".into(), readme.into_bytes());
 
     let metrics = json!({

@@ -5,8 +5,11 @@ use std::path::{Component, Path, PathBuf};
 
 use pipeline_engine::ParamError;
 use pipeline_params::{Flag, Text};
+use pipeline_tasks::task::BUILTIN_TASKS;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+
+use crate::targets::spec::{self, TargetSpec};
 
 /// Every param the kind takes: the fields of the params as parsed, so the list cannot drift
 /// from what [`ReportParams::parse`] accepts.
@@ -14,25 +17,13 @@ pub fn known_params() -> &'static [&'static str] {
     pipeline_params::struct_fields::<Given>()
 }
 
-/// The tables a `notes` entry may be attached to (`summary`: the top of the README). Tables of
-/// other fine-tuning tasks are named after the task.
+/// The tables a `notes` entry may be attached to besides those of the tasks (`summary`: the top
+/// of the README). A task's table is named after the task: any name `task:` accepts.
 pub const NOTE_KEYS: &[&str] = &[
     "summary",
     "model_size",
     "model_size_grid",
     "pretraining",
-    "lcqmc",
-    "xnli",
-    "afqmc",
-    "cmnli",
-    "ocnli",
-    "cnsd_snli",
-    "choice",
-    "chnsenticorp",
-    "smp2020_ewect",
-    "msra_ner",
-    "cmrc2018",
-    "c3",
     "ablations",
     "targets",
     "throughput",
@@ -51,7 +42,7 @@ pub struct ReportParams {
     pub title: String,
     /// The commit the results come from, printed when given.
     pub commit: Option<String>,
-    /// Free text per table, keyed by a name of `NOTE_KEYS` and trimmed; printed under that
+    /// Free text per table, keyed by a name of `NOTE_KEYS` or a task and trimmed; printed under that
     /// table (`summary`: at the top of the README). Empty when `notes` is left out.
     pub notes: BTreeMap<String, String>,
     /// Where the benchmark JSONL files are, relative to the workspace root
@@ -63,6 +54,8 @@ pub struct ReportParams {
     /// The pretrain instance the targets are read off (`None`: the one with the most tokens
     /// seen among those with fine-tuning runs).
     pub main_pretrain: Option<String>,
+    /// The experiment's targets, judged on the rows in this order (empty: no targets section).
+    pub targets: Vec<TargetSpec>,
 }
 
 /// The params as given, typed (`null` means left out); checked and defaulted into
@@ -77,6 +70,8 @@ struct Given {
     bench_dir: Option<Text>,
     plots: Option<Flag>,
     main_pretrain: Option<Text>,
+    /// Checked by [`spec::parse`], whose errors name the entry and field.
+    targets: Option<Value>,
 }
 
 /// `commit`: one word (a hash or a tag), `None` when blank; an all-digit hash arrives as a
@@ -163,7 +158,7 @@ fn workspace_dir(key: &str, s: &str) -> Result<PathBuf, String> {
 }
 
 /// " (did you mean "x"?)" for the closest known name, if it is close (the engine's measure).
-fn suggestion(word: &str, known: &[&str]) -> String {
+pub(crate) fn suggestion(word: &str, known: &[&str]) -> String {
     pipeline_engine::error::closest(word, known.iter().copied())
         .map(|k| format!(" (did you mean {k:?}?)"))
         .unwrap_or_default()
@@ -172,12 +167,13 @@ fn suggestion(word: &str, known: &[&str]) -> String {
 /// `notes`: a text per table name (refused for a name that is not a table).
 fn notes(given: Option<Notes>) -> Result<BTreeMap<String, String>, String> {
     let mut notes = BTreeMap::new();
+    let tables: Vec<&str> = NOTE_KEYS.iter().chain(BUILTIN_TASKS).copied().collect();
     for (k, v) in given.map(|n| n.0).unwrap_or_default() {
-        if !NOTE_KEYS.contains(&k.as_str()) {
+        if !tables.contains(&k.as_str()) {
             return Err(format!(
                 "notes.{k}: no such table{}; the tables are {}",
-                suggestion(&k, NOTE_KEYS),
-                NOTE_KEYS.join(", ")
+                suggestion(&k, &tables),
+                tables.join(", ")
             ));
         }
         match v {
@@ -224,7 +220,9 @@ impl ReportParams {
             Some(s) if s.trim().is_empty() => None,
             other => other.map(|s| s.trim().to_string()),
         };
+        let targets = g.targets.map_or(Ok(Vec::new()), spec::parse)?;
         Ok(ReportParams {
+            targets,
             publish_dir,
             title,
             commit,
@@ -253,6 +251,7 @@ mod tests {
         assert_eq!(p.title, DEFAULT_TITLE);
         assert_eq!(p.commit, None);
         assert!(p.plots);
+        assert!(p.targets.is_empty(), "no targets unless stated");
         let off = parse(json!({"publish_dir": ""})).unwrap();
         assert_eq!(off.publish_dir, None);
         assert_eq!(off.bench_dir, None);
@@ -285,6 +284,13 @@ mod tests {
                              "notes": {"ablations": "x", "chnsenticorp": "y"}}))
         .unwrap();
         assert_eq!(p.main_pretrain.as_deref(), Some("pretrain@share_type=all"));
+        let e = err(json!({"targets": [{"device_time": {"minutes": "12"}}]}));
+        assert_eq!(
+            e,
+            "targets[0].device_time.minutes must be a number, not \"12\""
+        );
+        let p = parse(json!({"targets": [{"device_time": {"minutes": 12}}]})).unwrap();
+        assert_eq!(p.targets[0].key, "device_time");
     }
 
     #[test]

@@ -27,9 +27,9 @@ fn anchor(title: &str) -> String {
         .collect()
 }
 
-/// The README: the title, what ran (the targets' paragraph goes under the title, added by
-/// [`crate::build`]), the note on how it was written, the contents, the sections, the sources
-/// and the notes on this report.
+/// The README: the title, the targets' paragraph (`opening`, when there are targets), what ran,
+/// the note on how it was written, the contents, the sections, the sources and the notes on
+/// this report.
 pub(crate) fn readme(
     p: &ReportParams,
     published: &Published,
@@ -37,8 +37,12 @@ pub(crate) fn readme(
     runs: &Runs,
     sections: &[Section],
     notes: &[String],
+    opening: Option<String>,
 ) -> String {
     let mut md = format!("# {}\n\n", p.title);
+    if let Some(o) = opening {
+        let _ = write!(md, "{o}\n\n");
+    }
     md.push_str(&what_ran(p, all, &runs.pretrain, &runs.finetune));
     md.push_str("\n\n");
     if let Some(n) = p.notes.get("summary") {

@@ -136,15 +136,20 @@ impl Effect<'_> {
         Some(self.pretrained_test()?.mean - self.random_test()?.mean)
     }
 
-    /// Twice the larger of the two seed sds, when both sides have one.
-    pub fn two_sd(&self) -> Option<f64> {
+    /// `by_sd` times the larger of the two seed sds, when both sides have one.
+    pub fn margin(&self, by_sd: f64) -> Option<f64> {
         let (a, b) = (self.pretrained_test()?.sd?, self.random_test()?.sd?);
-        Some(2.0 * a.max(b))
+        Some(by_sd * a.max(b))
     }
 
-    /// Whether pretraining beats random init by more than twice the larger seed sd.
+    /// Whether pretraining beats random init by more than `by_sd` times the larger seed sd.
+    pub fn beyond(&self, by_sd: f64) -> Option<bool> {
+        Some(self.diff()? > self.margin(by_sd)?)
+    }
+
+    /// [`Self::beyond`] twice the larger seed sd, the ablations' test.
     pub fn beyond_two_sd(&self) -> Option<bool> {
-        Some(self.diff()? > self.two_sd()?)
+        self.beyond(2.0)
     }
 
     /// Seeds on the smaller side.

@@ -139,16 +139,17 @@ impl<'p> Sections<'p> {
         md
     }
 
-    /// 0. The targets, their evidence.
+    /// 0. The targets, their evidence (no section when the params state none).
     pub fn targets(&mut self, targets: &[targets::Target]) -> anyhow::Result<()> {
+        if targets.is_empty() {
+            return Ok(());
+        }
         let t = targets::table(targets);
         let mut body = String::from(
-            "The targets of this experiment, each read off this report's rows (the main \
-             pretraining run's final evaluation and its fine-tuning stages, pretrained against \
-             random init of the same architecture; a difference counts when it exceeds twice the \
-             larger seed sd, with at least 3 seeds on each side). `not measured`: the deps' \
-             records do not carry the figures it needs; `not run`: the rows it needs are not \
-             among the report's deps.\n\n",
+            "The targets of this experiment, as the report's `targets` param states them, each \
+             read off this report's rows (the main pretraining run's final evaluation and its \
+             fine-tuning stages). `not measured`: the deps' records do not carry the figures it \
+             needs; `not run`: the rows it needs are not among the report's deps.\n\n",
         );
         body.push_str(&self.add_table(&t, Map::new())?);
         self.push("Targets", body);

@@ -1,21 +1,16 @@
-//! The targets of this experiment, read off the report's rows: which were met, which missed,
-//! which could not be judged (their runs are not among the report's deps, or the deps' records
-//! do not carry the figure a target needs). The README's first paragraph says it, the missed
-//! targets first; the `targets` table gives each target's evidence.
+//! The targets of an experiment, as the report's `targets` param states them ([`spec`]), read
+//! off the report's rows: which were met, which missed, which could not be judged (their runs are
+//! not among the report's deps, or the deps' records do not carry the figure a target needs). The
+//! README's first paragraph says it, the missed targets first; the `targets` table gives each
+//! target's evidence. No targets stated, no paragraph and no table.
 //!
-//! The targets, read off the main pretraining run (see [`crate::recipes::main_pretrain`]):
-//!
-//! 1. `pretraining`: its final evaluation's MLM accuracy ≥ 30 % and SOP accuracy ≥ 70 %;
-//! 2. `random_init`: on every one of the five tasks (ChnSentiCorp, SMP2020-EWECT, MSRA NER,
-//!    LCQMC under the AFQMC protocol, XNLI), pretrained beats random init of the same
-//!    architecture by more than twice the larger seed sd, with 3 seeds or more on each side;
-//! 3. `baselines`: on at least three of them, pretrained also beats every baseline on the same
-//!    data;
-//! 4. `curve`: test score against pretraining tokens at 3 pretraining budgets or more on every
-//!    task (the curve stages' intermediate models and the final one);
-//! 5. `device_time`: the GPU work within a wall-clock span of 12 minutes.
+//! Each kind of target is judged here, the same for every experiment: a threshold on the main
+//! pretraining run's final evaluation (below), pretrained against random init and against the
+//! baselines on named tasks and the points of each task's curve ([`tasks`]), the span of the GPU
+//! work ([`device_time`]).
 
 mod device_time;
+pub mod spec;
 mod tasks;
 
 use std::fmt::Write as _;
@@ -23,15 +18,8 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::deps::Dep;
-use crate::runs::percent;
 use crate::table::{Col, Table, duration, thousands};
-
-/// Seeds each side of a pretrained-against-random comparison needs.
-pub const MIN_SEEDS: usize = 3;
-/// The final evaluation's MLM accuracy the main run must reach, percent.
-pub const MIN_MLM_ACCURACY: f64 = 30.0;
-/// The final evaluation's SOP accuracy the main run must reach, percent.
-pub const MIN_SOP_ACCURACY: f64 = 70.0;
+use spec::{Bound, Claim, TargetSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -77,8 +65,8 @@ impl Status {
 }
 
 pub struct Target {
-    pub key: &'static str,
-    pub what: &'static str,
+    pub key: String,
+    pub what: String,
     pub status: Status,
     /// The deciding figures in a few words, for the README's first paragraph.
     pub brief: String,
@@ -119,12 +107,62 @@ fn run_facts(d: &Dep) -> String {
     format!("{tokens} on {device}, {wall}")
 }
 
-/// The main run's final evaluation against the MLM and SOP thresholds.
-fn pretraining(rows: &Rows) -> Target {
-    let what = "Pretraining: final eval MLM accuracy ≥ 30 % and SOP accuracy ≥ 70 %";
+/// `mlm_accuracy` → `MLM accuracy`: the evaluation's figures are named `<head>_<measure>`.
+fn label(metric: &str) -> String {
+    match metric.split_once('_') {
+        Some((head, rest)) => format!("{} {}", head.to_uppercase(), rest.replace('_', " ")),
+        None => metric.to_string(),
+    }
+}
+
+/// `mlm_accuracy` → `MLM`, for a figure in percent.
+fn head(metric: &str) -> String {
+    metric
+        .split_once('_')
+        .map_or(metric, |(h, _)| h)
+        .to_uppercase()
+}
+
+/// Accuracies are recorded as fractions and shown in percent.
+fn is_fraction(metric: &str) -> bool {
+    metric.ends_with("accuracy")
+}
+
+/// A bound as the target states it: `30 %` (at least), `≤ 3.5` (at most).
+fn bound_text(b: &Bound) -> String {
+    let (x, at_most) = match (b.at_least, b.at_most) {
+        (Some(x), _) => (x.0, false),
+        (None, x) => (x.map_or(f64::NAN, |x| x.0), true),
+    };
+    // Rounded to a millionth so that 0.3 reads 30, not 30.000000000000004.
+    let shown = |x: f64| (x * 1e6).round() / 1e6;
+    let figure = match is_fraction(&b.metric.0) {
+        true => format!("{} %", shown(x * 100.0)),
+        false => shown(x).to_string(),
+    };
+    if at_most {
+        format!("≤ {figure}")
+    } else {
+        figure
+    }
+}
+
+/// The main run's final evaluation against the bounds: every bound must hold.
+fn threshold(rows: &Rows, bounds: &[Bound]) -> Target {
+    let what = format!(
+        "Pretraining: final eval {}",
+        bounds
+            .iter()
+            .map(|b| match b.at_least {
+                Some(_) => format!("{} ≥ {}", label(&b.metric.0), bound_text(b)),
+                None => format!("{} {}", label(&b.metric.0), bound_text(b)),
+            })
+            .collect::<Vec<_>>()
+            .join(" and ")
+    );
     let Some(main) = rows.main else {
         return Target {
-            key: "pretraining",
+            key: String::new(),
             what,
             status: Status::NotRun,
             brief: "no main pretraining run".into(),
@@ -138,47 +176,65 @@ fn pretraining(rows: &Rows) -> Target {
             .and_then(|e| e.get(k))
             .and_then(Value::as_f64)
     };
-    let mlm = percent(eval("mlm_accuracy"));
-    let sop = percent(eval("sop_accuracy"));
-    // An MLM-only run trains no sentence-order head: its SOP target is missed, not unmeasured.
-    let mlm_only = r.sop == Some(false);
-    let parts = [
-        mlm.map(|m| m >= MIN_MLM_ACCURACY),
-        sop.map(|s| s >= MIN_SOP_ACCURACY)
-            .or(mlm_only.then_some(false)),
-    ];
-    let figure = |name: &str, x: Option<f64>| match x {
-        Some(x) => format!("{name} {x:.2} %"),
-        None if name == "SOP" && mlm_only => "no SOP accuracy (an MLM-only run)".into(),
-        None => format!("no {name} accuracy in its record"),
-    };
-    let brief = format!("{}, {}", figure("MLM", mlm), figure("SOP", sop));
+    // An MLM-only run (`sop: false` in its record) trains no sentence-order head: a bound on its
+    // SOP figures is missed, not unmeasured.
+    let untrained = |m: &str| m.starts_with("sop_") && r.sop == Some(false);
+    let mut parts = Vec::new();
+    let mut figures = Vec::new();
+    for b in bounds {
+        let m = b.metric.0.as_str();
+        let x = eval(m);
+        let holds = |x: f64| match (b.at_least, b.at_most) {
+            (Some(lo), _) => x >= lo.0,
+            (None, hi) => hi.is_some_and(|hi| x <= hi.0),
+        };
+        parts.push(x.map(holds).or(untrained(m).then_some(false)));
+        figures.push(match x {
+            Some(x) if is_fraction(m) => format!("{} {:.2} %", head(m), x * 100.0),
+            Some(x) => format!("{} {x:.2}", label(m)),
+            None if untrained(m) => format!("no {} (an MLM-only run)", label(m)),
+            None => format!("no {} in its record", label(m)),
+        });
+    }
+    let brief = figures.join(", ");
     let instances = eval("instances").map_or(String::new(), |n| {
         format!(" on {} held-out instances", thousands(n as i64))
     });
+    let bounds_text: Vec<String> = bounds.iter().map(bound_text).collect();
     Target {
-        key: "pretraining",
+        key: String::new(),
         what,
         status: Status::of_parts(&parts, Status::NotMeasured),
         evidence: format!(
-            "`{}` ({}): final evaluation{instances}: {brief} (targets {MIN_MLM_ACCURACY:.0} % \
-             and {MIN_SOP_ACCURACY:.0} %)",
+            "`{}` ({}): final evaluation{instances}: {brief} (targets {})",
             main.instance,
-            run_facts(main)
+            run_facts(main),
+            bounds_text.join(" and ")
         ),
         brief,
     }
 }
 
-/// Every target, in the order the experiment states them.
-pub fn targets(rows: &Rows) -> Vec<Target> {
-    vec![
-        pretraining(rows),
-        tasks::random_init(rows),
-        tasks::baselines(rows),
-        tasks::curve(rows),
-        device_time::device_time(rows),
-    ]
+/// Every target, in the order the params state them, each judged by its kind and given the
+/// key and wording of its spec.
+pub fn targets(specs: &[TargetSpec], rows: &Rows) -> Vec<Target> {
+    specs
+        .iter()
+        .map(|spec| {
+            let mut t = match &spec.claim {
+                Claim::Threshold(bounds) => threshold(rows, bounds),
+                Claim::BeatsRandomInit(b) => tasks::random_init(rows, b),
+                Claim::BeatsBaselines(b) => tasks::baselines(rows, b),
+                Claim::CurvePoints(c) => tasks::curve(rows, c),
+                Claim::DeviceTime(d) => device_time::device_time(rows, d.minutes.0 * 60.0),
+            };
+            t.key = spec.key.clone();
+            if let Some(what) = &spec.what {
+                t.what = what.clone();
+            }
+            t
+        })
+        .collect()
 }
 
 /// The README's first paragraph: which targets were missed (first, so that a miss is never
@@ -244,8 +300,8 @@ pub fn table(targets: &[Target]) -> Table {
     );
     for x in targets {
         t.push(vec![
-            ("target", x.key.into()),
-            ("what", x.what.into()),
+            ("target", x.key.clone().into()),
+            ("what", x.what.clone().into()),
             ("status", x.status.word().into()),
             ("evidence", x.evidence.clone().into()),
         ]);
@@ -267,6 +323,13 @@ mod tests {
             json!({"tokens_seen": 5_000_000, "parameters": {"total": 1}, "wall_seconds": 200.0,
                    "device": "cuda:0", "sop": sop, "eval": eval}),
         )
+    }
+
+    /// The bounds of the committed experiment: MLM accuracy ≥ 30 %, SOP accuracy ≥ 70 %.
+    fn pretraining(rows: &Rows) -> Target {
+        let spec = json!([{"threshold": [{"metric": "mlm_accuracy", "at_least": 0.30},
+                                         {"metric": "sop_accuracy", "at_least": 0.70}]}]);
+        targets(&spec::parse(spec).unwrap(), rows).remove(0)
     }
 
     fn rows_of(main: &Dep) -> Rows<'_> {
@@ -317,9 +380,9 @@ mod tests {
 
     #[test]
     fn the_paragraph_says_the_missed_targets_first_with_their_figures() {
-        let t = |key, status, brief: &str| Target {
-            key,
-            what: key,
+        let t = |key: &str, status, brief: &str| Target {
+            key: key.into(),
+            what: key.into(),
             status,
             brief: brief.into(),
             evidence: String::new(),

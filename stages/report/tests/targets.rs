@@ -224,13 +224,32 @@ fn clean(root: &Path) -> DepArtifact {
     )
 }
 
+/// The targets the committed experiment states in its report's params (experiment.yaml).
+fn experiment_targets() -> Value {
+    let tasks = json!([{"task": "chnsenticorp", "title": "ChnSentiCorp"},
+                       {"task": "smp2020_ewect", "title": "SMP2020-EWECT"},
+                       {"task": "msra_ner", "title": "MSRA NER"},
+                       {"task": "lcqmc", "data": "afqmc", "title": "LCQMC (AFQMC protocol)"},
+                       {"task": "xnli", "title": "XNLI"}]);
+    json!([
+        {"key": "pretraining", "threshold": [{"metric": "mlm_accuracy", "at_least": 0.30},
+                                             {"metric": "sop_accuracy", "at_least": 0.70}]},
+        {"key": "random_init", "beats_random_init": {"by_sd": 2, "min_seeds": 3, "tasks": tasks}},
+        {"key": "baselines", "beats_baselines": {"at_least": 3, "tasks": tasks}},
+        {"key": "curve", "curve_points": {"at_least": 3, "tasks": tasks}},
+        {"key": "device_time", "device_time": {"minutes": 12}},
+    ])
+}
+
 fn run(root: &Path, deps: &[DepArtifact]) -> PathBuf {
     let out = root.join("out");
     for d in [&out, &root.join("work"), &root.join("log")] {
         std::fs::create_dir_all(d).unwrap();
     }
-    let params: Map<String, Value> =
-        serde_json::from_value(json!({"publish_dir": "results", "bench_dir": ""})).unwrap();
+    let params: Map<String, Value> = serde_json::from_value(
+        json!({"publish_dir": "results", "bench_dir": "", "targets": experiment_targets()}),
+    )
+    .unwrap();
     let bar = indicatif::ProgressBar::hidden();
     let ctx = StageContext {
         instance: "report",

@@ -1,59 +1,40 @@
-//! The targets read off the five tasks' fine-tuning rows of the main pretraining run:
-//! pretrained against random init, pretrained against the baselines on the same data, and the
-//! number of pretraining budgets on each task's curve.
+//! The targets read off named tasks' fine-tuning rows of the main pretraining run: pretrained
+//! against random init, pretrained against the baselines on the same data, and the number of
+//! pretraining budgets on each task's curve. The tasks, counts and margins are the spec's.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::{MIN_SEEDS, Rows, Status, Target};
+use super::spec::{BeatsBaselines, BeatsRandomInit, CurvePoints, TaskSpec as Task};
+use super::{Rows, Status, Target};
 use crate::deps::Dep;
 use crate::finetune_runs::{resolve, resolve_entry, train_data};
 use crate::recipes::{self, Effect};
 use crate::seeds::{self, MeanSd};
 
-/// A task of the experiment: its name in the metrics, a file its training data must include
-/// (LCQMC is judged under the AFQMC protocol, not a stage on LCQMC's own data), its title.
-pub(super) struct Task {
-    pub name: &'static str,
-    pub data: Option<&'static str>,
-    pub title: &'static str,
+/// `five`, `3`: small counts in words, as a sentence states them.
+fn words(n: usize) -> String {
+    const WORDS: [&str; 11] = [
+        "no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    ];
+    WORDS
+        .get(n)
+        .map_or_else(|| n.to_string(), |w| w.to_string())
 }
 
-/// The five tasks every task target is read on.
-pub(super) const TASKS: [Task; 5] = [
-    Task {
-        name: "chnsenticorp",
-        data: None,
-        title: "ChnSentiCorp",
-    },
-    Task {
-        name: "smp2020_ewect",
-        data: None,
-        title: "SMP2020-EWECT",
-    },
-    Task {
-        name: "msra_ner",
-        data: None,
-        title: "MSRA NER",
-    },
-    Task {
-        name: "lcqmc",
-        data: Some("afqmc"),
-        title: "LCQMC (AFQMC protocol)",
-    },
-    Task {
-        name: "xnli",
-        data: None,
-        title: "XNLI",
-    },
-];
-
-/// Pretraining budgets each task's curve needs (random init not counted).
-pub const MIN_CURVE_BUDGETS: usize = 3;
+/// `Every one of the five tasks`, or the one task's title.
+fn every(tasks: &[Task]) -> String {
+    match tasks {
+        [one] => one.title.clone(),
+        _ => format!("Every one of the {} tasks", words(tasks.len())),
+    }
+}
 
 impl Task {
     fn has_data(&self, train_data: &str) -> bool {
-        self.data.is_none_or(|d| train_data.contains(d))
+        self.data
+            .as_ref()
+            .is_none_or(|d| train_data.contains(d.as_str()))
     }
 
     /// The main run's effect on this task (its first stage on the task's data), with both
@@ -72,7 +53,7 @@ impl Task {
 }
 
 /// `85.20 ± 0.40 vs random init 80.10 ± 0.50 (+5.10; 2 sd = 1.00, 3 seeds)`.
-fn describe(e: &Effect) -> String {
+fn describe(e: &Effect, by_sd: f64) -> String {
     let cell = |m: Option<MeanSd>| seeds::cell(m, 2).unwrap_or("–".into());
     let mut s = format!(
         "`{}` {} vs random init {}",
@@ -82,51 +63,61 @@ fn describe(e: &Effect) -> String {
     );
     if let Some(d) = e.diff() {
         let _ = write!(s, " ({d:+.2}");
-        if let Some(t) = e.two_sd() {
-            let _ = write!(s, "; 2 sd = {t:.2}");
+        if let Some(t) = e.margin(by_sd) {
+            let _ = write!(s, "; {by_sd} sd = {t:.2}");
         }
         let _ = write!(s, ", {} seeds)", e.seeds());
     }
     s
 }
 
-/// Whether an effect passes the 2-sd test with enough seeds.
-fn passes(e: &Effect) -> bool {
-    e.seeds() >= MIN_SEEDS && e.beyond_two_sd() == Some(true)
-}
-
-/// Why an effect passes or not, in a few words.
-fn verdict(e: &Effect) -> &'static str {
-    if passes(e) {
-        "more than 2 sd"
-    } else if e.seeds() < MIN_SEEDS {
-        "fewer than 3 seeds on a side"
-    } else if e.two_sd().is_none() {
-        "no sd to compare with"
+/// Whether an effect passes, and why or why not in a few words.
+fn verdict(e: &Effect, spec: &BeatsRandomInit) -> (bool, String) {
+    let (by_sd, min_seeds) = (spec.by_sd.0, spec.min_seeds.usize());
+    if e.seeds() < min_seeds {
+        (false, format!("fewer than {min_seeds} seeds on a side"))
+    } else if e.beyond(by_sd) == Some(true) {
+        (true, format!("more than {by_sd} sd"))
+    } else if e.margin(by_sd).is_none() {
+        (false, "no sd to compare with".into())
     } else {
-        "not more than 2 sd"
+        (false, format!("not more than {by_sd} sd"))
     }
 }
 
 /// `MSRA NER, XNLI`.
 fn titles(tasks: &[&Task]) -> String {
-    tasks.iter().map(|t| t.title).collect::<Vec<_>>().join(", ")
+    tasks
+        .iter()
+        .map(|t| t.title.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
-/// Every task: pretrained beats random init by more than twice the larger seed sd.
-pub(super) fn random_init(rows: &Rows) -> Target {
+/// `by_sd: 2` → `twice`.
+fn times(by_sd: f64) -> String {
+    match by_sd {
+        1.0 => "once".into(),
+        2.0 => "twice".into(),
+        x => format!("{x} times"),
+    }
+}
+
+/// Every task: pretrained beats random init by more than `by_sd` times the larger seed sd.
+pub(super) fn random_init(rows: &Rows, spec: &BeatsRandomInit) -> Target {
     let mut parts = Vec::new();
     let mut evidence = Vec::new();
     let (mut failed, mut absent) = (Vec::new(), Vec::new());
-    for task in &TASKS {
+    for task in &spec.tasks {
         match task.effect(rows) {
             Some(e) => {
-                let ok = passes(&e);
+                let (ok, why) = verdict(&e, spec);
                 if !ok {
                     failed.push(task);
                 }
                 parts.push(Some(ok));
-                evidence.push(format!("{}: {}: {}", task.title, describe(&e), verdict(&e)));
+                let line = describe(&e, spec.by_sd.0);
+                evidence.push(format!("{}: {line}: {why}", task.title));
             }
             None => {
                 absent.push(task);
@@ -140,14 +131,20 @@ pub(super) fn random_init(rows: &Rows) -> Target {
     }
     let status = Status::of_parts(&parts, Status::NotRun);
     let brief = match status {
-        Status::Met => "on all five".into(),
+        Status::Met if spec.tasks.len() == 1 => format!("on {}", spec.tasks[0].title),
+        Status::Met => format!("on all {}", words(spec.tasks.len())),
         Status::Missed => format!("not on {}", titles(&failed)),
         _ => format!("no runs of {}", titles(&absent)),
     };
     Target {
-        key: "random_init",
-        what: "Every one of the five tasks: pretrained beats random init of the same \
-               architecture by more than twice the larger seed sd, 3 seeds a side",
+        key: String::new(),
+        what: format!(
+            "{}: pretrained beats random init of the same architecture by more than {} the \
+             larger seed sd, {} seeds a side",
+            every(&spec.tasks),
+            times(spec.by_sd.0),
+            spec.min_seeds.0
+        ),
         status,
         brief,
         evidence: evidence.join(". "),
@@ -168,12 +165,12 @@ fn best_baseline(rows: &Rows, e: &Effect) -> Option<(f64, String)> {
         .max_by(|a, b| a.0.total_cmp(&b.0))
 }
 
-/// At least three tasks: pretrained also beats every baseline on the same data.
-pub(super) fn baselines(rows: &Rows) -> Target {
-    const AT_LEAST: usize = 3;
+/// At least `at_least` tasks: pretrained also beats every baseline on the same data.
+pub(super) fn baselines(rows: &Rows, spec: &BeatsBaselines) -> Target {
+    let at_least = spec.at_least.usize();
     let (mut beaten, mut unjudged) = (Vec::new(), 0);
     let mut evidence = Vec::new();
-    for task in &TASKS {
+    for task in &spec.tasks {
         let effect = task.effect(rows);
         let pretrained = effect.as_ref().and_then(Effect::pretrained_test);
         let best = effect.as_ref().and_then(|e| best_baseline(rows, e));
@@ -200,15 +197,15 @@ pub(super) fn baselines(rows: &Rows) -> Target {
         };
         evidence.push(format!("{}: {line}", task.title));
     }
-    let status = if beaten.len() >= AT_LEAST {
+    let status = if beaten.len() >= at_least {
         Status::Met
-    } else if beaten.len() + unjudged >= AT_LEAST {
-        // The tasks it could not judge could still make up the three.
+    } else if beaten.len() + unjudged >= at_least {
+        // The tasks it could not judge could still make up the count.
         Status::NotRun
     } else {
         Status::Missed
     };
-    let mut brief = format!("beaten on {} of {}", beaten.len(), TASKS.len());
+    let mut brief = format!("beaten on {} of {}", beaten.len(), spec.tasks.len());
     if !beaten.is_empty() {
         let _ = write!(brief, ": {}", titles(&beaten));
     }
@@ -216,9 +213,12 @@ pub(super) fn baselines(rows: &Rows) -> Target {
         let _ = write!(brief, "; {unjudged} without runs or a baseline");
     }
     Target {
-        key: "baselines",
-        what: "On at least three of the five tasks pretrained also beats every baseline on the \
-               same data",
+        key: String::new(),
+        what: format!(
+            "On at least {} of the {} tasks pretrained also beats every baseline on the same data",
+            words(at_least),
+            words(spec.tasks.len())
+        ),
         status,
         brief,
         evidence: evidence.join(". "),
@@ -233,7 +233,7 @@ fn budgets(rows: &Rows, task: &Task) -> Option<(BTreeSet<u64>, bool)> {
     let of: Vec<&&Dep> = rows
         .finetune
         .iter()
-        .filter(|d| d.task().as_deref() == Some(task.name))
+        .filter(|d| d.task().as_deref() == Some(task.name.as_str()))
         .filter(|d| {
             let data = d.protocol().as_ref().and_then(train_data);
             task.has_data(data.as_deref().unwrap_or(""))
@@ -261,12 +261,13 @@ fn millions(tokens: &BTreeSet<u64>) -> String {
         .join(", ")
 }
 
-/// Every task: test score against pretraining tokens at three budgets or more.
-pub(super) fn curve(rows: &Rows) -> Target {
+/// Every task: test score against pretraining tokens at `at_least` budgets or more.
+pub(super) fn curve(rows: &Rows, spec: &CurvePoints) -> Target {
+    let at_least = spec.at_least.usize();
     let mut parts = Vec::new();
     let mut evidence = Vec::new();
     let mut short = Vec::new();
-    for task in &TASKS {
+    for task in &spec.tasks {
         let Some((tokens, random)) = budgets(rows, task) else {
             parts.push(None);
             evidence.push(format!(
@@ -276,7 +277,7 @@ pub(super) fn curve(rows: &Rows) -> Target {
             short.push(format!("{} not run", task.title));
             continue;
         };
-        let ok = tokens.len() >= MIN_CURVE_BUDGETS;
+        let ok = tokens.len() >= at_least;
         parts.push(Some(ok));
         if !ok {
             short.push(format!("{} {}", task.title, tokens.len()));
@@ -296,15 +297,20 @@ pub(super) fn curve(rows: &Rows) -> Target {
     }
     let status = Status::of_parts(&parts, Status::NotRun);
     let brief = if short.is_empty() {
-        format!("{MIN_CURVE_BUDGETS} budgets or more on all five")
+        format!(
+            "{at_least} budgets or more on all {}",
+            words(spec.tasks.len())
+        )
     } else {
         format!("budgets: {}", short.join(", "))
     };
     Target {
-        key: "curve",
-        what: "Every one of the five tasks: test score at ≥ 3 pretraining budgets (the \
-               intermediate models and the final one; random init not counted) on its curve \
-               against pretraining tokens",
+        key: String::new(),
+        what: format!(
+            "{}: test score at ≥ {at_least} pretraining budgets (the intermediate models and the \
+             final one; random init not counted) on its curve against pretraining tokens",
+            every(&spec.tasks)
+        ),
         status,
         brief,
         evidence: evidence.join(". "),
@@ -384,7 +390,22 @@ mod tests {
             finetune: &ft,
             baselines: &bl,
         };
-        vec![random_init(&rows), self::baselines(&rows), curve(&rows)]
+        let specs = super::super::spec::parse(json!([
+            {"beats_random_init": {"by_sd": 2, "min_seeds": 3, "tasks": tasks()}},
+            {"beats_baselines": {"at_least": 3, "tasks": tasks()}},
+            {"curve_points": {"at_least": 3, "tasks": tasks()}},
+        ]))
+        .unwrap();
+        super::super::targets(&specs, &rows)
+    }
+
+    /// The committed experiment's five tasks, LCQMC under the AFQMC protocol.
+    fn tasks() -> Value {
+        json!([{"task": "chnsenticorp", "title": "ChnSentiCorp"},
+               {"task": "smp2020_ewect", "title": "SMP2020-EWECT"},
+               {"task": "msra_ner", "title": "MSRA NER"},
+               {"task": "lcqmc", "data": "afqmc", "title": "LCQMC (AFQMC protocol)"},
+               {"task": "xnli", "title": "XNLI"}])
     }
 
     const NAMES: [&str; 5] = ["chnsenticorp", "smp2020_ewect", "msra_ner", "lcqmc", "xnli"];
