@@ -43,9 +43,11 @@ pub enum ExportError {
     Model(#[from] HfError),
     /// config.json names no architecture the exporter writes.
     #[error(
-        "{}: architecture {found:?} has no ONNX export; a fine-tuned model is one of {} \
-         (a pretraining checkpoint has no task head to export)",
+        "{}: {}; the ONNX export takes a fine-tuned model, one of {} (a pretraining \
+         checkpoint has no task head to export)",
         path.display(),
+        if found.is_empty() { "no architecture is named (`architectures`)".to_string() }
+        else { format!("architecture {found} has no ONNX export") },
         ARCHITECTURES.join(", ")
     )]
     Architecture {

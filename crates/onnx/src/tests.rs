@@ -176,6 +176,15 @@ fn bad_inputs_and_outputs_are_errors_naming_the_file() {
         "{e}"
     );
     assert!(!tmp.path().join("o").exists(), "nothing is left behind");
+    let config = pretrained.join("config.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    json.as_object_mut().unwrap().remove("architectures");
+    std::fs::write(&config, json.to_string()).unwrap();
+    let e = export(&pretrained, &tmp.path().join("o"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no architecture is named"), "{e}");
 
     let src = tmp.path().join("classifier");
     save(&src, "AlbertForSequenceClassification", &c);
