@@ -44,6 +44,7 @@ mod error;
 mod read;
 pub mod rng;
 pub mod schema;
+pub mod synthetic;
 mod writer;
 
 pub use batch::{Batch, BatchReader, BatchReaderConfig, ReaderPosition};
