@@ -12,11 +12,13 @@
 //!   out (read with `pipeline-tfckpt`), [`albert_zh_layout`] for albert_zh's own architecture;
 //! - [`device`]: the `device` param (`auto`, `cpu`, `cuda:0`) and the backends this build has;
 //! - [`parallel`]: one micro-batch per CPU core, gradients summed;
-//! - [`cpu_level`]: the vector instructions the hand-written CPU kernels run with.
+//! - [`cpu_level`]: the vector instructions the hand-written CPU kernels run with;
+//! - [`bench`]: what the model benchmarks share (their spec, config, device and timing).
 
 #![warn(missing_docs)]
 
 pub mod albert_zh_layout;
+pub mod bench;
 pub mod config;
 pub mod cpu_level;
 pub mod device;
