@@ -58,6 +58,7 @@
 
 #![warn(missing_docs)]
 
+pub mod api;
 mod data;
 mod metrics;
 mod on_device;

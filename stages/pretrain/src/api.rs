@@ -1,0 +1,295 @@
+//! The pretrain stage's public API for the `pipeline` binary: the throughput of the model this
+//! stage trains, on synthetic batches of fixed shape ([`pipeline_shards::synthetic`]), with
+//! the same configs, batch, sequence length, masked positions and FLOPs formula as
+//! `benches/hf_baseline.py`.
+//!
+//! - [`bench_train`]: the stage's own training step ([`Trainer`]: forward, backward, LAMB, one
+//!   micro-batch per core on a CPU): tokens/s, model FLOP/s, MFU on a GPU;
+//! - [`bench_infer`]: forward passes of the encoder (`AlbertModel`), as `pipeline predict`
+//!   runs them: sentences/s.
+//!
+//! Timings are medians over [`BenchSpec::runs`] runs of [`BenchSpec::steps`] steps after
+//! [`BenchSpec::warmup`] untimed ones; the peak RSS is the process's high-water mark.
+
+use burn::tensor::Device;
+use pipeline_albert::bench::{BenchHost, peak_rss, timed_runs};
+use pipeline_albert::model::{AlbertInput, MatmulPrecision};
+use pipeline_albert::parallel::{DataParallel, split_rows};
+use pipeline_albert::train::{OptimConfig, OptimizerKind};
+use pipeline_albert::{Albert, AlbertConfig, AlbertForPreTraining};
+use pipeline_shards::rng::SplitMix64;
+use pipeline_shards::{Batch, synthetic};
+
+pub use pipeline_albert::bench::{BenchError, BenchSpec, Timing};
+
+use crate::trainer::Trainer;
+
+/// The seed of the synthetic batches (the same rows in every benchmark of a shape).
+const DATA_SEED: u64 = 7;
+
+/// What [`bench_train`] measured.
+#[derive(Debug, Clone)]
+pub struct TrainBench {
+    /// The model config trained (the spec's, with its overrides).
+    pub config: AlbertConfig,
+    /// Where it ran.
+    pub host: BenchHost,
+    /// The timed runs.
+    pub timing: Timing,
+    /// The median of the runs' seconds per step.
+    pub seconds_per_step: f64,
+    /// Tokens trained per second at the median.
+    pub tokens_per_s: f64,
+    /// Model FLOPs (the config's training FLOPs formula) per second at the median, in TFLOP/s.
+    pub model_tflops_per_s: f64,
+    /// On a GPU: the model FLOP/s over [`BenchSpec::peak_tflops`].
+    pub mfu: Option<f64>,
+    /// The process's peak RSS after the runs.
+    pub peak_rss_bytes: u64,
+    /// Micro-batches trained at once (one per core on a CPU).
+    pub data_parallel_workers: usize,
+}
+
+/// What [`bench_infer`] measured.
+#[derive(Debug, Clone)]
+pub struct InferBench {
+    /// The model config run.
+    pub config: AlbertConfig,
+    /// Where it ran.
+    pub host: BenchHost,
+    /// The timed runs (seconds per batch).
+    pub timing: Timing,
+    /// The median of the runs' seconds per batch.
+    pub seconds_per_batch: f64,
+    /// Rows per second at the median.
+    pub sentences_per_s: f64,
+    /// Model FLOPs (the config's inference FLOPs formula) per second, in TFLOP/s.
+    pub model_tflops_per_s: f64,
+    /// The process's peak RSS after the runs.
+    pub peak_rss_bytes: u64,
+    /// Parts the batch ran in, each on a core of its own ([`BenchSpec::split`]), or 1.
+    pub chunks: usize,
+}
+
+/// Training steps of `AlbertForPreTraining` with the stage's [`Trainer`] on one synthetic
+/// batch, queued on the device and read back once per timed run, as the stage reads them
+/// once per log line.
+pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
+    let c = spec.model_config()?;
+    let dev = spec.resolve_device()?;
+    let precision = spec.precision_on(&dev)?;
+    let mut trainer = bench_trainer(&c, dev.device.clone().autodiff(), precision);
+    let (batch, seq) = (spec.batch.get(), spec.seq.get());
+    let data = synthetic::batch(
+        c.vocab_size,
+        batch,
+        seq,
+        spec.masked,
+        &mut SplitMix64::new(DATA_SEED),
+    );
+    let timing = time_training(&mut trainer, &data, spec)?;
+    let s = timing.median();
+    let flops = c.training_flops(batch, seq, spec.masked);
+    Ok(TrainBench {
+        host: BenchHost::of(&dev),
+        seconds_per_step: s,
+        tokens_per_s: spec.tokens() as f64 / s,
+        model_tflops_per_s: flops / s / 1e12,
+        mfu: dev.is_gpu.then(|| flops / s / (spec.peak_tflops * 1e12)),
+        peak_rss_bytes: peak_rss(),
+        data_parallel_workers: trainer.parallel.workers(),
+        timing,
+        config: c,
+    })
+}
+
+/// The pretraining model from seed 1, in `precision`, and its trainer.
+fn bench_trainer(c: &AlbertConfig, ad: Device, precision: MatmulPrecision) -> Trainer {
+    ad.seed(1);
+    let model = AlbertForPreTraining::new(c, &ad).with_precision(precision);
+    Trainer::new(c.clone(), model, bench_optim(), ad)
+}
+
+/// The pretraining optimiser the bench steps with: LAMB at a constant rate (no warmup, a
+/// schedule far longer than any bench), so every timed step does the same work.
+fn bench_optim() -> OptimConfig {
+    OptimConfig {
+        optimizer: OptimizerKind::Lamb,
+        learning_rate: 1e-4,
+        weight_decay: 0.01,
+        beta_1: 0.9,
+        beta_2: 0.999,
+        epsilon: 1e-6,
+        warmup_steps: 0,
+        total_steps: 1_000_000,
+        max_grad_norm: 1.0,
+    }
+}
+
+/// The warm-up steps, each read back, then the timed runs.
+fn time_training(
+    trainer: &mut Trainer,
+    data: &Batch,
+    spec: &BenchSpec,
+) -> Result<Timing, BenchError> {
+    let batches = std::slice::from_ref(data);
+    let mut step = 0u64;
+    for _ in 0..spec.warmup {
+        trainer
+            .step(step, batches)
+            .map_err(|e| step_error("warm-up step".to_string(), e))?;
+        step += 1;
+    }
+    let mut queued = 0;
+    timed_runs(spec.runs, spec.steps, &mut || {
+        // As the pretrain stage trains: steps are queued on the device and their losses read
+        // back once, here at the end of each timed run (the stage: once per log line), so a
+        // GPU is not made to wait for the host after every step and the run's time still
+        // covers all of its work.
+        trainer.enqueue(step, batches);
+        step += 1;
+        queued += 1;
+        if queued == spec.steps.get() {
+            queued = 0;
+            trainer
+                .flush()
+                .map_err(|e| step_error(format!("steps up to {step}"), e))?;
+        }
+        Ok(())
+    })
+}
+
+/// A refused training step as the bench's error.
+fn step_error(step: String, e: impl std::fmt::Display) -> BenchError {
+    BenchError::Step {
+        step,
+        message: e.to_string(),
+    }
+}
+
+/// Forward passes of the encoder (`AlbertModel`, seed 1) on one synthetic batch; with
+/// [`BenchSpec::split`], one part of the batch per core, each on a single-threaded worker of
+/// its own (what `pipeline predict` does on a CPU).
+pub fn bench_infer(spec: &BenchSpec) -> Result<InferBench, BenchError> {
+    let c = spec.model_config()?;
+    let dev = spec.resolve_device()?;
+    dev.device.seed(1);
+    let model = Albert::new(&c, &dev.device);
+    let (batch, seq) = (spec.batch.get(), spec.seq.get());
+    let input = synthetic_input(&c, batch, seq, &dev.device);
+    let workers = if spec.split {
+        DataParallel::per_core()
+    } else {
+        DataParallel::new(1)
+    };
+    let parts = split_input(&input, batch, workers.workers());
+    let run_once = || {
+        workers.map(parts.len(), |k| {
+            let out = model.forward(&parts[k]);
+            // Reading a value forces the computation on lazy backends.
+            out.pooler_output.sum().into_scalar::<f32>()
+        });
+    };
+    for _ in 0..spec.warmup {
+        run_once();
+    }
+    let timing = timed_runs(spec.runs, spec.steps, &mut || {
+        run_once();
+        Ok(())
+    })?;
+    let s = timing.median();
+    Ok(InferBench {
+        host: BenchHost::of(&dev),
+        seconds_per_batch: s,
+        sentences_per_s: batch as f64 / s,
+        model_tflops_per_s: c.inference_flops(batch, seq) / s / 1e12,
+        peak_rss_bytes: peak_rss(),
+        chunks: parts.len(),
+        timing,
+        config: c,
+    })
+}
+
+/// The encoder's input for one synthetic batch without masked positions.
+fn synthetic_input(c: &AlbertConfig, batch: usize, seq: usize, device: &Device) -> AlbertInput {
+    let b = synthetic::batch(c.vocab_size, batch, seq, 0, &mut SplitMix64::new(DATA_SEED));
+    AlbertInput::from_rows(
+        batch,
+        seq,
+        b.input_ids,
+        b.token_type_ids,
+        b.attention_mask,
+        device,
+    )
+}
+
+/// `input`'s `batch` rows in at most `parts` nearly equal, non-empty parts.
+fn split_input(input: &AlbertInput, batch: usize, parts: usize) -> Vec<AlbertInput> {
+    split_rows(batch, parts)
+        .into_iter()
+        .map(|r| AlbertInput {
+            input_ids: input.input_ids.clone().narrow(0, r.start, r.len()),
+            token_type_ids: input.token_type_ids.clone().narrow(0, r.start, r.len()),
+            attention_mask: input.attention_mask.clone().narrow(0, r.start, r.len()),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroUsize;
+
+    use pipeline_albert::device::DeviceChoice;
+
+    use super::*;
+
+    fn spec(split: bool) -> BenchSpec {
+        let n = |k| NonZeroUsize::new(k).expect("not 0");
+        BenchSpec {
+            model: "tiny".into(),
+            share_type: None,
+            vocab_size: Some(64),
+            batch: n(3),
+            seq: n(8),
+            masked: 2,
+            steps: n(1),
+            runs: n(2),
+            warmup: 1,
+            device: DeviceChoice::Flex,
+            precision: MatmulPrecision::Fp32,
+            peak_tflops: 989.0,
+            split,
+        }
+    }
+
+    #[test]
+    fn train_times_each_run_and_derives_the_rates_from_the_median() {
+        let r = bench_train(&spec(false)).expect("a tiny bench");
+        assert_eq!(r.timing.per_step.len(), 2);
+        assert!(r.seconds_per_step > 0.0);
+        assert!((r.tokens_per_s - 24.0 / r.seconds_per_step).abs() < 1e-9 * r.tokens_per_s);
+        assert_eq!(r.mfu, None, "no MFU on a CPU");
+        assert_eq!(r.host.isa.is_some(), !r.host.is_gpu);
+        assert_eq!(r.config.vocab_size, 64);
+    }
+
+    #[test]
+    fn infer_split_runs_no_more_parts_than_rows() {
+        let r = bench_infer(&spec(true)).expect("a tiny bench");
+        assert!((1..=3).contains(&r.chunks), "{}", r.chunks);
+        assert_eq!(r.timing.per_step.len(), 2);
+        assert!((r.sentences_per_s - 3.0 / r.seconds_per_batch).abs() < 1e-9 * r.sentences_per_s);
+        let r = bench_infer(&spec(false)).expect("a tiny bench");
+        assert_eq!(r.chunks, 1);
+    }
+
+    #[test]
+    fn split_input_covers_the_rows_in_order() {
+        let c = spec(false).model_config().expect("tiny");
+        let input = synthetic_input(&c, 5, 4, &Device::flex());
+        let parts = split_input(&input, 5, 2);
+        assert_eq!(parts.len(), 2);
+        let rows: Vec<usize> = parts.iter().map(|p| p.input_ids.dims()[0]).collect();
+        assert_eq!(rows, vec![3, 2]);
+    }
+}
