@@ -409,6 +409,38 @@ mod tests {
     }
 
     #[test]
+    fn the_spec_words_the_target_and_sets_its_bounds() {
+        let run = main_run(
+            json!({"mlm_accuracy": 0.31, "sop_accuracy": 0.7, "mlm_loss": 3.2}),
+            true,
+        );
+        let t = pretraining(&rows_of(&run));
+        assert_eq!(t.key, "threshold");
+        assert_eq!(
+            t.what,
+            "Pretraining: final eval MLM accuracy ≥ 30 % and SOP accuracy ≥ 70 %"
+        );
+        assert!(
+            t.evidence.ends_with("(targets 30 % and 70 %)"),
+            "{}",
+            t.evidence
+        );
+        let spec = |loss: f64| {
+            spec::parse(json!([{"key": "loss", "what": "Low loss",
+                                "threshold": {"metric": "mlm_loss", "at_most": loss}}]))
+            .unwrap()
+        };
+        let t = targets(&spec(3.5), &rows_of(&run)).remove(0);
+        assert_eq!((t.key.as_str(), t.what.as_str()), ("loss", "Low loss"));
+        assert_eq!((t.status, t.brief.as_str()), (Status::Met, "MLM loss 3.20"));
+        assert!(t.evidence.ends_with("(targets ≤ 3.5)"), "{}", t.evidence);
+        assert_eq!(
+            targets(&spec(3.0), &rows_of(&run))[0].status,
+            Status::Missed
+        );
+    }
+
+    #[test]
     fn parts_combine_into_one_status() {
         let of = Status::of_parts;
         assert_eq!(of(&[Some(true), Some(true)], Status::NotRun), Status::Met);

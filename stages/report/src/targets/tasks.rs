@@ -545,4 +545,45 @@ mod tests {
             t.evidence
         );
     }
+
+    #[test]
+    fn the_margin_and_the_tasks_are_the_specs() {
+        let runs = grid("xnli", 0.702, 0.7);
+        let rows = |ft: &[Dep]| -> Vec<Target> {
+            let main = dep("pretrain", DepKind::Pretrain, json!({"tokens_seen": 1}));
+            let ft: Vec<&Dep> = ft.iter().collect();
+            let rows = Rows {
+                main: Some(&main),
+                pretrain: &[],
+                finetune: &ft,
+                baselines: &[],
+            };
+            let specs = super::super::spec::parse(json!([
+                {"key": "half", "beats_random_init": {"by_sd": 0.5, "min_seeds": 2, "tasks": ["xnli"]}},
+                {"beats_random_init": {"by_sd": 2, "min_seeds": 3, "tasks": ["xnli"]}},
+            ]));
+            super::super::targets(&specs.unwrap(), &rows)
+        };
+        // +0.20 points against a seed sd of 0.20: beyond half an sd, not beyond two.
+        let t = rows(&runs);
+        assert_eq!(t[0].status, Status::Met, "{}", t[0].evidence);
+        assert_eq!(t[0].brief, "on xnli");
+        assert!(
+            t[0].evidence
+                .contains("0.5 sd = 0.10, 3 seeds): more than 0.5 sd"),
+            "{}",
+            t[0].evidence
+        );
+        assert_eq!(
+            t[0].what,
+            "xnli: pretrained beats random init of the same architecture by more than 0.5 times \
+             the larger seed sd, 2 seeds a side"
+        );
+        assert_eq!(t[1].status, Status::Missed);
+        assert!(
+            t[1].evidence.ends_with("not more than 2 sd"),
+            "{}",
+            t[1].evidence
+        );
+    }
 }
