@@ -15,6 +15,8 @@ use pipeline_tasks::span_features::{SpanConfig, Specials};
 use pipeline_text::vocab::Vocab;
 use pipeline_text::wordpiece::{TokenizeWithOffsets, load_tokenizer};
 
+use crate::params::Encoding;
+
 /// The tokenizer of a model directory and the special ids.
 pub struct Encoder {
     tokenizer: Box<dyn TokenizeWithOffsets>,
@@ -42,8 +44,12 @@ pub struct Encoded {
 
 impl Encoder {
     /// The tokenizer in `dir` (`vocab.txt` + `tokenizer.json`, as the vocab and pretrain stages
-    /// write them).
-    pub fn load(dir: &Path, max_seq_length: usize) -> anyhow::Result<Encoder> {
+    /// write them), making rows as `encoding` says.
+    pub fn load(dir: &Path, encoding: Encoding) -> anyhow::Result<Encoder> {
+        let Encoding {
+            max_seq_length,
+            span,
+        } = encoding;
         if max_seq_length < 5 {
             anyhow::bail!(
                 "max_seq_length = {max_seq_length} is too small: [CLS] a [SEP] b [SEP] needs at least 5"
@@ -55,7 +61,7 @@ impl Encoder {
             tokenizer,
             vocab,
             max_seq_length,
-            span: SpanConfig::for_length(max_seq_length),
+            span,
         })
     }
 
@@ -212,7 +218,11 @@ pub(crate) mod tests {
         let vocab = Vocab::load(&tmp.path().join("vocab.txt")).unwrap();
         let tok = pipeline_text::hf::wordpiece_tokenizer(&vocab, true).unwrap();
         pipeline_text::hf::write_tokenizer_json(&tok, &tmp.path().join("tokenizer.json")).unwrap();
-        Encoder::load(tmp.path(), max).unwrap()
+        let encoding = Encoding {
+            max_seq_length: max,
+            span: SpanConfig::for_length(max),
+        };
+        Encoder::load(tmp.path(), encoding).unwrap()
     }
 
     #[test]

@@ -187,14 +187,7 @@ fn task_encoder(
     config: &pipeline_albert::AlbertConfig,
     spec: &ProtocolSpec,
 ) -> anyhow::Result<Encoder> {
-    let mut encoder = Encoder::load(
-        &source.dir,
-        p.max_seq_length.min(config.max_position_embeddings),
-    )?;
-    encoder.span = pipeline_tasks::span_features::SpanConfig {
-        max_seq_length: encoder.max_seq_length,
-        ..p.span
-    };
+    let encoder = Encoder::load(&source.dir, p.encoding(config.max_position_embeddings))?;
     if spec.task.kind() == pipeline_tasks::TaskKind::Span {
         encoder.span.validate().map_err(|e| {
             anyhow::anyhow!(
@@ -527,7 +520,7 @@ fn summary(
         batch_size: Some(p.batch_size as u64),
         learning_rate: Some(p.learning_rate),
         optimizer: Some(serde_json::to_value(&tuner.optim_config)?),
-        max_seq_length: Some(p.max_seq_length.min(config.max_position_embeddings) as u64),
+        max_seq_length: Some(p.encoding(config.max_position_embeddings).max_seq_length as u64),
         warmup_steps: Some(tuner.optim_config.warmup_steps),
         dropout: Some(p.dropout),
         hidden_dropout: Some(p.hidden_dropout),

@@ -63,6 +63,44 @@ impl Init {
     }
 }
 
+/// Tokens per row when no param or flag says otherwise (span extraction: its window,
+/// [`SpanConfig::default`]'s).
+pub const DEFAULT_MAX_SEQ_LENGTH: usize = 128;
+
+/// How examples become rows: tokens per row and, for span extraction, the windows. Resolved in
+/// one place for training ([`TrainParams::encoding`]) and for prediction
+/// ([`Encoding::for_prediction`]), capped there at the model's positions, and handed whole to
+/// the encoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Encoding {
+    /// Tokens per row, `[CLS]` and `[SEP]`s included.
+    pub max_seq_length: usize,
+    /// Span extraction's windows and decoding (its `max_seq_length` is the same).
+    pub span: SpanConfig,
+}
+
+impl Encoding {
+    /// What a fine-tuned model of `kind` predicts with: rows of `max_seq_length` tokens
+    /// (default [`DEFAULT_MAX_SEQ_LENGTH`], or [`SpanConfig::default`]'s window for span
+    /// extraction), no more than `max_positions`; the span windows fitted to that length
+    /// ([`SpanConfig::for_length`]).
+    pub fn for_prediction(
+        kind: TaskKind,
+        max_seq_length: Option<usize>,
+        max_positions: usize,
+    ) -> Encoding {
+        let default = match kind {
+            TaskKind::Span => SpanConfig::default().max_seq_length,
+            _ => DEFAULT_MAX_SEQ_LENGTH,
+        };
+        let n = max_seq_length.unwrap_or(default).min(max_positions);
+        Encoding {
+            max_seq_length: n,
+            span: SpanConfig::for_length(n),
+        }
+    }
+}
+
 /// The training params, checked.
 #[derive(Debug, Clone)]
 pub struct TrainParams {
@@ -71,33 +109,32 @@ pub struct TrainParams {
     /// With `init: pretrained`, one of the `pretrain` dep's `save_steps` instead of its final
     /// model.
     pub pretrain_step: Option<u64>,
-    /// Where it trains (`auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N`; default `auto`).
+    /// Where it trains (`auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N`).
     pub device: DeviceChoice,
-    /// Passes over the training split, ≥ 1 (default 3); the best on dev is kept.
+    /// Passes over the training split, ≥ 1; the best on dev is kept.
     pub epochs: usize,
-    /// Training examples per optimiser step, ≥ 1 (default 32).
+    /// Training examples per optimiser step, ≥ 1.
     pub batch_size: usize,
-    /// Examples per batch when predicting dev and the evaluation sets, ≥ 1 (default 64).
+    /// Examples per batch when predicting dev and the evaluation sets, ≥ 1.
     pub eval_batch_size: usize,
-    /// The peak learning rate, > 0 (default 1e-4).
+    /// The peak learning rate, > 0.
     pub learning_rate: f64,
-    /// AdamW (the default) or LAMB.
+    /// AdamW or LAMB.
     pub optimizer: OptimizerKind,
-    /// Weight decay, not applied to LayerNorm or bias (default 0.01).
+    /// Weight decay, not applied to LayerNorm or bias.
     pub weight_decay: f64,
-    /// The share of the steps with linear warmup, in [0, 1] (default 0.1); linear decay
-    /// after.
+    /// The share of the steps with linear warmup, in [0, 1]; linear decay after.
     pub warmup_fraction: f64,
-    /// The global gradient norm is clipped to this (default 1.0); 0 disables clipping.
+    /// The global gradient norm is clipped to this; 0 disables clipping.
     pub max_grad_norm: f64,
-    /// Tokens per row, ≥ 5 (default 128; 256, the window, for span extraction); the stage
+    /// Tokens per row, ≥ 5 (span extraction: the window's length); [`TrainParams::encoding`]
     /// caps it at the model's `max_position_embeddings`.
     pub max_seq_length: usize,
-    /// Dropout before the classifier, in [0, 1) (default 0.1; none on the span head).
+    /// Dropout before the classifier, in [0, 1) (none on the span head).
     pub dropout: f64,
-    /// Dropout inside the encoder, in [0, 1) (default 0: albert_zh fine-tunes without).
+    /// Dropout inside the encoder, in [0, 1) (albert_zh fine-tunes without).
     pub hidden_dropout: f64,
-    /// Seeds the classifier's initialisation, the example order and dropout (default 42).
+    /// Seeds the classifier's initialisation, the example order and dropout.
     pub seed: u64,
     /// Batch examples of similar length together (fewer padding tokens per batch).
     pub group_by_length: bool,
@@ -106,7 +143,9 @@ pub struct TrainParams {
     pub span: SpanConfig,
 }
 
-/// The params as given, typed (defaults for those left out; `null` means left out). Checked
+/// The params as given, typed (defaults for those left out; `null` means left out): its
+/// `Default` is where the defaults are written, once; the crate docs' table shows them and a
+/// test checks that it shows these (`the_docs_table_shows_the_defaults`). Checked
 /// and combined into [`TrainParams`] by [`TrainParams::parse`]. A value of the wrong type is
 /// "`key` must be …" in the field type's words ([`pipeline_params::from_object`]).
 #[derive(Debug, Clone, Deserialize)]
@@ -250,7 +289,8 @@ impl Given {
                 ));
             }
             return Ok((
-                self.max_seq_length.map_or(128, |c| c.0),
+                self.max_seq_length
+                    .map_or(DEFAULT_MAX_SEQ_LENGTH as u64, |c| c.0),
                 SpanConfig::default(),
             ));
         }
@@ -336,6 +376,20 @@ impl TrainParams {
         })
     }
 
+    /// How the stage encodes its examples for a model of `max_positions` positions:
+    /// `max_seq_length` no more than those, the span params as given (the window's length
+    /// the same).
+    pub fn encoding(&self, max_positions: usize) -> Encoding {
+        let max_seq_length = self.max_seq_length.min(max_positions);
+        Encoding {
+            max_seq_length,
+            span: SpanConfig {
+                max_seq_length,
+                ..self.span
+            },
+        }
+    }
+
     /// The optimiser and schedule of a run of `total_steps` steps.
     pub fn optim_config(&self, total_steps: u64) -> OptimConfig {
         OptimConfig {
@@ -413,6 +467,73 @@ mod tests {
         assert!(err(json!({"learning_rate": 0})).contains("positive"));
         assert!(err(json!({"task": "lcqmc", "doc_stride": 64})).contains("span-extraction"));
         assert!(err(json!({"task": "cmrc2018", "max_seq_length": 128})).contains("doc_stride"));
+    }
+
+    /// The `| \`param\` | default | what |` rows of the crate docs' table.
+    fn documented_defaults() -> Vec<(String, String)> {
+        include_str!("lib.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! | `"))
+            .filter_map(|row| {
+                let (key, rest) = row.split_once("` | ")?;
+                let default = rest.split(" | ").next()?;
+                Some((key.to_string(), default.trim_matches('`').to_string()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_docs_table_shows_the_defaults() {
+        let p = parse(json!({})).unwrap();
+        let span = parse(json!({"task": "cmrc2018"})).unwrap().span;
+        let expected: Vec<(&str, String)> = vec![
+            ("init", p.init.name().into()),
+            (
+                "pretrain_step",
+                p.pretrain_step.map_or("none".into(), |s| s.to_string()),
+            ),
+            ("init_from", "none".into()),
+            ("device", "auto".into()),
+            ("optimizer", format!("{:?}", p.optimizer).to_lowercase()),
+            (
+                "max_seq_length",
+                format!(
+                    "{} ({} for span extraction)",
+                    p.max_seq_length, span.max_seq_length
+                ),
+            ),
+            ("group_by_length", p.group_by_length.to_string()),
+        ];
+        let numbers: Vec<(&str, f64)> = vec![
+            ("epochs", p.epochs as f64),
+            ("batch_size", p.batch_size as f64),
+            ("eval_batch_size", p.eval_batch_size as f64),
+            ("learning_rate", p.learning_rate),
+            ("weight_decay", p.weight_decay),
+            ("warmup_fraction", p.warmup_fraction),
+            ("max_grad_norm", p.max_grad_norm),
+            ("doc_stride", span.doc_stride as f64),
+            ("max_query_length", span.max_query_length as f64),
+            ("max_answer_length", span.max_answer_length as f64),
+            ("n_best_size", span.n_best_size as f64),
+            ("dropout", p.dropout),
+            ("hidden_dropout", p.hidden_dropout),
+            ("seed", p.seed as f64),
+        ];
+        let table = documented_defaults();
+        let mut keys: Vec<&str> = table.iter().map(|(k, _)| k.as_str()).collect();
+        let mut params = train_params().to_vec();
+        keys.sort_unstable();
+        params.sort_unstable();
+        assert_eq!(keys, params, "the table lists every training param");
+        for (key, shown) in &table {
+            if let Some((_, v)) = expected.iter().find(|(k, _)| k == key) {
+                assert_eq!(shown, v, "{key}");
+            } else {
+                let (_, v) = numbers.iter().find(|(k, _)| k == key).unwrap();
+                assert_eq!(shown.parse::<f64>().unwrap(), *v, "{key}");
+            }
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ use pipeline_albert::{
 use crate::data::EncodedSplit;
 use crate::encode::{Encoded, Encoder, PairEncoder, batch_input};
 use crate::kinds::{Kind, KindError, Outputs, decode_outputs};
+use crate::params::Encoding;
 use crate::task_model::TaskModel;
 use pipeline_tasks::{Task, TaskKind};
 
@@ -330,9 +331,9 @@ impl FineTuned {
         let kind = kind_of(&raw, arch);
         let (config, model, outputs) = load_head(dir, arch, kind, device)?;
         let labels = labels_of(&raw, dir, kind, outputs)?;
-        let default = if kind == TaskKind::Span { 256 } else { 128 };
-        let max_seq_length = max_seq_length.unwrap_or(default);
-        let encoder = PairEncoder::load(dir, max_seq_length.min(config.max_position_embeddings))?;
+        let encoding =
+            Encoding::for_prediction(kind, max_seq_length, config.max_position_embeddings);
+        let encoder = PairEncoder::load(dir, encoding)?;
         Ok(FineTuned {
             dir: dir.to_path_buf(),
             kind,

@@ -125,7 +125,7 @@ fn fine_tuning_a_pair_classifier_follows_transformers() {
     let (init_dir, ours_dir) = (tmp.path().join("init"), tmp.path().join("ours"));
     model.valid().save(&init_dir, &config, &labels).unwrap();
 
-    let encoder = PairEncoder::load(&pre, p.max_seq_length).unwrap();
+    let encoder = PairEncoder::load(&pre, p.encoding(usize::MAX)).unwrap();
     let (texts, gold) = pairs();
     let rows: Vec<Vec<Encoded>> = texts
         .iter()
