@@ -72,3 +72,58 @@ fn the_script_finds_a_planted_circle() {
         "{text}"
     );
 }
+
+/// The `stage_*::<module>` paths a file of crates/cli names, other than a stage's public API
+/// module (`api`) or its root (the stage's type, registered with the engine).
+fn stage_internals(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (i, _) in text.match_indices("stage_") {
+        let path: String = text[i..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        let mut parts = path.split("::");
+        let (Some(_stage), Some(next)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let is_module = next.chars().next().is_some_and(|c| c.is_lowercase());
+        if is_module && next != "api" {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_cli_uses_each_stage_through_its_api_module_only() {
+    let mut offending = Vec::new();
+    let mut stack = vec![Path::new(ROOT).join("crates/cli")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("crates/cli is readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("a source file");
+                for p in stage_internals(&text) {
+                    offending.push(format!("{}: {p}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(offending.is_empty(), "{}", offending.join("\n"));
+}
+
+#[test]
+fn a_stage_internal_path_is_found_and_the_api_is_not() {
+    let text = "use stage_finetune::api::Predictor;\nuse stage_finetune::kinds::tagging;\n\
+                r.register(Arc::new(stage_finetune::FinetuneStage));\n\
+                let x = stage_pretrain::trainer::Trainer::new();";
+    assert_eq!(
+        stage_internals(text),
+        [
+            "stage_finetune::kinds::tagging",
+            "stage_pretrain::trainer::Trainer::new"
+        ]
+    );
+}
