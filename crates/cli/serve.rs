@@ -1,17 +1,176 @@
-//! `pipeline serve`: a fine-tuned model behind an HTTP/JSON endpoint.
+//! `pipeline serve`: a fine-tuned model behind an HTTP/JSON endpoint. The model is loaded once
+//! (a [`Predictor`]) and handed to the `pipeline-serve` library, which batches the inputs of
+//! concurrent requests, bounds every queue and size, and keeps Prometheus metrics. A request
+//! and its answer are the objects `pipeline predict --json` reads and prints, so a client can
+//! move between the two without changing a field.
 
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
+use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
+use pipeline_serve::{Model, ServeConfig};
+use stage_finetune::api::{Input, Prediction, Predictor};
 
+use crate::model::ModelSource;
 use crate::global::Global;
+use crate::model::model_dir;
 
 /// `pipeline serve`'s arguments.
 #[derive(Debug, Args)]
-pub struct ServeArgs {}
+#[command(after_help = "The first line on stdout is the address it listens on \
+(`listening on http://127.0.0.1:8080`). SIGTERM or Ctrl-C stops it: no new connections, and \
+every request received is answered first. RUST_LOG=pipeline_serve=debug logs each request.
 
-/// Serves until SIGTERM or SIGINT.
-pub fn serve(_global: &Global, _args: &ServeArgs) -> Result<ExitCode> {
-    bail!("serve is not built yet")
+Endpoints: POST /predict (one input object, or an array of them), GET /health, GET /info,
+GET /metrics (Prometheus).
+
+Examples:
+  pipeline serve --stage finetune_lcqmc --port 8080
+  curl -s localhost:8080/predict -d '{\"text_a\": \"我想买手机\", \"text_b\": \"我要买个手机\"}'
+  curl -s localhost:8080/predict -d '[{\"text\": \"这家酒店很好\"}, {\"text\": \"太差了\"}]'
+  pipeline serve --model runs/finetune/abc123 --port 0 --max-batch-tokens 4096 --max-wait-ms 2")]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub source: ModelSource,
+    /// The address to listen on (0.0.0.0 for every interface).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// The port (0: any free one; the first line on stdout says which).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// auto, cpu, flex, tch-cpu or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Tokens per row (default 128; 256 for span extraction), as `pipeline predict` takes it.
+    #[arg(long)]
+    pub max_seq_length: Option<usize>,
+    /// A batch takes queued inputs until their tokens would pass this.
+    #[arg(long, default_value_t = 8192)]
+    pub max_batch_tokens: usize,
+    /// How long a batch waits for more inputs after its first arrived, in milliseconds.
+    #[arg(long, default_value_t = 5)]
+    pub max_wait_ms: u64,
+    /// Inputs queued at most; a request that would pass it gets a 503 with Retry-After.
+    #[arg(long, default_value_t = 1024)]
+    pub max_queue: usize,
+    /// The largest request body in bytes; a larger one gets a 413.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_body_bytes: usize,
+    /// The most inputs in one request (an array); more gets a 413.
+    #[arg(long, default_value_t = 128)]
+    pub max_inputs: usize,
+    /// Requests handled at once; more wait for a slot before their body is read.
+    #[arg(long, default_value_t = 256)]
+    pub max_concurrency: usize,
+    /// Batches predicted at once.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+}
+
+impl ServeArgs {
+    fn config(&self) -> ServeConfig {
+        ServeConfig {
+            max_batch_tokens: self.max_batch_tokens,
+            max_wait: Duration::from_millis(self.max_wait_ms),
+            max_queue: self.max_queue,
+            max_body_bytes: self.max_body_bytes,
+            max_inputs: self.max_inputs,
+            max_concurrency: self.max_concurrency,
+            workers: self.workers,
+        }
+    }
+}
+
+/// The fine-tuned model as the server sees it.
+struct Served(Predictor);
+
+impl Model for Served {
+    type Input = Input;
+    type Output = Prediction;
+
+    fn info(&self) -> serde_json::Value {
+        serde_json::to_value(self.0.info()).unwrap_or_else(
+            |e| serde_json::json!({ "error": format!("could not describe the model: {e}") }),
+        )
+    }
+
+    fn check(&self, input: &Input) -> Result<usize, String> {
+        self.0.check(input).map_err(|e| e.to_string())
+    }
+
+    fn predict(&self, batch: &[Input]) -> Result<Vec<Prediction>> {
+        self.0.predict(batch)
+    }
+}
+
+/// Serves until SIGTERM or SIGINT; exits 0 once every request received has been answered.
+pub fn serve(global: &Global, args: &ServeArgs) -> Result<ExitCode> {
+    let config = args.config();
+    // Refused before the model is loaded: a bad limit should not cost a load.
+    config
+        .validate()
+        .context("check the --max-* and --workers flags")?;
+    let dir = model_dir(global, &args.source)?;
+    let predictor = Predictor::load(&dir, &args.device, args.max_seq_length)
+        .with_context(|| format!("loading the model in {}", dir.display()))?;
+    let info = predictor.info();
+    let quiet = global.quiet;
+    let addr = SocketAddr::new(args.host, args.port);
+    let signal = pipeline_serve::run(Served(predictor), addr, config, |bound| {
+        // A test or a script reads the port from this line, so it is flushed at once.
+        println!("listening on http://{bound}");
+        let _ = std::io::stdout().flush();
+        if !quiet {
+            eprintln!(
+                "serving {} ({} model, {}) on http://{bound}: POST /predict, GET /health /info /metrics",
+                info.model.display(),
+                info.task,
+                info.device
+            );
+        }
+    })?;
+    if !quiet {
+        eprintln!("stopped ({signal:?}): every request received was answered");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    #[test]
+    fn the_flags_default_to_the_librarys_limits() {
+        let cli = Cli::parse_from(["serve", "--model", "m"]);
+        assert_eq!(cli.args.config(), ServeConfig::default());
+        assert_eq!(cli.args.host.to_string(), "127.0.0.1");
+        assert_eq!(cli.args.port, 8080);
+    }
+
+    #[test]
+    fn a_flag_reaches_the_server_config() {
+        let cli = Cli::parse_from([
+            "serve",
+            "--stage",
+            "s",
+            "--max-wait-ms",
+            "2",
+            "--max-inputs",
+            "8",
+        ]);
+        let config = cli.args.config();
+        assert_eq!(config.max_wait, Duration::from_millis(2));
+        assert_eq!(config.max_inputs, 8);
+    }
 }

@@ -168,9 +168,9 @@ async fn collect<I, O>(
 
 /// `job` taken off the queue, or None when its request is gone.
 fn live<I, O>(job: Job<I, O>, metrics: &Metrics) -> Option<Job<I, O>> {
-    metrics.queue_depth.dec();
     if job.reply.is_closed() {
         tracing::debug!("an input whose request is gone is dropped");
+        metrics.queue_depth.dec();
         return None;
     }
     Some(job)
@@ -184,6 +184,8 @@ async fn predict<M: Model>(
 ) {
     let started = Instant::now();
     let size = batch.len();
+    // Until now they were waiting: in the queue, or in a batch still being collected.
+    metrics.queue_depth.dec_by(size as i64);
     let (inputs, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|j| (j.input, j.reply)).unzip();
     let model = model.clone();
     let result = tokio::task::spawn_blocking(move || model.predict(&inputs)).await;

@@ -69,7 +69,7 @@ async fn observe<M: Model>(State(state): State<Shared<M>>, req: Request, next: N
     let inputs = response.extensions().get::<Answered>().map(|a| a.0);
     tracing::debug!(
         %method,
-        path,
+        path = %path,
         status,
         inputs,
         ms = elapsed.as_secs_f64() * 1e3,

@@ -19,6 +19,7 @@
 //! read, so memory stays within `max_concurrency × max_body_bytes`).
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,7 +131,15 @@ pub enum ServeError {
     /// A limit it cannot keep.
     #[error("invalid server limits: {0}")]
     Config(String),
-    /// Accepting connections failed.
+    /// The address could not be listened on (in use, not this host's, a privileged port).
+    #[error("could not listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why not.
+        source: std::io::Error,
+    },
+    /// Starting the runtime, installing the signal handlers or accepting connections failed.
     #[error("the server failed: {0}")]
     Io(#[from] std::io::Error),
     /// A batch worker died (a panic outside the model's `predict`, which is caught).
@@ -161,6 +170,39 @@ pub async fn serve<M: Model>(
         worker.await?;
     }
     Ok(())
+}
+
+/// Serves `model` on `addr` until SIGTERM or SIGINT, on a tokio runtime of its own (for a caller
+/// that has none): binds, installs the signal handlers, then tells `bound` the address it
+/// listens on (the port chosen when `addr`'s is 0) before the first connection is accepted.
+/// Returns the signal that stopped it, once every request received has been answered.
+pub fn run<M: Model>(
+    model: M,
+    addr: SocketAddr,
+    config: ServeConfig,
+    bound: impl FnOnce(SocketAddr),
+) -> Result<Signal, ServeError> {
+    config.validate()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("serve")
+        .build()?;
+    runtime.block_on(async move {
+        let signal = shutdown_signal()?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        bound(listener.local_addr()?);
+        let (tell, told) = tokio::sync::oneshot::channel();
+        let stop = async move {
+            let signal = signal.await;
+            tracing::info!("{signal:?}: no new connections; answering what was received");
+            let _ = tell.send(signal);
+        };
+        serve(model, listener, config, stop).await?;
+        // `serve` only returns once the shutdown future has completed.
+        Ok(told.await.unwrap_or(Signal::Terminate))
+    })
 }
 
 /// Which signal asked the server to stop.

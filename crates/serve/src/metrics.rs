@@ -5,7 +5,8 @@
 //! - `pipeline_serve_request_duration_seconds`: `/predict`'s latency, body read to response;
 //! - `pipeline_serve_batch_inputs`, `pipeline_serve_batch_tokens`: each batch's size;
 //! - `pipeline_serve_predict_duration_seconds`: the model's time per batch;
-//! - `pipeline_serve_queue_depth`: inputs queued and not yet in a batch.
+//! - `pipeline_serve_queue_depth`: inputs received and waiting for the model (queued, or in a
+//!   batch still being collected).
 
 use std::time::Duration;
 
@@ -84,7 +85,7 @@ impl Metrics {
         let queue_depth = Gauge::default();
         registry.register(
             "queue_depth",
-            "Inputs queued and not yet taken into a batch",
+            "Inputs received and waiting for the model: queued, or in a batch still being collected",
             queue_depth.clone(),
         );
         Metrics {

@@ -1,0 +1,527 @@
+//! `pipeline serve` end to end: the binary serves a model of every task kind on 127.0.0.1 (port
+//! 0, the address read from its first stdout line), and a plain HTTP/1.1 client checks that
+//! `/predict` answers what `pipeline predict --json` prints for the same input, every refusal
+//! (400, 404, 405, 413) with its message, `/health`, `/info`, `/metrics`, and that SIGTERM with
+//! requests in flight answers them all and exits 0.
+//!
+//! The models are random-weight tiny ALBERTs of each head, written as a fine-tune artifact is
+//! (config.json with `finetuning_task`, model.safetensors, the vocab stage's vocab.txt and
+//! tokenizer.json): what is compared is the serving, not what a model learned, and building
+//! them costs milliseconds rather than a fine-tuning run per kind.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use burn::tensor::Device;
+use pipeline_albert::{
+    AlbertConfig, AlbertForMultipleChoice, AlbertForQuestionAnswering,
+    AlbertForSequenceClassification, AlbertForTokenClassification, hf,
+};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// One model of each kind, in a temporary directory.
+struct Models {
+    dir: TempDir,
+}
+
+impl Models {
+    /// Builds the models of `kinds` (names as `/info` reports them).
+    fn new(kinds: &[&str]) -> Models {
+        let dir = tempfile::tempdir().unwrap();
+        let vocab = vocab_stage(dir.path());
+        for kind in kinds {
+            let model = dir.path().join(kind);
+            write_model(&model, kind, &vocab);
+        }
+        Models { dir }
+    }
+
+    fn path(&self, kind: &str) -> PathBuf {
+        self.dir.path().join(kind)
+    }
+}
+
+/// The vocab stage's artifact on the bundled fixture vocabulary: vocab.txt + tokenizer.json.
+fn vocab_stage(root: &Path) -> PathBuf {
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let yaml = format!(
+        "stages:\n  vocab:\n    kind: vocab\n    inputs: [\"{repo}/datasets/fixtures/vocab/vocab.txt\"]\n    \
+         params: {{source: file, file: \"{repo}/datasets/fixtures/vocab/vocab.txt\"}}\n"
+    );
+    std::fs::write(root.join("pipeline.yaml"), yaml).unwrap();
+    let out = Command::new(common::BIN)
+        .arg("-f")
+        .arg(root.join("pipeline.yaml"))
+        .args(["run", "vocab", "--json"])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    common::artifact(&v, "vocab")
+}
+
+/// A random tiny ALBERT of `kind`'s head in `dir`, with the vocab stage's tokenizer files.
+fn write_model(dir: &Path, kind: &str, vocab: &Path) {
+    let d = Device::flex();
+    let tokens = common::read(vocab.join("vocab.txt")).lines().count();
+    let mut c = AlbertConfig::named("tiny").unwrap();
+    (c.vocab_size, c.embedding_size, c.hidden_size) = (tokens, 16, 32);
+    (
+        c.num_attention_heads,
+        c.intermediate_size,
+        c.num_hidden_layers,
+    ) = (2, 64, 2);
+    c.max_position_embeddings = 128;
+    let labels = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let task = match kind {
+        "pair" | "single" | "pair_regression" => {
+            let names = match kind {
+                "pair" => labels(&["0", "1"]),
+                "single" => labels(&["negative", "positive"]),
+                _ => labels(&["score"]),
+            };
+            let m = AlbertForSequenceClassification::new(&c, names.len(), 0.0, &d);
+            hf::save_classifier(dir, &c, &m, &names).unwrap();
+            [("pair", "lcqmc"), ("single", "chnsenticorp")]
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map_or("sts_b", |(_, t)| t)
+        }
+        "tagging" => {
+            let names = labels(&["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]);
+            let m = AlbertForTokenClassification::new(&c, names.len(), 0.0, &d);
+            hf::save_token_classifier(dir, &c, &m, &names).unwrap();
+            "msra_ner"
+        }
+        "span" => {
+            let m = AlbertForQuestionAnswering::new(&c, &d);
+            hf::save_question_answering(dir, &c, &m).unwrap();
+            "cmrc2018"
+        }
+        "reading_choice" | "choice" => {
+            let m = AlbertForMultipleChoice::new(&c, 0.0, &d);
+            hf::save_multiple_choice(dir, &c, &m).unwrap();
+            if kind == "choice" { "choice" } else { "c3" }
+        }
+        other => panic!("no fixture for {other}"),
+    };
+    let path = dir.join("config.json");
+    let mut config: Value = serde_json::from_str(&common::read(&path)).unwrap();
+    config["finetuning_task"] = json!(task);
+    std::fs::write(&path, config.to_string()).unwrap();
+    for file in ["vocab.txt", "tokenizer.json"] {
+        std::fs::copy(vocab.join(file), dir.join(file)).unwrap();
+    }
+}
+
+/// A running `pipeline serve`, killed if a test fails before stopping it.
+struct Server {
+    child: Option<Child>,
+    addr: SocketAddr,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Server {
+    /// Starts `pipeline serve --model MODEL --port 0 ARGS…` and waits for its address.
+    fn start(model: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut child = Command::new(common::BIN)
+            .args(["serve", "--device", "cpu", "--port", "0", "--model"])
+            .arg(model)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let mut server = Server {
+            child: Some(child),
+            addr: "127.0.0.1:1".parse().unwrap(),
+            stderr: Some(stderr),
+        };
+        let line = rx
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_default();
+        let Some(addr) = line.trim().strip_prefix("listening on http://") else {
+            let (status, stderr) = server.stop();
+            panic!("serve printed {line:?} and exited {status:?}:\n{stderr}");
+        };
+        server.addr = addr.parse().unwrap();
+        server
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().map_or(0, |c| c.id() as i32)
+    }
+
+    /// Sends SIGTERM and waits (up to 60 s) for the exit: its status and stderr.
+    fn stop(&mut self) -> (ExitStatus, String) {
+        // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        self.wait()
+    }
+
+    fn wait(&mut self) -> (ExitStatus, String) {
+        let mut child = self.child.take().expect("stopped twice");
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("serve did not exit within 60 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stderr = self
+            .stderr
+            .take()
+            .map(|t| t.join().unwrap())
+            .unwrap_or_default();
+        (status, stderr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Writes one HTTP/1.1 request (`Connection: close`) on a new connection.
+fn send(addr: SocketAddr, method: &str, path: &str, body: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    stream
+}
+
+/// Reads the response to the end: its status, Retry-After (if any) and body.
+fn receive(mut stream: TcpStream) -> (u16, String) {
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(
+        !head.to_ascii_lowercase().contains("transfer-encoding"),
+        "a chunked answer: {head}"
+    );
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}
+
+fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    receive(send(addr, method, path, body))
+}
+
+/// POSTs `body` to `/predict`: the status and the JSON answer.
+fn post(addr: SocketAddr, body: &Value) -> (u16, Value) {
+    let (status, text) = http(addr, "POST", "/predict", &body.to_string());
+    (status, serde_json::from_str(&text).unwrap())
+}
+
+/// What `pipeline predict --model MODEL --json ARGS…` prints.
+fn predict_json(model: &Path, args: &[&str]) -> Value {
+    let out = Command::new(common::BIN)
+        .args(["predict", "--device", "cpu", "--json", "--model"])
+        .arg(model)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "predict {args:?}: {e}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// `a` and `b` equal, numbers within `tol`.
+fn same(a: &Value, b: &Value, tol: f64) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            (x.as_f64().unwrap() - y.as_f64().unwrap()).abs() <= tol
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y, tol))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same(v, w, tol)))
+        }
+        _ => a == b,
+    }
+}
+
+/// One input per kind, as JSON and as `pipeline predict`'s arguments.
+fn example(kind: &str) -> (Value, Vec<&'static str>) {
+    let (c3, q3) = ("男：你去哪儿？女：去医院。", "女的去哪儿？");
+    match kind {
+        "pair" | "pair_regression" => (
+            json!({"text_a": "我想买手机", "text_b": "我要买个手机"}),
+            vec!["我想买手机", "我要买个手机"],
+        ),
+        "single" => (json!({"text": "这家酒店很好"}), vec!["这家酒店很好"]),
+        "tagging" => (json!({"text": "周杰在北京工作"}), vec!["周杰在北京工作"]),
+        "span" => (
+            json!({"context": "2005年，周杰毕业于浙江大学。", "question": "周杰毕业于哪所大学？"}),
+            vec![
+                "--context",
+                "2005年，周杰毕业于浙江大学。",
+                "--question",
+                "周杰毕业于哪所大学？",
+            ],
+        ),
+        "reading_choice" => (
+            json!({"context": c3, "question": q3, "choices": ["医院", "车站"]}),
+            vec![
+                "--context",
+                c3,
+                "--question",
+                q3,
+                "--choice",
+                "医院",
+                "--choice",
+                "车站",
+            ],
+        ),
+        _ => (
+            json!({"question": "中国的首都是", "choices": ["北京", "上海", "广州"]}),
+            vec![
+                "--question",
+                "中国的首都是",
+                "--choice",
+                "北京",
+                "--choice",
+                "上海",
+                "--choice",
+                "广州",
+            ],
+        ),
+    }
+}
+
+const KINDS: [&str; 7] = [
+    "pair",
+    "single",
+    "pair_regression",
+    "tagging",
+    "span",
+    "reading_choice",
+    "choice",
+];
+
+#[test]
+fn every_kind_answers_what_predict_json_prints() {
+    let models = Models::new(&KINDS);
+    for kind in KINDS {
+        let model = models.path(kind);
+        let mut server = Server::start(&model, &[], &[]);
+        let (input, args) = example(kind);
+        let expected = predict_json(&model, &args);
+        let (status, one) = post(server.addr, &input);
+        assert_eq!(status, 200, "{kind}: {one}");
+        assert!(
+            same(&one, &expected, 1e-6),
+            "{kind}: serve {one}\npredict {expected}"
+        );
+
+        // An array is answered in order, each as alone (up to the padding of a batch).
+        let (status, many) = post(server.addr, &json!([input, input]));
+        assert_eq!(status, 200, "{kind}: {many}");
+        assert_eq!(many.as_array().map(Vec::len), Some(2), "{kind}: {many}");
+        assert!(
+            many.as_array()
+                .unwrap()
+                .iter()
+                .all(|o| same(o, &expected, 1e-4)),
+            "{kind}: {many}"
+        );
+
+        let (status, info) = http(server.addr, "GET", "/info", "");
+        let info: Value = serde_json::from_str(&info).unwrap();
+        assert_eq!(
+            (status, info["model"]["task"].as_str()),
+            (200, Some(kind)),
+            "{info}"
+        );
+        let (status, _) = server.stop();
+        assert!(status.success(), "{kind}: {status:?}");
+    }
+}
+
+#[test]
+fn refusals_have_their_status_and_name_the_problem() {
+    let models = Models::new(&["pair"]);
+    let model = models.path("pair");
+    let limits = ["--max-body-bytes", "2048", "--max-inputs", "2"];
+    let mut server = Server::start(&model, &limits, &[]);
+    let addr = server.addr;
+    let refused = |body: &str, status: u16| {
+        let (got, text) = http(addr, "POST", "/predict", body);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(got, status, "{body}: {v}");
+        v["error"].as_str().unwrap().to_string()
+    };
+    let msg = refused(r#"{"text": "只有一句"}"#, 400);
+    assert!(msg.contains("`text_a`") || msg.contains("`text`"), "{msg}");
+    let msg = refused(r#"{"text_a": 1, "text_b": "b"}"#, 400);
+    assert_eq!(msg, "text_a: invalid type: integer `1`, expected a string");
+    let long = json!({"text_a": "长".repeat(300), "text_b": "短"}).to_string();
+    assert!(refused(&long, 400).contains("at most"));
+    assert!(refused(r#"[{"text_a": "a", "text_b": " "}]"#, 400).starts_with("[0]: "));
+    assert!(refused("{not json", 400).starts_with("the body is not valid JSON"));
+    let pair = json!({"text_a": "a", "text_b": "b"});
+    let three = json!([pair, pair, pair]).to_string();
+    assert_eq!(
+        refused(&three, 413),
+        "3 inputs in one request; this server takes at most 2"
+    );
+    let big = json!({"text_a": "a".repeat(3000), "text_b": "b"}).to_string();
+    assert!(refused(&big, 413).contains("2048 bytes"));
+    assert_eq!(http(addr, "GET", "/predict", "").0, 405);
+    assert_eq!(http(addr, "GET", "/nope", "").0, 404);
+    assert_eq!(
+        http(addr, "GET", "/health", ""),
+        (200, r#"{"status":"ok"}"#.into())
+    );
+
+    let (_, metrics) = http(addr, "GET", "/metrics", "");
+    for line in [
+        r#"pipeline_serve_requests_total{endpoint="predict",status="400"} 5"#,
+        r#"pipeline_serve_requests_total{endpoint="predict",status="413"} 2"#,
+        r#"pipeline_serve_requests_total{endpoint="predict",status="405"} 1"#,
+        "pipeline_serve_batch_inputs_count 0",
+    ] {
+        assert!(metrics.contains(line), "no {line} in\n{metrics}");
+    }
+    let (status, _) = server.stop();
+    assert!(status.success());
+}
+
+#[test]
+fn bad_flags_and_a_taken_port_are_errors_before_serving() {
+    let models = Models::new(&["single"]);
+    let model = models.path("single");
+    let run = |args: &[&str]| {
+        let out = Command::new(common::BIN)
+            .args(["serve", "--device", "cpu", "--model"])
+            .arg(&model)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = run(&["--max-inputs", "10", "--max-queue", "5"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("could never be queued"), "{stderr}");
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let (code, stderr) = run(&["--port", &port]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("could not listen on 127.0.0.1:{port}")),
+        "{stderr}"
+    );
+    let help = Command::new(common::BIN)
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("curl -s localhost:8080/predict"), "{help}");
+}
+
+#[test]
+fn sigterm_answers_the_requests_in_flight_then_exits_0() {
+    let models = Models::new(&["pair"]);
+    let model = models.path("pair");
+    // Each batch waits 3 s for more inputs: the requests are surely received and waiting
+    // when the signal comes.
+    let args = ["--max-wait-ms", "3000", "--max-batch-tokens", "100000"];
+    let debug = [("RUST_LOG", "pipeline_serve=debug")];
+    let mut server = Server::start(&model, &args, &debug);
+    let (input, _) = example("pair");
+    let body = json!([input, input]).to_string();
+    let in_flight: Vec<_> = (0..4)
+        .map(|_| send(server.addr, "POST", "/predict", &body))
+        .collect();
+    let start = Instant::now();
+    loop {
+        let (_, metrics) = http(server.addr, "GET", "/metrics", "");
+        if metrics.contains("pipeline_serve_queue_depth 8\n") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "not all queued:\n{metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+    unsafe { libc::kill(server.pid(), libc::SIGTERM) };
+    let refused = Instant::now();
+    while TcpStream::connect(server.addr).is_ok() {
+        assert!(
+            refused.elapsed() < Duration::from_secs(5),
+            "still accepting after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for stream in in_flight {
+        let (status, text) = receive(stream);
+        assert_eq!(status, 200, "{text}");
+        let outputs: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(outputs.as_array().map(Vec::len), Some(2), "{outputs}");
+    }
+    let (status, stderr) = server.wait();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("stopped (Terminate)"), "{stderr}");
+    // The debug line of each request.
+    assert!(
+        stderr.lines().any(|l| l.contains("path=/predict")
+            && l.contains("status=200")
+            && l.contains("inputs=2")),
+        "{stderr}"
+    );
+}
