@@ -14,9 +14,8 @@ use clap::Args;
 use pipeline_serve::{Model, ServeConfig};
 use stage_finetune::api::{Input, Prediction, Predictor};
 
-use crate::model::ModelSource;
 use crate::global::Global;
-use crate::model::model_dir;
+use crate::model::{ModelSource, model_dir};
 
 /// `pipeline serve`'s arguments.
 #[derive(Debug, Args)]
