@@ -20,7 +20,7 @@
 use pipeline_params::{Count, Number, Text};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::params::suggestion;
 
@@ -42,21 +42,25 @@ pub enum Claim {
     /// On every task, pretrained beats random init by more than `by_sd` times the larger seed sd.
     BeatsRandomInit(BeatsRandomInit),
     /// On at least `at_least` tasks, pretrained beats every baseline on the same data.
-    BeatsBaselines(BeatsBaselines),
+    BeatsBaselines(AtLeast),
     /// On every task, test scores at `at_least` pretraining budgets or more.
-    CurvePoints(CurvePoints),
+    CurvePoints(AtLeast),
     /// The GPU work within a wall-clock span.
     DeviceTime(DeviceTime),
 }
 
-/// The kinds, as an entry names them.
-const KINDS: &[&str] = &[
-    "threshold",
-    "beats_random_init",
-    "beats_baselines",
-    "curve_points",
-    "device_time",
-];
+/// An entry as written: `key` and `what` (both optional) and one kind.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    key: Option<Text>,
+    what: Option<Text>,
+    threshold: Option<Vec<Bound>>,
+    beats_random_init: Option<BeatsRandomInit>,
+    beats_baselines: Option<AtLeast>,
+    curve_points: Option<AtLeast>,
+    device_time: Option<DeviceTime>,
+}
 
 /// A figure of the main run's final evaluation (`mlm_accuracy`: a fraction) and its bound.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -75,16 +79,10 @@ pub struct BeatsRandomInit {
     pub tasks: Vec<TaskSpec>,
 }
 
+/// A count of tasks (`beats_baselines`) or of a curve's points on each (`curve_points`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BeatsBaselines {
-    pub at_least: Count,
-    pub tasks: Vec<TaskSpec>,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CurvePoints {
+pub struct AtLeast {
     pub at_least: Count,
     pub tasks: Vec<TaskSpec>,
 }
@@ -109,60 +107,72 @@ pub struct TaskSpec {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TaskGiven {
-    task: Text,
-    data: Option<Text>,
-    title: Option<Text>,
+    task: String,
+    data: Option<String>,
+    title: Option<String>,
 }
 
 impl TryFrom<Value> for TaskSpec {
     type Error = String;
     fn try_from(v: Value) -> Result<Self, String> {
-        let given = match v {
-            Value::String(name) => TaskGiven {
-                task: Text(name),
+        let given: TaskGiven = match v {
+            Value::String(task) => TaskGiven {
+                task,
                 data: None,
                 title: None,
             },
-            v @ Value::Object(_) => body::<TaskGiven>(v, "")?,
+            v @ Value::Object(_) => serde_json::from_value(v).map_err(|e| {
+                let e = e.to_string();
+                misspelt(&e).unwrap_or(e)
+            })?,
             v => {
                 return Err(format!(
                     "must be a task name or {{task, data, title}}, not {v}"
                 ));
             }
         };
-        let name = given.task.0.trim().to_string();
+        let name = given.task.trim().to_string();
         if name.is_empty() {
             return Err("names no task".into());
         }
         Ok(TaskSpec {
-            title: given.title.map_or_else(|| name.clone(), |t| t.0),
-            data: given.data.map(|d| d.0).filter(|d| !d.is_empty()),
+            title: given.title.unwrap_or_else(|| name.clone()),
+            data: given.data.filter(|d| !d.is_empty()),
             name,
         })
     }
 }
 
-/// `T` from a map, at `at`: an unknown field with the closest known one, a wrong value with its
-/// path (`at.by_sd must be a number, not "two"`).
-fn body<T: DeserializeOwned>(v: Value, at: &str) -> Result<T, String> {
+/// serde's "unknown field `x`, expected one of `a`, `b`" in the pipeline's words: "has no field
+/// `x` (did you mean "a"?); the fields are a, b".
+fn misspelt(message: &str) -> Option<String> {
+    let (field, expected) = message.strip_prefix("unknown field `")?.split_once('`')?;
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    Some(format!(
+        "has no field `{field}`{}; the fields are {}",
+        suggestion(field, &known),
+        known.join(", ")
+    ))
+}
+
+/// `T` from a map, errors placed under `at`: `at.by_sd must be a number, not "two"`,
+/// `at.curve_points has no field `at_lest` (did you mean "at_least"?); …`.
+fn typed<T: DeserializeOwned>(v: Value, at: &str) -> Result<T, String> {
     let Value::Object(map) = v else {
         return Err(format!("{at} must be a map, not {v}"));
     };
-    let fields = pipeline_params::struct_fields::<T>();
-    if let Some(k) = map.keys().find(|k| !fields.contains(&k.as_str())) {
-        return Err(format!(
-            "{at}{}has no field `{k}`{}; the fields are {}",
-            if at.is_empty() { "" } else { " " },
-            suggestion(k, fields),
-            fields.join(", ")
-        ));
-    }
-    let own: Map<String, Value> = map.into_iter().filter(|(_, v)| !v.is_null()).collect();
-    pipeline_params::from_object(&own).map_err(|e| match e.0.strip_prefix(". ") {
-        Some(root) if at.is_empty() => root.to_string(),
-        Some(root) => format!("{at}: {root}"),
-        None if at.is_empty() => e.0,
-        None => format!("{at}.{}", e.0),
+    pipeline_params::from_object(&map).map_err(|e| {
+        let (path, message) = e.0.split_once(' ').unwrap_or((".", &e.0));
+        let under = |path: &str| match path {
+            "." => at.to_string(),
+            path => format!("{at}.{path}"),
+        };
+        match misspelt(message) {
+            // The path ends in the misspelt key: the place is the map that holds it.
+            Some(m) => format!("{} {m}", under(path.rsplit_once('.').map_or(".", |p| p.0))),
+            None if message.starts_with("missing") => format!("{}: {message}", under(path)),
+            None => format!("{} {message}", under(path)),
+        }
     })
 }
 
@@ -189,35 +199,36 @@ pub fn parse(v: Value) -> Result<Vec<TargetSpec>, String> {
     Ok(out)
 }
 
-/// One entry: `key` and `what` (both optional) and exactly one kind.
-fn entry(item: Value, at: &str) -> Result<TargetSpec, String> {
-    let Value::Object(mut map) = item else {
-        return Err(format!(
-            "{at} must be a map with one kind of target ({}), not {item}",
-            KINDS.join(", ")
-        ));
-    };
-    let mut text = |k: &str| match map.remove(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim().to_string())),
-        Some(v) => Err(format!("{at}.{k} must be a non-empty string, not {v}")),
-    };
-    let (key, what) = (text("key")?, text("what")?);
-    let known: Vec<&str> = KINDS.iter().copied().chain(["key", "what"]).collect();
-    if let Some(k) = map.keys().find(|k| !KINDS.contains(&k.as_str())) {
-        return Err(format!(
-            "{at}: no kind of target `{k}`{}; the kinds are {}",
-            suggestion(k, &known),
-            KINDS.join(", ")
-        ));
+/// One entry: exactly one kind, checked; `key` defaults to the kind's name.
+fn entry(mut item: Value, at: &str) -> Result<TargetSpec, String> {
+    // `threshold: {metric, at_least}` is a list of one.
+    if let Some(one) = item.get_mut("threshold").filter(|t| t.is_object()) {
+        *one = Value::Array(vec![one.take()]);
     }
-    let mut kinds = map.into_iter();
-    let (kind, v) = match (kinds.next(), kinds.next()) {
-        (Some(kv), None) => kv,
+    let e: Entry = typed(item, at)?;
+    let given = [
+        e.threshold.map(|b| ("threshold", Claim::Threshold(b))),
+        e.beats_random_init
+            .map(|b| ("beats_random_init", Claim::BeatsRandomInit(b))),
+        e.beats_baselines
+            .map(|b| ("beats_baselines", Claim::BeatsBaselines(b))),
+        e.curve_points
+            .map(|c| ("curve_points", Claim::CurvePoints(c))),
+        e.device_time.map(|d| ("device_time", Claim::DeviceTime(d))),
+    ];
+    let mut given = given.into_iter().flatten();
+    let (kind, claim) = match (given.next(), given.next()) {
+        (Some(one), None) => one,
         (None, _) => {
+            let fields = pipeline_params::struct_fields::<Entry>();
+            let kinds: Vec<&str> = fields
+                .iter()
+                .copied()
+                .filter(|f| !["key", "what"].contains(f))
+                .collect();
             return Err(format!(
                 "{at} names no kind of target: one of {}",
-                KINDS.join(", ")
+                kinds.join(", ")
             ));
         }
         (Some((a, _)), Some((b, _))) => {
@@ -226,85 +237,56 @@ fn entry(item: Value, at: &str) -> Result<TargetSpec, String> {
             ));
         }
     };
-    let at = format!("{at}.{kind}");
-    let claim = match kind.as_str() {
-        "threshold" => Claim::Threshold(bounds(v, &at)?),
-        "beats_random_init" => Claim::BeatsRandomInit(body(v, &at)?),
-        "beats_baselines" => Claim::BeatsBaselines(body(v, &at)?),
-        "curve_points" => Claim::CurvePoints(body(v, &at)?),
-        _ => Claim::DeviceTime(body(v, &at)?),
-    };
-    check(&claim, &at)?;
+    check(&claim, &format!("{at}.{kind}"))?;
+    let text = |t: Option<Text>| Some(t?.0.trim().to_string()).filter(|t| !t.is_empty());
     Ok(TargetSpec {
-        key: key.unwrap_or(kind),
-        what,
+        key: text(e.key).unwrap_or_else(|| kind.to_string()),
+        what: text(e.what),
         claim,
     })
 }
 
-/// `threshold`: one bound or a list of them.
-fn bounds(v: Value, at: &str) -> Result<Vec<Bound>, String> {
-    let Value::Array(items) = v else {
-        return Ok(vec![body(v, at)?]);
-    };
-    let all: Vec<Bound> = items
-        .into_iter()
-        .enumerate()
-        .map(|(i, b)| body(b, &format!("{at}[{i}]")))
-        .collect::<Result<_, _>>()?;
-    if all.is_empty() {
-        return Err(format!(
-            "{at} is empty: give a {{metric, at_least}} or more"
-        ));
-    }
-    Ok(all)
-}
-
-/// What the types cannot say: counts that can be met, a bound each, figures that are figures.
+/// What the types cannot say: counts that can be met, one bound each, figures above 0.
 fn check(claim: &Claim, at: &str) -> Result<(), String> {
-    let tasks = |tasks: &[TaskSpec]| -> Result<usize, String> {
-        match tasks.len() {
-            0 => Err(format!("{at}.tasks is empty: name the tasks it is read on")),
-            n => Ok(n),
-        }
-    };
-    let positive = |x: f64, what: &str| match x.is_finite() && x > 0.0 {
-        true => Ok(()),
-        false => Err(format!("{at}.{what} must be above 0, not {x}")),
-    };
+    let fail = |what: String| Err(format!("{at}{what}"));
+    let tasks = |tasks: &[TaskSpec]| tasks.len();
     match claim {
-        Claim::Threshold(bounds) => bounds.iter().try_for_each(|b| {
+        Claim::Threshold(bounds) if bounds.is_empty() => {
+            fail(" is empty: give a {metric, at_least} or more".into())
+        }
+        Claim::Threshold(bounds) => match bounds.iter().find(|b| {
             let figures = [b.at_least, b.at_most].map(|x| x.map(|n| n.0));
-            match figures {
-                [Some(x), None] | [None, Some(x)] if x.is_finite() => Ok(()),
-                _ => Err(format!(
-                    "{at}: `{}` needs one bound, at_least or at_most",
-                    b.metric.0
-                )),
-            }
-        }),
-        Claim::BeatsRandomInit(b) => {
-            tasks(&b.tasks)?;
-            positive(b.by_sd.0, "by_sd")?;
-            match b.min_seeds.0 {
-                0 | 1 => Err(format!(
-                    "{at}.min_seeds must be 2 or more (a seed sd needs two seeds), not {}",
-                    b.min_seeds.0
-                )),
-                _ => Ok(()),
-            }
-        }
-        Claim::BeatsBaselines(b) => match (b.at_least.usize(), tasks(&b.tasks)?) {
-            (k, n) if k == 0 || k > n => Err(format!(
-                "{at}.at_least must be between 1 and the {n} tasks, not {k}"
+            !matches!(figures, [Some(x), None] | [None, Some(x)] if x.is_finite())
+        }) {
+            Some(b) => fail(format!(
+                ": `{}` needs one bound, at_least or at_most",
+                b.metric.0
             )),
-            _ => Ok(()),
+            None => Ok(()),
         },
-        Claim::CurvePoints(c) => {
-            tasks(&c.tasks)?;
-            positive(c.at_least.0 as f64, "at_least")
+        Claim::BeatsRandomInit(b) if tasks(&b.tasks) == 0 => fail(".tasks is empty".into()),
+        Claim::BeatsRandomInit(b) if !(b.by_sd.0.is_finite() && b.by_sd.0 > 0.0) => {
+            fail(format!(".by_sd must be above 0, not {}", b.by_sd.0))
         }
-        Claim::DeviceTime(d) => positive(d.minutes.0, "minutes"),
+        Claim::BeatsRandomInit(b) if b.min_seeds.0 < 2 => fail(format!(
+            ".min_seeds must be 2 or more (a seed sd needs two seeds), not {}",
+            b.min_seeds.0
+        )),
+        Claim::BeatsBaselines(c) | Claim::CurvePoints(c) if tasks(&c.tasks) == 0 => {
+            fail(".tasks is empty".into())
+        }
+        Claim::BeatsBaselines(c) if c.at_least.usize() > tasks(&c.tasks) || c.at_least.0 == 0 => {
+            fail(format!(
+                ".at_least must be between 1 and the {} tasks, not {}",
+                tasks(&c.tasks),
+                c.at_least.0
+            ))
+        }
+        Claim::CurvePoints(c) if c.at_least.0 == 0 => fail(".at_least must be above 0".into()),
+        Claim::DeviceTime(d) if !(d.minutes.0.is_finite() && d.minutes.0 > 0.0) => {
+            fail(format!(".minutes must be above 0, not {}", d.minutes.0))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -363,8 +345,8 @@ mod tests {
         );
         assert_eq!(
             err(json!([{"beats_randm_init": {}}])),
-            "targets[0]: no kind of target `beats_randm_init` (did you mean \
-             \"beats_random_init\"?); the kinds are threshold, beats_random_init, \
+            "targets[0] has no field `beats_randm_init` (did you mean \
+             \"beats_random_init\"?); the fields are key, what, threshold, beats_random_init, \
              beats_baselines, curve_points, device_time"
         );
         let e = err(json!([{"wat": "x", "device_time": {"minutes": 1}}]));
@@ -383,7 +365,8 @@ mod tests {
         assert!(e.contains("(did you mean \"task\"?)"), "{e}");
         assert!(err(json!({"device_time": {}})).starts_with("targets must be a list"));
         assert!(err(json!([{}])).contains("names no kind of target"));
-        let two = err(json!([{"device_time": {"minutes": 1}, "curve_points": {}}]));
+        let two = err(json!([{"device_time": {"minutes": 1},
+                                "curve_points": {"at_least": 1, "tasks": ["x"]}}]));
         assert!(two.contains("two kinds of target"), "{two}");
         let dup = err(json!([{"device_time": {"minutes": 1}}, {"device_time": {"minutes": 2}}]));
         assert!(

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::spec::{BeatsBaselines, BeatsRandomInit, CurvePoints, TaskSpec as Task};
+use super::spec::{AtLeast, BeatsRandomInit, TaskSpec as Task};
 use super::{Rows, Status, Target};
 use crate::deps::Dep;
 use crate::finetune_runs::{resolve, resolve_entry, train_data};
@@ -166,7 +166,7 @@ fn best_baseline(rows: &Rows, e: &Effect) -> Option<(f64, String)> {
 }
 
 /// At least `at_least` tasks: pretrained also beats every baseline on the same data.
-pub(super) fn baselines(rows: &Rows, spec: &BeatsBaselines) -> Target {
+pub(super) fn baselines(rows: &Rows, spec: &AtLeast) -> Target {
     let at_least = spec.at_least.usize();
     let (mut beaten, mut unjudged) = (Vec::new(), 0);
     let mut evidence = Vec::new();
@@ -262,7 +262,7 @@ fn millions(tokens: &BTreeSet<u64>) -> String {
 }
 
 /// Every task: test score against pretraining tokens at `at_least` budgets or more.
-pub(super) fn curve(rows: &Rows, spec: &CurvePoints) -> Target {
+pub(super) fn curve(rows: &Rows, spec: &AtLeast) -> Target {
     let at_least = spec.at_least.usize();
     let mut parts = Vec::new();
     let mut evidence = Vec::new();
