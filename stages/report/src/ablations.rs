@@ -9,98 +9,35 @@ use crate::deps::Dep;
 use crate::recipes::{self, Effect, Recipe};
 use crate::seeds;
 use crate::sizes::round;
-use crate::table::{Cell, Col, Fmt, Table, thousands};
+use crate::table::{Cell, Col, Table, cols, thousands};
 
 fn columns() -> Vec<Col> {
-    vec![
-        Col::text("pretrain", "Pretraining run", "the pretrain instance"),
-        Col::text(
-            "changes",
-            "Changes",
-            "the ablation axes on which this run differs from the main run (`main`: it is the \
-             main run)",
-        ),
-        Col::text("share_type", "Sharing", "cross-layer parameter sharing"),
-        Col::text(
-            "objective",
-            "Objective",
-            "MLM + SOP, or MLM only (sop: false)",
-        ),
-        Col::text(
-            "masking",
-            "Masking",
-            "whole-word n-gram or character n-gram masking (mask's whole_word)",
-        ),
-        Col::text(
-            "task_text",
-            "Task text",
-            "the fine-tuning tasks whose train texts the corpus added (clean's task_text)",
-        ),
-        Col::int("steps", "Steps", "pretraining optimiser steps"),
-        Col::int(
-            "tokens_seen",
-            "Tokens seen",
-            "real tokens the pretraining trained on",
-        )
-        .fmt(Fmt::Millions(2)),
-        Col::text("task", "Task", "the fine-tuning task"),
-        Col::text("stage", "Stage", "the fine-tuning stage (its protocol)").data_only(),
-        Col::text("train_data", "Train data", "the protocol's training files"),
-        Col::int(
-            "seeds",
-            "Seeds",
-            "fine-tuning seeds of the pretrained weights",
-        ),
-        Col::int(
-            "random_seeds",
-            "Random-init seeds",
-            "fine-tuning seeds from random weights",
-        )
-        .data_only(),
-        Col::float(
-            "test",
-            "Test",
-            2,
-            "pretrained: mean test score over seeds (%)",
-        )
-        .data_only(),
-        Col::float("test_sd", "Test sd", 2, "pretrained: sample sd over seeds").data_only(),
-        Col::text("test_md", "Pretrained", "mean ± sd over seeds").markdown_only(),
-        Col::float(
-            "random_test",
-            "Random-init test",
-            2,
-            "the same architecture from random weights: mean test score (%)",
-        )
-        .data_only(),
-        Col::float(
-            "random_test_sd",
-            "Random-init sd",
-            2,
-            "random init: sample sd over seeds",
-        )
-        .data_only(),
-        Col::text("random_md", "Random init", "mean ± sd over seeds").markdown_only(),
-        Col::float(
-            "effect",
-            "Effect",
-            2,
-            "pretrained minus random init, in points",
-        )
-        .data_only(),
-        Col::text(
-            "beyond_2sd",
-            "Beyond 2 sd",
-            "whether the effect exceeds twice the larger seed sd (yes, no, or – without sds)",
-        )
-        .data_only(),
-        Col::text(
-            "effect_md",
-            "Effect",
-            "pretrained − random init (points); > 2 sd when beyond twice the larger seed sd",
-        )
-        .markdown_only(),
-    ]
+    cols(
+        r#"
+        pretrain | Pretraining run | text | the pretrain instance
+        changes | Changes | text | the ablation axes on which this run differs from the main run (`main`: it is the main run)
+        share_type | Sharing | text | cross-layer parameter sharing
+        objective | Objective | text | MLM + SOP, or MLM only (sop: false)
+        masking | Masking | text | whole-word n-gram or character n-gram masking (mask's whole_word)
+        task_text | Task text | text | the fine-tuning tasks whose train texts the corpus added (clean's task_text)
+        steps | Steps | int | pretraining optimiser steps
+        tokens_seen | Tokens seen | int =M2 | real tokens the pretraining trained on
+        task | Task | text | the fine-tuning task
+        stage | Stage | text data | the fine-tuning stage (its protocol)
+        train_data | Train data | text | the protocol's training files
+        seeds | Seeds | int | fine-tuning seeds of the pretrained weights
+        random_seeds | Random-init seeds | int data | fine-tuning seeds from random weights
+        test | Test | f2 data | pretrained: mean test score over seeds (%)
+        test_sd | Test sd | f2 data | pretrained: sample sd over seeds
+        test_md | Pretrained | text md | mean ± sd over seeds
+        random_test | Random-init test | f2 data | the same architecture from random weights: mean test score (%)
+        random_test_sd | Random-init sd | f2 data | random init: sample sd over seeds
+        random_md | Random init | text md | mean ± sd over seeds
+        effect | Effect | f2 data | pretrained minus random init, in points
+        beyond_2sd | Beyond 2 sd | text data | whether the effect exceeds twice the larger seed sd (yes, no, or – without sds)
+        effect_md | Effect | text md | pretrained − random init (points); > 2 sd when beyond twice the larger seed sd
+        "#,
+    )
 }
 
 /// `+1.23 (> 2 sd)`, `+0.30 (≤ 2 sd)`, `+0.30` without sds.

@@ -28,7 +28,7 @@ use pipeline_metrics::FinetuneRecord;
 
 use crate::deps::Dep;
 use crate::sizes::round;
-use crate::table::{Cell, Col, Fmt, Table};
+use crate::table::{Cell, Col, Table, cols};
 
 /// One benchmark line and where it came from.
 #[derive(Debug, Clone)]
@@ -335,51 +335,26 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
 
 /// The throughput table's columns (a data table).
 fn throughput_columns() -> Vec<Col> {
-    vec![
-        Col::text("what", "What", "data preparation, training or inference"),
-        Col::text(
-            "implementation",
-            "Implementation",
-            "ours, transformers, albert_zh",
-        ),
-        Col::text("model", "Model", "config (albert_zh name) or corpus"),
-        Col::text("device", "Device", "as the benchmark names it"),
-        Col::text("precision", "Precision", "fp32, bf16"),
-        Col::int("threads", "Threads", "CPU threads"),
-        Col::int("batch", "Batch", "rows per step"),
-        Col::int("seq", "Seq", "tokens per row"),
-        Col::float("value", "Throughput", 1, "see unit").fmt(Fmt::Rate),
-        Col::text(
-            "unit",
-            "Unit",
-            "instances/s, tokens/s, sentences/s, examples/s",
-        ),
-        Col::float(
-            "vs_transformers",
-            "× transformers",
-            2,
-            "ours ÷ transformers on the same model, device, precision, batch, length (and threads on a CPU)",
-        ),
-        Col::float(
-            "model_tflops_per_s",
-            "Model TFLOP/s",
-            3,
-            "model FLOPs per second (the formula of benches/hf_baseline.py)",
-        )
-        .data_only(),
-        Col::float("mfu", "MFU %", 1, "model FLOPs utilisation, GPU only"),
+    cols(
+        r#"
+        what | What | text | data preparation, training or inference
+        implementation | Implementation | text | ours, transformers, albert_zh
+        model | Model | text | config (albert_zh name) or corpus
+        device | Device | text | as the benchmark names it
+        precision | Precision | text | fp32, bf16
+        threads | Threads | int | CPU threads
+        batch | Batch | int | rows per step
+        seq | Seq | int | tokens per row
+        value | Throughput | f1 =rate | see unit
+        unit | Unit | text | instances/s, tokens/s, sentences/s, examples/s
+        vs_transformers | × transformers | f2 | ours ÷ transformers on the same model, device, precision, batch, length (and threads on a CPU)
+        model_tflops_per_s | Model TFLOP/s | f3 data | model FLOPs per second (the formula of benches/hf_baseline.py)
+        mfu | MFU % | f1 | model FLOPs utilisation, GPU only
         // Added after the columns readers of throughput.csv already index.
-        Col::text(
-            "isa",
-            "ISA",
-            "vector instructions of our CPU kernels (baseline, avx2, avx512; the host's best in brackets when forced lower): figures from different hosts do not compare",
-        ),
-        Col::text(
-            "source",
-            "Source",
-            "benchmark file:line, or the stage instance",
-        ),
-    ]
+        isa | ISA | text | vector instructions of our CPU kernels (baseline, avx2, avx512; the host's best in brackets when forced lower): figures from different hosts do not compare
+        source | Source | text | benchmark file:line, or the stage instance
+        "#,
+    )
 }
 
 /// The benchmark lines as rows, and how many were of kinds the table does not show.

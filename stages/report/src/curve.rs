@@ -14,7 +14,7 @@ use crate::deps::Dep;
 use crate::finetune_runs::{resolve, resolve_entry, train_data};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
-use crate::table::{Cell, Col, Fmt, Table};
+use crate::table::{Cell, Col, Table, cols};
 
 /// One budget of one line: the runs fine-tuned from the same pretraining point.
 pub struct Point {
@@ -242,21 +242,18 @@ fn millions(tokens: f64) -> String {
 
 /// The curve table's columns (a data table).
 fn curve_columns() -> Vec<Col> {
-    vec![
-        Col::text("train_data", "Train data", "the protocol's training files"),
-        Col::text("backbone", "Backbone", "the pretrain instance"),
-        Col::int("step", "Pretraining step", "0: random init"),
-        Col::int(
-            "tokens_seen",
-            "Tokens seen",
-            "real tokens the backbone was trained on",
-        )
-        .fmt(Fmt::Millions(2)),
-        Col::float("test", "Test", 2, "mean test accuracy over seeds (%)").data_only(),
-        Col::float("test_sd", "Test sd", 2, "sample sd over seeds").data_only(),
-        Col::text("test_md", "Test", "mean ± sd over seeds").markdown_only(),
-        Col::int("seeds", "Seeds", "fine-tuning seeds"),
-    ]
+    cols(
+        r#"
+        train_data | Train data | text | the protocol's training files
+        backbone | Backbone | text | the pretrain instance
+        step | Pretraining step | int | 0: random init
+        tokens_seen | Tokens seen | int =M2 | real tokens the backbone was trained on
+        test | Test | f2 data | mean test accuracy over seeds (%)
+        test_sd | Test sd | f2 data | sample sd over seeds
+        test_md | Test | text md | mean ± sd over seeds
+        seeds | Seeds | int | fine-tuning seeds
+        "#,
+    )
 }
 
 /// One point of a line: the backbone at a pretraining step, its mean test score over seeds.

@@ -13,7 +13,7 @@ use crate::published::TaskPublished;
 use crate::runs::{dims, percent};
 use crate::seeds;
 use crate::sizes::round;
-use crate::table::{Col, Fmt, Table, thousands};
+use crate::table::{Col, Table, cols, thousands};
 
 pub use crate::protocol_sentence::protocol_sentence_as;
 
@@ -178,138 +178,35 @@ pub fn finetune(
 }
 
 fn columns() -> Vec<Col> {
-    vec![
-        Col::text(
-            "source",
-            "Source",
-            "ours, baseline, or published (full train set)",
-        ),
-        Col::text(
-            "model",
-            "Model",
-            "our model and its sharing, the baseline method, or the published model",
-        ),
-        Col::text(
-            "init",
-            "Pretraining",
-            "pretrained (from our pretrain run), none (random init), checkpoint",
-        ),
-        Col::text(
-            "train_data",
-            "Train data",
-            "the training files (paths relative to the data root) of the protocol; the \
-             sentences above the table give each protocol whole",
-        ),
-        Col::int(
-            "parameters",
-            "Parameters",
-            "the classifier's parameters (ours)",
-        ),
-        Col::int(
-            "seeds",
-            "Seeds",
-            "ours: fine-tuning runs (seeds) averaged in the row",
-        ),
-        Col::float(
-            "dev",
-            "Dev",
-            2,
-            "dev accuracy %, the mean over seeds: see dev_set",
-        )
-        .data_only(),
-        Col::float("dev_sd", "Dev sd", 2, "ours: sample sd of dev over seeds").data_only(),
-        Col::float(
-            "dev_mean",
-            "Dev mean",
-            1,
-            "published: the average over runs (the Dev column is the best)",
-        )
-        .data_only(),
-        Col::text(
-            "dev_md",
-            "Dev",
-            "dev accuracy: ours mean ± sd, published best (average)",
-        )
-        .markdown_only(),
-        Col::float(
-            "test",
-            "Test",
-            2,
-            "test accuracy %, the mean over seeds: see test_set",
-        )
-        .data_only(),
-        Col::float(
-            "test_sd",
-            "Test sd",
-            2,
-            "ours: sample sd of test over seeds",
-        )
-        .data_only(),
-        Col::float(
-            "test_mean",
-            "Test mean",
-            1,
-            "published: the average over runs",
-        )
-        .data_only(),
-        Col::text(
-            "test_md",
-            "Test",
-            "test accuracy: ours mean ± sd, published best (average)",
-        )
-        .markdown_only(),
-        Col::float(
-            "selection_accuracy",
-            "Selection acc",
-            2,
-            "ours: accuracy on the model-selection split (the best epoch's, mean over seeds)",
-        ),
-        Col::text(
-            "dev_set",
-            "Dev set",
-            "ours: the evaluation set in Dev (`held-out`: the model-selection split)",
-        )
-        .data_only(),
-        Col::text("test_set", "Test set", "ours: the evaluation set in Test").data_only(),
-        Col::text(
-            "epochs",
-            "Best epoch",
-            "the epoch kept (per seed) / epochs trained",
-        ),
-        Col::int(
-            "train_examples",
-            "Train examples",
-            "ours: training examples",
-        ),
-        Col::int(
-            "pretrain_tokens",
-            "Pretraining tokens",
-            "ours: real tokens the backbone was pretrained on (0: random init)",
-        )
-        .fmt(Fmt::Millions(2)),
-        Col::float(
-            "wall_seconds",
-            "Wall s",
-            1,
-            "ours: fine-tuning wall time of one seed (mean over the seeds), seconds",
-        )
-        .data_only(),
-        Col::text(
-            "wall_time",
-            "Wall time",
-            "ours: fine-tuning wall time of one seed (mean over the seeds)",
-        )
-        .markdown_only(),
-        Col::float(
-            "cpu_hours",
-            "CPU-hours",
-            3,
-            "ours: fine-tuning wall time × threads, summed over the seeds (pretraining's are in \
-             the pretraining table)",
-        ),
-        Col::text("run", "Run", "our stage instance (without its seed)").data_only(),
-        Col::text("note", "Note", "").data_only(),
-    ]
+    cols(
+        r#"
+        source | Source | text | ours, baseline, or published (full train set)
+        model | Model | text | our model and its sharing, the baseline method, or the published model
+        init | Pretraining | text | pretrained (from our pretrain run), none (random init), checkpoint
+        train_data | Train data | text | the training files (paths relative to the data root) of the protocol; the sentences above the table give each protocol whole
+        parameters | Parameters | int | the classifier's parameters (ours)
+        seeds | Seeds | int | ours: fine-tuning runs (seeds) averaged in the row
+        dev | Dev | f2 data | dev accuracy %, the mean over seeds: see dev_set
+        dev_sd | Dev sd | f2 data | ours: sample sd of dev over seeds
+        dev_mean | Dev mean | f1 data | published: the average over runs (the Dev column is the best)
+        dev_md | Dev | text md | dev accuracy: ours mean ± sd, published best (average)
+        test | Test | f2 data | test accuracy %, the mean over seeds: see test_set
+        test_sd | Test sd | f2 data | ours: sample sd of test over seeds
+        test_mean | Test mean | f1 data | published: the average over runs
+        test_md | Test | text md | test accuracy: ours mean ± sd, published best (average)
+        selection_accuracy | Selection acc | f2 | ours: accuracy on the model-selection split (the best epoch's, mean over seeds)
+        dev_set | Dev set | text data | ours: the evaluation set in Dev (`held-out`: the model-selection split)
+        test_set | Test set | text data | ours: the evaluation set in Test
+        epochs | Best epoch | text | the epoch kept (per seed) / epochs trained
+        train_examples | Train examples | int | ours: training examples
+        pretrain_tokens | Pretraining tokens | int =M2 | ours: real tokens the backbone was pretrained on (0: random init)
+        wall_seconds | Wall s | f1 data | ours: fine-tuning wall time of one seed (mean over the seeds), seconds
+        wall_time | Wall time | text md | ours: fine-tuning wall time of one seed (mean over the seeds)
+        cpu_hours | CPU-hours | f3 | ours: fine-tuning wall time × threads, summed over the seeds (pretraining's are in the pretraining table)
+        run | Run | text data | our stage instance (without its seed)
+        note | Note | text data | 
+        "#,
+    )
 }
 
 fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> {

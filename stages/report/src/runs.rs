@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::deps::Dep;
 use crate::published::Published;
 use crate::sizes::round;
-use crate::table::{Cell, Col, Fmt, Table, thousands};
+use crate::table::{Cell, Col, Table, cols, thousands};
 
 /// A fraction (0.791) or a percentage (79.1) as a percentage with 2 decimals.
 pub(crate) fn percent(x: Option<f64>) -> Option<f64> {
@@ -106,126 +106,39 @@ pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Tab
 
 /// The pretraining table's columns (a data table).
 fn pretraining_columns() -> Vec<Col> {
-    vec![
-        Col::text("source", "Source", "ours, or published by albert_zh"),
-        Col::text("run", "Run", "our stage instance, or albert_zh's model"),
-        Col::text("model", "Model", "config and its dimensions"),
-        Col::text("share_type", "Sharing", "cross-layer sharing"),
-        Col::text("ln_type", "LN", "post-LN or pre-LN"),
-        Col::int(
-            "parameters",
-            "Parameters",
-            "the pretraining model's parameters",
-        ),
-        Col::int("steps", "Steps", "optimiser steps"),
-        Col::int("batch_size", "Batch", "sequences per optimiser step"),
-        Col::int("max_seq_length", "Seq", "tokens per sequence, at most"),
-        Col::int(
-            "tokens_seen",
-            "Tokens seen",
-            "real (non-padding) tokens trained on",
-        ),
-        Col::float(
-            "wall_seconds",
-            "Wall time",
-            0,
-            "the whole stage (published: training hours × 3600)",
-        )
-        .data_only(),
-        Col::text("wall_time", "Wall time", "readable; * albert_zh's estimate").markdown_only(),
-        Col::float(
-            "cpu_hours",
-            "CPU-hours",
-            2,
-            "wall time × the threads trained on (CPU runs; a GPU run's hours are its wall time)",
-        ),
-        Col::float(
-            "tokens_per_s",
-            "Tokens/s",
-            0,
-            "real tokens per second of training steps",
-        )
-        .fmt(Fmt::Int),
-        Col::text("device", "Hardware", "device, threads, precision"),
-        Col::float(
-            "mlm_accuracy",
-            "MLM acc %",
-            1,
-            "masked-LM accuracy on the held-out eval shard (final evaluation)",
-        ),
-        Col::float(
-            "sop_accuracy",
-            "SOP acc %",
-            1,
-            "sentence-order accuracy on the held-out eval shard (none for an MLM-only run,              whose SOP head is not trained)",
-        ),
-        Col::float(
-            "floor_mlm_accuracy",
-            "Floor %",
-            1,
-            "the no-context floor of its shards' masking: the MLM accuracy of knowing only \
-             the masked tokens' frequencies and copying a visible token (the mask stage's eval \
-             split)",
-        ),
-        Col::text(
-            "vs_floor",
-            "vs floor",
-            "above: more than the floor margin (2 points) over the floor, the encoder uses \
-             context; at: within it; below: under the floor",
-        ),
-        Col::float(
-            "mlm_accuracy_mask",
-            "MLM acc at [MASK] %",
-            1,
-            "MLM accuracy at masked positions whose input is [MASK]",
-        )
-        .data_only(),
-        Col::float(
-            "mlm_accuracy_random",
-            "MLM acc at random %",
-            1,
-            "MLM accuracy at masked positions whose input is a random token",
-        )
-        .data_only(),
-        Col::float(
-            "mlm_accuracy_kept",
-            "MLM acc at kept %",
-            1,
-            "MLM accuracy at masked positions whose input is the token itself",
-        )
-        .data_only(),
-        Col::text(
-            "objective",
-            "Objective",
-            "MLM + SOP, or MLM only (sop: false)",
-        )
-        .data_only(),
-        Col::text(
-            "masking",
-            "Masking",
-            "whole-word or character n-gram masking of its shards",
-        )
-        .data_only(),
-        Col::text(
-            "corpus",
-            "Corpus",
-            "the clean instance whose corpus it read (its files are listed above the table)",
-        ),
-        Col::text(
-            "task_text",
-            "Task text",
-            "fine-tuning tasks whose train texts its corpus added",
-        )
-        .data_only(),
-        Col::float("eval_mlm_loss", "MLM loss", 3, "eval masked-LM loss"),
-        Col::float("eval_sop_loss", "SOP loss", 3, "eval sentence-order loss").data_only(),
-        Col::float(
-            "eval_loss",
-            "Eval loss",
-            2,
-            "MLM + SOP eval loss (albert_zh's 'Loss eval')",
-        ),
-    ]
+    cols(
+        r#"
+        source | Source | text | ours, or published by albert_zh
+        run | Run | text | our stage instance, or albert_zh's model
+        model | Model | text | config and its dimensions
+        share_type | Sharing | text | cross-layer sharing
+        ln_type | LN | text | post-LN or pre-LN
+        parameters | Parameters | int | the pretraining model's parameters
+        steps | Steps | int | optimiser steps
+        batch_size | Batch | int | sequences per optimiser step
+        max_seq_length | Seq | int | tokens per sequence, at most
+        tokens_seen | Tokens seen | int | real (non-padding) tokens trained on
+        wall_seconds | Wall time | f0 data | the whole stage (published: training hours × 3600)
+        wall_time | Wall time | text md | readable; * albert_zh's estimate
+        cpu_hours | CPU-hours | f2 | wall time × the threads trained on (CPU runs; a GPU run's hours are its wall time)
+        tokens_per_s | Tokens/s | f0 =int | real tokens per second of training steps
+        device | Hardware | text | device, threads, precision
+        mlm_accuracy | MLM acc % | f1 | masked-LM accuracy on the held-out eval shard (final evaluation)
+        sop_accuracy | SOP acc % | f1 | sentence-order accuracy on the held-out eval shard (none for an MLM-only run,              whose SOP head is not trained)
+        floor_mlm_accuracy | Floor % | f1 | the no-context floor of its shards' masking: the MLM accuracy of knowing only the masked tokens' frequencies and copying a visible token (the mask stage's eval split)
+        vs_floor | vs floor | text | above: more than the floor margin (2 points) over the floor, the encoder uses context; at: within it; below: under the floor
+        mlm_accuracy_mask | MLM acc at [MASK] % | f1 data | MLM accuracy at masked positions whose input is [MASK]
+        mlm_accuracy_random | MLM acc at random % | f1 data | MLM accuracy at masked positions whose input is a random token
+        mlm_accuracy_kept | MLM acc at kept % | f1 data | MLM accuracy at masked positions whose input is the token itself
+        objective | Objective | text data | MLM + SOP, or MLM only (sop: false)
+        masking | Masking | text data | whole-word or character n-gram masking of its shards
+        corpus | Corpus | text | the clean instance whose corpus it read (its files are listed above the table)
+        task_text | Task text | text data | fine-tuning tasks whose train texts its corpus added
+        eval_mlm_loss | MLM loss | f3 | eval masked-LM loss
+        eval_sop_loss | SOP loss | f3 data | eval sentence-order loss
+        eval_loss | Eval loss | f2 | MLM + SOP eval loss (albert_zh's 'Loss eval')
+        "#,
+    )
 }
 
 /// One of our pretraining runs as a row of the table.

@@ -3,8 +3,7 @@
 //! model moves by a point or more from seed to seed, so a table of single runs would rank
 //! noise.
 
-use std::collections::BTreeMap;
-
+use polars::prelude::*;
 use serde_json::Value;
 
 use crate::deps::Dep;
@@ -27,49 +26,118 @@ impl SeedGroup<'_> {
     /// The instance name without its seed coordinate: `finetune_xnli@init=random`.
     pub fn name(&self) -> String {
         let d = self.first();
-        let rest: Vec<String> = d
-            .coords
-            .iter()
-            .filter(|(k, _)| k.as_str() != SEED)
-            .map(|(k, v)| format!("{k}={}", value_text(v)))
-            .collect();
+        let rest = other_coords(d);
         if self.runs.len() == 1 || !d.coords.contains_key(SEED) {
             d.instance.clone()
         } else if rest.is_empty() {
             d.stage.clone()
         } else {
-            format!("{}@{}", d.stage, rest.join(","))
+            format!("{}@{rest}", d.stage)
         }
     }
+}
+
+/// `init=random,step=0`: the coordinates of a run but its seed.
+fn other_coords(d: &Dep) -> String {
+    let rest: Vec<String> = d
+        .coords
+        .iter()
+        .filter(|(k, _)| k.as_str() != SEED)
+        .map(|(k, v)| format!("{k}={}", value_text(v)))
+        .collect();
+    rest.join(",")
 }
 
 fn value_text(v: &Value) -> String {
     v.as_str().map_or_else(|| v.to_string(), str::to_string)
 }
 
+/// The group key of a run: its stage and every coordinate but the seed.
+fn key(d: &Dep) -> String {
+    format!("{}@{}", d.stage, other_coords(d))
+}
+
 /// Groups runs by stage and every coordinate but the seed, keeping the order in which each
 /// group's first run appears.
 pub fn group<'a>(runs: &[&'a Dep]) -> Vec<SeedGroup<'a>> {
-    let mut order: Vec<String> = Vec::new();
-    let mut groups: BTreeMap<String, Vec<&'a Dep>> = BTreeMap::new();
-    for d in runs {
-        let key: Vec<String> = d
-            .coords
-            .iter()
-            .filter(|(k, _)| k.as_str() != SEED)
-            .map(|(k, v)| format!("{k}={}", value_text(v)))
-            .collect();
-        let key = format!("{}@{}", d.stage, key.join(","));
-        if !groups.contains_key(&key) {
-            order.push(key.clone());
-        }
-        groups.entry(key).or_default().push(d);
-    }
-    order
+    fold(runs, &[]).into_iter().map(|(g, _)| g).collect()
+}
+
+/// A score of a run (a percentage, seconds), `None` where the run has none.
+pub type Score<'s> = &'s dyn Fn(&Dep) -> Option<f64>;
+
+/// [`group`], with each score's mean and sd over each group's runs.
+pub fn fold<'a>(
+    runs: &[&'a Dep],
+    scores: &[Score<'_>],
+) -> Vec<(SeedGroup<'a>, Vec<Option<MeanSd>>)> {
+    let keys = runs.iter().map(|d| key(d)).collect();
+    let columns = scores
+        .iter()
+        .map(|f| runs.iter().map(|d| f(d)).collect())
+        .collect();
+    by_key(keys, columns)
         .into_iter()
-        .filter_map(|k| groups.remove(&k))
-        .map(|runs| SeedGroup { runs })
+        .map(|(rows, stats)| {
+            (
+                SeedGroup {
+                    runs: rows.iter().map(|&i| runs[i]).collect(),
+                },
+                stats,
+            )
+        })
         .collect()
+}
+
+/// One group of [`by_key`]: the indices of its rows, and each score column's [`MeanSd`].
+pub type Folded = (Vec<usize>, Vec<Option<MeanSd>>);
+
+/// Mean and sample standard deviation (n − 1) of each score column per key, by polars: a frame
+/// of one row per run (its key, its index, its scores) partitioned by key in the order the keys
+/// first appear. Per group: the rows' indices, and each column's [`MeanSd`] (`None` where
+/// the group has no value of it).
+pub fn by_key(keys: Vec<String>, scores: Vec<Vec<Option<f64>>>) -> Vec<Folded> {
+    // The frame is built here from columns of one length with distinct names: polars cannot
+    // refuse it or its partitions, so an error is a bug in this function.
+    fold_frame(keys, scores).expect("the seeds frame is well formed")
+}
+
+fn fold_frame(keys: Vec<String>, scores: Vec<Vec<Option<f64>>>) -> PolarsResult<Vec<Folded>> {
+    let height = keys.len();
+    if height == 0 {
+        return Ok(Vec::new());
+    }
+    let mut columns = vec![
+        Column::new("key".into(), keys),
+        Column::new("row".into(), (0..height as i64).collect::<Vec<i64>>()),
+    ];
+    for (i, values) in scores.iter().enumerate() {
+        columns.push(Column::new(format!("score{i}").into(), values));
+    }
+    let df = DataFrame::new(height, columns)?;
+    let mut out = Vec::new();
+    for part in df.partition_by_stable(["key"], false)? {
+        let rows = part
+            .column("row")?
+            .i64()?
+            .into_no_null_iter()
+            .map(|i| i as usize)
+            .collect();
+        let mut stats = Vec::with_capacity(scores.len());
+        for i in 0..scores.len() {
+            stats.push(mean_sd_of(part.column(&format!("score{i}"))?)?);
+        }
+        out.push((rows, stats));
+    }
+    Ok(out)
+}
+
+/// The mean and sample sd of a column's values, `None` when it has none; `sd` `None` for one.
+fn mean_sd_of(c: &Column) -> PolarsResult<Option<MeanSd>> {
+    let n = c.len() - c.null_count();
+    let mean = c.mean_reduce()?.value().extract::<f64>();
+    let sd = c.std_reduce(1)?.value().extract::<f64>().filter(|_| n > 1);
+    Ok(mean.filter(|_| n > 0).map(|mean| MeanSd { mean, sd, n }))
 }
 
 /// Mean and sample standard deviation (n − 1) of the values present; `sd` is `None` for a
@@ -81,18 +149,13 @@ pub struct MeanSd {
     pub n: usize,
 }
 
+/// [`MeanSd`] of the values present, `None` when there are none.
 pub fn mean_sd(values: impl IntoIterator<Item = Option<f64>>) -> Option<MeanSd> {
-    let xs: Vec<f64> = values.into_iter().flatten().collect();
-    if xs.is_empty() {
-        return None;
-    }
-    let n = xs.len();
-    let mean = xs.iter().sum::<f64>() / n as f64;
-    let sd = (n > 1).then(|| {
-        let ss: f64 = xs.iter().map(|x| (x - mean).powi(2)).sum();
-        (ss / (n - 1) as f64).sqrt()
-    });
-    Some(MeanSd { mean, sd, n })
+    let values: Vec<Option<f64>> = values.into_iter().collect();
+    let keys = vec![String::new(); values.len()];
+    by_key(keys, vec![values])
+        .pop()
+        .and_then(|(_, mut stats)| stats.pop().flatten())
 }
 
 /// `57.31 ± 0.42` (or `57.31` for one run).
@@ -108,6 +171,7 @@ mod tests {
     use super::*;
     use crate::deps::DepKind;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     fn dep(stage: &str, coords: &[(&str, Value)]) -> Dep {
         let coords: BTreeMap<String, Value> = coords

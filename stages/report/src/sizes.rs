@@ -8,7 +8,7 @@ use pipeline_albert::config::NAMED_CONFIGS;
 use pipeline_albert::{AlbertConfig, ParameterCount, ShareType};
 
 use crate::published::{Published, SizeRow};
-use crate::table::{Cell, Col, Fmt, Table};
+use crate::table::{Cell, Col, Table, cols};
 
 /// The English ALBERT/BERT vocabulary the published counts use.
 pub const ENGLISH_VOCAB: usize = 30_000;
@@ -148,40 +148,20 @@ pub fn round(x: f64, decimals: i32) -> f64 {
 }
 
 fn size_cols() -> Vec<Col> {
-    vec![
-        Col::int("embedding_size", "E", "factorised embedding size"),
-        Col::int("hidden_size", "H", "hidden size"),
-        Col::int("layers", "L", "encoder layers"),
-        Col::int("intermediate_size", "FFN", "feed-forward size").data_only(),
-        Col::text(
-            "share_type",
-            "Sharing",
-            "cross-layer sharing: all, attention, ffn or none",
-        ),
-        Col::int(
-            "params_backbone",
-            "Parameters",
-            "ours, V = 21,128: embeddings + encoder + pooler (transformers' AlbertModel)",
-        ),
-        Col::int(
-            "params_pretraining",
-            "With MLM+SOP heads",
-            "ours, V = 21,128: the pretraining model (AlbertForPreTraining; the MLM decoder is tied to the embeddings)",
-        ),
-        Col::float(
-            "fp32_mb",
-            "fp32 MB",
-            1,
-            "size of the pretraining model's weights in fp32, 10^6 bytes",
-        ),
-        Col::float("fp32_mib", "fp32 MiB", 1, "the same in MiB (2^20 bytes)").data_only(),
-        Col::int(
-            "params_backbone_v30000",
-            "At V = 30,000",
-            "our backbone count with the English vocabulary of the published figures",
-        )
-        .fmt(Fmt::Millions(2)),
-    ]
+    cols(
+        r#"
+        embedding_size | E | int | factorised embedding size
+        hidden_size | H | int | hidden size
+        layers | L | int | encoder layers
+        intermediate_size | FFN | int data | feed-forward size
+        share_type | Sharing | text | cross-layer sharing: all, attention, ffn or none
+        params_backbone | Parameters | int | ours, V = 21,128: embeddings + encoder + pooler (transformers' AlbertModel)
+        params_pretraining | With MLM+SOP heads | int | ours, V = 21,128: the pretraining model (AlbertForPreTraining; the MLM decoder is tied to the embeddings)
+        fp32_mb | fp32 MB | f1 | size of the pretraining model's weights in fp32, 10^6 bytes
+        fp32_mib | fp32 MiB | f1 data | the same in MiB (2^20 bytes)
+        params_backbone_v30000 | At V = 30,000 | int =M2 | our backbone count with the English vocabulary of the published figures
+        "#,
+    )
 }
 
 fn size_cells(c: &AlbertConfig) -> Vec<(&'static str, Cell)> {
@@ -239,59 +219,20 @@ pub fn model_size(published: &Published) -> Table {
 
 /// The model-size table's columns (a data table).
 fn model_size_columns() -> Vec<Col> {
-    let mut cols = vec![Col::text(
-        "model",
-        "Model",
-        "albert_zh config (vocabulary 21,128)",
-    )];
-    cols.extend(size_cols());
-    cols.extend([
-        Col::float(
-            "paper_params_m",
-            "Paper",
-            0,
-            "ALBERT paper (English, V = 30,000), millions",
-        )
-        .data_only(),
-        Col::float(
-            "hf_params_m",
-            "transformers",
-            0,
-            "transformers' model cards of the English checkpoints, millions",
-        )
-        .data_only(),
-        Col::float(
-            "albert_zh_params_m",
-            "albert_zh params",
-            0,
-            "albert_zh's README, millions",
-        )
-        .data_only(),
-        Col::float(
-            "albert_zh_file_mb",
-            "albert_zh file",
-            1,
-            "albert_zh's README: checkpoint file size, 'M'",
-        )
-        .data_only(),
-        Col::text(
-            "published",
-            "Published",
-            "the published figures: paper / transformers' cards / albert_zh",
-        )
-        .markdown_only(),
-        Col::text(
-            "vs_paper",
-            "Our count vs the paper",
-            "why our count differs from the paper's",
-        ),
-        Col::text(
-            "vs_albert_zh",
-            "vs albert_zh",
-            "what albert_zh's figures correspond to",
-        ),
-    ]);
-    cols
+    let mut all = cols("model | Model | text | albert_zh config (vocabulary 21,128)");
+    all.extend(size_cols());
+    all.extend(cols(
+        r#"
+        paper_params_m | Paper | f0 data | ALBERT paper (English, V = 30,000), millions
+        hf_params_m | transformers | f0 data | transformers' model cards of the English checkpoints, millions
+        albert_zh_params_m | albert_zh params | f0 data | albert_zh's README, millions
+        albert_zh_file_mb | albert_zh file | f1 data | albert_zh's README: checkpoint file size, 'M'
+        published | Published | text md | the published figures: paper / transformers' cards / albert_zh
+        vs_paper | Our count vs the paper | text | why our count differs from the paper's
+        vs_albert_zh | vs albert_zh | text | what albert_zh's figures correspond to
+        "#,
+    ));
+    all
 }
 
 /// One config: our exact counts, the published figures, and what explains the difference.
@@ -364,26 +305,13 @@ fn published_figures(p: &SizeRow) -> Vec<String> {
 /// Table 1b: base dimensions, E ∈ {768, 128} × sharing, as the paper's Tables 3 and 4.
 pub fn model_size_grid(published: &Published) -> Table {
     let mut cols = size_cols();
-    cols.extend([
-        Col::float(
-            "paper_params_m",
-            "Paper",
-            0,
-            "ALBERT paper, Tables 3 and 4 (ALBERT-base, V = 30,000), millions",
-        )
-        .fmt(Fmt::Fixed(0)),
-        Col::float(
-            "albert_pytorch_model_size",
-            "albert_pytorch size",
-            1,
-            "albert_pytorch README's model_size (V = 21,128; unit and method not given)",
-        ),
-        Col::text(
-            "vs_paper",
-            "Our count vs the paper",
-            "why our count differs from the paper's",
-        ),
-    ]);
+    cols.extend(crate::table::cols(
+        r#"
+        paper_params_m | Paper | f0 =f0 | ALBERT paper, Tables 3 and 4 (ALBERT-base, V = 30,000), millions
+        albert_pytorch_model_size | albert_pytorch size | f1 | albert_pytorch README's model_size (V = 21,128; unit and method not given)
+        vs_paper | Our count vs the paper | text | why our count differs from the paper's
+        "#,
+    ));
     let mut t = Table::new(
         "model_size_grid",
         "Model size: embedding size × cross-layer sharing (base dimensions)",

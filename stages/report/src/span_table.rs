@@ -19,7 +19,7 @@ use crate::finetune_runs::{init_cell, model_cell, train_data, train_examples};
 use crate::published::{TaskPublished, TaskRow};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table};
+use crate::table::{Cell, Col, Table, cols};
 
 /// EM and F1 (%) of a span block, `None` for a block of another shape.
 fn em_f1(v: Option<&Value>) -> Option<(f64, f64)> {
@@ -60,127 +60,32 @@ fn published_cell(
 }
 
 fn columns() -> Vec<Col> {
-    vec![
-        Col::text(
-            "source",
-            "Source",
-            "ours, baseline, or published (CMRC's train set)",
-        ),
-        Col::text(
-            "model",
-            "Model",
-            "our model and its sharing, the baseline, or the published model",
-        ),
-        Col::text(
-            "init",
-            "Pretraining",
-            "pretrained (from our pretrain run), none (random init)",
-        ),
-        Col::text(
-            "train_data",
-            "Train data",
-            "the training file(s) of the protocol",
-        ),
-        Col::int("parameters", "Parameters", "the model's parameters (ours)"),
-        Col::int(
-            "seeds",
-            "Seeds",
-            "ours: fine-tuning runs (seeds) averaged in the row",
-        ),
-        Col::float(
-            "dev_em",
-            "Dev EM",
-            2,
-            "exact match % on dev (ours: the model-selection split), mean over seeds",
-        )
-        .data_only(),
-        Col::float(
-            "dev_f1",
-            "Dev F1",
-            2,
-            "F1 % on dev (CMRC 2018's script), mean over seeds",
-        )
-        .data_only(),
-        Col::float(
-            "dev_f1_sd",
-            "Dev F1 sd",
-            2,
-            "ours: sample sd of dev F1 over seeds",
-        )
-        .data_only(),
-        Col::float(
-            "dev_em_mean",
-            "Dev EM mean",
-            1,
-            "published: the average over runs (Dev EM is the best)",
-        )
-        .data_only(),
-        Col::float(
-            "dev_f1_mean",
-            "Dev F1 mean",
-            1,
-            "published: the average over runs",
-        )
-        .data_only(),
-        Col::text(
-            "dev_md",
-            "Dev EM / F1",
-            "ours: mean ± sd; published: best (average)",
-        )
-        .markdown_only(),
-        Col::float(
-            "test_em",
-            "Test EM",
-            2,
-            "exact match % on test (ours: our held-out report split), mean over seeds",
-        )
-        .data_only(),
-        Col::float("test_f1", "Test F1", 2, "F1 % on test, mean over seeds").data_only(),
-        Col::float(
-            "test_f1_sd",
-            "Test F1 sd",
-            2,
-            "ours: sample sd of test F1 over seeds",
-        )
-        .data_only(),
-        Col::float(
-            "test_em_mean",
-            "Test EM mean",
-            1,
-            "published: the average over runs",
-        )
-        .data_only(),
-        Col::float(
-            "test_f1_mean",
-            "Test F1 mean",
-            1,
-            "published: the average over runs",
-        )
-        .data_only(),
-        Col::text(
-            "test_md",
-            "Test EM / F1",
-            "ours: mean ± sd; published: best (average)",
-        )
-        .markdown_only(),
-        Col::text(
-            "epochs",
-            "Best epoch",
-            "the epoch kept (per seed) / epochs trained",
-        ),
-        Col::int(
-            "train_examples",
-            "Train questions",
-            "ours: training questions",
-        ),
-        Col::text("run", "Run", "our stage instance (without its seed)").data_only(),
-        Col::text(
-            "note",
-            "Note",
-            "where a published row comes from, and on which test set",
-        )
-        .data_only(),
-    ]
+    cols(
+        r#"
+        source | Source | text | ours, baseline, or published (CMRC's train set)
+        model | Model | text | our model and its sharing, the baseline, or the published model
+        init | Pretraining | text | pretrained (from our pretrain run), none (random init)
+        train_data | Train data | text | the training file(s) of the protocol
+        parameters | Parameters | int | the model's parameters (ours)
+        seeds | Seeds | int | ours: fine-tuning runs (seeds) averaged in the row
+        dev_em | Dev EM | f2 data | exact match % on dev (ours: the model-selection split), mean over seeds
+        dev_f1 | Dev F1 | f2 data | F1 % on dev (CMRC 2018's script), mean over seeds
+        dev_f1_sd | Dev F1 sd | f2 data | ours: sample sd of dev F1 over seeds
+        dev_em_mean | Dev EM mean | f1 data | published: the average over runs (Dev EM is the best)
+        dev_f1_mean | Dev F1 mean | f1 data | published: the average over runs
+        dev_md | Dev EM / F1 | text md | ours: mean ± sd; published: best (average)
+        test_em | Test EM | f2 data | exact match % on test (ours: our held-out report split), mean over seeds
+        test_f1 | Test F1 | f2 data | F1 % on test, mean over seeds
+        test_f1_sd | Test F1 sd | f2 data | ours: sample sd of test F1 over seeds
+        test_em_mean | Test EM mean | f1 data | published: the average over runs
+        test_f1_mean | Test F1 mean | f1 data | published: the average over runs
+        test_md | Test EM / F1 | text md | ours: mean ± sd; published: best (average)
+        epochs | Best epoch | text | the epoch kept (per seed) / epochs trained
+        train_examples | Train questions | int | ours: training questions
+        run | Run | text data | our stage instance (without its seed)
+        note | Note | text data | where a published row comes from, and on which test set
+        "#,
+    )
 }
 
 /// Our runs (seeds folded), the baselines, then the published rows.

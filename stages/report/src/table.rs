@@ -176,6 +176,51 @@ impl Col {
     }
 }
 
+/// Columns from a spec, one a line: `key | Header | type | description`. The type is `text`,
+/// `int` or `fN` (a float shown with N decimals), then optionally a Markdown format
+/// (`=int`, `=fN`, `=MN` millions, `=rate`) and where it appears (`data`: CSV and JSON only,
+/// `md`: the Markdown only). A table's columns read as a table this way; a malformed line is a
+/// bug in the report, caught by the tests that build every table.
+pub fn cols(spec: &'static str) -> Vec<Col> {
+    spec.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+        .map(|line| {
+            let parts: Vec<&'static str> = line.splitn(4, '|').map(str::trim).collect();
+            let [key, header, ty, desc] = parts[..] else {
+                panic!("column spec `{line}`: not `key | header | type | description`")
+            };
+            let mut words = ty.split_whitespace();
+            let (kind, fmt) = match words.next() {
+                Some("text") => (Kind::Str, Fmt::Text),
+                Some("int") => (Kind::Int, Fmt::Int),
+                Some(f) => (Kind::Float, Fmt::Fixed(decimals(f, line))),
+                None => panic!("column spec `{line}`: no type"),
+            };
+            let mut col = Col::new(key, header, kind, fmt, desc);
+            for w in words {
+                match w {
+                    "data" => col.markdown = false,
+                    "md" => col.data = false,
+                    "=int" => col.fmt = Fmt::Int,
+                    "=rate" => col.fmt = Fmt::Rate,
+                    _ if w.starts_with("=M") => col.fmt = Fmt::Millions(decimals(&w[2..], line)),
+                    _ if w.starts_with("=f") => col.fmt = Fmt::Fixed(decimals(&w[1..], line)),
+                    _ => panic!("column spec `{line}`: unknown `{w}`"),
+                }
+            }
+            col
+        })
+        .collect()
+}
+
+/// The N of `fN` (or of `MN`'s digits).
+fn decimals(word: &str, line: &str) -> usize {
+    word.trim_start_matches('f')
+        .parse()
+        .unwrap_or_else(|_| panic!("column spec `{line}`: bad type `{word}`"))
+}
+
 /// A table of the report.
 #[derive(Debug, Clone)]
 pub struct Table {
