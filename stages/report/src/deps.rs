@@ -12,7 +12,8 @@ use pipeline_metrics::{
 };
 use serde_json::Value;
 
-/// What a dep artifact is, judged by its metrics (so that a user may name stages as they like).
+/// What a dep artifact is: its stage kind as the engine passes it ([`DepArtifact::kind`]), so
+/// that a user may name stages as they like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DepKind {
     /// The `pretrain` stage (a model and its run).
@@ -40,7 +41,7 @@ pub struct Dep {
     pub coords: BTreeMap<String, Value>,
     /// The artifact directory in the store.
     pub dir: PathBuf,
-    /// What the artifact is, from its metrics (see [`DepKind`]).
+    /// What the artifact is (see [`DepKind`]).
     pub kind: DepKind,
     /// `metrics.json`, or `Null` when it is missing or unreadable.
     pub metrics: Value,
@@ -144,27 +145,17 @@ pub fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     (!cur.is_null()).then_some(cur)
 }
 
-fn classify(stage: &str, metrics: &Value) -> DepKind {
-    if metrics.get("task").is_some() && metrics.get("baselines").is_some() {
-        DepKind::Baseline
-    } else if metrics.get("task").is_some() && metrics.get("history").is_some() {
-        DepKind::Finetune
-    } else if metrics.get("tokens_seen").is_some() && metrics.get("parameters").is_some() {
-        DepKind::Pretrain
-    } else if metrics.get("masked_lm_prob").is_some() && metrics.get("train").is_some() {
-        DepKind::Mask
-    } else if metrics.get("documents_in").is_some() && metrics.get("formats").is_some() {
-        DepKind::Clean
-    } else if stage.starts_with("pretrain") {
-        DepKind::Pretrain
-    } else if stage.starts_with("finetune") {
-        DepKind::Finetune
-    } else if stage.starts_with("baseline") {
-        DepKind::Baseline
-    } else if stage.starts_with("mask") {
-        DepKind::Mask
-    } else {
-        DepKind::Other
+impl DepKind {
+    /// The kind of a dep from its stage kind (`pretrain`, `finetune`, …).
+    pub fn of(stage_kind: &str) -> DepKind {
+        match stage_kind {
+            "pretrain" => DepKind::Pretrain,
+            "finetune" => DepKind::Finetune,
+            "baseline" => DepKind::Baseline,
+            "mask" => DepKind::Mask,
+            "clean" => DepKind::Clean,
+            _ => DepKind::Other,
+        }
     }
 }
 
@@ -265,7 +256,7 @@ pub fn load(deps: &[DepArtifact], notes: &mut Vec<String>) -> Vec<Dep> {
             notes,
             &d.instance,
         );
-        let kind = classify(&d.stage, &metrics);
+        let kind = DepKind::of(&d.kind);
         if metrics.is_null()
             && matches!(
                 kind,
