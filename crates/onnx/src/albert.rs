@@ -11,7 +11,7 @@
 //!   (layer `i` uses attention block `i % attentions` and feed-forward block `i % ffns`, as
 //!   [`pipeline_albert::model::AlbertEncoder::forward`] does), so a shared model's file is as
 //!   small as its checkpoint;
-//! - the pooler (`tanh(dense(h[CLS]))`) when the head reads it.
+//! - the pooler (`tanh(dense(h[CLS]))`), for the heads that read it.
 //!
 //! Linear weights are stored `[in, out]` (burn's layout, `MatMul`'s order) under Hugging Face's
 //! names, so an initializer is found by the name its tensor has in `model.safetensors`.
@@ -34,14 +34,6 @@ pub struct Inputs {
     pub types: String,
     /// 1 for a token, 0 for padding.
     pub mask: String,
-}
-
-/// What the backbone gives the heads.
-pub struct Backbone {
-    /// `[rows, sequence, H]`.
-    pub hidden: String,
-    /// `[rows, H]`: `tanh(dense(h[CLS]))`, when asked for.
-    pub pooled: Option<String>,
 }
 
 /// A linear layer's initializers.
@@ -137,14 +129,13 @@ fn norm(g: &mut Graph, n: &NormW, x: &str, eps: f64) -> String {
     g.op("LayerNormalization", &[x, &n.gamma, &n.beta], attrs)
 }
 
-/// The backbone on `inputs`: `[rows, sequence, H]` and, when `pooled`, the pooler's output.
+/// The backbone on `inputs`: the last hidden state, `[rows, sequence, H]`.
 pub fn backbone(
     g: &mut Graph,
     albert: &Albert,
     c: &AlbertConfig,
     inputs: &Inputs,
-    pooled: bool,
-) -> Result<Backbone, ExportError> {
+) -> Result<String, ExportError> {
     g.set_scope("embeddings");
     let embedded = embeddings(g, &albert.embeddings, c, inputs)?;
     g.set_scope("encoder");
@@ -164,17 +155,21 @@ pub fn backbone(
         let f = &ffns[i % ffns.len()];
         x = layer(g, a, f, &x, &bias, c);
     }
-    let pooled = if pooled {
-        g.set_scope("pooler");
-        let w = linear_weights(g, "albert.pooler", &albert.pooler)?;
-        let zero = g.int_scalar(0);
-        let cls = g.op("Gather", &[&x, &zero], vec![AttributeProto::int("axis", 1)]);
-        let dense = linear_op(g, &w, &cls);
-        Some(g.op("Tanh", &[&dense], vec![]))
-    } else {
-        None
-    };
-    Ok(Backbone { hidden: x, pooled })
+    Ok(x)
+}
+
+/// The pooler on the last hidden state: `tanh(dense(h[CLS]))`, `[rows, H]`.
+pub fn pooler(g: &mut Graph, albert: &Albert, hidden: &str) -> Result<String, ExportError> {
+    g.set_scope("pooler");
+    let w = linear_weights(g, "albert.pooler", &albert.pooler)?;
+    let zero = g.int_scalar(0);
+    let cls = g.op(
+        "Gather",
+        &[hidden, &zero],
+        vec![AttributeProto::int("axis", 1)],
+    );
+    let dense = linear_op(g, &w, &cls);
+    Ok(g.op("Tanh", &[&dense], vec![]))
 }
 
 /// `[rows, sequence]` ids → `[rows, sequence, width]` normalised embeddings.

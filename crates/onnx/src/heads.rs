@@ -12,6 +12,7 @@
 
 use std::path::Path;
 
+use burn::nn::Linear;
 use burn::tensor::Device;
 use pipeline_albert::hf;
 use pipeline_albert::{
@@ -21,7 +22,7 @@ use pipeline_albert::{
 use serde::Serialize;
 
 use crate::ExportError;
-use crate::albert::{Inputs, backbone, shape_range};
+use crate::albert::{Inputs, backbone, linear_op, linear_weights, pooler, shape_range};
 use crate::graph::Graph;
 use crate::proto::{AttributeProto, Dim, FLOAT, INT64};
 
@@ -133,26 +134,18 @@ pub fn emit(g: &mut Graph, head: &Head, c: &AlbertConfig) -> Result<Signature, E
         .map(|n| TensorSpec::new(n, INT64, &dims))
         .collect();
     let [ids, mask, types] = names;
+    let x = Inputs { ids, types, mask };
     let outputs = match head {
         Head::Classifier(m) => {
-            let x = Inputs { ids, types, mask };
-            let b = backbone(g, &m.albert, c, &x, true)?;
-            let n = m.num_labels();
-            let pooled = b.pooled.unwrap_or(b.hidden);
-            let logits = classify(g, &pooled, &m.classifier, "classifier")?;
-            vec![output(
-                g,
-                &logits,
-                "logits",
-                &[Dim::Named("batch"), Dim::Fixed(n)],
-            )]
+            let hidden = backbone(g, &m.albert, c, &x)?;
+            let pooled = pooler(g, &m.albert, &hidden)?;
+            let logits = dense(g, &pooled, &m.classifier, "classifier")?;
+            let d = [Dim::Named("batch"), Dim::Fixed(m.num_labels())];
+            vec![output(g, &logits, "logits", &d)]
         }
         Head::Tagger(m) => {
-            let x = Inputs { ids, types, mask };
-            let b = backbone(g, &m.albert, c, &x, false)?;
-            let w = crate::albert::linear_weights(g, "classifier", &m.classifier)?;
-            g.set_scope("classifier");
-            let logits = crate::albert::linear_op(g, &w, &b.hidden);
+            let hidden = backbone(g, &m.albert, c, &x)?;
+            let logits = dense(g, &hidden, &m.classifier, "classifier")?;
             let d = [
                 Dim::Named("batch"),
                 Dim::Named("sequence"),
@@ -160,8 +153,8 @@ pub fn emit(g: &mut Graph, head: &Head, c: &AlbertConfig) -> Result<Signature, E
             ];
             vec![output(g, &logits, "logits", &d)]
         }
-        Head::Span(m) => span(g, m, c, Inputs { ids, types, mask })?,
-        Head::Choice(m) => choice_head(g, m, c, Inputs { ids, types, mask })?,
+        Head::Span(m) => span(g, m, c, &x)?,
+        Head::Choice(m) => choice_head(g, m, c, &x)?,
     };
     Ok(Signature { inputs, outputs })
 }
@@ -171,16 +164,11 @@ fn output(g: &mut Graph, value: &str, name: &str, dims: &[Dim]) -> TensorSpec {
     TensorSpec::new(name, FLOAT, dims)
 }
 
-/// The classifier on the pooled `[CLS]`: `[rows, outputs]`.
-fn classify(
-    g: &mut Graph,
-    pooled: &str,
-    classifier: &burn::nn::Linear,
-    name: &str,
-) -> Result<String, ExportError> {
-    let w = crate::albert::linear_weights(g, name, classifier)?;
+/// A head's linear layer `l` (initializers named `name.*`) on `x`.
+fn dense(g: &mut Graph, x: &str, l: &Linear, name: &str) -> Result<String, ExportError> {
+    let w = linear_weights(g, name, l)?;
     g.set_scope(name);
-    Ok(crate::albert::linear_op(g, &w, pooled))
+    Ok(linear_op(g, &w, x))
 }
 
 /// `qa_outputs` on every position, split into start and end logits `[batch, sequence]`.
@@ -188,12 +176,10 @@ fn span(
     g: &mut Graph,
     m: &AlbertForQuestionAnswering,
     c: &AlbertConfig,
-    x: Inputs,
+    x: &Inputs,
 ) -> Result<Vec<TensorSpec>, ExportError> {
-    let b = backbone(g, &m.albert, c, &x, false)?;
-    let w = crate::albert::linear_weights(g, "qa_outputs", &m.qa_outputs)?;
-    g.set_scope("qa_outputs");
-    let logits = crate::albert::linear_op(g, &w, &b.hidden);
+    let hidden = backbone(g, &m.albert, c, x)?;
+    let logits = dense(g, &hidden, &m.qa_outputs, "qa_outputs")?;
     // Split into equal halves along the last axis (opset 17: as many parts as outputs).
     let parts = g.op_n("Split", &[&logits], 2, vec![AttributeProto::int("axis", 2)]);
     let axis = g.ints(&[2]);
@@ -212,7 +198,7 @@ fn choice_head(
     g: &mut Graph,
     m: &AlbertForMultipleChoice,
     c: &AlbertConfig,
-    x: Inputs,
+    x: &Inputs,
 ) -> Result<Vec<TensorSpec>, ExportError> {
     g.set_scope("choices");
     let seq = g.op("Shape", &[&x.ids], shape_range(2, 3));
@@ -229,9 +215,9 @@ fn choice_head(
         mask: flat(g, &x.mask),
     };
     let batch_choices = g.op("Shape", &[&x.ids], shape_range(0, 2));
-    let b = backbone(g, &m.albert, c, &flat_inputs, true)?;
-    let pooled = b.pooled.unwrap_or(b.hidden);
-    let scores = classify(g, &pooled, &m.classifier, "classifier")?;
+    let hidden = backbone(g, &m.albert, c, &flat_inputs)?;
+    let pooled = pooler(g, &m.albert, &hidden)?;
+    let scores = dense(g, &pooled, &m.classifier, "classifier")?;
     let logits = g.op("Reshape", &[&scores, &batch_choices], vec![]);
     let dims = [Dim::Named("batch"), Dim::Named("choices")];
     Ok(vec![output(g, &logits, "logits", &dims)])
