@@ -184,6 +184,7 @@ async fn predict<M: Model>(
 ) {
     let started = Instant::now();
     let size = batch.len();
+    let tokens: usize = batch.iter().map(|j| j.tokens).sum();
     // Until now they were waiting: in the queue, or in a batch still being collected.
     metrics.queue_depth.dec_by(size as i64);
     let (inputs, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|j| (j.input, j.reply)).unzip();
@@ -202,7 +203,8 @@ async fn predict<M: Model>(
     };
     tracing::debug!(
         size,
-        ms = elapsed.as_secs_f64() * 1e3,
+        tokens,
+        ms = format_args!("{:.1}", elapsed.as_secs_f64() * 1e3),
         ok = outputs.is_ok(),
         "batch"
     );

@@ -72,7 +72,7 @@ async fn observe<M: Model>(State(state): State<Shared<M>>, req: Request, next: N
         path = %path,
         status,
         inputs,
-        ms = elapsed.as_secs_f64() * 1e3,
+        ms = format_args!("{:.1}", elapsed.as_secs_f64() * 1e3),
         "request"
     );
     response
