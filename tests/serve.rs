@@ -230,18 +230,25 @@ fn send(addr: SocketAddr, method: &str, path: &str, body: &str) -> TcpStream {
     stream
 }
 
-/// Reads the response to the end: its status, Retry-After (if any) and body.
-fn receive(mut stream: TcpStream) -> (u16, String) {
+/// Reads the response to the end: its status and body.
+fn receive(stream: TcpStream) -> (u16, String) {
+    let (status, _, body) = exchange(stream);
+    (status, body)
+}
+
+/// Reads the response to the end: its status, head (lower-cased) and body.
+fn exchange(mut stream: TcpStream) -> (u16, String, String) {
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).unwrap();
     let text = String::from_utf8(raw).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let head = head.to_ascii_lowercase();
     assert!(
-        !head.to_ascii_lowercase().contains("transfer-encoding"),
+        !head.contains("transfer-encoding"),
         "a chunked answer: {head}"
     );
     let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
+    (status, head, body.to_string())
 }
 
 fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
@@ -433,6 +440,50 @@ fn refusals_have_their_status_and_name_the_problem() {
     }
     let (status, _) = server.stop();
     assert!(status.success());
+}
+
+#[test]
+fn a_full_queue_is_a_503_with_retry_after() {
+    let models = Models::new(&["single"]);
+    // Room for one request of two inputs, and batches of one input: while the model predicts
+    // one, the other waits in the queue and a concurrent request finds no room.
+    let limits = [
+        "--max-queue",
+        "2",
+        "--max-inputs",
+        "2",
+        "--max-batch-tokens",
+        "1",
+    ];
+    let mut server = Server::start(&models.path("single"), &limits, &[]);
+    let addr = server.addr;
+    let body = json!([{"text": "这家酒店很好，房间很干净"}, {"text": "太差了"}]).to_string();
+    let clients: Vec<_> = (0..32)
+        .map(|_| {
+            let body = body.clone();
+            std::thread::spawn(move || exchange(send(addr, "POST", "/predict", &body)))
+        })
+        .collect();
+    let answers: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let full: Vec<_> = answers.iter().filter(|a| a.0 == 503).collect();
+    assert!(
+        !full.is_empty(),
+        "32 concurrent requests and never a full queue"
+    );
+    for (status, head, body) in &answers {
+        assert!(*status == 200 || *status == 503, "{status}: {body}");
+        if *status == 503 {
+            assert!(head.contains("\r\nretry-after: 1\r\n"), "{head}");
+            assert!(body.contains("the queue is full"), "{body}");
+        }
+    }
+    let (_, metrics) = http(addr, "GET", "/metrics", "");
+    let line = format!(
+        r#"pipeline_serve_requests_total{{endpoint="predict",status="503"}} {}"#,
+        full.len()
+    );
+    assert!(metrics.contains(&line), "no {line} in\n{metrics}");
+    assert!(server.stop().0.success());
 }
 
 #[test]
