@@ -15,7 +15,7 @@ use crate::sizes::round;
 use crate::table::{Cell, thousands};
 
 /// What a baseline fitted, in a few words for the table's note.
-fn fitted(entry: &BaselineEntry, labels: &[String]) -> Option<String> {
+fn fitted(entry: &BaselineEntry) -> Option<String> {
     let fit = entry.fit.as_ref()?;
     if let Some(c) = fit.get("class").and_then(Value::as_str) {
         return Some(format!("always {c}"));
@@ -38,7 +38,6 @@ fn fitted(entry: &BaselineEntry, labels: &[String]) -> Option<String> {
     let features = fit.get("features").and_then(Value::as_u64)?;
     let n = fit.get("ngram_max").and_then(Value::as_u64).unwrap_or(0);
     let alpha = fit.get("alpha").and_then(Value::as_f64);
-    let _ = labels;
     Some(format!(
         "{} features (1–{n}-grams), L2 alpha {}",
         thousands(features as i64),
@@ -53,12 +52,11 @@ pub fn rows(deps: &[&Dep]) -> Vec<Vec<(&'static str, Cell)>> {
     let mut out = Vec::new();
     for d in sorted {
         let record = d.baseline();
-        let labels = record.labels.unwrap_or_default();
         let protocol = record.protocol.as_ref();
-        let Some(entries) = record.baselines else {
+        let Some(entries) = &record.baselines else {
             continue;
         };
-        for e in &entries {
+        for e in entries {
             let r = resolve_entry(e);
             let name = e.name.as_deref().unwrap_or("?");
             let model = e.description.as_deref().unwrap_or(name).to_string();
@@ -75,7 +73,7 @@ pub fn rows(deps: &[&Dep]) -> Vec<Vec<(&'static str, Cell)>> {
                 ("test_set", r.test_set.into()),
                 ("train_examples", train_examples(protocol).into()),
                 ("run", format!("{}/{name}", d.instance).into()),
-                ("note", fitted(e, &labels).into()),
+                ("note", fitted(e).into()),
             ]);
         }
     }
@@ -183,6 +181,7 @@ mod tests {
             coords: BTreeMap::new(),
             dir: std::path::PathBuf::new(),
             kind: crate::deps::DepKind::Baseline,
+            record: crate::deps::Record::parse(crate::deps::DepKind::Baseline, &metrics),
             metrics,
             lines: vec![],
             finished: None,

@@ -381,12 +381,12 @@ fn pretrain_row(d: &Dep) -> Row {
         what: "training",
         implementation: "ours (pretrain stage)".into(),
         ours: true,
-        model: r.model.map(|m| match r.share_type {
+        model: r.model.as_ref().map(|m| match &r.share_type {
             Some(share) if share != "all" => format!("{m} (share {share})"),
-            _ => m,
+            _ => m.clone(),
         }),
-        device: r.device,
-        precision: r.precision,
+        device: r.device.clone(),
+        precision: r.precision.clone(),
         threads: r.threads,
         batch: r.effective_batch_size,
         seq: r.max_seq_length,
@@ -413,7 +413,7 @@ fn finetune_rows(finetune: &[&Dep]) -> Vec<Row> {
         let first = runs[0].finetune();
         let records: Vec<_> = runs.iter().map(|d| d.finetune()).collect();
         let mean = |rate: fn(&FinetuneRecord) -> Option<f64>| -> Option<f64> {
-            let xs: Vec<f64> = records.iter().filter_map(rate).collect();
+            let xs: Vec<f64> = records.iter().filter_map(|r| rate(r)).collect();
             (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
         };
         let source = if runs.len() == 1 {
@@ -425,7 +425,7 @@ fn finetune_rows(finetune: &[&Dep]) -> Vec<Row> {
             ours: true,
             implementation: "ours (finetune stage)".into(),
             model: Some(task.clone()),
-            device: first.device,
+            device: first.device.clone(),
             threads: first.threads,
             seq: first.max_seq_length,
             source,

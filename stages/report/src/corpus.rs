@@ -152,10 +152,10 @@ pub fn corpus_sentence(c: &Dep) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    for extra in task_text_sentence(&record)
+    for extra in task_text_sentence(record)
         .into_iter()
-        .chain(decontamination_sentence(&record))
-        .chain(leak_sentences(&record, &files))
+        .chain(decontamination_sentence(record))
+        .chain(leak_sentences(record, &files))
     {
         s.push(' ');
         s.push_str(&extra);

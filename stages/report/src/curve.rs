@@ -78,7 +78,7 @@ pub fn lines(runs: &[&Dep]) -> Vec<Line> {
             .as_ref()
             .and_then(train_data)
             .unwrap_or_else(|| "?".into());
-        let backbone = r.pretrain_instance.unwrap_or_else(|| "?".into());
+        let backbone = r.pretrain_instance.clone().unwrap_or_else(|| "?".into());
         by_point
             .entry((data, backbone))
             .or_default()
@@ -374,6 +374,7 @@ mod tests {
             stage: stage.into(),
             kind: DepKind::Finetune,
             coords: [("seed".to_string(), json!(seed))].into_iter().collect(),
+            record: crate::deps::Record::parse(DepKind::Finetune, &metrics),
             metrics,
             dir: Default::default(),
             lines: vec![],

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use pipeline_engine::DepArtifact;
 use pipeline_metrics::{
@@ -30,6 +31,42 @@ pub enum DepKind {
     Other,
 }
 
+/// A dep's `metrics.json` parsed once into the record type its stage kind writes.
+#[derive(Debug, Clone)]
+pub enum Record {
+    /// A pretrain dep's record.
+    Pretrain(PretrainRecord),
+    /// A finetune dep's record.
+    Finetune(FinetuneRecord),
+    /// A baseline dep's record.
+    Baseline(BaselineRecord),
+    /// A mask dep's record.
+    Mask(MaskRecord),
+    /// A clean dep's record.
+    Clean(stage_clean::Metrics),
+    /// Any other kind: no record the report reads.
+    Other,
+}
+
+impl Record {
+    /// The record of a `kind` dep from its metrics; one that is missing (`Null`) or of a shape
+    /// this version cannot read has every field `None` (empty), so that it reads as "not
+    /// known", as a missing key does.
+    pub fn parse(kind: DepKind, metrics: &Value) -> Record {
+        fn read<T: Default + for<'de> serde::Deserialize<'de>>(metrics: &Value) -> T {
+            records::read(metrics).unwrap_or_default()
+        }
+        match kind {
+            DepKind::Pretrain => Record::Pretrain(read(metrics)),
+            DepKind::Finetune => Record::Finetune(read(metrics)),
+            DepKind::Baseline => Record::Baseline(read(metrics)),
+            DepKind::Mask => Record::Mask(read(metrics)),
+            DepKind::Clean => Record::Clean(read(metrics)),
+            DepKind::Other => Record::Other,
+        }
+    }
+}
+
 /// One dep artifact of the report, read once: who it is, where, and what it wrote.
 #[derive(Debug, Clone)]
 pub struct Dep {
@@ -43,96 +80,151 @@ pub struct Dep {
     pub dir: PathBuf,
     /// What the artifact is (see [`DepKind`]).
     pub kind: DepKind,
-    /// `metrics.json`, or `Null` when it is missing or unreadable.
+    /// `metrics.json` as JSON (the figures read its `history`), `Null` when it is missing or
+    /// unreadable.
     pub metrics: Value,
+    /// `metrics.json` as its stage's record, parsed once from [`Self::metrics`].
+    pub record: Record,
     /// `metrics.jsonl`, the lines that parse.
     pub lines: Vec<Value>,
     /// `record.finished` from `MANIFEST.json` (RFC 3339), when there is one.
     pub finished: Option<String>,
 }
 
+/// The records a dep of another kind reads as: every field `None`.
+static EMPTY: LazyLock<Empty> = LazyLock::new(Empty::default);
+
+#[derive(Default)]
+struct Empty {
+    pretrain: PretrainRecord,
+    finetune: FinetuneRecord,
+    baseline: BaselineRecord,
+    mask: MaskRecord,
+    clean: stage_clean::Metrics,
+}
+
 impl Dep {
+    /// A dep named `instance` (`stage@coords`, its coordinates parsed from the name) of `kind`
+    /// with these metrics, nowhere on disk: the tests' deps.
+    pub fn new(instance: &str, kind: DepKind, metrics: Value) -> Dep {
+        let (stage, tail) = instance.split_once('@').unwrap_or((instance, ""));
+        let coords = tail
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| {
+                let v = serde_json::from_str(v).unwrap_or_else(|_| Value::from(v));
+                (k.to_string(), v)
+            })
+            .collect();
+        Dep {
+            instance: instance.into(),
+            stage: stage.into(),
+            coords,
+            dir: PathBuf::new(),
+            kind,
+            record: Record::parse(kind, &metrics),
+            metrics,
+            lines: Vec::new(),
+            finished: None,
+        }
+    }
+
+    /// Parses [`Self::record`] again after [`Self::metrics`] was edited (tests).
+    pub fn reparse(mut self) -> Dep {
+        self.record = Record::parse(self.kind, &self.metrics);
+        self
+    }
+
     /// The record of a pretrain dep (every field `None` for a dep of another kind, or a record
     /// this version cannot read).
-    pub fn pretrain(&self) -> PretrainRecord {
-        self.record(DepKind::Pretrain)
+    pub fn pretrain(&self) -> &PretrainRecord {
+        match &self.record {
+            Record::Pretrain(r) => r,
+            _ => &EMPTY.pretrain,
+        }
     }
 
     /// The record of a finetune dep (every field `None` for another kind).
-    pub fn finetune(&self) -> FinetuneRecord {
-        self.record(DepKind::Finetune)
+    pub fn finetune(&self) -> &FinetuneRecord {
+        match &self.record {
+            Record::Finetune(r) => r,
+            _ => &EMPTY.finetune,
+        }
     }
 
     /// The record of a baseline dep (every field `None` for another kind).
-    pub fn baseline(&self) -> BaselineRecord {
-        self.record(DepKind::Baseline)
+    pub fn baseline(&self) -> &BaselineRecord {
+        match &self.record {
+            Record::Baseline(r) => r,
+            _ => &EMPTY.baseline,
+        }
     }
 
     /// The record of a mask dep (every field `None` for another kind).
-    pub fn mask(&self) -> MaskRecord {
-        self.record(DepKind::Mask)
+    pub fn mask(&self) -> &MaskRecord {
+        match &self.record {
+            Record::Mask(r) => r,
+            _ => &EMPTY.mask,
+        }
     }
 
     /// The record of a clean dep (empty for another kind; see [`stage_clean::Metrics`]).
-    pub fn clean(&self) -> stage_clean::Metrics {
-        self.record(DepKind::Clean)
-    }
-
-    fn record<T: Default + for<'de> serde::Deserialize<'de>>(&self, kind: DepKind) -> T {
-        (self.kind == kind)
-            .then(|| records::read(&self.metrics))
-            .flatten()
-            .unwrap_or_default()
+    pub fn clean(&self) -> &stage_clean::Metrics {
+        match &self.record {
+            Record::Clean(r) => r,
+            _ => &EMPTY.clean,
+        }
     }
 
     /// The stage's wall time as its metrics.json records it: `wall_seconds` (pretrain,
     /// finetune) or `seconds` (baseline).
     pub fn wall_seconds(&self) -> Option<f64> {
-        match self.kind {
-            DepKind::Pretrain => self.pretrain().wall_seconds,
-            DepKind::Finetune => self.finetune().wall_seconds,
-            DepKind::Baseline => self.baseline().seconds,
+        match &self.record {
+            Record::Pretrain(r) => r.wall_seconds,
+            Record::Finetune(r) => r.wall_seconds,
+            Record::Baseline(r) => r.seconds,
             _ => None,
         }
     }
 
     /// The device a pretrain or finetune dep ran on.
     pub fn device(&self) -> Option<String> {
-        match self.kind {
-            DepKind::Pretrain => self.pretrain().device,
-            DepKind::Finetune => self.finetune().device,
+        match &self.record {
+            Record::Pretrain(r) => r.device.clone(),
+            Record::Finetune(r) => r.device.clone(),
             _ => None,
         }
     }
 
     /// The host's available parallelism where a pretrain, finetune or baseline dep ran.
     pub fn threads(&self) -> Option<u64> {
-        match self.kind {
-            DepKind::Pretrain => self.pretrain().threads,
-            DepKind::Finetune => self.finetune().threads,
-            DepKind::Baseline => self.baseline().threads,
+        match &self.record {
+            Record::Pretrain(r) => r.threads,
+            Record::Finetune(r) => r.threads,
+            Record::Baseline(r) => r.threads,
             _ => None,
         }
     }
 
     /// The task of a finetune or baseline dep (`lcqmc`, `xnli`, …), lower case.
     pub fn task(&self) -> Option<String> {
-        let task = match self.kind {
-            DepKind::Finetune => self.finetune().task,
-            DepKind::Baseline => self.baseline().task,
+        let task = match &self.record {
+            Record::Finetune(r) => r.task.as_deref(),
+            Record::Baseline(r) => r.task.as_deref(),
             _ => None,
         };
-        task.map(|t| t.to_lowercase())
+        task.map(str::to_lowercase)
     }
 
     /// The protocol of a finetune or baseline dep (which files each split read).
     pub fn protocol(&self) -> Option<Value> {
-        match self.kind {
-            DepKind::Finetune => self.finetune().protocol,
-            DepKind::Baseline => self.baseline().protocol,
+        match &self.record {
+            Record::Finetune(r) => r.protocol.as_ref(),
+            Record::Baseline(r) => r.protocol.as_ref(),
             _ => None,
         }
         .filter(|p| !p.is_null())
+        .cloned()
     }
 }
 
@@ -241,21 +333,24 @@ fn read_lines(d: &DepArtifact, notes: &mut Vec<String>) -> Vec<Value> {
     lines
 }
 
-/// Reads every dep, sorted by instance name (the engine's order is not part of the contract).
-pub fn load(deps: &[DepArtifact], notes: &mut Vec<String>) -> Vec<Dep> {
+/// Reads every dep, sorted by instance name (the engine's order is not part of the contract),
+/// its metrics' paths made relative to the workspace `root` ([`crate::portable`]) before its
+/// record is parsed.
+pub fn load(deps: &[DepArtifact], root: &Path, notes: &mut Vec<String>) -> Vec<Dep> {
     let mut sorted: Vec<&DepArtifact> = deps.iter().collect();
     sorted.sort_by(|a, b| a.instance.cmp(&b.instance));
     let mut out = Vec::new();
     for d in sorted {
         // The full records (timings included) where the artifact has them: the tables' wall
         // times and rates come from there.
-        let metrics = read_json(
+        let mut metrics = read_json(
             &full_record(&d.dir, METRICS),
             MAX_RECORD_BYTES,
             "a metrics record",
             notes,
             &d.instance,
         );
+        crate::portable::relativize(&mut metrics, root);
         let kind = DepKind::of(&d.kind);
         if metrics.is_null()
             && matches!(
@@ -286,6 +381,7 @@ pub fn load(deps: &[DepArtifact], notes: &mut Vec<String>) -> Vec<Dep> {
             coords: d.coords.clone(),
             dir: d.dir.clone(),
             kind,
+            record: Record::parse(kind, &metrics),
             metrics,
             lines,
             finished,

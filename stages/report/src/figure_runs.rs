@@ -44,6 +44,7 @@ mod tests {
             coords: Default::default(),
             dir: "/nonexistent".into(),
             kind,
+            record: crate::deps::Record::parse(kind, &metrics),
             metrics,
             lines: vec![json!({"step": 10, "mlm_accuracy": 0.1})],
             finished: None,

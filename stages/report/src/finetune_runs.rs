@@ -298,7 +298,7 @@ fn pretrain_tokens(d: &Dep) -> Option<u64> {
 /// `ALBERT (E 128, H 312, L 4), share all` of a run.
 pub fn model_cell(d: &Dep) -> String {
     let r = d.finetune();
-    let share = r.share_type.unwrap_or_else(|| "?".into());
+    let share = r.share_type.as_deref().unwrap_or("?");
     match r.config.as_ref().and_then(dims) {
         Some(dims) => format!("ALBERT ({dims}), share {share}"),
         None => format!("ALBERT, share {share}"),
@@ -308,7 +308,7 @@ pub fn model_cell(d: &Dep) -> String {
 /// `pretrained (pretrain@share_type=all)`, `none (random init)`, … of a run.
 pub fn init_cell(d: &Dep) -> String {
     let r = d.finetune();
-    match (r.init.as_deref(), r.pretrain_instance) {
+    match (r.init.as_deref(), &r.pretrain_instance) {
         (Some("pretrained"), Some(p)) => match r.pretrain_step {
             Some(step) => format!("pretrained ({p}, step {step})"),
             None => format!("pretrained ({p})"),
@@ -355,6 +355,7 @@ mod tests {
             coords: BTreeMap::new(),
             dir: std::path::PathBuf::new(),
             kind: crate::deps::DepKind::Finetune,
+            record: crate::deps::Record::parse(crate::deps::DepKind::Finetune, &metrics),
             metrics,
             lines: vec![],
             finished: None,

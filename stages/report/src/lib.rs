@@ -5,8 +5,9 @@
 //! It aggregates (one instance that sees every instance of its deps): typically
 //! `deps: [pretrain, finetune_lcqmc, finetune_xnli, baseline_lcqmc, baseline_xnli]`. It reads
 //! each dep's `metrics.json` and `metrics.jsonl` (docs/metrics.md) and the finish time in its
-//! `MANIFEST.json`, and tells the deps apart by their metrics (a fine-tuning run has a `task`
-//! and a `history`, a baseline stage a `task` and `baselines`), so stages may be named freely.
+//! `MANIFEST.json`, and tells the deps apart by their stage kind as the engine passes it, so
+//! stages may be named freely; each `metrics.json` is parsed once into its kind's record
+//! (`pipeline_metrics`).
 //! A missing upstream (no XNLI runs) leaves its table out with a note, never an error.
 //!
 //! Fine-tuning runs that differ only in their `seed` coordinate are one row, mean ± sample sd
@@ -132,10 +133,7 @@ impl Stage for ReportStage {
     fn run(&self, ctx: &StageContext) -> anyhow::Result<()> {
         let p = ReportParams::parse(ctx.params)?;
         let mut notes = Vec::new();
-        let mut deps = deps::load(ctx.deps, &mut notes);
-        for d in &mut deps {
-            portable::relativize(&mut d.metrics, ctx.root);
-        }
+        let deps = deps::load(ctx.deps, ctx.root, &mut notes);
         let mut bench_files: Vec<PathBuf> = ctx
             .inputs
             .iter()

@@ -82,7 +82,10 @@ pub(crate) fn readme(
 fn what_ran(p: &ReportParams, all: &[Dep], pretrain: &[&Dep], finetune: &[&Dep]) -> String {
     let mut what = Vec::new();
     if !pretrain.is_empty() {
-        let models: BTreeSet<String> = pretrain.iter().filter_map(|d| d.pretrain().model).collect();
+        let models: BTreeSet<String> = pretrain
+            .iter()
+            .filter_map(|d| d.pretrain().model.clone())
+            .collect();
         what.push(format!(
             "{} pretraining run{} (`{}`)",
             pretrain.len(),

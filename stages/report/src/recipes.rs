@@ -62,8 +62,8 @@ impl Recipe {
 /// instance carries (a `clean` matrix, `add_task_text: [false, true]`, expands the stages after
 /// it), or the only one.
 pub fn clean_of<'a>(p: &Dep, cleans: &[&'a Dep]) -> Option<&'a Dep> {
-    if let Some(name) = p.pretrain().clean_instance
-        && let Some(c) = cleans.iter().find(|c| c.instance == name)
+    if let Some(name) = &p.pretrain().clean_instance
+        && let Some(c) = cleans.iter().find(|c| &c.instance == name)
     {
         return Some(c);
     }
@@ -102,7 +102,7 @@ pub fn recipe(p: &Dep, cleans: &[&Dep]) -> Recipe {
             None => "?".into(),
         },
         task_text: clean
-            .map(|c| c.clean().task_text.into_keys().collect())
+            .map(|c| c.clean().task_text.keys().cloned().collect())
             .unwrap_or_default(),
         clean: clean.map(|c| c.instance.clone()),
     }
@@ -219,25 +219,7 @@ pub(crate) mod tests {
     use serde_json::json;
 
     pub(crate) fn dep(instance: &str, kind: DepKind, metrics: Value) -> Dep {
-        let (stage, tail) = instance.split_once('@').unwrap_or((instance, ""));
-        let coords = tail
-            .split(',')
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| {
-                let v: Value = serde_json::from_str(v).unwrap_or_else(|_| json!(v));
-                (k.to_string(), v)
-            })
-            .collect();
-        Dep {
-            instance: instance.into(),
-            stage: stage.into(),
-            coords,
-            dir: Default::default(),
-            kind,
-            metrics,
-            lines: vec![],
-            finished: None,
-        }
+        Dep::new(instance, kind, metrics)
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub(crate) fn dims(config: &Value) -> Option<String> {
 pub(crate) fn hardware(d: &Dep) -> Option<String> {
     let device = d.device()?;
     // A pretrain record names its GPU's model (another kind's record reads as none).
-    let model = d.pretrain().device_model;
+    let model = &d.pretrain().device_model;
     let mut parts = vec![match model {
         Some(m) => format!("{device} ({m})"),
         None => device,
@@ -40,8 +40,8 @@ pub(crate) fn hardware(d: &Dep) -> Option<String> {
     if let Some(t) = d.threads() {
         parts.push(format!("{t} thread{}", if t == 1 { "" } else { "s" }));
     }
-    if let Some(p) = d.pretrain().precision {
-        parts.push(p);
+    if let Some(p) = &d.pretrain().precision {
+        parts.push(p.clone());
     }
     Some(parts.join(" · "))
 }

@@ -188,6 +188,7 @@ mod tests {
             coords,
             dir: std::path::PathBuf::new(),
             kind: DepKind::Finetune,
+            record: crate::deps::Record::parse(DepKind::Finetune, &Value::Null),
             metrics: Value::Null,
             lines: vec![],
             finished: None,

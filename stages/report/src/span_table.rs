@@ -181,7 +181,7 @@ fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, Cell)> {
 
 fn baseline_row(d: &Dep, e: &BaselineEntry) -> Vec<(&'static str, Cell)> {
     let (dev, test) = dev_test(e.dev.as_ref(), e.eval.as_ref());
-    let protocol = d.baseline().protocol;
+    let protocol = &d.baseline().protocol;
     let name = e.name.as_deref().unwrap_or("?");
     let one = |x: Option<(f64, f64)>| x.map(|(em, f1)| format!("{em:.2} / {f1:.2}"));
     vec![
@@ -241,6 +241,7 @@ mod tests {
             ]),
             dir: std::path::PathBuf::new(),
             kind: DepKind::Finetune,
+            record: crate::deps::Record::parse(DepKind::Finetune, &metrics),
             metrics,
             lines: vec![],
             finished: None,
@@ -273,7 +274,8 @@ mod tests {
                        "description": "sliding window", "dev": block(0.0, 0.2),
                        "eval": {"test": block(0.01, 0.25)}}]}),
             )
-        };
+        }
+        .reparse();
         let p = Published::load().unwrap();
         let runs: Vec<&Dep> = runs.iter().collect();
         let t = span_table("cmrc2018", "CMRC 2018", &runs, &[&base], p.task("cmrc2018"));

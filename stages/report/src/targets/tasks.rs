@@ -157,7 +157,7 @@ fn best_baseline(rows: &Rows, e: &Effect) -> Option<(f64, String)> {
     rows.baselines
         .iter()
         .filter(|b| b.protocol().as_ref() == Some(&protocol))
-        .flat_map(|b| b.baseline().baselines.unwrap_or_default())
+        .flat_map(|b| b.baseline().baselines.clone().unwrap_or_default())
         .filter_map(|m| {
             let test = resolve_entry(&m).test?;
             Some((test, m.name?))
@@ -484,6 +484,7 @@ mod tests {
         // A baseline on other data is no comparison.
         let mut other = baseline("xnli", 0.1);
         other.metrics["protocol"]["train"]["examples"] = json!(11);
+        let other = other.reparse();
         let t = &judge(&all, &[other])[1];
         assert!(t.evidence.contains("XNLI: no baseline on the same data"));
     }
@@ -534,7 +535,7 @@ mod tests {
             .filter(|d| d.task().as_deref() == Some("lcqmc"))
             .map(|mut d| {
                 d.metrics["protocol"]["train"]["files"] = json!([{"path": "d/lcqmc/dev.tsv"}]);
-                d
+                d.reparse()
             })
             .collect();
         let t = &judge(&lcqmc_own, &[])[2];
