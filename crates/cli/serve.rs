@@ -64,6 +64,9 @@ pub struct ServeArgs {
     /// Requests handled at once; more wait for a slot before their body is read.
     #[arg(long, default_value_t = 256)]
     pub max_concurrency: usize,
+    /// Connections open at once; more wait in the kernel's backlog until one closes.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
     /// Batches predicted at once.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
@@ -78,6 +81,7 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             max_inputs: self.max_inputs,
             max_concurrency: self.max_concurrency,
+            max_connections: self.max_connections,
             workers: self.workers,
         }
     }

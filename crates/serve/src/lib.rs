@@ -16,7 +16,8 @@
 //! [`ServeConfig::max_wait`], and runs [`Model::predict`] on a blocking thread. Every resource is
 //! bounded: the body's size (413), the inputs of one request (413), the inputs queued (503 with
 //! `Retry-After`), the requests handled at once (the rest wait for a slot before their body is
-//! read, so memory stays within `max_concurrency × max_body_bytes`).
+//! read, so bodies held stay within `max_concurrency × max_body_bytes`) and the connections
+//! open (the rest wait in the kernel's backlog).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -29,6 +30,7 @@ use tokio::net::TcpListener;
 
 mod batcher;
 mod http;
+mod listener;
 mod metrics;
 
 /// What the server serves: a predictor of batches of `Input`s.
@@ -67,6 +69,9 @@ pub struct ServeConfig {
     pub max_inputs: usize,
     /// `/predict` requests handled at once; the rest wait for a slot before their body is read.
     pub max_concurrency: usize,
+    /// Connections open at once; more wait in the kernel's backlog until one closes. Each holds
+    /// read and write buffers, so this and the limits above bound the server's memory.
+    pub max_connections: usize,
     /// Batches predicted at once (each on a blocking thread of its own).
     pub workers: usize,
 }
@@ -80,6 +85,7 @@ impl Default for ServeConfig {
             max_body_bytes: 1 << 20,
             max_inputs: 128,
             max_concurrency: 256,
+            max_connections: 1024,
             workers: 1,
         }
     }
@@ -95,6 +101,7 @@ impl ServeConfig {
             ("max_body_bytes", self.max_body_bytes),
             ("max_inputs", self.max_inputs),
             ("max_concurrency", self.max_concurrency),
+            ("max_connections", self.max_connections),
             ("workers", self.workers),
         ]
         .into_iter()
@@ -120,6 +127,7 @@ impl ServeConfig {
             "max_body_bytes": self.max_body_bytes,
             "max_inputs": self.max_inputs,
             "max_concurrency": self.max_concurrency,
+            "max_connections": self.max_connections,
             "workers": self.workers,
         })
     }
@@ -160,6 +168,11 @@ pub async fn serve<M: Model>(
     let metrics = Arc::new(metrics::Metrics::new());
     let model = Arc::new(model);
     let (queue, workers) = batcher::start(model.clone(), &config, metrics.clone());
+    let listener = listener::Bounded::new(
+        listener,
+        config.max_connections,
+        metrics.connections.clone(),
+    );
     let app = http::router(model, queue, metrics, config);
     // The router owns the only senders of the queue: once the server has answered its last
     // request and drops it, the workers see the queue closed and stop.

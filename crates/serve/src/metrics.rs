@@ -5,6 +5,7 @@
 //! - `pipeline_serve_request_duration_seconds`: `/predict`'s latency, body read to response;
 //! - `pipeline_serve_batch_inputs`, `pipeline_serve_batch_tokens`: each batch's size;
 //! - `pipeline_serve_predict_duration_seconds`: the model's time per batch;
+//! - `pipeline_serve_connections`: connections open;
 //! - `pipeline_serve_queue_depth`: inputs received and waiting for the model (queued, or in a
 //!   batch still being collected).
 
@@ -46,6 +47,7 @@ pub(crate) struct Metrics {
     batch_tokens: Histogram,
     predict_seconds: Histogram,
     pub(crate) queue_depth: Gauge,
+    pub(crate) connections: Gauge,
 }
 
 impl Metrics {
@@ -88,6 +90,8 @@ impl Metrics {
             "Inputs received and waiting for the model: queued, or in a batch still being collected",
             queue_depth.clone(),
         );
+        let connections = Gauge::default();
+        registry.register("connections", "Connections open", connections.clone());
         Metrics {
             registry,
             requests,
@@ -96,6 +100,7 @@ impl Metrics {
             batch_tokens,
             predict_seconds,
             queue_depth,
+            connections,
         }
     }
 

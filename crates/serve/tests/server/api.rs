@@ -171,6 +171,7 @@ async fn health_info_and_metrics_answer() {
     assert_eq!(info["limits"]["max_inputs"], 4);
     assert_eq!(info["limits"]["max_body_bytes"], 4096);
     assert_eq!(info["limits"]["max_wait_ms"], 5.0);
+    assert_eq!(info["limits"]["max_connections"], 1024);
 
     post(&server, r#"[{"text": "abc"}, {"text": "de"}]"#).await;
     let response = client().get(server.url("/metrics")).send().await.unwrap();

@@ -165,3 +165,35 @@ async fn shutdown_refuses_new_connections_and_answers_what_is_in_flight_and_queu
     }
     server.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_limit_wait_until_one_closes() {
+    let config = ServeConfig {
+        max_connections: 2,
+        ..ServeConfig::default()
+    };
+    let server = Server::start(Fake { gate: None }, config).await;
+    let idle = [
+        tokio::net::TcpStream::connect(server.addr).await.unwrap(),
+        tokio::net::TcpStream::connect(server.addr).await.unwrap(),
+    ];
+    let waiting = request(&server, &["third"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "a third connection was served");
+    drop(idle);
+    let (status, outputs) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting connection was never served")
+        .unwrap();
+    assert_eq!(
+        (status, outputs[0]["length"].as_u64()),
+        (StatusCode::OK, Some(5))
+    );
+    let text = metrics(&server).await;
+    // The scrape's own connection, at least, is open.
+    assert!(
+        sample(&text, "pipeline_serve_connections").is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    server.stop().await.unwrap();
+}
