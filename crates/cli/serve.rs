@@ -27,10 +27,10 @@ Endpoints: POST /predict (one input object, or an array of them), GET /health, G
 GET /metrics (Prometheus).
 
 Examples:
-  pipeline serve --stage finetune_lcqmc --port 8080
+  pipeline serve --stage finetune_lcqmc
   curl -s localhost:8080/predict -d '{\"text_a\": \"我想买手机\", \"text_b\": \"我要买个手机\"}'
-  curl -s localhost:8080/predict -d '[{\"text\": \"这家酒店很好\"}, {\"text\": \"太差了\"}]'
-  pipeline serve --model runs/finetune/abc123 --port 0 --max-batch-tokens 4096 --max-wait-ms 2")]
+  curl -s localhost:8080/predict -d '[{\"text_a\":\"天晴\",\"text_b\":\"下雨\"},{\"text_a\":\"好\",\"text_b\":\"不错\"}]'
+  pipeline serve --stage finetune_chnsenticorp --port 0 --max-batch-tokens 4096 --max-wait-ms 2")]
 pub struct ServeArgs {
     #[command(flatten)]
     pub source: ModelSource,
