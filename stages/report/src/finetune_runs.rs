@@ -11,9 +11,9 @@ use serde_json::Map;
 use crate::deps::Dep;
 use crate::published::TaskPublished;
 use crate::runs::{dims, percent};
-use crate::seeds;
+use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
-use crate::table::{Col, Table, cols, thousands};
+use crate::table::{Cell, Col, Table, cells, cols, thousands};
 
 pub use crate::protocol_sentence::protocol_sentence_as;
 
@@ -141,8 +141,14 @@ pub fn finetune(
         };
         (d.stage.clone(), rank, d.instance.clone())
     });
-    for g in seeds::group(&ours) {
-        t.push(our_row(&g));
+    let scores: [seeds::Score; 4] = [
+        &|d| resolve(d).dev,
+        &|d| resolve(d).test,
+        &|d| resolve(d).selection,
+        &Dep::wall_seconds,
+    ];
+    for (g, stats) in seeds::fold(&ours, &scores) {
+        t.push(our_row(&g, stats));
     }
     if deps
         .iter()
@@ -209,70 +215,40 @@ fn columns() -> Vec<Col> {
     )
 }
 
-fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, crate::table::Cell)> {
+/// A group of seeds as a row, with the mean and sd over its runs of dev, test, selection and
+/// wall time (in that order; see [`finetune`]).
+fn our_row(g: &seeds::SeedGroup<'_>, stats: [Option<MeanSd>; 4]) -> Vec<(&'static str, Cell)> {
     let d = g.first();
     let r = d.finetune();
-    let resolved: Vec<Resolved> = g.runs.iter().map(|d| resolve(d)).collect();
-    let dev = seeds::mean_sd(resolved.iter().map(|r| r.dev));
-    let test = seeds::mean_sd(resolved.iter().map(|r| r.test));
-    let selection = seeds::mean_sd(resolved.iter().map(|r| r.selection));
-    let model = model_cell(d);
-    let best: Vec<String> = g
-        .runs
-        .iter()
-        .map(|d| {
-            d.finetune()
-                .best_epoch
-                .map_or("–".into(), |b| b.to_string())
-        })
-        .collect();
-    let epochs = r.epochs.map(|e| format!("{} / {e}", best.join(", ")));
-    let init_cell = init_cell(d);
-    let first = &resolved[0];
-    let walls: Vec<f64> = g.runs.iter().filter_map(|d| d.wall_seconds()).collect();
-    let wall = (walls.len() == g.runs.len() && !walls.is_empty())
-        .then(|| walls.iter().sum::<f64>() / walls.len() as f64);
-    let cpu_hours: Option<f64> = g
-        .runs
-        .iter()
-        .map(|d| crate::runs::cpu_hours(d))
-        .sum::<Option<f64>>();
-    vec![
-        ("source", "ours".into()),
-        ("model", model.into()),
-        ("init", init_cell.into()),
-        (
-            "train_data",
-            r.protocol.as_ref().and_then(train_data).into(),
-        ),
-        ("parameters", r.parameters.into()),
-        ("seeds", Some(g.runs.len() as u64).into()),
-        ("dev", dev.map(|m| round(m.mean, 2)).into()),
-        ("dev_sd", dev.and_then(|m| m.sd).map(|s| round(s, 2)).into()),
-        ("dev_md", seeds::cell(dev, 2).into()),
-        ("test", test.map(|m| round(m.mean, 2)).into()),
-        (
-            "test_sd",
-            test.and_then(|m| m.sd).map(|s| round(s, 2)).into(),
-        ),
-        ("test_md", seeds::cell(test, 2).into()),
-        (
-            "selection_accuracy",
-            selection.map(|m| round(m.mean, 2)).into(),
-        ),
-        ("dev_set", first.dev_set.clone().into()),
-        ("test_set", first.test_set.clone().into()),
-        ("epochs", epochs.into()),
-        ("train_examples", train_examples(r.protocol.as_ref()).into()),
-        ("pretrain_tokens", pretrain_tokens(d).into()),
-        ("wall_seconds", wall.map(|w| round(w, 1)).into()),
-        (
-            "wall_time",
-            wall.map(crate::table::duration).unwrap_or_default().into(),
-        ),
-        ("cpu_hours", cpu_hours.map(|h| round(h, 3)).into()),
-        ("run", g.name().into()),
-    ]
+    let [dev, test, selection, wall] = stats;
+    let first = resolve(d);
+    // A mean wall time only when every seed has one: the table states one seed's cost.
+    let wall = wall.filter(|w| w.n == g.runs.len()).map(|w| w.mean);
+    let cpu_hours: Option<f64> = g.runs.iter().map(|d| crate::runs::cpu_hours(d)).sum();
+    cells! {
+        source: "ours",
+        model: model_cell(d),
+        init: init_cell(d),
+        train_data: r.protocol.as_ref().and_then(train_data),
+        parameters: r.parameters,
+        seeds: g.runs.len() as u64,
+        dev: seeds::mean2(dev),
+        dev_sd: seeds::sd2(dev),
+        dev_md: seeds::cell(dev, 2),
+        test: seeds::mean2(test),
+        test_sd: seeds::sd2(test),
+        test_md: seeds::cell(test, 2),
+        selection_accuracy: seeds::mean2(selection),
+        dev_set: first.dev_set,
+        test_set: first.test_set,
+        epochs: seeds::epochs_cell(g),
+        train_examples: train_examples(r.protocol.as_ref()),
+        pretrain_tokens: pretrain_tokens(d),
+        wall_seconds: wall.map(|w| round(w, 1)),
+        wall_time: wall.map(crate::table::duration).unwrap_or_default(),
+        cpu_hours: cpu_hours.map(|h| round(h, 3)),
+        run: g.name(),
+    }
 }
 
 /// The task kind a finetune or baseline dep's protocol names (`pair`, `span`, `tagging`, …).

@@ -7,6 +7,7 @@ use polars::prelude::*;
 use serde_json::Value;
 
 use crate::deps::Dep;
+use crate::sizes::round;
 
 /// The matrix coordinate that names a fine-tuning seed.
 pub const SEED: &str = "seed";
@@ -57,20 +58,15 @@ fn key(d: &Dep) -> String {
     format!("{}@{}", d.stage, other_coords(d))
 }
 
-/// Groups runs by stage and every coordinate but the seed, keeping the order in which each
-/// group's first run appears.
-pub fn group<'a>(runs: &[&'a Dep]) -> Vec<SeedGroup<'a>> {
-    fold(runs, &[]).into_iter().map(|(g, _)| g).collect()
-}
-
 /// A score of a run (a percentage, seconds), `None` where the run has none.
 pub type Score<'s> = &'s dyn Fn(&Dep) -> Option<f64>;
 
-/// [`group`], with each score's mean and sd over each group's runs.
-pub fn fold<'a>(
+/// Groups runs by stage and every coordinate but the seed, keeping the order in which each
+/// group's first run appears, with each score's mean and sd over each group's runs.
+pub fn fold<'a, const N: usize>(
     runs: &[&'a Dep],
-    scores: &[Score<'_>],
-) -> Vec<(SeedGroup<'a>, Vec<Option<MeanSd>>)> {
+    scores: &[Score<'_>; N],
+) -> Vec<(SeedGroup<'a>, [Option<MeanSd>; N])> {
     let keys = runs.iter().map(|d| key(d)).collect();
     let columns = scores
         .iter()
@@ -79,12 +75,8 @@ pub fn fold<'a>(
     by_key(keys, columns)
         .into_iter()
         .map(|(rows, stats)| {
-            (
-                SeedGroup {
-                    runs: rows.iter().map(|&i| runs[i]).collect(),
-                },
-                stats,
-            )
+            let runs = rows.iter().map(|&i| runs[i]).collect();
+            (SeedGroup { runs }, std::array::from_fn(|i| stats[i]))
         })
         .collect()
 }
@@ -158,6 +150,31 @@ pub fn mean_sd(values: impl IntoIterator<Item = Option<f64>>) -> Option<MeanSd> 
         .and_then(|(_, mut stats)| stats.pop().flatten())
 }
 
+/// The mean rounded to 2 decimals (a table's data column).
+pub fn mean2(m: Option<MeanSd>) -> Option<f64> {
+    m.map(|m| round(m.mean, 2))
+}
+
+/// The sd rounded to 2 decimals, `None` for one run.
+pub fn sd2(m: Option<MeanSd>) -> Option<f64> {
+    m.and_then(|m| m.sd).map(|s| round(s, 2))
+}
+
+/// `2, 3 / 3`: the epoch each seed kept, and the epochs trained.
+pub fn epochs_cell(g: &SeedGroup<'_>) -> Option<String> {
+    let best: Vec<String> = g
+        .runs
+        .iter()
+        .map(|d| {
+            d.finetune()
+                .best_epoch
+                .map_or("–".into(), |b| b.to_string())
+        })
+        .collect();
+    let epochs = g.first().finetune().epochs?;
+    Some(format!("{} / {epochs}", best.join(", ")))
+}
+
 /// `57.31 ± 0.42` (or `57.31` for one run).
 pub fn cell(m: Option<MeanSd>, decimals: usize) -> Option<String> {
     m.map(|m| match m.sd {
@@ -204,7 +221,10 @@ mod tests {
             "other",
             &[("init", json!("pretrained")), ("seed", json!(1))],
         );
-        let groups = group(&[&a, &b, &c, &d]);
+        let groups: Vec<SeedGroup> = fold(&[&a, &b, &c, &d], &[])
+            .into_iter()
+            .map(|(g, _)| g)
+            .collect();
         let sizes: Vec<usize> = groups.iter().map(|g| g.runs.len()).collect();
         assert_eq!(sizes, vec![2, 1, 1]);
         assert_eq!(groups[0].name(), "ft@init=pretrained");

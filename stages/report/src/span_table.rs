@@ -19,7 +19,7 @@ use crate::finetune_runs::{init_cell, model_cell, train_data, train_examples};
 use crate::published::{TaskPublished, TaskRow};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cols};
+use crate::table::{Cell, Col, Table, cells, cols};
 
 /// EM and F1 (%) of a span block, `None` for a block of another shape.
 fn em_f1(v: Option<&Value>) -> Option<(f64, f64)> {
@@ -102,8 +102,14 @@ pub fn span_table(
         let rank = usize::from(d.finetune().init.as_deref() != Some("pretrained"));
         (d.stage.clone(), rank, d.instance.clone())
     });
-    for g in seeds::group(&ours) {
-        t.push(our_row(&g));
+    let scores: [seeds::Score; 4] = [
+        &|d| score(d, false, false),
+        &|d| score(d, false, true),
+        &|d| score(d, true, false),
+        &|d| score(d, true, true),
+    ];
+    for (g, stats) in seeds::fold(&ours, &scores) {
+        t.push(our_row(&g, stats));
     }
     let mut sorted: Vec<&&Dep> = baselines.iter().collect();
     sorted.sort_by_key(|d| d.instance.clone());
@@ -123,60 +129,37 @@ pub fn span_table(
     t
 }
 
-fn our_row(g: &seeds::SeedGroup<'_>) -> Vec<(&'static str, Cell)> {
+/// EM or F1 (%) of a run's dev (model-selection) or test block.
+fn score(d: &Dep, test: bool, f1: bool) -> Option<f64> {
+    let r = d.finetune();
+    let (dev, t) = dev_test(r.dev.as_ref(), r.eval.as_ref());
+    let (em, f) = if test { t } else { dev }?;
+    Some(if f1 { f } else { em })
+}
+
+fn our_row(g: &seeds::SeedGroup<'_>, stats: [Option<MeanSd>; 4]) -> Vec<(&'static str, Cell)> {
     let d = g.first();
     let r = d.finetune();
-    let scores: Vec<_> = g
-        .runs
-        .iter()
-        .map(|d| {
-            let r = d.finetune();
-            dev_test(r.dev.as_ref(), r.eval.as_ref())
-        })
-        .collect();
-    let fold = |f: &dyn Fn(&(EmF1, EmF1)) -> Option<f64>| seeds::mean_sd(scores.iter().map(f));
-    let dev_em = fold(&|s| s.0.map(|x| x.0));
-    let dev_f1 = fold(&|s| s.0.map(|x| x.1));
-    let test_em = fold(&|s| s.1.map(|x| x.0));
-    let test_f1 = fold(&|s| s.1.map(|x| x.1));
-    let best: Vec<String> = g
-        .runs
-        .iter()
-        .map(|d| {
-            d.finetune()
-                .best_epoch
-                .map_or("–".into(), |b| b.to_string())
-        })
-        .collect();
-    let mean = |m: Option<MeanSd>| m.map(|m| round(m.mean, 2));
-    let sd = |m: Option<MeanSd>| m.and_then(|m| m.sd).map(|s| round(s, 2));
-    vec![
-        ("source", "ours".into()),
-        ("model", model_cell(d).into()),
-        ("init", init_cell(d).into()),
-        (
-            "train_data",
-            r.protocol.as_ref().and_then(train_data).into(),
-        ),
-        ("parameters", r.parameters.into()),
-        ("seeds", Some(g.runs.len() as u64).into()),
-        ("dev_em", mean(dev_em).into()),
-        ("dev_f1", mean(dev_f1).into()),
-        ("dev_f1_sd", sd(dev_f1).into()),
-        ("dev_md", pair_cell(dev_em, dev_f1).into()),
-        ("test_em", mean(test_em).into()),
-        ("test_f1", mean(test_f1).into()),
-        ("test_f1_sd", sd(test_f1).into()),
-        ("test_md", pair_cell(test_em, test_f1).into()),
-        (
-            "epochs",
-            r.epochs
-                .map(|e| format!("{} / {e}", best.join(", ")))
-                .into(),
-        ),
-        ("train_examples", train_examples(r.protocol.as_ref()).into()),
-        ("run", g.name().into()),
-    ]
+    let [dev_em, dev_f1, test_em, test_f1] = stats;
+    cells! {
+        source: "ours",
+        model: model_cell(d),
+        init: init_cell(d),
+        train_data: r.protocol.as_ref().and_then(train_data),
+        parameters: r.parameters,
+        seeds: g.runs.len() as u64,
+        dev_em: seeds::mean2(dev_em),
+        dev_f1: seeds::mean2(dev_f1),
+        dev_f1_sd: seeds::sd2(dev_f1),
+        dev_md: pair_cell(dev_em, dev_f1),
+        test_em: seeds::mean2(test_em),
+        test_f1: seeds::mean2(test_f1),
+        test_f1_sd: seeds::sd2(test_f1),
+        test_md: pair_cell(test_em, test_f1),
+        epochs: seeds::epochs_cell(g),
+        train_examples: train_examples(r.protocol.as_ref()),
+        run: g.name(),
+    }
 }
 
 fn baseline_row(d: &Dep, e: &BaselineEntry) -> Vec<(&'static str, Cell)> {

@@ -79,6 +79,15 @@ impl From<Option<f64>> for Cell {
     }
 }
 
+/// A row's cells as `key: value` pairs (the keys are columns' keys), each value converted
+/// into a [`Cell`]: `cells! { source: "ours", steps: r.steps }`.
+macro_rules! cells {
+    ($($key:ident: $value:expr),* $(,)?) => {
+        vec![$((stringify!($key), $crate::table::Cell::from($value))),*]
+    };
+}
+pub(crate) use cells;
+
 /// The type of a column: its polars dtype, and so its CSV and JSON values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
