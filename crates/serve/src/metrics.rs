@@ -2,7 +2,7 @@
 //! exposed by `GET /metrics` in the OpenMetrics text format:
 //!
 //! - `pipeline_serve_requests_total{endpoint, status}`: every request answered;
-//! - `pipeline_serve_request_duration_seconds`: `/predict`'s latency, body read to response;
+//! - `pipeline_serve_request_duration_seconds`: `/predict`'s latency, headers read to response;
 //! - `pipeline_serve_batch_inputs`, `pipeline_serve_batch_tokens`: each batch's size;
 //! - `pipeline_serve_predict_duration_seconds`: the model's time per batch;
 //! - `pipeline_serve_connections`: connections open;
@@ -63,7 +63,7 @@ impl Metrics {
         let latency = Histogram::new(exponential_buckets(0.001, 2.0, 15));
         registry.register(
             "request_duration_seconds",
-            "Latency of /predict requests, from the body's first byte read to the response",
+            "Latency of /predict requests, from its headers read to its response written",
             latency.clone(),
         );
         let batch_inputs = Histogram::new(exponential_buckets(1.0, 2.0, 11));
