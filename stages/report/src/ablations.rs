@@ -9,7 +9,7 @@ use crate::deps::Dep;
 use crate::recipes::{self, Effect, Recipe};
 use crate::seeds;
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cols, thousands};
+use crate::table::{Cell, Col, Table, cells, cols, thousands};
 
 fn columns() -> Vec<Col> {
     cols(
@@ -127,42 +127,34 @@ fn changes(p: &Dep, r: &Recipe, main: Option<&Dep>, reference: Option<&Recipe>) 
 /// the pretrained weights against random ones.
 fn effect_row(p: &Dep, r: &Recipe, changes: &str, e: &Effect) -> Vec<(&'static str, Cell)> {
     let (pre, rnd) = (e.pretrained_test(), e.random_test());
-    vec![
-        ("pretrain", p.instance.as_str().into()),
-        ("changes", changes.into()),
-        ("share_type", r.share_type.clone().into()),
-        ("objective", r.objective().into()),
-        ("masking", r.masking.clone().into()),
-        ("task_text", r.task_text_cell().into()),
-        ("steps", p.pretrain().steps.into()),
-        ("tokens_seen", p.pretrain().tokens_seen.into()),
-        ("task", e.task.clone().into()),
-        ("stage", e.stage.clone().into()),
-        ("train_data", e.train_data.clone().into()),
-        ("seeds", (e.pretrained.len() as u64).into()),
-        ("random_seeds", (e.random.len() as u64).into()),
-        ("test", pre.map(|m| round(m.mean, 2)).into()),
-        (
-            "test_sd",
-            pre.and_then(|m| m.sd).map(|s| round(s, 2)).into(),
-        ),
-        ("test_md", seeds::cell(pre, 2).into()),
-        ("random_test", rnd.map(|m| round(m.mean, 2)).into()),
-        (
-            "random_test_sd",
-            rnd.and_then(|m| m.sd).map(|s| round(s, 2)).into(),
-        ),
-        ("random_md", seeds::cell(rnd, 2).into()),
-        ("effect", e.diff().map(|x| round(x, 2)).into()),
-        (
-            "beyond_2sd",
-            e.beyond_two_sd()
-                .map(|b| if b { "yes" } else { "no" }.to_string())
-                .unwrap_or_else(|| "–".into())
-                .into(),
-        ),
-        ("effect_md", effect_cell(e).into()),
-    ]
+    cells! {
+        pretrain: p.instance.as_str(),
+        changes: changes,
+        share_type: r.share_type.clone(),
+        objective: r.objective(),
+        masking: r.masking.clone(),
+        task_text: r.task_text_cell(),
+        steps: p.pretrain().steps,
+        tokens_seen: p.pretrain().tokens_seen,
+        task: e.task.clone(),
+        stage: e.stage.clone(),
+        train_data: e.train_data.clone(),
+        seeds: e.pretrained.len() as u64,
+        random_seeds: e.random.len() as u64,
+        test: pre.map(|m| round(m.mean, 2)),
+        test_sd: pre.and_then(|m| m.sd).map(|s| round(s, 2)),
+        test_md: seeds::cell(pre, 2),
+        random_test: rnd.map(|m| round(m.mean, 2)),
+        random_test_sd: rnd.and_then(|m| m.sd).map(|s| round(s, 2)),
+        random_md: seeds::cell(rnd, 2),
+        effect: e.diff().map(|x| round(x, 2)),
+        beyond_2sd: match e.beyond_two_sd() {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "–",
+        },
+        effect_md: effect_cell(e),
+    }
 }
 
 /// The pretraining budget of each run, stated: steps × batch × sequence length, tokens seen.

@@ -12,7 +12,7 @@ use pipeline_metrics::BaselineEntry;
 use crate::deps::Dep;
 use crate::finetune_runs::{resolve_entry, train_data, train_examples};
 use crate::sizes::round;
-use crate::table::{Cell, thousands};
+use crate::table::{Cell, cells, thousands};
 
 /// What a baseline fitted, in a few words for the table's note.
 fn fitted(entry: &BaselineEntry) -> Option<String> {
@@ -60,21 +60,21 @@ pub fn rows(deps: &[&Dep]) -> Vec<Vec<(&'static str, Cell)>> {
             let r = resolve_entry(e);
             let name = e.name.as_deref().unwrap_or("?");
             let model = e.description.as_deref().unwrap_or(name).to_string();
-            out.push(vec![
-                ("source", "baseline".into()),
-                ("model", model.into()),
-                ("train_data", protocol.and_then(train_data).into()),
-                ("dev", r.dev.into()),
-                ("dev_md", r.dev.map(|x| format!("{x:.2}")).into()),
-                ("test", r.test.into()),
-                ("test_md", r.test.map(|x| format!("{x:.2}")).into()),
-                ("selection_accuracy", r.selection.into()),
-                ("dev_set", r.dev_set.into()),
-                ("test_set", r.test_set.into()),
-                ("train_examples", train_examples(protocol).into()),
-                ("run", format!("{}/{name}", d.instance).into()),
-                ("note", fitted(e).into()),
-            ]);
+            out.push(cells! {
+                source: "baseline",
+                model: model,
+                train_data: protocol.and_then(train_data),
+                dev: r.dev,
+                dev_md: r.dev.map(|x| format!("{x:.2}")),
+                test: r.test,
+                test_md: r.test.map(|x| format!("{x:.2}")),
+                selection_accuracy: r.selection,
+                dev_set: r.dev_set,
+                test_set: r.test_set,
+                train_examples: train_examples(protocol),
+                run: format!("{}/{name}", d.instance),
+                note: fitted(e),
+            });
         }
     }
     out

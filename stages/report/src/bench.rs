@@ -28,7 +28,7 @@ use pipeline_metrics::FinetuneRecord;
 
 use crate::deps::Dep;
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cols};
+use crate::table::{Cell, Col, Table, cells, cols};
 
 /// One benchmark line and where it came from.
 #[derive(Debug, Clone)]
@@ -494,23 +494,23 @@ fn sorted(rows: &[Row]) -> Vec<&Row> {
 }
 
 fn cells(r: &Row, ratio: Option<f64>) -> Vec<(&'static str, Cell)> {
-    vec![
-        ("what", r.what.into()),
-        ("implementation", r.implementation.as_str().into()),
-        ("model", r.model.clone().into()),
-        ("device", r.device.clone().into()),
-        ("isa", r.isa.clone().into()),
-        ("precision", r.precision.clone().into()),
-        ("threads", r.threads.into()),
-        ("batch", r.batch.into()),
-        ("seq", r.seq.into()),
-        ("value", r.value.map(|x| round(x, 1)).into()),
-        ("unit", r.unit.into()),
-        ("vs_transformers", ratio.into()),
-        ("model_tflops_per_s", r.tflops.map(|x| round(x, 4)).into()),
-        ("mfu", r.mfu.map(|m| round(m * 100.0, 2)).into()),
-        ("source", r.source.as_str().into()),
-    ]
+    cells! {
+        what: r.what,
+        implementation: r.implementation.as_str(),
+        model: r.model.clone(),
+        device: r.device.clone(),
+        isa: r.isa.clone(),
+        precision: r.precision.clone(),
+        threads: r.threads,
+        batch: r.batch,
+        seq: r.seq,
+        value: r.value.map(|x| round(x, 1)),
+        unit: r.unit,
+        vs_transformers: ratio,
+        model_tflops_per_s: r.tflops.map(|x| round(x, 4)),
+        mfu: r.mfu.map(|m| round(m * 100.0, 2)),
+        source: r.source.as_str(),
+    }
 }
 
 #[cfg(test)]

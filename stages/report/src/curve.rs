@@ -14,7 +14,7 @@ use crate::deps::Dep;
 use crate::finetune_runs::{resolve, resolve_entry, train_data};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cols};
+use crate::table::{Cell, Col, Table, cells, cols};
 
 /// One budget of one line: the runs fine-tuned from the same pretraining point.
 pub struct Point {
@@ -258,16 +258,16 @@ fn curve_columns() -> Vec<Col> {
 
 /// One point of a line: the backbone at a pretraining step, its mean test score over seeds.
 fn point_row(line: &Line, p: &Point) -> Vec<(&'static str, Cell)> {
-    vec![
-        ("train_data", line.train_data.as_str().into()),
-        ("backbone", line.backbone.as_str().into()),
-        ("step", p.step.into()),
-        ("tokens_seen", p.tokens.into()),
-        ("test", round(p.test.mean, 2).into()),
-        ("test_sd", p.test.sd.map(|s| round(s, 2)).into()),
-        ("test_md", seeds::cell(Some(p.test), 2).into()),
-        ("seeds", (p.test.n as u64).into()),
-    ]
+    cells! {
+        train_data: line.train_data.as_str(),
+        backbone: line.backbone.as_str(),
+        step: p.step,
+        tokens_seen: p.tokens,
+        test: round(p.test.mean, 2),
+        test_sd: p.test.sd.map(|s| round(s, 2)),
+        test_md: seeds::cell(Some(p.test), 2),
+        seeds: p.test.n as u64,
+    }
 }
 
 /// A line's series for the figure (bold, with points) and, where a baseline ran on the same

@@ -167,17 +167,17 @@ pub fn finetune(
     }
     if let Some(p) = published {
         for r in &p.rows {
-            t.push(vec![
-                ("source", "published".into()),
-                ("model", r.model.as_str().into()),
-                ("dev", r.dev.into()),
-                ("dev_mean", r.dev_mean.into()),
-                ("dev_md", with_mean(r.dev, r.dev_mean, 1).into()),
-                ("test", r.test.into()),
-                ("test_mean", r.test_mean.into()),
-                ("test_md", with_mean(r.test, r.test_mean, 1).into()),
-                ("note", r.note.clone().into()),
-            ]);
+            t.push(cells! {
+                source: "published",
+                model: r.model.as_str(),
+                dev: r.dev,
+                dev_mean: r.dev_mean,
+                dev_md: with_mean(r.dev, r.dev_mean, 1),
+                test: r.test,
+                test_mean: r.test_mean,
+                test_md: with_mean(r.test, r.test_mean, 1),
+                note: r.note.clone(),
+            });
         }
     }
     t

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::deps::Dep;
 use crate::published::Published;
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cols, thousands};
+use crate::table::{Cell, Col, Table, cells, cols, thousands};
 
 /// A fraction (0.791) or a percentage (79.1) as a percentage with 2 decimals.
 pub(crate) fn percent(x: Option<f64>) -> Option<f64> {
@@ -162,52 +162,37 @@ fn our_pretraining_row(d: &Dep, cleans: &[&Dep]) -> Vec<(&'static str, Cell)> {
         _ => None,
     };
     let wall = r.wall_seconds;
-    vec![
-        ("source", "ours".into()),
-        ("run", d.instance.as_str().into()),
-        ("model", model.into()),
-        ("share_type", r.share_type.clone().into()),
-        ("ln_type", r.ln_type.clone().into()),
-        ("parameters", r.total_parameters().into()),
-        ("steps", r.steps.into()),
-        ("batch_size", r.rows_per_step().into()),
-        ("max_seq_length", r.max_seq_length.into()),
-        ("tokens_seen", r.tokens_seen.into()),
-        ("wall_seconds", wall.map(|w| round(w, 1)).into()),
-        (
-            "wall_time",
-            wall.map(crate::table::duration).unwrap_or_default().into(),
-        ),
-        ("cpu_hours", cpu_hours(d).map(|h| round(h, 2)).into()),
-        ("tokens_per_s", r.tokens_per_s.map(|x| x.round()).into()),
-        ("device", hardware(d).into()),
-        ("mlm_accuracy", percent(e("mlm_accuracy")).into()),
-        ("sop_accuracy", percent(e("sop_accuracy")).into()),
-        (
-            "floor_mlm_accuracy",
-            percent(at(&r.eval, &["floor", "mlm_accuracy"])).into(),
-        ),
-        ("vs_floor", vs_floor(r.eval.as_ref()).into()),
-        (
-            "mlm_accuracy_mask",
-            percent(by_corruption(&r.eval, "mask")).into(),
-        ),
-        (
-            "mlm_accuracy_random",
-            percent(by_corruption(&r.eval, "random")).into(),
-        ),
-        (
-            "mlm_accuracy_kept",
-            percent(by_corruption(&r.eval, "kept")).into(),
-        ),
-        ("eval_mlm_loss", e("mlm_loss").map(|x| round(x, 4)).into()),
-        ("eval_sop_loss", e("sop_loss").map(|x| round(x, 4)).into()),
-        ("eval_loss", total.into()),
-        ("objective", recipe.objective().into()),
-        ("masking", recipe.masking.clone().into()),
-        ("corpus", recipe.clean.clone().into()),
-        ("task_text", recipe.task_text_cell().into()),
-    ]
+    cells! {
+        source: "ours",
+        run: d.instance.as_str(),
+        model: model,
+        share_type: r.share_type.clone(),
+        ln_type: r.ln_type.clone(),
+        parameters: r.total_parameters(),
+        steps: r.steps,
+        batch_size: r.rows_per_step(),
+        max_seq_length: r.max_seq_length,
+        tokens_seen: r.tokens_seen,
+        wall_seconds: wall.map(|w| round(w, 1)),
+        wall_time: wall.map(crate::table::duration).unwrap_or_default(),
+        cpu_hours: cpu_hours(d).map(|h| round(h, 2)),
+        tokens_per_s: r.tokens_per_s.map(|x| x.round()),
+        device: hardware(d),
+        mlm_accuracy: percent(e("mlm_accuracy")),
+        sop_accuracy: percent(e("sop_accuracy")),
+        floor_mlm_accuracy: percent(at(&r.eval, &["floor", "mlm_accuracy"])),
+        vs_floor: vs_floor(r.eval.as_ref()),
+        mlm_accuracy_mask: percent(by_corruption(&r.eval, "mask")),
+        mlm_accuracy_random: percent(by_corruption(&r.eval, "random")),
+        mlm_accuracy_kept: percent(by_corruption(&r.eval, "kept")),
+        eval_mlm_loss: e("mlm_loss").map(|x| round(x, 4)),
+        eval_sop_loss: e("sop_loss").map(|x| round(x, 4)),
+        eval_loss: total,
+        objective: recipe.objective(),
+        masking: recipe.masking.clone(),
+        corpus: recipe.clean.clone(),
+        task_text: recipe.task_text_cell(),
+    }
 }
 
 /// The number at `path` inside the final evaluation, if the record has it.
@@ -241,33 +226,22 @@ fn vs_floor(eval: Option<&Value>) -> Option<String> {
 /// One of albert_zh's published pretraining rows.
 fn published_pretraining_row(r: &crate::published::PretrainRow) -> Vec<(&'static str, Cell)> {
     let hours = r.training_hours.map(|h| h * 3600.0);
-    vec![
-        ("source", "albert_zh (published)".into()),
-        ("run", r.model.as_str().into()),
-        ("model", r.config.as_str().into()),
-        ("share_type", "all".into()),
-        ("steps", r.steps.into()),
-        ("batch_size", r.batch_size.into()),
-        ("max_seq_length", r.max_seq_length.into()),
-        ("wall_seconds", hours.into()),
-        (
-            "wall_time",
-            hours
-                .map(|h| {
-                    format!(
-                        "{}{}",
-                        crate::table::duration(h),
-                        if r.training_hours_estimated { "*" } else { "" }
-                    )
-                })
-                .unwrap_or_default()
-                .into(),
-        ),
-        ("device", r.device.clone().into()),
-        ("mlm_accuracy", r.mlm_accuracy.into()),
-        ("sop_accuracy", r.sop_accuracy.into()),
-        ("eval_loss", r.eval_loss.into()),
-    ]
+    let estimated = if r.training_hours_estimated { "*" } else { "" };
+    cells! {
+        source: "albert_zh (published)",
+        run: r.model.as_str(),
+        model: r.config.as_str(),
+        share_type: "all",
+        steps: r.steps,
+        batch_size: r.batch_size,
+        max_seq_length: r.max_seq_length,
+        wall_seconds: hours,
+        wall_time: hours.map(|h| format!("{}{estimated}", crate::table::duration(h))).unwrap_or_default(),
+        device: r.device.clone(),
+        mlm_accuracy: r.mlm_accuracy,
+        sop_accuracy: r.sop_accuracy,
+        eval_loss: r.eval_loss,
+    }
 }
 
 /// ` with LAMB, peak learning rate 0.003, 250 warmup steps then linear decay`.

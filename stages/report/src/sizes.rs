@@ -8,7 +8,7 @@ use pipeline_albert::config::NAMED_CONFIGS;
 use pipeline_albert::{AlbertConfig, ParameterCount, ShareType};
 
 use crate::published::{Published, SizeRow};
-use crate::table::{Cell, Col, Table, cols};
+use crate::table::{Cell, Col, Table, cells, cols};
 
 /// The English ALBERT/BERT vocabulary the published counts use.
 pub const ENGLISH_VOCAB: usize = 30_000;
@@ -167,18 +167,18 @@ fn size_cols() -> Vec<Col> {
 fn size_cells(c: &AlbertConfig) -> Vec<(&'static str, Cell)> {
     let n: ParameterCount = c.parameter_count();
     let en = with_vocab(c, ENGLISH_VOCAB).parameter_count();
-    vec![
-        ("embedding_size", (c.embedding_size as u64).into()),
-        ("hidden_size", (c.hidden_size as u64).into()),
-        ("layers", (c.num_hidden_layers as u64).into()),
-        ("intermediate_size", (c.intermediate_size as u64).into()),
-        ("share_type", c.share_type.name().into()),
-        ("params_backbone", n.backbone.into()),
-        ("params_pretraining", n.total.into()),
-        ("fp32_mb", fp32_mb(n.total).into()),
-        ("fp32_mib", fp32_mib(n.total).into()),
-        ("params_backbone_v30000", en.backbone.into()),
-    ]
+    cells! {
+        embedding_size: c.embedding_size as u64,
+        hidden_size: c.hidden_size as u64,
+        layers: c.num_hidden_layers as u64,
+        intermediate_size: c.intermediate_size as u64,
+        share_type: c.share_type.name(),
+        params_backbone: n.backbone,
+        params_pretraining: n.total,
+        fp32_mb: fp32_mb(n.total),
+        fp32_mib: fp32_mib(n.total),
+        params_backbone_v30000: en.backbone,
+    }
 }
 
 fn published_m(x: Option<f64>) -> Option<String> {
@@ -241,7 +241,9 @@ fn model_size_row(
     c: &AlbertConfig,
     p: Option<&SizeRow>,
 ) -> Vec<(&'static str, Cell)> {
-    let mut cells = vec![("model", Cell::from(name))];
+    let mut cells = cells! {
+        model: Cell::from(name),
+    };
     cells.extend(size_cells(c));
     let mut shown = Vec::new();
     let mut vs_zh = Vec::new();

@@ -167,43 +167,37 @@ fn baseline_row(d: &Dep, e: &BaselineEntry) -> Vec<(&'static str, Cell)> {
     let protocol = &d.baseline().protocol;
     let name = e.name.as_deref().unwrap_or("?");
     let one = |x: Option<(f64, f64)>| x.map(|(em, f1)| format!("{em:.2} / {f1:.2}"));
-    vec![
-        ("source", "baseline".into()),
-        ("model", e.description.as_deref().unwrap_or(name).into()),
-        ("train_data", protocol.as_ref().and_then(train_data).into()),
-        ("dev_em", dev.map(|x| x.0).into()),
-        ("dev_f1", dev.map(|x| x.1).into()),
-        ("dev_md", one(dev).into()),
-        ("test_em", test.map(|x| x.0).into()),
-        ("test_f1", test.map(|x| x.1).into()),
-        ("test_md", one(test).into()),
-        ("train_examples", train_examples(protocol.as_ref()).into()),
-        ("run", format!("{}/{name}", d.instance).into()),
-    ]
+    cells! {
+        source: "baseline",
+        model: e.description.as_deref().unwrap_or(name),
+        train_data: protocol.as_ref().and_then(train_data),
+        dev_em: dev.map(|x| x.0),
+        dev_f1: dev.map(|x| x.1),
+        dev_md: one(dev),
+        test_em: test.map(|x| x.0),
+        test_f1: test.map(|x| x.1),
+        test_md: one(test),
+        train_examples: train_examples(protocol.as_ref()),
+        run: format!("{}/{name}", d.instance),
+    }
 }
 
 fn published_row(r: &TaskRow) -> Vec<(&'static str, Cell)> {
-    vec![
-        ("source", "published".into()),
-        ("model", r.model.as_str().into()),
-        ("dev_em", r.dev_em.into()),
-        ("dev_f1", r.dev.into()),
-        ("dev_em_mean", r.dev_em_mean.into()),
-        ("dev_f1_mean", r.dev_mean.into()),
-        (
-            "dev_md",
-            published_cell(r.dev_em, r.dev_em_mean, r.dev, r.dev_mean).into(),
-        ),
-        ("test_em", r.test_em.into()),
-        ("test_f1", r.test.into()),
-        ("test_em_mean", r.test_em_mean.into()),
-        ("test_f1_mean", r.test_mean.into()),
-        (
-            "test_md",
-            published_cell(r.test_em, r.test_em_mean, r.test, r.test_mean).into(),
-        ),
-        ("note", r.note.clone().into()),
-    ]
+    cells! {
+        source: "published",
+        model: r.model.as_str(),
+        dev_em: r.dev_em,
+        dev_f1: r.dev,
+        dev_em_mean: r.dev_em_mean,
+        dev_f1_mean: r.dev_mean,
+        dev_md: published_cell(r.dev_em, r.dev_em_mean, r.dev, r.dev_mean),
+        test_em: r.test_em,
+        test_f1: r.test,
+        test_em_mean: r.test_em_mean,
+        test_f1_mean: r.test_mean,
+        test_md: published_cell(r.test_em, r.test_em_mean, r.test, r.test_mean),
+        note: r.note.clone(),
+    }
 }
 
 #[cfg(test)]
