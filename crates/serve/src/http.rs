@@ -171,9 +171,7 @@ async fn answer<M: Model>(
     body: Body,
 ) -> Result<Response, ApiError> {
     let bytes = read_body(headers, body, state.config.max_body_bytes).await?;
-    let (inputs, one) = parse::<M::Input>(&bytes, state.config.max_inputs)?;
-    drop(bytes);
-    let checked = check(state.model.as_ref(), inputs, one)?;
+    let (checked, one) = prepare(state, bytes).await?;
     let count = checked.len();
     let receivers = state.queue.submit(checked).map_err(|_| {
         ApiError::new(
@@ -200,15 +198,35 @@ async fn answer<M: Model>(
             }
         }
     }
-    let mut response = match (one, outputs.pop()) {
-        (true, Some(output)) => json_response(StatusCode::OK, &output),
-        (_, last) => {
-            outputs.extend(last);
-            json_response(StatusCode::OK, &outputs)
-        }
+    let mut response = match (one, outputs.as_slice()) {
+        (true, [output]) => json_response(StatusCode::OK, output),
+        _ => json_response(StatusCode::OK, &outputs),
     };
     response.extensions_mut().insert(Answered(count));
     Ok(response)
+}
+
+/// The body's inputs with their costs, and whether it was one object. Parsed and checked on the
+/// blocking pool: the model's check tokenizes every text, and a large request must not hold up
+/// the connections this runtime thread serves.
+async fn prepare<M: Model>(
+    state: &AppState<M>,
+    bytes: Vec<u8>,
+) -> Result<(Vec<(M::Input, usize)>, bool), ApiError> {
+    let model = state.model.clone();
+    let max_inputs = state.config.max_inputs;
+    let prepared = tokio::task::spawn_blocking(move || {
+        let (inputs, one) = parse::<M::Input>(&bytes, max_inputs)?;
+        drop(bytes);
+        Ok((check(model.as_ref(), inputs, one)?, one))
+    })
+    .await;
+    prepared.unwrap_or_else(|e| {
+        Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("checking the request failed: {e}"),
+        ))
+    })
 }
 
 fn too_large(limit: usize) -> ApiError {

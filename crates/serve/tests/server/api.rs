@@ -138,6 +138,8 @@ async fn a_failing_or_panicking_batch_is_a_500_and_the_server_keeps_serving() {
     assert_eq!(msg, "the fake model fails on purpose");
     let msg = refused(&server, r#"[{"text": "ok"}, {"text": "panic"}]"#, error).await;
     assert!(msg.starts_with("the model failed: "), "{msg}");
+    let msg = refused(&server, r#"{"text": "panic in check"}"#, error).await;
+    assert!(msg.starts_with("checking the request failed: "), "{msg}");
     let (status, value) = post(&server, r#"{"text": "still here"}"#).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(value["length"], 10);

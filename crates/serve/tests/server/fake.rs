@@ -1,7 +1,7 @@
 //! A fake model and a server on 127.0.0.1, port 0.
 //!
 //! The model "predicts" a text's length in characters. A text `fail` makes its batch fail, a
-//! text `panic` makes `predict` panic, and a [`Gate`] can hold every batch until the test opens
+//! text `panic` makes `predict` panic (`panic in check`: `check`), and a [`Gate`] can hold every batch until the test opens
 //! it, so that a test knows what is in flight and what is queued.
 
 use std::net::SocketAddr;
@@ -82,6 +82,9 @@ impl Model for Fake {
 
     fn check(&self, input: &Text) -> Result<usize, String> {
         let chars = input.text.chars().count();
+        if input.text == "panic in check" {
+            panic!("the fake model's check panics on purpose");
+        }
         if input.text.trim().is_empty() {
             return Err("field `text` is empty".into());
         }
