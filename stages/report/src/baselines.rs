@@ -172,20 +172,9 @@ pub fn length_analysis(d: &Dep) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
-    use std::collections::BTreeMap;
 
     fn dep(metrics: Value) -> Dep {
-        Dep {
-            instance: "baseline_lcqmc".into(),
-            stage: "baseline_lcqmc".into(),
-            coords: BTreeMap::new(),
-            dir: std::path::PathBuf::new(),
-            kind: crate::deps::DepKind::Baseline,
-            record: crate::deps::Record::parse(crate::deps::DepKind::Baseline, &metrics),
-            metrics,
-            lines: vec![],
-            finished: None,
-        }
+        Dep::new("baseline_lcqmc", crate::deps::DepKind::Baseline, metrics)
     }
 
     fn metrics() -> Value {

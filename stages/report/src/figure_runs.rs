@@ -39,15 +39,8 @@ mod tests {
 
     fn dep(kind: DepKind, metrics: Value) -> Dep {
         Dep {
-            instance: "pretrain@a".into(),
-            stage: "pretrain".into(),
-            coords: Default::default(),
-            dir: "/nonexistent".into(),
-            kind,
-            record: crate::deps::Record::parse(kind, &metrics),
-            metrics,
             lines: vec![json!({"step": 10, "mlm_accuracy": 0.1})],
-            finished: None,
+            ..Dep::new("pretrain@a", kind, metrics)
         }
     }
 

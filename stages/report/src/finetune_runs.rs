@@ -322,20 +322,9 @@ mod tests {
     use super::*;
     use crate::published::Published;
     use serde_json::json;
-    use std::collections::BTreeMap;
 
     fn dep(instance: &str, metrics: Value) -> Dep {
-        Dep {
-            instance: instance.into(),
-            stage: instance.split('@').next().unwrap().into(),
-            coords: BTreeMap::new(),
-            dir: std::path::PathBuf::new(),
-            kind: crate::deps::DepKind::Finetune,
-            record: crate::deps::Record::parse(crate::deps::DepKind::Finetune, &metrics),
-            metrics,
-            lines: vec![],
-            finished: None,
-        }
+        Dep::new(instance, crate::deps::DepKind::Finetune, metrics)
     }
 
     #[test]

@@ -188,28 +188,17 @@ mod tests {
     use super::*;
     use crate::deps::DepKind;
     use serde_json::json;
-    use std::collections::BTreeMap;
 
     fn dep(stage: &str, coords: &[(&str, Value)]) -> Dep {
-        let coords: BTreeMap<String, Value> = coords
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
         let tail: Vec<String> = coords
             .iter()
             .map(|(k, v)| format!("{k}={}", value_text(v)))
             .collect();
-        Dep {
-            instance: format!("{stage}@{}", tail.join(",")),
-            stage: stage.into(),
-            coords,
-            dir: std::path::PathBuf::new(),
-            kind: DepKind::Finetune,
-            record: crate::deps::Record::parse(DepKind::Finetune, &Value::Null),
-            metrics: Value::Null,
-            lines: vec![],
-            finished: None,
-        }
+        Dep::new(
+            &format!("{stage}@{}", tail.join(",")),
+            DepKind::Finetune,
+            Value::Null,
+        )
     }
 
     #[test]

@@ -206,23 +206,13 @@ mod tests {
     use crate::deps::DepKind;
     use crate::published::Published;
     use serde_json::json;
-    use std::collections::BTreeMap;
 
     fn dep(instance: &str, seed: u64, metrics: Value) -> Dep {
-        Dep {
-            instance: format!("{instance},seed={seed}"),
-            stage: instance.split('@').next().unwrap().into(),
-            coords: BTreeMap::from([
-                ("init".to_string(), json!("pretrained")),
-                ("seed".to_string(), json!(seed)),
-            ]),
-            dir: std::path::PathBuf::new(),
-            kind: DepKind::Finetune,
-            record: crate::deps::Record::parse(DepKind::Finetune, &metrics),
+        Dep::new(
+            &format!("{instance},seed={seed}"),
+            DepKind::Finetune,
             metrics,
-            lines: vec![],
-            finished: None,
-        }
+        )
     }
 
     fn block(em: f64, f1: f64) -> Value {
