@@ -33,12 +33,6 @@ impl From<String> for Cell {
     }
 }
 
-impl From<Option<String>> for Cell {
-    fn from(s: Option<String>) -> Cell {
-        s.map_or(Cell::Null, Cell::Str)
-    }
-}
-
 impl From<i64> for Cell {
     fn from(n: i64) -> Cell {
         Cell::Int(n)
@@ -51,15 +45,10 @@ impl From<u64> for Cell {
     }
 }
 
-impl From<Option<u64>> for Cell {
-    fn from(n: Option<u64>) -> Cell {
-        n.map_or(Cell::Null, |n| Cell::Int(n as i64))
-    }
-}
-
-impl From<Option<i64>> for Cell {
-    fn from(n: Option<i64>) -> Cell {
-        n.map_or(Cell::Null, Cell::Int)
+/// `None` is [`Cell::Null`], `Some` the value's cell.
+impl<T: Into<Cell>> From<Option<T>> for Cell {
+    fn from(x: Option<T>) -> Cell {
+        x.map_or(Cell::Null, Into::into)
     }
 }
 
@@ -70,12 +59,6 @@ impl From<f64> for Cell {
         } else {
             Cell::Null
         }
-    }
-}
-
-impl From<Option<f64>> for Cell {
-    fn from(x: Option<f64>) -> Cell {
-        x.map_or(Cell::Null, Cell::from)
     }
 }
 
