@@ -14,7 +14,7 @@ mod common;
 mod support;
 
 use std::io::{BufRead, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -299,40 +299,40 @@ fn bad_flags_and_a_taken_port_are_errors_before_serving() {
 fn sigterm_answers_the_requests_in_flight_then_exits_0() {
     let models = Models::new(&["pair"]);
     let model = models.path("pair");
-    // A batch waits 5 s for more inputs: the requests are surely received and waiting when
-    // the signal comes.
+    // While a request is still arriving, a batch waits for it up to 5 s: the requests are
+    // surely received and waiting when the signal comes.
     let args = ["--max-wait-ms", "5000", "--max-batch-tokens", "100000"];
     let debug = [("RUST_LOG", "pipeline_serve=debug")];
     let mut server = Server::start(&model, &args, &debug);
+    let addr = server.addr;
     let (input, _) = example("pair");
     let body = json!([input, input]).to_string();
+
+    // One client sends half its body and stops: its request is arriving.
+    let (head, tail) = body.as_bytes().split_at(body.len() / 2);
+    let mut uploading = send_head(addr, body.len());
+    uploading.write_all(head).unwrap();
+    wait_for_metric(addr, "pipeline_serve_connections 2\n");
+    std::thread::sleep(Duration::from_millis(50));
     let in_flight: Vec<_> = (0..4)
-        .map(|_| send(server.addr, "POST", "/predict", &body))
+        .map(|_| send(addr, "POST", "/predict", &body))
         .collect();
-    let start = Instant::now();
-    loop {
-        let (_, metrics) = http(server.addr, "GET", "/metrics", "");
-        if metrics.contains("pipeline_serve_queue_depth 8\n") {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(4),
-            "not all queued:\n{metrics}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_metric(addr, "pipeline_serve_queue_depth 8\n");
 
     // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
     unsafe { libc::kill(server.pid(), libc::SIGTERM) };
     let refused = Instant::now();
-    while TcpStream::connect(server.addr).is_ok() {
+    while TcpStream::connect(addr).is_ok() {
+        let waited = refused.elapsed();
         assert!(
-            refused.elapsed() < Duration::from_secs(5),
+            waited < Duration::from_secs(5),
             "still accepting after SIGTERM"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    for stream in in_flight {
+    // The upload finishes after the signal: it is answered too.
+    uploading.write_all(tail).unwrap();
+    for stream in in_flight.into_iter().chain([uploading]) {
         let (status, text) = receive(stream);
         assert_eq!(status, 200, "{text}");
         let outputs: Value = serde_json::from_str(&text).unwrap();
@@ -342,10 +342,37 @@ fn sigterm_answers_the_requests_in_flight_then_exits_0() {
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("stopped (Terminate)"), "{stderr}");
     // The debug line of each request.
-    assert!(
-        stderr.lines().any(|l| l.contains("path=/predict")
-            && l.contains("status=200")
-            && l.contains("inputs=2")),
-        "{stderr}"
+    let logged = stderr.lines().filter(|l| {
+        l.contains("path=/predict") && l.contains("status=200") && l.contains("inputs=2")
+    });
+    assert_eq!(logged.count(), 5, "{stderr}");
+}
+
+/// A `/predict` request's head, declaring a body of `length` bytes, on a new connection.
+fn send_head(addr: SocketAddr, length: usize) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let head = format!(
+        "POST /predict HTTP/1.1\r\nhost: test\r\ncontent-length: {length}\r\nconnection: close\r\n\r\n"
     );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream
+}
+
+/// Polls `/metrics` (up to 4 s) until it has `line`.
+fn wait_for_metric(addr: SocketAddr, line: &str) {
+    let start = Instant::now();
+    loop {
+        let (_, metrics) = http(addr, "GET", "/metrics", "");
+        if metrics.contains(line) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "no {line:?} in\n{metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }

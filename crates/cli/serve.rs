@@ -49,7 +49,8 @@ pub struct ServeArgs {
     /// A batch takes queued inputs until their tokens would pass this.
     #[arg(long, default_value_t = 8192)]
     pub max_batch_tokens: usize,
-    /// How long a batch waits for more inputs after its first arrived, in milliseconds.
+    /// How long a batch waits for requests still arriving (being read) after its first input
+    /// was queued, in milliseconds; with none arriving it starts at once.
     #[arg(long, default_value_t = 5)]
     pub max_wait_ms: u64,
     /// Inputs queued at most; a request that would pass it gets a 503 with Retry-After.

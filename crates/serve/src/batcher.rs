@@ -3,15 +3,20 @@
 //!
 //! A request's inputs are queued all at once or not at all ([`Queue::submit`]), each with the
 //! sender half of a oneshot channel its request waits on. A worker takes the first input, then
-//! more until their tokens would pass `max_batch_tokens` or the first has waited `max_wait`
-//! since it was queued (so an input that already waited behind a busy worker is not made to wait
-//! again), and predicts the batch on a blocking thread. An input that would overflow the budget
-//! is carried into the next batch. Several workers share the queue: one collects while another
-//! predicts. Inputs whose request has gone (the client hung up) are dropped, not predicted.
+//! what else is queued, until their tokens would pass `max_batch_tokens`; and while other
+//! requests are arriving (their bodies being read and checked, [`Queue::arrival`]) it waits for
+//! them, until the first input has waited `max_wait` since it was queued. So a lone request is
+//! predicted at once, concurrent ones share a batch, and an input that already waited behind a
+//! busy worker is not made to wait again. The batch is predicted on a blocking thread. An input
+//! that would overflow the budget is carried into the next batch. Several workers share the
+//! queue: one collects while another predicts. Inputs whose request has gone (the client hung
+//! up) are dropped, not predicted.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -32,7 +37,17 @@ pub(crate) struct Job<I, O> {
 /// The sending side of the queue, which the HTTP handlers hold.
 pub(crate) struct Queue<I, O> {
     tx: mpsc::Sender<Job<I, O>>,
+    arriving: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
+}
+
+/// A request on its way to the queue; a batch being collected waits for it (up to `max_wait`).
+pub(crate) struct Arrival(Arc<AtomicUsize>);
+
+impl Drop for Arrival {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The queue had no room for the request's inputs (or is closing).
@@ -63,6 +78,13 @@ impl<I, O> Queue<I, O> {
         Ok(receivers)
     }
 
+    /// Counts a request as arriving until the returned guard is dropped: from before its body
+    /// is read until its inputs are queued (or it is refused).
+    pub(crate) fn arrival(&self) -> Arrival {
+        self.arriving.fetch_add(1, Ordering::SeqCst);
+        Arrival(self.arriving.clone())
+    }
+
     /// Inputs queued and not yet taken.
     pub(crate) fn depth(&self) -> usize {
         self.tx.max_capacity() - self.tx.capacity()
@@ -74,6 +96,8 @@ struct Intake<I, O> {
     rx: mpsc::Receiver<Job<I, O>>,
     /// The input that would have overflowed the last batch: the next one starts with it.
     carried: Option<Job<I, O>>,
+    /// Requests on their way to the queue ([`Queue::arrival`]).
+    arriving: Arc<AtomicUsize>,
 }
 
 /// How batches are made.
@@ -96,7 +120,12 @@ pub(crate) fn start<M: Model>(
     metrics: Arc<Metrics>,
 ) -> Started<M> {
     let (tx, rx) = mpsc::channel(config.max_queue);
-    let intake = Arc::new(Mutex::new(Intake { rx, carried: None }));
+    let arriving = Arc::new(AtomicUsize::new(0));
+    let intake = Arc::new(Mutex::new(Intake {
+        rx,
+        carried: None,
+        arriving: arriving.clone(),
+    }));
     let budget = Budget {
         tokens: config.max_batch_tokens,
         wait: config.max_wait,
@@ -107,7 +136,12 @@ pub(crate) fn start<M: Model>(
             tokio::spawn(async move { work(model, intake, budget, metrics).await })
         })
         .collect();
-    (Queue { tx, metrics }, workers)
+    let queue = Queue {
+        tx,
+        arriving,
+        metrics,
+    };
+    (queue, workers)
 }
 
 /// One worker: batches until the queue is closed and empty.
@@ -146,11 +180,17 @@ async fn collect<I, O>(
     let mut tokens = first.tokens;
     let mut batch = vec![first];
     while tokens < budget.tokens {
-        // A deadline already passed still takes what is queued: `timeout_at` polls the
-        // receiver before it looks at the clock.
-        let job = match tokio::time::timeout_at(deadline, intake.rx.recv()).await {
-            Ok(Some(job)) => job,
-            Ok(None) | Err(_) => break,
+        let job = match intake.rx.try_recv() {
+            Ok(job) => job,
+            Err(TryRecvError::Disconnected) => break,
+            // Nothing queued and nothing on its way: waiting would only delay this batch.
+            Err(TryRecvError::Empty) if intake.arriving.load(Ordering::SeqCst) == 0 => break,
+            Err(TryRecvError::Empty) => {
+                match tokio::time::timeout_at(deadline, intake.rx.recv()).await {
+                    Ok(Some(job)) => job,
+                    Ok(None) | Err(_) => break,
+                }
+            }
         };
         let Some(job) = live(job, metrics) else {
             continue;
@@ -257,30 +297,94 @@ mod tests {
         texts.iter().map(|t| (t.to_string(), t.len())).collect()
     }
 
+    /// A queue and its intake, without workers: a test collects by hand.
+    fn channel(metrics: &Arc<Metrics>) -> (Queue<String, usize>, Intake<String, usize>) {
+        let (tx, rx) = mpsc::channel(8);
+        let arriving = Arc::new(AtomicUsize::new(0));
+        let queue = Queue {
+            tx,
+            arriving: arriving.clone(),
+            metrics: metrics.clone(),
+        };
+        let intake = Intake {
+            rx,
+            carried: None,
+            arriving,
+        };
+        (queue, intake)
+    }
+
+    fn budget(tokens: usize, wait: Duration) -> Budget {
+        Budget { tokens, wait }
+    }
+
     #[tokio::test]
     async fn a_budget_splits_queued_inputs_into_batches_and_carries_the_overflow() {
         let metrics = Arc::new(Metrics::new());
-        let (tx, rx) = mpsc::channel(8);
-        let queue: Queue<String, usize> = Queue {
-            tx,
-            metrics: metrics.clone(),
-        };
+        let (queue, mut intake) = channel(&metrics);
         let _rxs = queue
             .submit(jobs(&["aaaa", "bbbb", "cccccc", "d"]))
             .unwrap();
         assert_eq!(queue.depth(), 4);
         drop(queue);
-        let mut intake = Intake { rx, carried: None };
-        let budget = Budget {
-            tokens: 10,
-            wait: Duration::from_millis(50),
-        };
+        let budget = budget(10, Duration::from_millis(50));
         let sizes = |b: Vec<Job<String, usize>>| b.iter().map(|j| j.tokens).collect::<Vec<_>>();
         let first = collect(&mut intake, budget, &metrics).await.unwrap();
         assert_eq!(sizes(first), [4, 4]);
         let second = collect(&mut intake, budget, &metrics).await.unwrap();
         assert_eq!(sizes(second), [6, 1]);
         assert!(collect(&mut intake, budget, &metrics).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_lone_input_is_not_kept_waiting() {
+        let metrics = Arc::new(Metrics::new());
+        let (queue, mut intake) = channel(&metrics);
+        let _rx = queue.submit(jobs(&["alone"])).unwrap();
+        let started = Instant::now();
+        let batch = collect(&mut intake, budget(100, Duration::from_secs(10)), &metrics).await;
+        assert_eq!(batch.map(|b| b.len()), Some(1));
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_batch_waits_for_a_request_on_its_way_but_no_longer_than_max_wait() {
+        let metrics = Arc::new(Metrics::new());
+        let (queue, mut intake) = channel(&metrics);
+        let _first = queue.submit(jobs(&["first"])).unwrap();
+        let arrival = queue.arrival();
+        let queue = Arc::new(queue);
+        let late = {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let rxs = queue.submit(jobs(&["late"])).unwrap();
+                drop(arrival);
+                rxs
+            })
+        };
+        let wait = budget(100, Duration::from_secs(10));
+        let batch = collect(&mut intake, wait, &metrics).await.unwrap();
+        let inputs: Vec<_> = batch.iter().map(|j| j.input.as_str()).collect();
+        assert_eq!(inputs, ["first", "late"]);
+        let _late = late.await.unwrap();
+
+        // One still arriving after max_wait does not hold the batch any longer.
+        let _held = queue.arrival();
+        let _next = queue.submit(jobs(&["next"])).unwrap();
+        let started = Instant::now();
+        let short = budget(100, Duration::from_millis(100));
+        let batch = collect(&mut intake, short, &metrics).await.unwrap();
+        assert_eq!(batch.len(), 1);
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(90) && waited < Duration::from_secs(5),
+            "{waited:?}"
+        );
     }
 
     #[tokio::test]
@@ -316,20 +420,13 @@ mod tests {
     #[tokio::test]
     async fn an_input_whose_request_is_gone_is_not_predicted() {
         let metrics = Arc::new(Metrics::new());
-        let (tx, rx) = mpsc::channel(8);
-        let queue: Queue<String, usize> = Queue {
-            tx,
-            metrics: metrics.clone(),
-        };
+        let (queue, mut intake) = channel(&metrics);
         let mut rxs = queue.submit(jobs(&["gone", "kept"])).unwrap();
         rxs.remove(0);
         drop(queue);
-        let mut intake = Intake { rx, carried: None };
-        let budget = Budget {
-            tokens: 100,
-            wait: Duration::ZERO,
-        };
-        let batch = collect(&mut intake, budget, &metrics).await.unwrap();
+        let batch = collect(&mut intake, budget(100, Duration::ZERO), &metrics)
+            .await
+            .unwrap();
         assert_eq!(batch.len(), 1);
         assert_eq!(batch[0].input, "kept");
     }

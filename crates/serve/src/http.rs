@@ -170,10 +170,14 @@ async fn answer<M: Model>(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    // A batch being collected waits for this request while it is read and checked.
+    let arrival = state.queue.arrival();
     let bytes = read_body(headers, body, state.config.max_body_bytes).await?;
     let (checked, one) = prepare(state, bytes).await?;
     let count = checked.len();
-    let receivers = state.queue.submit(checked).map_err(|_| {
+    let submitted = state.queue.submit(checked);
+    drop(arrival);
+    let receivers = submitted.map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(

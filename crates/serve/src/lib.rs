@@ -12,12 +12,13 @@
 //!   `GET /metrics` (Prometheus/OpenMetrics text).
 //!
 //! Inputs from concurrent requests are merged into batches (the `batcher` module): a worker
-//! takes queued inputs until their tokens reach [`ServeConfig::max_batch_tokens`] or the oldest has waited
-//! [`ServeConfig::max_wait`], and runs [`Model::predict`] on a blocking thread. Every resource is
-//! bounded: the body's size (413), the inputs of one request (413), the inputs queued (503 with
-//! `Retry-After`), the requests handled at once (the rest wait for a slot before their body is
-//! read, so bodies held stay within `max_concurrency × max_body_bytes`) and the connections
-//! open (the rest wait in the kernel's backlog).
+//! takes what is queued, up to [`ServeConfig::max_batch_tokens`], waits for requests still
+//! arriving up to [`ServeConfig::max_wait`] (a lone request does not wait), and runs
+//! [`Model::predict`] on a blocking thread. Every resource is bounded: the body's size (413),
+//! the inputs of one request (413), the inputs queued (503 with `Retry-After`), the requests
+//! handled at once (the rest wait for a slot before their body is read, so bodies held stay
+//! within `max_concurrency × max_body_bytes`) and the connections open (the rest wait in the
+//! kernel's backlog).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -58,7 +59,9 @@ pub struct ServeConfig {
     /// A batch takes inputs until their tokens (as [`Model::check`] counts them) would pass this.
     /// An input that costs more than this alone is predicted in a batch of its own.
     pub max_batch_tokens: usize,
-    /// How long a batch waits for more inputs after its first was queued.
+    /// How long a batch waits, after its first input was queued, for the inputs of requests
+    /// still arriving (being read or checked). With none arriving it is predicted at once, so a
+    /// lone request never waits for this.
     pub max_wait: Duration,
     /// Inputs queued and not yet taken into a batch; a request that would pass this gets a 503.
     pub max_queue: usize,

@@ -1,8 +1,9 @@
 //! A fake model and a server on 127.0.0.1, port 0.
 //!
 //! The model "predicts" a text's length in characters. A text `fail` makes its batch fail, a
-//! text `panic` makes `predict` panic (`panic in check`: `check`), and a [`Gate`] can hold every batch until the test opens
-//! it, so that a test knows what is in flight and what is queued.
+//! text `panic` makes `predict` panic (`panic in check` makes `check` panic), and a [`Gate`]
+//! can hold every batch until the test opens it, so that a test knows what is in flight and
+//! what is queued.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

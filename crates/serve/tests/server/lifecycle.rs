@@ -197,3 +197,22 @@ async fn connections_past_the_limit_wait_until_one_closes() {
     );
     server.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_request_does_not_wait_for_company() {
+    let config = ServeConfig {
+        max_wait: Duration::from_secs(5),
+        ..ServeConfig::default()
+    };
+    let server = Server::start(Fake { gate: None }, config).await;
+    let started = Instant::now();
+    let (status, _) = request(&server, &["alone"]).await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    // Nothing else was arriving: the batch did not wait its 5 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    server.stop().await.unwrap();
+}
