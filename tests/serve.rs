@@ -277,7 +277,7 @@ fn bad_flags_and_a_taken_port_are_errors_before_serving() {
         )
     };
     let (code, stderr) = run(&["--max-inputs", "10", "--max-queue", "5"]);
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(2), "a mistake on the command line: {stderr}");
     assert!(stderr.contains("could never be queued"), "{stderr}");
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();

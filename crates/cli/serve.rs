@@ -114,9 +114,10 @@ impl Model for Served {
 pub fn serve(global: &Global, args: &ServeArgs) -> Result<ExitCode> {
     let config = args.config();
     // Refused before the model is loaded: a bad limit should not cost a load.
-    config
-        .validate()
-        .context("check the --max-* and --workers flags")?;
+    // A mistake on the command line: exit 2, as every other.
+    config.validate().map_err(|e| {
+        pipeline_engine::UserError::new(format!("{e}: check the --max-* and --workers flags"))
+    })?;
     let dir = model_dir(global, &args.source)?;
     let predictor = Predictor::load(&dir, &args.device, args.max_seq_length)
         .with_context(|| format!("loading the model in {}", dir.display()))?;
