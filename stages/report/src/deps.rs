@@ -103,6 +103,19 @@ struct Empty {
     clean: stage_clean::Metrics,
 }
 
+/// `Dep::$name()`: the dep's record when it is of that kind, the empty one otherwise.
+macro_rules! record_of {
+    ($(#[$doc:meta])* $name:ident, $variant:ident, $ty:ty) => {
+        $(#[$doc])*
+        pub fn $name(&self) -> &$ty {
+            match &self.record {
+                Record::$variant(r) => r,
+                _ => &EMPTY.$name,
+            }
+        }
+    };
+}
+
 impl Dep {
     /// A dep named `instance` (`stage@coords`, its coordinates parsed from the name) of `kind`
     /// with these metrics, nowhere on disk: the tests' deps.
@@ -135,46 +148,27 @@ impl Dep {
         self
     }
 
-    /// The record of a pretrain dep (every field `None` for a dep of another kind, or a record
-    /// this version cannot read).
-    pub fn pretrain(&self) -> &PretrainRecord {
-        match &self.record {
-            Record::Pretrain(r) => r,
-            _ => &EMPTY.pretrain,
-        }
-    }
-
-    /// The record of a finetune dep (every field `None` for another kind).
-    pub fn finetune(&self) -> &FinetuneRecord {
-        match &self.record {
-            Record::Finetune(r) => r,
-            _ => &EMPTY.finetune,
-        }
-    }
-
-    /// The record of a baseline dep (every field `None` for another kind).
-    pub fn baseline(&self) -> &BaselineRecord {
-        match &self.record {
-            Record::Baseline(r) => r,
-            _ => &EMPTY.baseline,
-        }
-    }
-
-    /// The record of a mask dep (every field `None` for another kind).
-    pub fn mask(&self) -> &MaskRecord {
-        match &self.record {
-            Record::Mask(r) => r,
-            _ => &EMPTY.mask,
-        }
-    }
-
-    /// The record of a clean dep (empty for another kind; see [`stage_clean::Metrics`]).
-    pub fn clean(&self) -> &stage_clean::Metrics {
-        match &self.record {
-            Record::Clean(r) => r,
-            _ => &EMPTY.clean,
-        }
-    }
+    record_of!(
+        /// The record of a pretrain dep (every field `None` for a dep of another kind, or a
+        /// record this version cannot read).
+        pretrain, Pretrain, PretrainRecord
+    );
+    record_of!(
+        /// The record of a finetune dep (every field `None` for another kind).
+        finetune, Finetune, FinetuneRecord
+    );
+    record_of!(
+        /// The record of a baseline dep (every field `None` for another kind).
+        baseline, Baseline, BaselineRecord
+    );
+    record_of!(
+        /// The record of a mask dep (every field `None` for another kind).
+        mask, Mask, MaskRecord
+    );
+    record_of!(
+        /// The record of a clean dep (empty for another kind; see [`stage_clean::Metrics`]).
+        clean, Clean, stage_clean::Metrics
+    );
 
     /// The stage's wall time as its metrics.json records it: `wall_seconds` (pretrain,
     /// finetune) or `seconds` (baseline).

@@ -91,7 +91,8 @@ fn init_label(init: Option<&str>) -> String {
     }
 }
 
-fn with_mean(best: Option<f64>, mean: Option<f64>, decimals: usize) -> Option<String> {
+/// `89.4 (88.4)`: a published best with its average over runs, when the source gives one.
+pub fn with_mean(best: Option<f64>, mean: Option<f64>, decimals: usize) -> Option<String> {
     match (best, mean) {
         (None, _) => None,
         (Some(b), None) => Some(format!("{b:.decimals$}")),

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::deps::Dep;
-use crate::finetune_runs::{init_cell, model_cell, train_data, train_examples};
+use crate::finetune_runs::{init_cell, model_cell, train_data, train_examples, with_mean};
 use crate::published::{TaskPublished, TaskRow};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
@@ -48,15 +48,11 @@ fn published_cell(
     f1: Option<f64>,
     f1_mean: Option<f64>,
 ) -> Option<String> {
-    let one = |b: Option<f64>, m: Option<f64>| match (b, m) {
-        (Some(b), Some(m)) => Some(format!("{b:.1} ({m:.1})")),
-        (Some(b), None) => Some(format!("{b:.1}")),
-        _ => None,
-    };
-    match (one(em, em_mean), one(f1, f1_mean)) {
-        (Some(e), Some(f)) => Some(format!("{e} / {f}")),
-        _ => None,
-    }
+    Some(format!(
+        "{} / {}",
+        with_mean(em, em_mean, 1)?,
+        with_mean(f1, f1_mean, 1)?
+    ))
 }
 
 fn columns() -> Vec<Col> {
