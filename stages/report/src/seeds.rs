@@ -232,4 +232,41 @@ mod tests {
         assert_eq!(cell(Some(one), 1).as_deref(), Some("57.3"));
         assert!(mean_sd([None]).is_none());
     }
+
+    #[test]
+    fn polars_gives_the_two_pass_mean_and_sd_of_the_tables() {
+        // The figures the tables printed before polars folded them: the mean, then the sum of
+        // squared deviations over n − 1, on scores like a table's (percentages, 2 decimals).
+        let two_pass = |xs: &[f64]| {
+            let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+            let ss: f64 = xs.iter().map(|x| (x - mean).powi(2)).sum();
+            (mean, (ss / (xs.len() - 1) as f64).sqrt())
+        };
+        let mut x = 0.618_f64;
+        for n in 2..12 {
+            let xs: Vec<f64> = (0..n)
+                .map(|_| {
+                    x = (x * 9301.0 + 0.49297).fract();
+                    round(50.0 + 40.0 * x, 2)
+                })
+                .collect();
+            let m = mean_sd(xs.iter().map(|x| Some(*x))).unwrap();
+            let (mean, sd) = two_pass(&xs);
+            assert!(
+                (m.mean - mean).abs() < 1e-9 && (m.sd.unwrap() - sd).abs() < 1e-9,
+                "{xs:?}"
+            );
+            assert_eq!(
+                cell(Some(m), 2),
+                cell(
+                    Some(MeanSd {
+                        mean,
+                        sd: Some(sd),
+                        n
+                    }),
+                    2
+                )
+            );
+        }
+    }
 }
