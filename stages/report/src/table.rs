@@ -133,39 +133,6 @@ impl Col {
             markdown: true,
         }
     }
-
-    /// A text column.
-    pub fn text(key: &'static str, header: &str, desc: &str) -> Col {
-        Col::new(key, header, Kind::Str, Fmt::Text, desc)
-    }
-
-    /// An integer column, shown with thousands separators.
-    pub fn int(key: &'static str, header: &str, desc: &str) -> Col {
-        Col::new(key, header, Kind::Int, Fmt::Int, desc)
-    }
-
-    /// A float column, shown with `decimals` decimals.
-    pub fn float(key: &'static str, header: &str, decimals: usize, desc: &str) -> Col {
-        Col::new(key, header, Kind::Float, Fmt::Fixed(decimals), desc)
-    }
-
-    /// The same column, shown in the Markdown as `fmt` says.
-    pub fn fmt(mut self, fmt: Fmt) -> Col {
-        self.fmt = fmt;
-        self
-    }
-
-    /// Data only (CSV, JSON): not a Markdown column.
-    pub fn data_only(mut self) -> Col {
-        self.markdown = false;
-        self
-    }
-
-    /// Markdown only: a display column derived from data columns.
-    pub fn markdown_only(mut self) -> Col {
-        self.data = false;
-        self
-    }
 }
 
 /// Columns from a spec, one a line: `key | Header | type | description`. The type is `text`,
@@ -442,13 +409,15 @@ mod tests {
         let mut t = Table::new(
             "t",
             "A table",
-            vec![
-                Col::text("name", "Name", "the name"),
-                Col::int("n", "Count", "a count"),
-                Col::float("x", "Share %", 1, "a share"),
-                Col::text("shown", "Shown", "display").markdown_only(),
-                Col::float("hidden", "Hidden", 2, "data only").data_only(),
-            ],
+            cols(
+                r#"
+        name | Name | text | the name
+        n | Count | int | a count
+        x | Share % | f1 | a share
+        shown | Shown | text md | display
+        hidden | Hidden | f2 data | data only
+        "#,
+            ),
         );
         t.push(vec![
             ("name", "a|b".into()),
@@ -505,5 +474,21 @@ mod tests {
     #[should_panic(expected = "no column nope")]
     fn unknown_columns_are_bugs() {
         sample().push(vec![("nope", Cell::Null)]);
+    }
+
+    #[test]
+    fn a_column_spec_reads_its_formats_and_refuses_what_it_does_not_know() {
+        let c = cols("t | Tokens | int =M2 data | tokens\nr | Rate | f1 =rate md | a rate");
+        assert_eq!(
+            (c[0].kind, c[0].fmt, c[0].markdown),
+            (Kind::Int, Fmt::Millions(2), false)
+        );
+        assert_eq!(
+            (c[1].kind, c[1].fmt, c[1].data),
+            (Kind::Float, Fmt::Rate, false)
+        );
+        assert_eq!(c[1].desc, "a rate");
+        let bad = std::panic::catch_unwind(|| cols("t | Tokens | int =K2 | tokens"));
+        assert!(bad.is_err());
     }
 }

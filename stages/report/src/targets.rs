@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::deps::Dep;
-use crate::table::{Col, Table, duration, thousands};
+use crate::table::{Table, cols, duration, thousands};
 use spec::{Bound, Claim, TargetSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,21 +282,14 @@ pub fn table(targets: &[Target]) -> Table {
     let mut t = Table::new(
         "targets",
         "Targets of this experiment",
-        vec![
-            Col::text("target", "Target", "the target's key"),
-            Col::text("what", "What", "the target as the experiment states it"),
-            Col::text(
-                "status",
-                "Status",
-                "met, missed, not measured (the deps' records do not carry the figures it \
-                 needs), or not run (its runs are not among the report's deps)",
-            ),
-            Col::text(
-                "evidence",
-                "Evidence",
-                "the figures the status was read from",
-            ),
-        ],
+        cols(
+            r#"
+        target | Target | text | the target's key
+        what | What | text | the target as the experiment states it
+        status | Status | text | met, missed, not measured (the deps' records do not carry the figures it needs), or not run (its runs are not among the report's deps)
+        evidence | Evidence | text | the figures the status was read from
+        "#,
+        ),
     );
     for x in targets {
         t.push(vec![
