@@ -203,13 +203,15 @@ def median_of(values):
 def print_runs(meta, runs) -> None:
     print(
         f"| workload | server | round | req/s at c={meta.get('concurrency', '?')} | p50 ms "
-        "| p99 ms | open-loop rate req/s | p50 ms at rate | p99 ms at rate | peak RSS MB |"
+        "| p99 ms | server CPU-s per wall-s | open-loop rate req/s | p50 ms at rate "
+        "| p99 ms at rate | peak RSS MB |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         print(
             f"| {r['workload']} | {r['server']} | {r['round']} | {fmt(r['rps'])} "
-            f"| {fmt(r['p50_ms'], 2)} | {fmt(r['p99_ms'], 2)} | {fmt(r.get('rate'), 1)} "
+            f"| {fmt(r['p50_ms'], 2)} | {fmt(r['p99_ms'], 2)} | {fmt(r.get('cpu_s_per_wall_s'), 2)} "
+            f"| {fmt(r.get('rate'), 1)} "
             f"| {fmt(r.get('rate_p50_ms'), 2)} | {fmt(r.get('rate_p99_ms'), 2)} "
             f"| {fmt(r.get('rss_mb'), 0)} |"
         )
@@ -252,7 +254,10 @@ def summary(a) -> None:
     print(
         f"{meta.get('date', '?')}, commit {meta.get('commit', '?')} (binary built "
         f"{meta.get('binary_built', '?')}), {meta.get('machine', '?')}; {meta.get('python', '?')}; "
-        f"{meta.get('wrk', '?')}, {meta.get('duration_s', '?')} s per measurement.\n"
+        f"{meta.get('wrk', '?')}, {meta.get('duration_s', '?')} s per measurement; serve flags: "
+        f"{meta.get('serve_args') or 'defaults'}; load average at the start "
+        f"{' '.join(meta.get('load_average', ['?']))}; autogroup nice "
+        f"{meta.get('autogroup_nice') or 'unchanged'}.\n"
     )
     print_runs(meta, runs)
     print_ratios(runs)
