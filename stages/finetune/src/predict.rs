@@ -345,18 +345,18 @@ impl FineTuned {
     }
 
     /// The predictions of kind `kind`, one per example of `split` (encoded by `kind` with
-    /// [`FineTuned::encoder`]), `batch_size` features a forward pass; a model whose head
-    /// gives another kind's outputs is a [`KindError`].
+    /// [`FineTuned::encoder`]), `batch_size` features a forward pass on `workers`; a model
+    /// whose head gives another kind's outputs is a [`KindError`].
     pub fn predict<K: Kind>(
         &self,
         kind: &K,
         split: &EncodedSplit,
         batch_size: usize,
+        workers: &DataParallel,
         device: &Device,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<Vec<K::Prediction>, KindError> {
-        let workers = DataParallel::for_device(device);
-        let out = outputs(&self.model, split, batch_size, &workers, device, progress);
+        let out = outputs(&self.model, split, batch_size, workers, device, progress);
         decode_outputs(kind, split, out)
     }
 
