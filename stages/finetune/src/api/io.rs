@@ -88,6 +88,19 @@ impl Input {
         }
     }
 
+    /// What a model of `kind` is, in an error message's words.
+    pub fn model_words(kind: TaskKind) -> &'static str {
+        match kind {
+            TaskKind::Pair => "a sentence-pair classifier",
+            TaskKind::PairRegression => "a sentence-pair regressor",
+            TaskKind::Single => "a single-text classifier",
+            TaskKind::Tagging => "a tagger",
+            TaskKind::Span => "a span extractor",
+            TaskKind::ReadingChoice => "a multiple-choice model on a context (C3)",
+            TaskKind::Choice => "a multiple-choice model",
+        }
+    }
+
     /// The fields that are set, by name.
     pub(crate) fn given(&self) -> Vec<&'static str> {
         let fields = [
@@ -111,7 +124,7 @@ impl Input {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
     /// A field the model's kind needs is absent.
-    #[error("missing field `{field}`: a {kind} model takes {usage}")]
+    #[error("missing field `{field}`: {} takes {usage}", Input::model_words(*kind))]
     Missing {
         /// The field.
         field: &'static str,
@@ -121,7 +134,7 @@ pub enum InputError {
         usage: &'static str,
     },
     /// A field the model's kind does not use.
-    #[error("field `{field}` is not used by a {kind} model, which takes {usage}")]
+    #[error("field `{field}` is not used by {}, which takes {usage}", Input::model_words(*kind))]
     Unexpected {
         /// The field.
         field: &'static str,
@@ -282,6 +295,32 @@ mod tests {
         assert!(e.to_string().contains("unknown field `txt`"), "{e}");
         let e = serde_json::from_str::<Input>(r#"{"text": 3}"#).unwrap_err();
         assert!(e.to_string().contains("invalid type"), "{e}");
+    }
+
+    #[test]
+    fn errors_name_the_field_and_what_the_model_takes() {
+        let kind = TaskKind::Single;
+        let usage = Input::usage(kind);
+        let e = InputError::Unexpected {
+            field: "text_a",
+            kind,
+            usage,
+        };
+        assert_eq!(
+            e.to_string(),
+            "field `text_a` is not used by a single-text classifier, which takes `text`"
+        );
+        let kind = TaskKind::Pair;
+        let usage = Input::usage(kind);
+        let e = InputError::Missing {
+            field: "text_b",
+            kind,
+            usage,
+        };
+        assert_eq!(
+            e.to_string(),
+            "missing field `text_b`: a sentence-pair classifier takes `text_a` and `text_b`"
+        );
     }
 
     #[test]
