@@ -232,16 +232,49 @@ pub fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
 }
 
 impl DepKind {
-    /// The kind of a dep from its stage kind (`pretrain`, `finetune`, …).
-    pub fn of(stage_kind: &str) -> DepKind {
+    /// The kind of a dep from its stage kind (`pretrain`, `finetune`, …). A `cmd` stage (a
+    /// user's own script, albert_zh's TensorFlow pretraining say) is what its metrics.json says
+    /// it is, by the keys each stage kind's record has, or else what its stage's name begins
+    /// with: so that a script writing a pretrain or finetune record is tabulated as one.
+    pub fn of(stage_kind: &str, stage: &str, metrics: &Value) -> DepKind {
         match stage_kind {
             "pretrain" => DepKind::Pretrain,
             "finetune" => DepKind::Finetune,
             "baseline" => DepKind::Baseline,
             "mask" => DepKind::Mask,
             "clean" => DepKind::Clean,
+            "cmd" => DepKind::of_record(stage, metrics),
             _ => DepKind::Other,
         }
+    }
+
+    /// A `cmd` stage's kind, by its record's keys, then by its stage's name.
+    fn of_record(stage: &str, metrics: &Value) -> DepKind {
+        let has = |key: &str| metrics.get(key).is_some();
+        let by_keys = [
+            (has("task") && has("baselines"), DepKind::Baseline),
+            (has("task") && has("history"), DepKind::Finetune),
+            (has("tokens_seen") && has("parameters"), DepKind::Pretrain),
+            (has("masked_lm_prob") && has("train"), DepKind::Mask),
+            (has("documents_in") && has("formats"), DepKind::Clean),
+        ];
+        let by_name = [
+            ("pretrain", DepKind::Pretrain),
+            ("finetune", DepKind::Finetune),
+            ("baseline", DepKind::Baseline),
+            ("mask", DepKind::Mask),
+        ];
+        by_keys
+            .iter()
+            .find(|(yes, _)| *yes)
+            .map(|(_, k)| *k)
+            .or_else(|| {
+                by_name
+                    .iter()
+                    .find(|(prefix, _)| stage.starts_with(prefix))
+                    .map(|(_, k)| *k)
+            })
+            .unwrap_or(DepKind::Other)
     }
 }
 
@@ -345,7 +378,7 @@ pub fn load(deps: &[DepArtifact], root: &Path, notes: &mut Vec<String>) -> Vec<D
             &d.instance,
         );
         crate::portable::relativize(&mut metrics, root);
-        let kind = DepKind::of(&d.kind);
+        let kind = DepKind::of(&d.kind, &d.stage, &metrics);
         if metrics.is_null()
             && matches!(
                 kind,
@@ -396,5 +429,22 @@ pub fn date_span(deps: &[Dep]) -> Option<String> {
         (Some(a), Some(b)) if a == b => Some(a.to_string()),
         (Some(a), Some(b)) => Some(format!("{a} to {b}")),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_stage_kind_is_its_own_and_a_cmd_stage_is_what_it_wrote() {
+        let none = Value::Null;
+        assert_eq!(DepKind::of("pretrain", "mine", &none), DepKind::Pretrain);
+        assert_eq!(DepKind::of("vocab", "pretrain_x", &none), DepKind::Other);
+        let finetune = json!({"task": "lcqmc", "history": []});
+        assert_eq!(DepKind::of("cmd", "tf_run", &finetune), DepKind::Finetune);
+        assert_eq!(DepKind::of("cmd", "pretrain_tf", &none), DepKind::Pretrain);
+        assert_eq!(DepKind::of("cmd", "download", &none), DepKind::Other);
     }
 }
