@@ -139,6 +139,15 @@ pub fn backbone(
     g.set_scope("embeddings");
     let embedded = embeddings(g, &albert.embeddings, c, inputs)?;
     g.set_scope("encoder");
+    // The encoder runs on `[rows·sequence, width]`: a linear layer on a 2-D value is one Gemm
+    // with its bias in onnxruntime (MatMul+Add fusion), where a 3-D one leaves a separate Add
+    // over the whole activation after every projection.
+    let width = match c.layout {
+        Layout::Google => c.embedding_size,
+        Layout::AlbertZh => c.hidden_size,
+    };
+    let flat = g.ints(&[-1, width as i64]);
+    let embedded = g.op("Reshape", &[&embedded, &flat], vec![]);
     let mut x = match &albert.encoder.embedding_hidden_mapping_in {
         Some(l) => {
             let w = linear_weights(g, "albert.encoder.embedding_hidden_mapping_in", l)?;
@@ -149,13 +158,40 @@ pub fn backbone(
     let bias = attention_bias(g, &inputs.mask);
     let attentions = attention_blocks(g, &albert.encoder.attentions, c)?;
     let ffns = ffn_blocks(g, &albert.encoder.ffns, c)?;
+    let seq = g.op("Shape", &[&inputs.ids], shape_range(1, 2));
+    let splits: Vec<String> = attentions
+        .iter()
+        .map(|a| head_split(g, &seq, a.heads, c.hidden_size))
+        .collect();
     for i in 0..c.num_hidden_layers {
         g.set_scope(&format!("encoder/layer.{i}"));
         let a = &attentions[i % attentions.len()];
         let f = &ffns[i % ffns.len()];
-        x = layer(g, a, f, &x, &bias, c);
+        let split = &splits[i % splits.len()];
+        x = layer(g, a, f, &x, &bias, split, c);
     }
-    Ok(x)
+    // Back to `[rows, sequence, H]` for the heads.
+    g.set_scope("encoder");
+    let rows_seq = g.op("Shape", &[&inputs.ids], vec![]);
+    let h = g.ints(&[c.hidden_size as i64]);
+    let unflat = g.op(
+        "Concat",
+        &[&rows_seq, &h],
+        vec![AttributeProto::int("axis", 0)],
+    );
+    Ok(g.op("Reshape", &[&x, &unflat], vec![]))
+}
+
+/// The shape `[-1, sequence, heads, d]` that splits `[rows·sequence, H]` into heads (rows is
+/// what is left over, so one shape serves every batch).
+fn head_split(g: &mut Graph, seq: &str, heads: usize, hidden: usize) -> String {
+    let rest = g.ints(&[-1]);
+    let per_head = g.ints(&[heads as i64, (hidden / heads) as i64]);
+    g.op(
+        "Concat",
+        &[&rest, seq, &per_head],
+        vec![AttributeProto::int("axis", 0)],
+    )
 }
 
 /// The pooler on the last hidden state: `tanh(dense(h[CLS]))`, `[rows, H]`.
@@ -284,11 +320,19 @@ fn ffn_blocks(
 
 /// One layer: attention then feed-forward, each with its residual and LayerNorm where
 /// `ln_type` puts it ([`pipeline_albert::model::AlbertLayerOps::forward`]).
-fn layer(g: &mut Graph, a: &AttentionW, f: &FfnW, x: &str, bias: &str, c: &AlbertConfig) -> String {
+fn layer(
+    g: &mut Graph,
+    a: &AttentionW,
+    f: &FfnW,
+    x: &str,
+    bias: &str,
+    split: &str,
+    c: &AlbertConfig,
+) -> String {
     let eps = c.layer_norm_eps;
     match c.ln_type {
         LnType::Postln => {
-            let attended = attend(g, a, x, bias, c.hidden_size);
+            let attended = attend(g, a, x, bias, split, c.hidden_size);
             let sum = g.op("Add", &[x, &attended], vec![]);
             let h = norm(g, &a.norm, &sum, eps);
             let t = feed_forward(g, f, &h, c.hidden_act);
@@ -297,7 +341,7 @@ fn layer(g: &mut Graph, a: &AttentionW, f: &FfnW, x: &str, bias: &str, c: &Alber
         }
         LnType::Preln => {
             let n = norm(g, &a.norm, x, eps);
-            let attended = attend(g, a, &n, bias, c.hidden_size);
+            let attended = attend(g, a, &n, bias, split, c.hidden_size);
             let h = g.op("Add", &[x, &attended], vec![]);
             let n = norm(g, &f.norm, &h, eps);
             let t = feed_forward(g, f, &n, c.hidden_act);
@@ -307,13 +351,19 @@ fn layer(g: &mut Graph, a: &AttentionW, f: &FfnW, x: &str, bias: &str, c: &Alber
 }
 
 /// Multi-head self-attention, projected back to H; no residual, no LayerNorm.
-fn attend(g: &mut Graph, a: &AttentionW, x: &str, bias: &str, hidden: usize) -> String {
+fn attend(
+    g: &mut Graph,
+    a: &AttentionW,
+    x: &str,
+    bias: &str,
+    split: &str,
+    hidden: usize,
+) -> String {
     let d = hidden / a.heads;
-    // [rows, seq, H] → [rows, heads, seq, d] (0 in a Reshape shape keeps that dimension).
-    let split = g.ints(&[0, 0, a.heads as i64, d as i64]);
+    // [rows·seq, H] → [rows, seq, heads, d] → [rows, heads, seq, d].
     let heads = |g: &mut Graph, l: &LinearW, perm: &[i64]| {
         let y = linear_op(g, l, x);
-        let y = g.op("Reshape", &[&y, &split], vec![]);
+        let y = g.op("Reshape", &[&y, split], vec![]);
         g.op("Transpose", &[&y], vec![AttributeProto::ints("perm", perm)])
     };
     let q = heads(g, &a.query, &[0, 2, 1, 3]);
@@ -331,7 +381,7 @@ fn attend(g: &mut Graph, a: &AttentionW, x: &str, bias: &str, hidden: usize) -> 
         &[&context],
         vec![AttributeProto::ints("perm", &[0, 2, 1, 3])],
     );
-    let merge = g.ints(&[0, 0, hidden as i64]);
+    let merge = g.ints(&[-1, hidden as i64]);
     let context = g.op("Reshape", &[&context, &merge], vec![]);
     linear_op(g, &a.dense, &context)
 }
