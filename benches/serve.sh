@@ -246,7 +246,7 @@ print(json.dumps({
     "kernel": platform.release(), "concurrency": $CONCURRENCY, "duration_s": $DURATION,
     "warmup_s": $WARMUP, "rounds": $ROUNDS, "wrk": "$(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)",
     "python": "$($PY -c 'import torch, transformers, fastapi, uvicorn; print(f"torch {torch.__version__}, transformers {transformers.__version__}, fastapi {fastapi.__version__}, uvicorn {uvicorn.__version__}")')",
-    "models": {"single": "$SINGLE", "pair": "$PAIR"}, "serve_args": "$SERVE_ARGS",
+    "models": {"single": "${SINGLE/#"$WORK"/\$WORK}", "pair": "${PAIR/#"$WORK"/\$WORK}"}, "serve_args": "$SERVE_ARGS",
     "autogroup_nice": "$AUTOGROUP_NICE", "load_average": open("/proc/loadavg").read().split()[:3],
 }))
 EOF
