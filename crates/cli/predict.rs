@@ -307,34 +307,11 @@ fn classify_file(
         )?;
     }
     for (r, c) in rows.iter().zip(&predicted) {
-        let (k, p) = (c.index, &c.probabilities);
         if let Some(g) = r.gold {
             with_gold += 1;
-            correct += usize::from(g == k);
+            correct += usize::from(g == c.index);
         }
-        let gold = r.gold.map(|g| labels[g].as_str()).unwrap_or("");
-        let texts = echoed(c);
-        if args.json {
-            let mut o = match texts[..] {
-                [a, b] => json!({"line": r.line, "text_a": a, "text_b": b}),
-                _ => json!({"line": r.line, "text": texts.first()}),
-            };
-            o["gold"] = json!(r.gold.map(|g| &labels[g]));
-            o["label"] = json!(c.label);
-            o["probabilities"] = json!(p);
-            writeln!(out, "{o}")?;
-        } else {
-            let ps: Vec<String> = p.iter().map(|x| format!("{x:.6}")).collect();
-            let t: Vec<String> = texts.iter().map(|t| t.replace('\t', " ")).collect();
-            writeln!(
-                out,
-                "{}\t{}\t{gold}\t{}\t{}",
-                r.line,
-                t.join("\t"),
-                c.label,
-                ps.join("\t")
-            )?;
-        }
+        write_class(&mut out, args.json, labels, r, c)?;
     }
     out.flush()?;
     if !global.quiet {
@@ -355,6 +332,42 @@ fn classify_file(
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One row's prediction: a JSON line, or a TSV line of line, texts, gold, predicted and the
+/// probabilities.
+fn write_class(
+    out: &mut dyn Write,
+    json_lines: bool,
+    labels: &[String],
+    r: &Row,
+    c: &ClassPrediction,
+) -> Result<()> {
+    let p = &c.probabilities;
+    let texts = echoed(c);
+    if json_lines {
+        let mut o = match texts[..] {
+            [a, b] => json!({"line": r.line, "text_a": a, "text_b": b}),
+            _ => json!({"line": r.line, "text": texts.first()}),
+        };
+        o["gold"] = json!(r.gold.map(|g| &labels[g]));
+        o["label"] = json!(c.label);
+        o["probabilities"] = json!(p);
+        writeln!(out, "{o}")?;
+    } else {
+        let gold = r.gold.map(|g| labels[g].as_str()).unwrap_or("");
+        let ps: Vec<String> = p.iter().map(|x| format!("{x:.6}")).collect();
+        let t: Vec<String> = texts.iter().map(|t| t.replace('\t', " ")).collect();
+        writeln!(
+            out,
+            "{}\t{}\t{gold}\t{}\t{}",
+            r.line,
+            t.join("\t"),
+            c.label,
+            ps.join("\t")
+        )?;
+    }
+    Ok(())
 }
 
 fn print_entities(args: &PredictArgs, model: &Predictor, text: &str) -> Result<ExitCode> {

@@ -220,7 +220,10 @@ impl ReportParams {
             Some(s) if s.trim().is_empty() => None,
             other => other.map(|s| s.trim().to_string()),
         };
-        let targets = g.targets.map_or(Ok(Vec::new()), spec::parse)?;
+        let targets = match g.targets {
+            Some(v) => spec::parse(v).map_err(|e| e.0)?,
+            None => Vec::new(),
+        };
         Ok(ReportParams {
             targets,
             publish_dir,

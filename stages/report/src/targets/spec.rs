@@ -17,6 +17,7 @@
 //! number, not "two"`), with one "did you mean" for a misspelt name; the engine adds the stage's
 //! file:line:col.
 
+use pipeline_engine::ParamError;
 use pipeline_params::{Count, Number, Text};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -176,8 +177,14 @@ fn typed<T: DeserializeOwned>(v: Value, at: &str) -> Result<T, String> {
     })
 }
 
-/// The `targets` param: a list of targets with unique keys.
-pub fn parse(v: Value) -> Result<Vec<TargetSpec>, String> {
+/// The `targets` param: a list of targets with unique keys; the error names the entry and the
+/// field, and the engine adds where in the pipeline file the stage is.
+pub fn parse(v: Value) -> Result<Vec<TargetSpec>, ParamError> {
+    targets(v).map_err(ParamError)
+}
+
+/// [`parse`] with the message as a `String` (the helpers it calls build them so).
+fn targets(v: Value) -> Result<Vec<TargetSpec>, String> {
     let Value::Array(items) = v else {
         return Err(format!(
             "targets must be a list of targets ([{{threshold: …}}, {{beats_random_init: …}}]), \
@@ -296,7 +303,7 @@ mod tests {
     use serde_json::json;
 
     fn err(v: Value) -> String {
-        parse(v).unwrap_err()
+        parse(v).unwrap_err().0
     }
 
     #[test]
