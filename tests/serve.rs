@@ -376,3 +376,19 @@ fn wait_for_metric(addr: SocketAddr, line: &str) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+#[test]
+fn a_directory_that_is_no_model_is_a_mistake_on_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for command in [&["serve", "--port", "0"][..], &["predict", "一句话"][..]] {
+        let out = Command::new(common::BIN)
+            .args(command)
+            .arg("--model")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
+        assert!(stderr.contains("has no config.json"), "{stderr}");
+    }
+}

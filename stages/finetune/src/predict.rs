@@ -319,12 +319,15 @@ impl FineTuned {
         // Read bounded: a config.json that is a FIFO, `/dev/zero` or 20 MB is refused unread.
         // Its sizes are checked by `load_head`'s loader (`hf::read_config`: a config of 10^6
         // shared layers would predict without end) before the model is allocated.
+        // A directory that is no model is a mistake in what was asked (exit 2).
         let raw = hf::read_config_json(dir).map_err(|e| match e {
-            hf::HfError::NoConfig { .. } => anyhow::anyhow!(
-                "{} has no config.json: give a fine-tune artifact (`--stage finetune_lcqmc`) or \
-                 its directory",
-                dir.display()
-            ),
+            hf::HfError::NoConfig { .. } => {
+                anyhow::Error::new(pipeline_engine::UserError::new(format!(
+                    "{} has no config.json: give a fine-tune artifact (`--stage finetune_lcqmc`) \
+                     or its directory",
+                    dir.display()
+                )))
+            }
             e => e.into(),
         })?;
         let arch = raw["architectures"][0].as_str().unwrap_or("");
