@@ -2,8 +2,9 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
+use crate::commands::dag::DagFormat;
 use crate::global::Global;
 use crate::model::ModelSource;
 
@@ -40,7 +41,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the targets (stage or instance names) and what they need; all stages if none.
-    Run(RunArgs),
+    Run(crate::commands::run::RunArgs),
     /// Say for each stage whether it is fresh, and if not, why. Works during a run.
     Status {
         /// Only these stages and what they need.
@@ -291,48 +292,4 @@ pub struct BenchArgs {
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// Stage or instance names; their deps run first. None: every stage.
-    pub targets: Vec<String>,
-    /// Re-run the targets (every selected stage if no target is named) even if cached.
-    #[arg(long)]
-    pub force: bool,
-    /// Say what would run and why; run nothing.
-    #[arg(long, short = 'n')]
-    pub dry_run: bool,
-    /// How many stages may run at once (default: the number of cores).
-    #[arg(long, short = 'j', value_name = "N")]
-    pub jobs: Option<usize>,
-    /// GPU tokens: stages with `resources: {gpu: 1}` hold one while they run.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub gpus: u32,
-    /// Stop starting stages after the first failure (running ones finish).
-    #[arg(long)]
-    pub fail_fast: bool,
-    /// Where stages run: `slurm` submits each instance as a Slurm job, `local` runs the whole
-    /// file on this machine. Default: `executor.kind` of pipeline.yaml, else local. With slurm,
-    /// --jobs caps the jobs in flight (no cap by default).
-    #[arg(long, value_enum, value_name = "KIND")]
-    pub executor: Option<ExecutorArg>,
-    /// Print one JSON object with every stage's outcome on stdout.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub remote: crate::remote::RunRemote,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ExecutorArg {
-    Local,
-    Slurm,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum DagFormat {
-    Text,
-    Dot,
-    Mermaid,
 }

@@ -4,6 +4,7 @@
 mod args;
 mod bench;
 mod commands;
+mod console;
 mod diff;
 mod exp;
 mod export;
@@ -12,7 +13,6 @@ mod model;
 mod plot;
 mod predict;
 mod remote;
-mod report;
 mod sanitize;
 mod serve;
 mod table;
@@ -45,7 +45,7 @@ fn keep_freed_memory() {
 fn main() -> ExitCode {
     keep_freed_memory();
     let cli = args::Cli::parse();
-    report::init_logging(cli.global.log_format);
+    console::init_logging(cli.global.log_format);
     match commands::dispatch(&cli) {
         Ok(code) => code,
         Err(err) => {

@@ -1,5 +1,7 @@
-//! What the user sees: logging set-up, progress bars (indicatif, one line per running stage
-//! on a terminal) and the line printed when a stage finishes.
+//! What the user sees of a run: logging set-up, progress bars (indicatif, one line per running
+//! stage on a terminal), the line printed when a stage finishes and the line of a cluster job
+//! in flight. Shared by `run`, `status` and `runs`; named apart from the report stage, which
+//! writes the experiment's README, not the terminal's lines.
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -113,6 +115,18 @@ pub fn outcome_line(o: &Outcome) -> String {
     };
     let instance = sanitize::cell(&o.instance, sanitize::NAME);
     format!("{label:>8}  {instance}{time}{why}")
+}
+
+/// A cluster job in flight, as `status` and `runs` list it: id, state, instance (from the
+/// run's record, escaped and cut).
+pub fn job_line(j: &pipeline_engine::manifest::JobEntry) -> String {
+    let cell = |s: &str| sanitize::cell(s, sanitize::CELL);
+    format!(
+        "{}  {}  {}",
+        sanitize::pad(&cell(&j.job_id), 8, true),
+        sanitize::pad(&cell(&j.state), 24, false),
+        cell(&j.instance)
+    )
 }
 
 /// The error, where the log was kept, and the last lines of it.
