@@ -506,13 +506,16 @@ fn a_requeued_job_finishes_under_the_same_id() {
         job_ids(&ws, "b").pop()
     });
     scontrol(&["requeue", &id]);
-    // Slurm holds a requeued job back for two minutes (BeginTime); let it go now.
+    // Slurm holds a requeued job back for two minutes (BeginTime); let it go sooner, but not
+    // at once: slurmd revokes the killed run's credential with a one-second timestamp, and a
+    // relaunch within that second is refused ("Killing non-startable batch JobId=…: Job
+    // credential revoked") and ends FAILED, which is what CI once met with `starttime=now`.
     until(
         "the job to be pending again",
         Duration::from_secs(20),
         || (squeue_state(&id).as_deref() == Some("PENDING")).then_some(()),
     );
-    scontrol(&["update", &format!("jobid={id}"), "starttime=now"]);
+    scontrol(&["update", &format!("jobid={id}"), "starttime=now+3"]);
     let out = bg.wait(Duration::from_secs(120));
     out.expect_code(0);
     let v = out.json();
