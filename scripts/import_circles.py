@@ -10,7 +10,8 @@ that the other file holds. Files that import each other
 through any chain form a circle (a strongly connected component of that graph). A circle across
 many files means none of them can be read, changed or tested without the others. Items that a
 module re-exports count as its own, `mod` lines and tests' `use super::*` are not imports of
-the parent (a `tests` module's file is left out), and names brought in by a glob are not
+the parent (a `tests` module's file is left out, and so is a `#[cfg(test)] mod … { … }` block
+written inside a file, whose `super` is that file), and names brought in by a glob are not
 followed: this is the rough view the house rule needs, not a compiler.
 """
 
@@ -24,6 +25,34 @@ USE = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?use\s+((?:crate|super|self)::[^;
 # `crate::diff::DiffArgs`): an import as much as a `use` line is.
 INLINE = re.compile(r"(?<![\w:])((?:crate|super)(?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 COMMENT = re.compile(r"//.*$", re.M)
+# The opening of a test module written inline: `#[cfg(test)]`, other attributes, `mod name {`.
+TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{")
+# What brace counting steps over: a comment, a string (raw or not), a char literal.
+SKIP = re.compile(
+    r'//[^\n]*|/\*.*?\*/|r(#*)".*?"\1|"(?:\\.|[^"\\])*"'
+    r"|'(?:\\u\{[0-9a-fA-F]+\}|\\.|[^\\'\n])'",
+    re.S,
+)
+
+
+def without_test_modules(text: str) -> str:
+    """`text` less its inline `#[cfg(test)] mod … { … }` blocks (braces counted outside strings)."""
+    out, pos = [], 0
+    for m in TEST_MOD.finditer(text):
+        if m.start() < pos:
+            continue
+        out.append(text[pos : m.start()])
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            skip = SKIP.match(text, i)
+            if skip:
+                i = skip.end()
+                continue
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        pos = i
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def module_of(src: Path, file: Path) -> tuple:
@@ -101,7 +130,7 @@ def graph(crate: Path) -> dict:
     for f in files:
         here = module_of(src, f)
         # A non-mod file's `super` is its parent module; `self` is itself.
-        text = COMMENT.sub("", f.read_text(encoding="utf-8"))
+        text = COMMENT.sub("", without_test_modules(f.read_text(encoding="utf-8")))
         paths = [p for m in USE.finditer(text) for p in expand(m.group(1))]
         paths += [m.group(1) for m in INLINE.finditer(USE.sub("", text))]
         for path in paths:
