@@ -2,22 +2,13 @@
 //! 0 success, 1 a stage failed (or `verify` found corruption), 2 a mistake in the input.
 
 mod args;
-mod bench;
 mod commands;
 mod console;
-mod diff;
-mod exp;
-mod export;
 mod global;
-mod model;
-mod plot;
-mod predict;
+mod model_source;
 mod remote;
 mod sanitize;
-mod serve;
 mod table;
-mod tf;
-mod upkeep;
 
 use std::process::ExitCode;
 

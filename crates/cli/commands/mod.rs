@@ -6,15 +6,26 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::args::{BenchCommand, Cli, Command, ModelCommand};
+use crate::args::{Cli, Command};
 
+pub mod bench;
 pub mod dag;
+pub mod diff;
+pub mod exp;
+pub mod gc;
 pub mod metrics;
+pub mod model;
+pub mod plot;
+pub mod predict;
+pub mod pull;
+pub mod push;
 pub mod run;
 pub mod run_instance;
 pub mod runs;
+pub mod serve;
 pub mod show;
 pub mod status;
+pub mod verify;
 
 /// Runs the command `cli` holds; its exit code, or the error `main` prints (exit 2 for a
 /// mistake in the input, 1 otherwise).
@@ -35,47 +46,21 @@ pub fn dispatch(cli: &Cli) -> Result<ExitCode> {
             latest,
             json,
         } => metrics::metrics(global, stages, *latest, *json),
-        Command::Exp(cmd) => crate::exp::dispatch(global, cmd),
-        Command::Diff(args) => crate::diff::diff(global, args),
-        Command::Plot(args) => crate::plot::plot(global, args),
+        Command::Exp(cmd) => exp::dispatch(global, cmd),
+        Command::Diff(args) => diff::diff(global, args),
+        Command::Plot(args) => plot::plot(global, args),
         Command::Gc {
             dry_run,
             json,
             remote,
-        } if remote.remote.is_some() => crate::remote::gc(global, remote, *dry_run, *json),
-        Command::Gc { dry_run, json, .. } => crate::upkeep::gc(global, *dry_run, *json),
-        Command::Push(args) => crate::remote::push(global, args),
-        Command::Pull(args) => crate::remote::pull(global, args),
-        Command::Verify { json } => crate::upkeep::verify(global, *json),
-        Command::Model(ModelCommand::Forward {
-            source,
-            input,
-            output,
-            device,
-        }) => crate::model::forward(global, source, input, output, device),
-        Command::Model(ModelCommand::Info { source, json }) => {
-            crate::model::info(global, source, *json)
-        }
-        Command::Model(ModelCommand::Import {
-            from,
-            out,
-            config,
-            vocab,
-            json,
-        }) => crate::tf::import(
-            global,
-            from,
-            out,
-            config.as_deref(),
-            vocab.as_deref(),
-            *json,
-        ),
-        Command::Model(ModelCommand::Export(args)) => crate::export::export(global, args),
-        Command::Predict(args) => crate::predict::predict(global, args),
-        Command::Serve(args) => crate::serve::serve(global, args),
-        Command::Bench(BenchCommand::Train(args)) => crate::bench::train(args),
-        Command::Bench(BenchCommand::Infer(args)) => crate::bench::infer(args),
-        Command::Bench(BenchCommand::Finetune(args)) => crate::bench::finetune(args),
+        } => gc::gc(global, *dry_run, *json, remote),
+        Command::Push(args) => push::push(global, args),
+        Command::Pull(args) => pull::pull(global, args),
+        Command::Verify { json } => verify::verify(global, *json),
+        Command::Model(cmd) => model::model(global, cmd),
+        Command::Predict(args) => predict::predict(global, args),
+        Command::Serve(args) => serve::serve(global, args),
+        Command::Bench(cmd) => bench::bench(cmd),
         Command::RunInstance { spec } => run_instance::run_instance(spec),
     }
 }

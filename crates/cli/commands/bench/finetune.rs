@@ -8,8 +8,7 @@ use anyhow::Result;
 use serde_json::json;
 use stage_finetune::api::bench::{FinetuneBench, bench_finetune};
 
-use super::{report, spec};
-use crate::args::BenchArgs;
+use super::{BenchArgs, report, spec};
 
 /// `pipeline bench finetune`: training tokens/s of the span-extraction head beside the
 /// sequence-classification head's, same model, batch and sequence length, measured A B A B.

@@ -14,25 +14,74 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pipeline_tasks::TaskKind;
 use serde_json::json;
 use stage_finetune::api::{ClassPrediction, Input, Prediction, Predictor, TagPrediction};
 
-use crate::args::PredictArgs;
 use crate::global::Global;
-use crate::model::model_dir;
+use crate::model_source::{ModelSource, model_dir};
 
 mod input;
 mod reading;
 mod regression;
 
 use input::{Lines, excerpt};
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  pipeline predict --stage finetune_lcqmc \"我喜欢妈妈做的汤\" \"妈妈做的汤我很喜欢喝\"
+  pipeline predict --model DIR --input pairs.tsv --output predictions.tsv
+  pipeline predict --stage 'finetune_xnli@init=pretrained,share_type=all' --input test.tsv --header --json
+  pipeline predict --stage finetune_cmrc2018 --question \"周杰毕业于哪所大学？\" --context \"2005年，周杰毕业于浙江大学。\"
+  pipeline predict --stage finetune_cmrc2018 --input cmrc2018/dev.json --json
+  pipeline predict --stage finetune_c3 --context \"男：你去哪儿？女：去医院。\" --question \"女的去哪儿？\" --choice 医院 --choice 车站")]
+pub struct PredictArgs {
+    #[command(flatten)]
+    pub source: ModelSource,
+    /// text_a and text_b of one pair (one text for a single-text classifier or a tagger).
+    #[arg(value_name = "TEXT")]
+    pub texts: Vec<String>,
+    /// Span extraction and C3: the question.
+    #[arg(long, value_name = "Q")]
+    pub question: Option<String>,
+    /// Span extraction and C3: the context (the passage, or the dialogue's lines joined).
+    #[arg(long, value_name = "C")]
+    pub context: Option<String>,
+    /// C3: one choice (repeat for each, 2 to 4, in order).
+    #[arg(long = "choice", value_name = "TEXT")]
+    pub choices: Vec<String>,
+    /// A file of examples: a TSV of pairs (text_a, text_b, optionally a gold label; accuracy
+    /// is then printed), of texts, or of texts to tag; SQuAD v1 JSON for a span model (EM and
+    /// F1 printed where it has answers); C3 JSON for a C3 model. `-` reads a TSV or text file
+    /// from standard input. At most 1 GiB, 16 MiB a line, 2,000,000 lines.
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// Where to write the predictions for --input (default: stdout).
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// The input's first line is a header.
+    #[arg(long)]
+    pub header: bool,
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: usize,
+    /// Tokens per row (default 128; 256 for span extraction, the window's length, with the
+    /// question cut to a quarter of it and windows overlapping by up to 64 tokens).
+    #[arg(long)]
+    pub max_seq_length: Option<usize>,
+    /// auto, cpu, flex, tch-cpu or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// JSON output (one object; one per line for --input).
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// One input row: the texts (one or two), and the gold label when the file has one.
 struct Row {

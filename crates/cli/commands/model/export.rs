@@ -1,16 +1,16 @@
 //! `pipeline model export`: a model directory in another format — a TensorFlow 1 checkpoint
-//! (`--to tf`, [`crate::tf`]) or an ONNX graph (`--to onnx`).
+//! (`--to tf`) or an ONNX graph (`--to onnx`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Args;
-
+use pipeline_albert::tf;
 use pipeline_engine::UserError;
 
 use crate::global::Global;
-use crate::model::ModelSource;
+use crate::model_source::{ModelSource, input_error, model_dir};
 
 /// `pipeline model export`'s arguments.
 #[derive(Debug, Args)]
@@ -36,17 +36,43 @@ pub struct ExportArgs {
 /// Writes the model in the format asked for.
 pub fn export(global: &Global, args: &ExportArgs) -> Result<ExitCode> {
     match args.to.as_str() {
-        "tf" => crate::tf::export(global, &args.source, &args.out, args.json),
+        "tf" => tf_checkpoint(global, &args.source, &args.out, args.json),
         "onnx" => onnx(global, args),
         other => bail!("cannot export to {other}: the formats are tf and onnx"),
     }
+}
+
+/// `--to tf`: a TensorFlow 1 checkpoint in the layout the model came from; every failure is
+/// the input's or the output's (exit code 2, the file named).
+fn tf_checkpoint(
+    global: &Global,
+    src: &ModelSource,
+    out: &Path,
+    json_out: bool,
+) -> Result<ExitCode> {
+    let dir = model_dir(global, src)?;
+    let r = tf::export(&dir, out).map_err(input_error)?;
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "wrote {} ({} layout, {} tensors, {:.1} MB) with albert_config.json and the \
+             checkpoint file; TensorFlow reads it with tf.train.load_checkpoint(\"{}\")",
+            r.prefix.display(),
+            r.layout,
+            r.tensors_written,
+            r.bytes_written as f64 / 1e6,
+            out.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `--to onnx`: every failure but an internal one is the input's or the output's (a model
 /// directory without a task head, a missing file, a non-empty --out): exit code 2, the file
 /// named.
 fn onnx(global: &Global, args: &ExportArgs) -> Result<ExitCode> {
-    let dir = crate::model::model_dir(global, &args.source)?;
+    let dir = model_dir(global, &args.source)?;
     let r = pipeline_onnx::export(&dir, &args.out).map_err(|e| match e {
         pipeline_onnx::ExportError::Graph(_) => anyhow::Error::from(e),
         e => UserError::new(e.to_string()).into(),

@@ -23,8 +23,7 @@ use pipeline_tasks::{SpanMetricsBlock, TaskKind};
 use serde_json::json;
 use stage_finetune::api::{AnswerPrediction, ChoicePrediction, Input, Prediction, Predictor};
 
-use super::{output, progress_bar};
-use crate::args::PredictArgs;
+use super::{PredictArgs, output, progress_bar};
 use crate::global::Global;
 
 /// Span, C3 and choice models.

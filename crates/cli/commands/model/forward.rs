@@ -1,48 +1,19 @@
-//! `pipeline model forward|info`: look at a model directory (a pretrain artifact or a Hugging
-//! Face ALBERT checkpoint) from outside the pipeline.
+//! `pipeline model forward`: the pretraining model's outputs (`AlbertForPreTraining`: MLM
+//! and SOP logits, last hidden state, pooler output, as transformers names them) for the token
+//! ids of a JSON file, written as JSON.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use burn::tensor::Tensor;
-use clap::Args;
 use pipeline_albert::device::{DeviceChoice, resolve};
 use pipeline_albert::model::AlbertInput;
 use pipeline_albert::{AlbertConfig, hf};
-use pipeline_engine::inspect;
 use serde_json::{Value, json};
 
 use crate::global::Global;
-use crate::global::load;
-
-/// Where a model comes from: a directory, or the latest artifact of a stage.
-#[derive(Debug, Args)]
-pub struct ModelSource {
-    /// A model directory: config.json + model.safetensors (or pytorch_model.bin); or a
-    /// TensorFlow checkpoint (its directory, prefix or .index) with albert_config.json and
-    /// vocab.txt beside it.
-    #[arg(long, value_name = "DIR", conflicts_with = "stage")]
-    pub model: Option<PathBuf>,
-    /// The latest artifact of this stage instance of pipeline.yaml (`pretrain@share_type=all`).
-    #[arg(long, value_name = "NAME")]
-    pub stage: Option<String>,
-}
-
-/// The model directory `--model DIR` or `--stage NAME` names.
-pub fn model_dir(global: &Global, src: &ModelSource) -> Result<PathBuf> {
-    match (&src.model, &src.stage) {
-        (Some(dir), None) => Ok(dir.clone()),
-        (None, Some(stage)) => {
-            let p = load(global)?;
-            let r = inspect::show(&p, stage)?;
-            r.artifact.with_context(|| {
-                format!("stage {stage} has no artifact yet: run `pipeline run {stage}` first")
-            })
-        }
-        _ => bail!("give the model as --model DIR or --stage NAME (one of them)"),
-    }
-}
+use crate::model_source::{ModelSource, model_dir, open_model_dir};
 
 /// Reads `key` of the input JSON as a `[batch, seq]` integer matrix.
 fn matrix(v: &Value, key: &str, file: &Path) -> Result<Option<(usize, usize, Vec<i64>)>> {
@@ -122,7 +93,7 @@ pub fn forward(
     let device = resolve(DeviceChoice::parse(device)?)?;
     let rows = ForwardInput::read(input)?;
     // A TF checkpoint is imported into a temporary directory first.
-    let dir = crate::tf::open_model_dir(&dir)?;
+    let dir = open_model_dir(&dir)?;
     let (config, model) = hf::load_pretraining(dir.path(), &device.device)?;
     rows.check(&config, input)?;
     let (b, s) = (rows.b, rows.s);
@@ -235,85 +206,5 @@ impl ForwardInput {
             );
         }
         Ok(())
-    }
-}
-
-pub fn info(global: &Global, src: &ModelSource, json_out: bool) -> Result<ExitCode> {
-    let dir = model_dir(global, src)?;
-    if pipeline_tfckpt::is_checkpoint(&dir) {
-        return crate::tf::info(&dir, json_out);
-    }
-    let config = hf::read_config(&dir)?;
-    let weights = hf::weights_file(&dir)?;
-    let bytes = std::fs::metadata(&weights)?.len();
-    let raw = hf::read_config_json(&dir)?;
-    let counts = config.parameter_count();
-    let report = json!({
-        "model": dir,
-        "architecture": raw["architectures"][0],
-        "config": config,
-        "parameters": counts,
-        "fp32_megabytes": (counts.total as f64 * 4.0 / 1e6 * 100.0).round() / 100.0,
-        "weights_file": weights,
-        "weights_bytes": bytes,
-        "hf_compatible": config.hf_compatible().is_ok(),
-        "note": raw.get("pipeline_note"),
-        "labels": raw.get("id2label"),
-    });
-    if json_out {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    print_info(&dir, &config, &report, bytes);
-    Ok(ExitCode::SUCCESS)
-}
-
-fn print_info(dir: &Path, c: &AlbertConfig, report: &Value, bytes: u64) {
-    let p = c.parameter_count();
-    println!("model:        {}", dir.display());
-    println!(
-        "architecture: {}",
-        report["architecture"].as_str().unwrap_or("?")
-    );
-    println!(
-        "size:         V {} · E {} · H {} · {} layers · {} heads · FFN {} · {} positions",
-        c.vocab_size,
-        c.embedding_size,
-        c.hidden_size,
-        c.num_hidden_layers,
-        c.num_attention_heads,
-        c.intermediate_size,
-        c.max_position_embeddings
-    );
-    println!(
-        "variant:      share_type {} · {} · {}",
-        c.share_type,
-        c.ln_type.name(),
-        c.hidden_act.hf_name()
-    );
-    println!(
-        "parameters:   {} total ({:.2}M): embeddings {} (word {}), encoder {}, pooler {}, MLM head {}, SOP head {}",
-        p.total,
-        p.total as f64 / 1e6,
-        p.embeddings,
-        p.word_embeddings,
-        p.encoder,
-        p.pooler,
-        p.mlm_head,
-        p.sop_head
-    );
-    println!(
-        "weights:      {} ({:.1} MB on disk, {:.1} MB as fp32)",
-        report["weights_file"].as_str().unwrap_or("?"),
-        bytes as f64 / 1e6,
-        p.total as f64 * 4.0 / 1e6
-    );
-    if let Some(labels) = report["labels"].as_object() {
-        let names: Vec<&str> = labels.values().filter_map(Value::as_str).collect();
-        println!("labels:       {}", names.join(", "));
-    }
-    match c.hf_compatible() {
-        Ok(()) => println!("transformers: loads as is"),
-        Err(why) => println!("transformers: cannot run it faithfully: {why}"),
     }
 }

@@ -16,8 +16,7 @@ use serde_json::json;
 use stage_finetune::api::{Input, Prediction, Predictor};
 
 use super::input::{Lines, excerpt};
-use super::{output, progress_bar};
-use crate::args::PredictArgs;
+use super::{PredictArgs, output, progress_bar};
 use crate::global::Global;
 
 /// A regressor on a pair or a file of pairs.

@@ -15,7 +15,7 @@ use pipeline_serve::{Model, ServeConfig};
 use stage_finetune::api::{Input, Prediction, Predictor};
 
 use crate::global::Global;
-use crate::model::{ModelSource, model_dir};
+use crate::model_source::{ModelSource, model_dir};
 
 /// `pipeline serve`'s arguments.
 #[derive(Debug, Args)]

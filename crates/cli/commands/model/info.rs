@@ -1,100 +1,100 @@
-//! `pipeline model import|export` and `model info` on TensorFlow 1 checkpoints. Every failure
-//! here is the input's (a missing, truncated or corrupt file, a config or vocabulary that
-//! disagrees with the tensors, an unwritable --out): exit code 2, the file named.
+//! `pipeline model info`: the config, parameter count and size of a model directory, or what
+//! a TensorFlow 1 checkpoint's index says (its data files are not needed).
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use pipeline_albert::tf::{self, ModelDir};
-use pipeline_engine::UserError;
-use serde_json::json;
+use pipeline_albert::tf;
+use pipeline_albert::{AlbertConfig, hf};
+use serde_json::{Value, json};
 
 use crate::global::Global;
-use crate::model::ModelSource;
+use crate::model_source::{ModelSource, input_error, model_dir};
 
-fn user(e: impl Into<anyhow::Error>) -> anyhow::Error {
-    UserError::new(format!("{:#}", e.into())).into()
-}
-
-/// The model directory to load from `dir`: itself, or a TF checkpoint imported into a
-/// temporary directory.
-pub fn open_model_dir(dir: &Path) -> Result<ModelDir> {
-    ModelDir::open(dir).map_err(user)
-}
-
-pub fn import(
-    global: &Global,
-    from: &Path,
-    out: &Path,
-    config: Option<&Path>,
-    vocab: Option<&Path>,
-    json_out: bool,
-) -> Result<ExitCode> {
-    let r = tf::import(from, config, vocab, out).map_err(user)?;
-    let mb = r.bytes_read as f64 / 1e6;
-    let rate = mb / r.seconds.max(1e-9);
+pub fn info(global: &Global, src: &ModelSource, json_out: bool) -> Result<ExitCode> {
+    let dir = model_dir(global, src)?;
+    if pipeline_tfckpt::is_checkpoint(&dir) {
+        return tf_info(&dir, json_out);
+    }
+    let config = hf::read_config(&dir)?;
+    let weights = hf::weights_file(&dir)?;
+    let bytes = std::fs::metadata(&weights)?.len();
+    let raw = hf::read_config_json(&dir)?;
+    let counts = config.parameter_count();
+    let report = json!({
+        "model": dir,
+        "architecture": raw["architectures"][0],
+        "config": config,
+        "parameters": counts,
+        "fp32_megabytes": (counts.total as f64 * 4.0 / 1e6 * 100.0).round() / 100.0,
+        "weights_file": weights,
+        "weights_bytes": bytes,
+        "hf_compatible": config.hf_compatible().is_ok(),
+        "note": raw.get("pipeline_note"),
+        "labels": raw.get("id2label"),
+    });
     if json_out {
-        let mut v = serde_json::to_value(&r)?;
-        v["out"] = json!(out);
-        v["megabytes_per_second"] = json!((rate * 10.0).round() / 10.0);
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("imported {} into {}", r.checkpoint.display(), out.display());
-    println!(
-        "layout:   {} (share_type {}), config {}, vocabulary {}",
-        r.layout,
-        r.share_type,
-        r.config_file.display(),
-        r.vocab_file.display()
-    );
-    println!(
-        "tensors:  {} read ({mb:.1} MB in {:.2} s, {rate:.0} MB/s), {} skipped, {} ignored",
-        r.tensors_read,
-        r.seconds,
-        r.skipped.len(),
-        r.ignored.len()
-    );
-    if !global.quiet {
-        for (name, why) in &r.skipped {
-            println!("  skipped  {name} ({why})");
-        }
-        for name in &r.ignored {
-            println!("  ignored  {name} (not part of the pretraining model)");
-        }
-    }
-    if r.layout == "albert_zh" {
-        println!(
-            "note:     albert_zh's own embeddings and MLM head: `pipeline` runs, trains and \
-             fine-tunes it; transformers' AlbertForPreTraining cannot load it (config.json says so)"
-        );
-    }
+    print_info(&dir, &config, &report, bytes);
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn export(global: &Global, src: &ModelSource, out: &Path, json_out: bool) -> Result<ExitCode> {
-    let dir = crate::model::model_dir(global, src)?;
-    let r = tf::export(&dir, out).map_err(user)?;
-    if json_out {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        println!(
-            "wrote {} ({} layout, {} tensors, {:.1} MB) with albert_config.json and the \
-             checkpoint file; TensorFlow reads it with tf.train.load_checkpoint(\"{}\")",
-            r.prefix.display(),
-            r.layout,
-            r.tensors_written,
-            r.bytes_written as f64 / 1e6,
-            out.display()
-        );
+fn print_info(dir: &Path, c: &AlbertConfig, report: &Value, bytes: u64) {
+    let p = c.parameter_count();
+    println!("model:        {}", dir.display());
+    println!(
+        "architecture: {}",
+        report["architecture"].as_str().unwrap_or("?")
+    );
+    println!(
+        "size:         V {} · E {} · H {} · {} layers · {} heads · FFN {} · {} positions",
+        c.vocab_size,
+        c.embedding_size,
+        c.hidden_size,
+        c.num_hidden_layers,
+        c.num_attention_heads,
+        c.intermediate_size,
+        c.max_position_embeddings
+    );
+    println!(
+        "variant:      share_type {} · {} · {}",
+        c.share_type,
+        c.ln_type.name(),
+        c.hidden_act.hf_name()
+    );
+    println!(
+        "parameters:   {} total ({:.2}M): embeddings {} (word {}), encoder {}, pooler {}, MLM head {}, SOP head {}",
+        p.total,
+        p.total as f64 / 1e6,
+        p.embeddings,
+        p.word_embeddings,
+        p.encoder,
+        p.pooler,
+        p.mlm_head,
+        p.sop_head
+    );
+    println!(
+        "weights:      {} ({:.1} MB on disk, {:.1} MB as fp32)",
+        report["weights_file"].as_str().unwrap_or("?"),
+        bytes as f64 / 1e6,
+        p.total as f64 * 4.0 / 1e6
+    );
+    if let Some(labels) = report["labels"].as_object() {
+        let names: Vec<&str> = labels.values().filter_map(Value::as_str).collect();
+        println!("labels:       {}", names.join(", "));
     }
-    Ok(ExitCode::SUCCESS)
+    match c.hf_compatible() {
+        Ok(()) => println!("transformers: loads as is"),
+        Err(why) => println!("transformers: cannot run it faithfully: {why}"),
+    }
 }
 
 /// `model info` on a TF checkpoint: what the index says (the data files are not needed).
-pub fn info(path: &Path, json_out: bool) -> Result<ExitCode> {
-    let i = tf::inspect(path, None).map_err(user)?;
+fn tf_info(path: &Path, json_out: bool) -> Result<ExitCode> {
+    let i = tf::inspect(path, None).map_err(input_error)?;
     // The checkpoint's own weights, without optimizer slots and bookkeeping.
     let weights: u64 = i
         .checkpoint
@@ -104,15 +104,18 @@ pub fn info(path: &Path, json_out: bool) -> Result<ExitCode> {
         .map(|e| e.size as u64)
         .sum();
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&info_json(&i, weights))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&tf_info_json(&i, weights))?
+        );
     } else {
-        print_info(&i, weights);
+        print_tf_info(&i, weights);
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// `model info --json` on a TF checkpoint.
-fn info_json(i: &tf::TfInfo, weights: u64) -> serde_json::Value {
+fn tf_info_json(i: &tf::TfInfo, weights: u64) -> serde_json::Value {
     let d = &i.detected;
     let counts = i.config.as_ref().map(|c| c.parameter_count());
     let note = i.config.as_ref().and_then(|c| c.hf_compatible().err());
@@ -140,7 +143,7 @@ fn info_json(i: &tf::TfInfo, weights: u64) -> serde_json::Value {
 }
 
 /// `model info` on a TF checkpoint, as lines.
-fn print_info(i: &tf::TfInfo, weights: u64) {
+fn print_tf_info(i: &tf::TfInfo, weights: u64) {
     let d = &i.detected;
     let counts = i.config.as_ref().map(|c| c.parameter_count());
     let note = i.config.as_ref().and_then(|c| c.hf_compatible().err());

@@ -1,0 +1,134 @@
+//! `pipeline bench train|infer|finetune`: throughput of the model on synthetic batches of fixed
+//! shape, comparable with `benches/hf_baseline.py` (same configs, batch, sequence length, masked
+//! positions and FLOPs formula). Timings are medians over runs after warm-up steps; peak RSS
+//! is the process's high-water mark.
+//!
+//! The benchmarks themselves are the stages' API ([`stage_pretrain::api`] for train and infer,
+//! [`stage_finetune::api::bench`] for finetune); this module holds the flags the three share,
+//! turns them into their [`BenchSpec`] and prints what they measured, one line for people or
+//! one JSON object; each benchmark is a module of its own.
+
+use std::num::NonZeroUsize;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::{Args, Subcommand};
+use pipeline_albert::ShareType;
+use pipeline_albert::device::DeviceChoice;
+use pipeline_albert::model::MatmulPrecision;
+use stage_pretrain::api::BenchSpec;
+
+pub mod finetune;
+pub mod infer;
+pub mod train;
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Training steps (forward, backward, LAMB) of AlbertForPreTraining: tokens/s, model
+    /// FLOP/s (MFU on a GPU), peak RSS.
+    Train(BenchArgs),
+    /// AlbertModel forward passes: sentences/s, peak RSS.
+    Infer(BenchArgs),
+    /// Fine-tuning steps (AdamW) of the span-extraction head (AlbertForQuestionAnswering)
+    /// beside the sequence-classification head at the same shapes, alternately: tokens/s of
+    /// each and the median of the per-round ratios (--masked is not used).
+    Finetune(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// An albert_zh size (tiny, small, base, large, xlarge, xxlarge) or a config JSON.
+    #[arg(long, default_value = "tiny")]
+    pub model: String,
+    /// Override the config's share_type (all, attention, ffn, none).
+    #[arg(long)]
+    pub share_type: Option<String>,
+    /// Override the config's vocab_size.
+    #[arg(long)]
+    pub vocab_size: Option<usize>,
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    #[arg(long, default_value_t = 128)]
+    pub seq: usize,
+    /// Masked positions per row (train only).
+    #[arg(long, default_value_t = 20)]
+    pub masked: usize,
+    /// Steps (or batches) timed per run.
+    #[arg(long, default_value_t = 10)]
+    pub steps: usize,
+    /// Timed runs; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Untimed steps first.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// auto, cpu, flex, tch-cpu or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// fp32, or bf16 mixed precision (libtorch devices: cuda:N, tch-cpu).
+    #[arg(long, default_value = "fp32")]
+    pub precision: String,
+    /// The GPU's dense peak in TFLOP/s for MFU (H100/H200 bf16: 989).
+    #[arg(long, default_value_t = 989.0)]
+    pub peak_tflops: f64,
+    /// Infer only: run the batch as one chunk per core in parallel (what `pipeline predict`
+    /// does on a CPU).
+    #[arg(long)]
+    pub split: bool,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs the benchmark `cmd` names.
+pub fn bench(cmd: &BenchCommand) -> Result<ExitCode> {
+    match cmd {
+        BenchCommand::Train(args) => train::train(args),
+        BenchCommand::Infer(args) => infer::infer(args),
+        BenchCommand::Finetune(args) => finetune::finetune(args),
+    }
+}
+
+/// The benchmark the flags describe: the shape flags at least 1 (a mistake in the command
+/// line, exit 2, rather than a division by zero), the device and precision parsed.
+fn spec(args: &BenchArgs) -> Result<BenchSpec> {
+    let at_least_one = |flag: &str, value: usize| {
+        NonZeroUsize::new(value).ok_or_else(|| {
+            pipeline_engine::UserError::new(format!("{flag} must be at least 1"))
+                .with_help("a benchmark needs at least one row, token, step and run")
+        })
+    };
+    Ok(BenchSpec {
+        batch: at_least_one("--batch", args.batch)?,
+        seq: at_least_one("--seq", args.seq)?,
+        steps: at_least_one("--steps", args.steps)?,
+        runs: at_least_one("--runs", args.runs)?,
+        model: args.model.clone(),
+        share_type: args
+            .share_type
+            .as_deref()
+            .map(ShareType::parse)
+            .transpose()?,
+        vocab_size: args.vocab_size,
+        masked: args.masked,
+        warmup: args.warmup,
+        device: DeviceChoice::parse(&args.device)?,
+        precision: match args.precision.as_str() {
+            "fp32" => MatmulPrecision::Fp32,
+            "bf16" => MatmulPrecision::Bf16,
+            other => bail!("--precision {other}: expected fp32 or bf16"),
+        },
+        peak_tflops: args.peak_tflops,
+        split: args.split,
+    })
+}
+
+/// The JSON object with `--json`, else the human line.
+fn report(args: &BenchArgs, value: serde_json::Value, human: String) -> Result<ExitCode> {
+    if args.json {
+        println!("{}", serde_json::to_string(&value)?);
+    } else {
+        println!("{human}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

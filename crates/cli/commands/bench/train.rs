@@ -1,0 +1,55 @@
+//! `pipeline bench train`: training steps (forward, backward, LAMB) of
+//! `AlbertForPreTraining` on synthetic batches ([`stage_pretrain::api::bench_train`]): tokens/s,
+//! model FLOP/s (MFU on a GPU), peak RSS.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use serde_json::json;
+use stage_pretrain::api::{TrainBench, bench_train};
+
+use super::{BenchArgs, report, spec};
+
+/// `pipeline bench train`: training steps of `AlbertForPreTraining`.
+pub fn train(args: &BenchArgs) -> Result<ExitCode> {
+    let r = bench_train(&spec(args)?)?;
+    report(args, train_json(args, &r), train_line(args, &r))
+}
+
+fn train_json(args: &BenchArgs, r: &TrainBench) -> serde_json::Value {
+    let (c, h, t) = (&r.config, &r.host, &r.timing);
+    json!({
+        "bench": "train", "model": args.model, "share_type": c.share_type.name(),
+        "device": h.device, "device_model": h.device_model, "precision": args.precision, "batch": args.batch, "seq": args.seq,
+        "masked": args.masked, "steps": args.steps, "runs": args.runs,
+        "threads": h.threads,
+        "seconds_per_step": r.seconds_per_step, "runs_seconds_per_step": t.per_step,
+        "tokens_per_s": r.tokens_per_s, "model_tflops_per_s": r.model_tflops_per_s,
+        "mfu": r.mfu, "peak_rss_bytes": r.peak_rss_bytes, "parameters": c.parameter_count().total,
+        "cpu_seconds_per_wall_second": t.cpu_per_wall, "page_faults": t.page_faults,
+        "data_parallel_workers": r.data_parallel_workers,
+        "isa": h.isa, "isa_host": h.isa_host,
+    })
+}
+
+fn train_line(args: &BenchArgs, r: &TrainBench) -> String {
+    format!(
+        "train {} (share {}) on {}: batch {} × seq {} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.3} model TFLOP/s{}, {:.2} CPU-s per wall-s, peak RSS {:.2} GB",
+        args.model,
+        r.config.share_type,
+        r.host.device,
+        args.batch,
+        args.seq,
+        args.masked,
+        r.seconds_per_step,
+        args.runs,
+        args.steps,
+        r.tokens_per_s,
+        r.model_tflops_per_s,
+        r.mfu
+            .map(|m| format!(" (MFU {:.1}%)", m * 100.0))
+            .unwrap_or_default(),
+        r.timing.cpu_per_wall,
+        r.peak_rss_bytes as f64 / 1e9
+    )
+}
