@@ -207,6 +207,37 @@ fn the_guide_names_no_issue_numbers() {
     assert!(found.is_empty(), "issue numbers:\n{}", found.join("\n"));
 }
 
+/// Every Markdown page under results/ (the published tables' READMEs and the benchmark notes):
+/// the report writes most of them, and a reader meets them without the tracker either.
+fn results_pages() -> Vec<PathBuf> {
+    let mut pages = Vec::new();
+    let mut dirs = vec![Path::new(ROOT).join("results")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("results/ is readable") {
+            let path = entry.expect("a readable results/ entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    pages
+}
+
+#[test]
+fn the_published_results_name_no_issue_numbers() {
+    let pages = results_pages();
+    assert!(pages.len() >= 3, "results/ holds its READMEs: {pages:?}");
+    let mut found = Vec::new();
+    for page in pages {
+        for m in issue_mentions(&read(&page)) {
+            found.push(format!("{}: …{m}…", page.display()));
+        }
+    }
+    assert!(found.is_empty(), "issue numbers:\n{}", found.join("\n"));
+}
+
 /// The subcommands a `--help` lists under `Commands:` (not `help`).
 fn subcommands(help: &str) -> Vec<String> {
     help.lines()
