@@ -71,6 +71,11 @@ pub struct ServeArgs {
     /// Batches predicted at once.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// Seconds a client may take to send a request's head (or to start the next one on a
+    /// kept-alive connection) before the connection is closed, and to send its body before it
+    /// gets a 408.
+    #[arg(long, default_value_t = 30.0)]
+    pub read_timeout_s: f64,
 }
 
 impl ServeArgs {
@@ -84,6 +89,8 @@ impl ServeArgs {
             max_concurrency: self.max_concurrency,
             max_connections: self.max_connections,
             workers: self.workers,
+            read_timeout: Duration::try_from_secs_f64(self.read_timeout_s)
+                .unwrap_or(Duration::ZERO),
         }
     }
 }
@@ -177,5 +184,17 @@ mod tests {
         let config = cli.args.config();
         assert_eq!(config.max_wait, Duration::from_millis(2));
         assert_eq!(config.max_inputs, 8);
+    }
+
+    #[test]
+    fn the_read_timeout_is_in_seconds_and_a_negative_one_is_refused() {
+        let parse =
+            |v: &str| Cli::parse_from(["serve", "--model", "m", &format!("--read-timeout-s={v}")]);
+        assert_eq!(
+            parse("2.5").args.config().read_timeout,
+            Duration::from_millis(2500)
+        );
+        let error = parse("-1").args.config().validate().unwrap_err();
+        assert!(error.to_string().contains("read_timeout"), "{error}");
     }
 }

@@ -172,7 +172,18 @@ async fn answer<M: Model>(
 ) -> Result<Response, ApiError> {
     // A batch being collected waits for this request while it is read and checked.
     let arrival = state.queue.arrival();
-    let bytes = read_body(headers, body, state.config.max_body_bytes).await?;
+    let limit = state.config.max_body_bytes;
+    let bytes = tokio::time::timeout(state.config.read_timeout, read_body(headers, body, limit))
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the body did not arrive within {:?}: send it whole, at once",
+                    state.config.read_timeout
+                ),
+            )
+        })??;
     let (checked, one) = prepare(state, bytes).await?;
     let count = checked.len();
     let submitted = state.queue.submit(checked);

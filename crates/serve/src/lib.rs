@@ -17,8 +17,10 @@
 //! [`Model::predict`] on a blocking thread. Every resource is bounded: the body's size (413),
 //! the inputs of one request (413), the inputs queued (503 with `Retry-After`), the requests
 //! handled at once (the rest wait for a slot before their body is read, so bodies held stay
-//! within `max_concurrency × max_body_bytes`) and the connections open (the rest wait in the
-//! kernel's backlog).
+//! within `max_concurrency × max_body_bytes`), the connections open (the rest wait in the
+//! kernel's backlog) and the time a client takes to send a request (`read_timeout`: a request's
+//! head, or the wait for the next one on a kept-alive connection, closes the connection past
+//! it; a body past it gets a 408), so that slow or idle clients cannot hold every slot.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -30,6 +32,7 @@ use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
 
 mod batcher;
+mod connections;
 mod http;
 mod listener;
 mod metrics;
@@ -77,6 +80,11 @@ pub struct ServeConfig {
     pub max_connections: usize,
     /// Batches predicted at once (each on a blocking thread of its own).
     pub workers: usize,
+    /// How long a client may take to send a request's head (and, on a kept-alive connection,
+    /// to start the next one) before its connection is closed, and to send the body before the
+    /// request gets a 408. Without it a client that never finishes a request would hold a
+    /// connection (and, once its head is read, a `max_concurrency` slot) for ever.
+    pub read_timeout: Duration,
 }
 
 impl Default for ServeConfig {
@@ -90,6 +98,7 @@ impl Default for ServeConfig {
             max_concurrency: 256,
             max_connections: 1024,
             workers: 1,
+            read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -112,6 +121,11 @@ impl ServeConfig {
         if let Some((name, _)) = zero {
             return Err(ServeError::Config(format!("{name} must be at least 1")));
         }
+        if self.read_timeout.is_zero() {
+            return Err(ServeError::Config(
+                "read_timeout must be more than zero".into(),
+            ));
+        }
         if self.max_inputs > self.max_queue {
             return Err(ServeError::Config(format!(
                 "max_inputs ({}) is more than max_queue ({}): such a request could never be queued",
@@ -132,6 +146,7 @@ impl ServeConfig {
             "max_concurrency": self.max_concurrency,
             "max_connections": self.max_connections,
             "workers": self.workers,
+            "read_timeout_s": self.read_timeout.as_secs_f64(),
         })
     }
 }
@@ -176,12 +191,11 @@ pub async fn serve<M: Model>(
         config.max_connections,
         metrics.connections.clone(),
     );
+    let read_timeout = config.read_timeout;
     let app = http::router(model, queue, metrics, config);
     // The router owns the only senders of the queue: once the server has answered its last
     // request and drops it, the workers see the queue closed and stop.
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    connections::serve(listener, app, read_timeout, shutdown).await;
     for worker in workers {
         worker.await?;
     }

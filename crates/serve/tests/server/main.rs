@@ -7,3 +7,4 @@ mod api;
 mod fake;
 mod flood;
 mod lifecycle;
+mod slow_clients;
