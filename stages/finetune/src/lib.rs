@@ -188,7 +188,7 @@ fn task_encoder(
     spec: &ProtocolSpec,
 ) -> anyhow::Result<Encoder> {
     let encoder = Encoder::load(&source.dir, p.encoding(config.max_position_embeddings))?;
-    if spec.task.kind() == pipeline_tasks::TaskKind::Span {
+    if kinds::of(spec.task.kind()).span_windows() {
         encoder.span.validate().map_err(|e| {
             anyhow::anyhow!(
                 "the model has {} positions: {e}",
@@ -465,7 +465,7 @@ fn add_encoding(
     encoder: &Encoder,
     kind: pipeline_tasks::TaskKind,
 ) -> anyhow::Result<()> {
-    if kind == pipeline_tasks::TaskKind::Span {
+    if kinds::of(kind).span_windows() {
         record.span_features = Some(serde_json::to_value(encoder.span)?);
     }
     let notes: Map<String, Value> = std::iter::once(&sets.train)

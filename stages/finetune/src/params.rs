@@ -89,9 +89,9 @@ impl Encoding {
         max_seq_length: Option<usize>,
         max_positions: usize,
     ) -> Encoding {
-        let default = match kind {
-            TaskKind::Span => SpanConfig::default().max_seq_length,
-            _ => DEFAULT_MAX_SEQ_LENGTH,
+        let default = match crate::kinds::of(kind).span_windows() {
+            true => SpanConfig::default().max_seq_length,
+            false => DEFAULT_MAX_SEQ_LENGTH,
         };
         let n = max_seq_length.unwrap_or(default).min(max_positions);
         Encoding {
@@ -282,7 +282,7 @@ impl Given {
             self.n_best_size,
         ]
         .map(|v| v.map(|c| c.0));
-        if kind != Some(TaskKind::Span) {
+        if !kind.is_some_and(|k| crate::kinds::of(k).span_windows()) {
             if let Some((k, _)) = SPAN_PARAMS.iter().zip(given).find(|(_, v)| v.is_some()) {
                 return Err(format!(
                     "{k} is a span-extraction param (tasks cmrc2018, squad), not one of this task"

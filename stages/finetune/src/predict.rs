@@ -20,7 +20,7 @@ use pipeline_albert::{
 
 use crate::data::EncodedSplit;
 use crate::encode::{Encoded, Encoder, PairEncoder, batch_input};
-use crate::kinds::{Kind, KindError, Outputs, decode_outputs};
+use crate::kinds::{Head, Kind, KindError, Outputs, decode_outputs};
 use crate::params::Encoding;
 use crate::task_model::TaskModel;
 use pipeline_tasks::{Task, TaskKind};
@@ -375,18 +375,11 @@ impl FineTuned {
     }
 }
 
-/// The task kind of a fine-tuned model: its architecture, then the `finetuning_task` it names.
+/// The task kind of a fine-tuned model: the kind that recognises its architecture and the
+/// `finetuning_task` it names ([`crate::kinds::from_config`]).
 fn kind_of(raw: &serde_json::Value, arch: &str) -> TaskKind {
     let named = raw["finetuning_task"].as_str().and_then(Task::kind_of_name);
-    match (named, arch) {
-        (_, "AlbertForTokenClassification") => TaskKind::Tagging,
-        (_, "AlbertForQuestionAnswering") => TaskKind::Span,
-        (Some(TaskKind::ReadingChoice), _) => TaskKind::ReadingChoice,
-        (_, "AlbertForMultipleChoice") => TaskKind::Choice,
-        (Some(TaskKind::Single), _) => TaskKind::Single,
-        (Some(TaskKind::PairRegression), _) => TaskKind::PairRegression,
-        _ => TaskKind::Pair,
-    }
+    crate::kinds::from_config(arch, named)
 }
 
 /// The model of the architecture `config.json` names, and its classifier's outputs (none for
@@ -410,8 +403,8 @@ fn load_head(
             let (c, m) = hf::load_classifier(dir, device)?;
             let n = m.num_labels();
             // A regressor is the same head, its one output the score (config.json's
-            // `finetuning_task` names a regression task).
-            if kind == TaskKind::PairRegression {
+            // `finetuning_task` names a task of a kind that trains a score head).
+            if crate::kinds::of(kind).head(&[]) == Head::Score {
                 (c, TaskModel::Score(m), Some(n))
             } else {
                 (c, TaskModel::Pair(m), Some(n))
@@ -463,7 +456,7 @@ fn labels_of(
         Some(_) => {}
         // A choice model's classes are the answer positions; a span model has none (its
         // `id2label`, if any, names transformers' two outputs, start and end).
-        None if kind == TaskKind::Span => labels.clear(),
+        None if crate::kinds::of(kind).head(&[]) == Head::Span => labels.clear(),
         None => labels = pipeline_tasks::task::choice_labels(4),
     }
     Ok(labels)

@@ -77,28 +77,15 @@ impl Input {
         }
     }
 
-    /// The fields a model of `kind` takes, as an error message names them.
+    /// The fields a model of `kind` takes, as an error message names them (the kind's own
+    /// words: [`crate::kinds::InputSpec`]).
     pub fn usage(kind: TaskKind) -> &'static str {
-        match kind {
-            TaskKind::Pair | TaskKind::PairRegression => "`text_a` and `text_b`",
-            TaskKind::Single | TaskKind::Tagging => "`text`",
-            TaskKind::Span => "`context` and `question`",
-            TaskKind::ReadingChoice => "`context`, `question` and `choices` (2 to 4)",
-            TaskKind::Choice => "`question` and `choices` (2 to 4)",
-        }
+        crate::kinds::of(kind).input().usage
     }
 
     /// What a model of `kind` is, in an error message's words.
     pub fn model_words(kind: TaskKind) -> &'static str {
-        match kind {
-            TaskKind::Pair => "a sentence-pair classifier",
-            TaskKind::PairRegression => "a sentence-pair regressor",
-            TaskKind::Single => "a single-text classifier",
-            TaskKind::Tagging => "a tagger",
-            TaskKind::Span => "a span extractor",
-            TaskKind::ReadingChoice => "a multiple-choice model on a context (C3)",
-            TaskKind::Choice => "a multiple-choice model",
-        }
+        crate::kinds::of(kind).input().model
     }
 
     /// The fields that are set, by name.
@@ -186,6 +173,36 @@ pub enum Prediction {
     Answer(AnswerPrediction),
     /// A multiple-choice model's choice.
     Choice(ChoicePrediction),
+}
+
+impl Prediction {
+    /// Which shape it is.
+    pub fn shape(&self) -> PredictionShape {
+        match self {
+            Prediction::Class(_) => PredictionShape::Class,
+            Prediction::Score(_) => PredictionShape::Score,
+            Prediction::Tags(_) => PredictionShape::Tags,
+            Prediction::Answer(_) => PredictionShape::Answer,
+            Prediction::Choice(_) => PredictionShape::Choice,
+        }
+    }
+}
+
+/// The shapes of [`Prediction`], without the values: what a model gives
+/// ([`super::Predictor::predicts`]), so that a caller prints or reads by shape and a new task
+/// kind that gives an existing shape needs nothing new there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PredictionShape {
+    /// [`Prediction::Class`].
+    Class,
+    /// [`Prediction::Score`].
+    Score,
+    /// [`Prediction::Tags`].
+    Tags,
+    /// [`Prediction::Answer`].
+    Answer,
+    /// [`Prediction::Choice`].
+    Choice,
 }
 
 /// A classifier's prediction.

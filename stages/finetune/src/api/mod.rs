@@ -8,6 +8,6 @@ mod predictor;
 
 pub use io::{
     AnswerPrediction, ChoicePrediction, ClassPrediction, FoundEntity, Input, InputError,
-    Prediction, ScorePrediction, TagPrediction,
+    Prediction, PredictionShape, ScorePrediction, TagPrediction,
 };
 pub use predictor::{MAX_WINDOWS, ModelInfo, Predictor};

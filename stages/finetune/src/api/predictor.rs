@@ -3,27 +3,17 @@
 //! `pipeline predict`, `pipeline serve` and the stage's evaluation compute is one computation.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use pipeline_albert::device::{DeviceChoice, ResolvedDevice, resolve};
 use pipeline_albert::parallel::DataParallel;
-use pipeline_tasks::c3::{C3_CHOICES, C3Example};
-use pipeline_tasks::entities::entities;
-use pipeline_tasks::squad::SquadExample;
-use pipeline_tasks::{ScoredPairExample, TaskKind};
+use pipeline_tasks::TaskKind;
+use pipeline_tasks::c3::C3_CHOICES;
 use serde::Serialize;
 
-use super::io::{
-    AnswerPrediction, ChoicePrediction, ClassPrediction, FoundEntity, Input, InputError,
-    Prediction, ScorePrediction, TagPrediction,
-};
-use crate::encode::Encoded;
-use crate::kinds::Kind;
-use crate::kinds::pair_regression::PairRegressions;
-use crate::kinds::{reading_choice, span, tagging};
-use crate::predict::{FineTuned, argmax, pair_probabilities};
-use crate::task_model::TaskModel;
+use super::io::{Input, InputError, Prediction, PredictionShape};
+use crate::kinds::{AnyKind, InputSpec, Limits, Run};
+use crate::predict::FineTuned;
 
 /// Tagged texts and span contexts are cut into overlapping windows, so they may be longer
 /// than a row; this many rows' worth of characters bounds the work one input can ask for.
@@ -82,6 +72,21 @@ impl Predictor {
         self.model.kind
     }
 
+    /// The task kind as the stage holds it: what decides the fields, limits and predictions.
+    fn model_kind(&self) -> &'static dyn AnyKind {
+        crate::kinds::of(self.kind())
+    }
+
+    /// The [`Input`] fields its kind takes, all required (`["text_a", "text_b"]`).
+    pub fn input_fields(&self) -> &'static [&'static str] {
+        self.model_kind().input().fields
+    }
+
+    /// The shape of the [`Prediction`]s it gives.
+    pub fn predicts(&self) -> PredictionShape {
+        self.model_kind().input().predicts
+    }
+
     /// Class or tag names in id order.
     pub fn labels(&self) -> &[String] {
         &self.model.labels
@@ -128,14 +133,11 @@ impl Predictor {
     /// The fields of `input` are those its kind takes, none empty.
     fn shape(&self, input: &Input) -> Result<(), InputError> {
         let kind = self.kind();
-        let usage = Input::usage(kind);
-        let wanted: &[&'static str] = match kind {
-            TaskKind::Pair | TaskKind::PairRegression => &["text_a", "text_b"],
-            TaskKind::Single | TaskKind::Tagging => &["text"],
-            TaskKind::Span => &["context", "question"],
-            TaskKind::ReadingChoice => &["context", "question", "choices"],
-            TaskKind::Choice => &["question", "choices"],
-        };
+        let InputSpec {
+            fields: wanted,
+            usage,
+            ..
+        } = self.model_kind().input();
         let given = input.given();
         if let Some(field) = given.iter().find(|f| !wanted.contains(f)) {
             return Err(InputError::Unexpected { field, kind, usage });
@@ -171,62 +173,15 @@ impl Predictor {
         }
     }
 
-    /// The tokens `input` costs (an input whose shape is checked), or why it is too long.
+    /// The tokens `input` costs (an input whose shape is checked), or why it is too long: as
+    /// its kind measures it.
     fn cost(&self, input: &Input) -> Result<usize, InputError> {
-        let enc = &self.model.encoder;
-        let tokens = |t: &Option<String>| enc.tokens(t.as_deref().unwrap_or("")).len();
-        let (limit, chars) = (self.max_seq_length(), self.max_text_chars());
-        let too_long = |field: &str, length, unit, limit, why| InputError::TooLong {
-            field: field.into(),
-            length,
-            unit,
-            limit,
-            why,
+        let limits = Limits {
+            encoder: &self.model.encoder,
+            max_seq_length: self.max_seq_length(),
+            max_text_chars: self.max_text_chars(),
         };
-        let long_text = |field: &str, t: &Option<String>| {
-            let n = t.as_deref().map_or(0, |t| t.chars().count());
-            match n > chars {
-                true => Err(too_long(field, n, "characters", chars, "")),
-                false => Ok(n),
-            }
-        };
-        match self.kind() {
-            TaskKind::Single => {
-                let n = tokens(&input.text) + 2;
-                match n > limit {
-                    true => Err(too_long(
-                        "text",
-                        n,
-                        "tokens",
-                        limit,
-                        " with [CLS] and [SEP]",
-                    )),
-                    false => Ok(n),
-                }
-            }
-            TaskKind::Pair | TaskKind::PairRegression => {
-                let n = tokens(&input.text_a) + tokens(&input.text_b) + 3;
-                match n > limit {
-                    true => Err(too_long(
-                        "text_a + text_b",
-                        n,
-                        "tokens",
-                        limit,
-                        " with [CLS] and two [SEP]s",
-                    )),
-                    false => Ok(n),
-                }
-            }
-            TaskKind::Tagging => Ok(long_text("text", &input.text)? + 2),
-            TaskKind::Span => {
-                Ok(long_text("context", &input.context)? + tokens(&input.question) + 3)
-            }
-            TaskKind::ReadingChoice | TaskKind::Choice => {
-                let context = long_text("context", &input.context)?;
-                let n = input.choices.as_ref().map_or(0, Vec::len);
-                Ok(n * (context + tokens(&input.question) + 4).min(limit))
-            }
-        }
+        self.model_kind().input_cost(input, &limits)
     }
 
     /// Predictions for `inputs`, in order, as one batch.
@@ -250,267 +205,13 @@ impl Predictor {
             self.shape(input)
                 .with_context(|| format!("input {}", i + 1))?;
         }
-        match self.kind() {
-            TaskKind::Pair | TaskKind::Single => self.classify(inputs, batch_size, progress),
-            TaskKind::PairRegression => self.score(inputs, batch_size, progress),
-            TaskKind::Tagging => self.tag(inputs, batch_size, progress),
-            TaskKind::Span => self.answer(inputs, batch_size, progress),
-            TaskKind::ReadingChoice | TaskKind::Choice => self.choose(inputs, batch_size, progress),
-        }
-    }
-
-    fn classify(
-        &self,
-        inputs: Vec<Input>,
-        batch_size: usize,
-        progress: &(dyn Fn(usize) + Sync),
-    ) -> Result<Vec<Prediction>> {
-        let TaskModel::Pair(m) = &self.model.model else {
-            return Err(self.wrong_head("a sequence classifier"));
+        let run = Run {
+            model: &self.model,
+            batch_size,
+            workers: &self.workers,
+            device: &self.device.device,
+            progress,
         };
-        let enc = &self.model.encoder;
-        let rows: Vec<Encoded> = inputs
-            .iter()
-            .map(|x| match (&x.text_a, &x.text_b, &x.text) {
-                (Some(a), Some(b), _) => enc.encode(a, b),
-                (_, _, t) => enc.encode_single(t.as_deref().unwrap_or("")),
-            })
-            .collect();
-        let dev = &self.device.device;
-        let probs = pair_probabilities(m, &rows, batch_size, &self.workers, dev, progress);
-        let labels = &self.model.labels;
-        drop(rows);
-        Ok(inputs
-            .into_iter()
-            .zip(probs)
-            .map(|(x, p)| {
-                let k = argmax(&p);
-                Prediction::Class(ClassPrediction {
-                    text: x.text,
-                    text_a: x.text_a,
-                    text_b: x.text_b,
-                    label: labels.get(k).cloned().unwrap_or_default(),
-                    index: k,
-                    by_label: labels.iter().cloned().zip(p.iter().copied()).collect(),
-                    probabilities: p,
-                })
-            })
-            .collect())
-    }
-
-    fn wrong_head(&self, expected: &str) -> anyhow::Error {
-        anyhow!(
-            "{}: a {} model, where {expected} was expected",
-            self.model.dir.display(),
-            self.model.model.head_name()
-        )
-    }
-
-    fn score(
-        &self,
-        inputs: Vec<Input>,
-        batch_size: usize,
-        progress: &(dyn Fn(usize) + Sync),
-    ) -> Result<Vec<Prediction>> {
-        let pairs: Vec<ScoredPairExample> = inputs
-            .into_iter()
-            .enumerate()
-            .map(|(i, x)| ScoredPairExample {
-                text_a: x.text_a.unwrap_or_default(),
-                text_b: x.text_b.unwrap_or_default(),
-                score: f32::NAN,
-                file: 0,
-                line: i + 1,
-            })
-            .collect();
-        let split = PairRegressions.encode("predict", &pairs, &self.model.encoder);
-        let dev = &self.device.device;
-        let scores = self.model.predict(
-            &PairRegressions,
-            &split,
-            batch_size,
-            &self.workers,
-            dev,
-            progress,
-        )?;
-        Ok(pairs
-            .into_iter()
-            .zip(scores)
-            .map(|(p, score)| {
-                Prediction::Score(ScorePrediction {
-                    text_a: p.text_a,
-                    text_b: p.text_b,
-                    score,
-                })
-            })
-            .collect())
-    }
-
-    /// Tags of each text's characters (whitespace gets `O`, the first tag) and the entities
-    /// they make.
-    fn tag(
-        &self,
-        inputs: Vec<Input>,
-        batch_size: usize,
-        progress: &(dyn Fn(usize) + Sync),
-    ) -> Result<Vec<Prediction>> {
-        let texts: Vec<String> = inputs
-            .into_iter()
-            .map(|x| x.text.unwrap_or_default())
-            .collect();
-        let units: Vec<(Vec<String>, Vec<usize>)> =
-            texts.iter().map(|t| tagging::units(t)).collect();
-        let sentences = units.iter().map(|(u, _)| (&u[..], None));
-        let split = tagging::encode_sentences("predict", sentences, &self.model.encoder);
-        let dev = &self.device.device;
-        let tags = self.model.predict(
-            &tagging::Tagging,
-            &split,
-            batch_size,
-            &self.workers,
-            dev,
-            progress,
-        )?;
-        let labels = &self.model.labels;
-        let name = |t: usize| labels.get(t).cloned().unwrap_or_default();
-        Ok(texts
-            .into_iter()
-            .zip(&units)
-            .zip(&tags)
-            .map(|((text, (_, at)), ids)| {
-                let chars: Vec<char> = text.chars().collect();
-                let mut full = vec![name(0); chars.len()];
-                for (&pos, &t) in at.iter().zip(ids) {
-                    full[pos] = name(t);
-                }
-                let found = entities(&full)
-                    .into_iter()
-                    .map(|e| FoundEntity {
-                        text: chars[e.start..e.end].iter().collect(),
-                        kind: e.kind,
-                        start: e.start,
-                        end: e.end,
-                    })
-                    .collect();
-                Prediction::Tags(TagPrediction {
-                    text,
-                    tags: full,
-                    entities: found,
-                })
-            })
-            .collect())
-    }
-
-    fn answer(
-        &self,
-        inputs: Vec<Input>,
-        batch_size: usize,
-        progress: &(dyn Fn(usize) + Sync),
-    ) -> Result<Vec<Prediction>> {
-        let questions: Vec<SquadExample> = inputs
-            .into_iter()
-            .enumerate()
-            .map(|(i, x)| SquadExample {
-                id: format!("{}", i + 1),
-                article: i,
-                context: Arc::from(x.context.unwrap_or_default()),
-                question: x.question.unwrap_or_default().trim().to_string(),
-                answers: Vec::new(),
-                file: 0,
-            })
-            .collect();
-        let split = span::encode_questions("predict", &questions, &self.model.encoder);
-        let dev = &self.device.device;
-        let answers = self.model.predict(
-            &span::Spans,
-            &split,
-            batch_size,
-            &self.workers,
-            dev,
-            progress,
-        )?;
-        Ok(questions
-            .into_iter()
-            .zip(answers)
-            .map(|(q, a)| {
-                Prediction::Answer(AnswerPrediction {
-                    question: q.question,
-                    start: a.as_ref().map(|a| a.chars.start),
-                    end: a.as_ref().map(|a| a.chars.end),
-                    probability: a.as_ref().map(|a| a.probability),
-                    score: a.as_ref().map(|a| a.score),
-                    answer: a.map(|a| a.text),
-                })
-            })
-            .collect())
-    }
-
-    /// Each question's choice: C3's `[CLS] context [SEP] question [SEP] choice [SEP]` rows
-    /// padded to 4, or a `choice` model's `[CLS] prompt [SEP] choice [SEP]` of the real choices
-    /// only, as it was trained.
-    fn choose(
-        &self,
-        inputs: Vec<Input>,
-        batch_size: usize,
-        progress: &(dyn Fn(usize) + Sync),
-    ) -> Result<Vec<Prediction>> {
-        let questions: Vec<C3Example> = inputs.into_iter().map(c3_question).collect();
-        let enc = &self.model.encoder;
-        let mut split = reading_choice::encode_questions("predict", &questions, enc);
-        if self.kind() == TaskKind::Choice {
-            split.rows = questions
-                .iter()
-                .map(|q| {
-                    let real = &q.choices[..q.real_choices];
-                    real.iter().map(|c| enc.encode(&q.question, c)).collect()
-                })
-                .collect();
-        }
-        let dev = &self.device.device;
-        // Questions have up to 4 rows each: a batch of `batch_size` rows.
-        let batch = (batch_size / C3_CHOICES).max(1);
-        let probs = self.model.predict(
-            &reading_choice::ReadingChoices,
-            &split,
-            batch,
-            &self.workers,
-            dev,
-            progress,
-        )?;
-        Ok(questions
-            .into_iter()
-            .zip(probs)
-            .map(|(q, p)| {
-                let k = argmax(&p);
-                let real = q.real_choices.min(p.len());
-                Prediction::Choice(ChoicePrediction {
-                    answer: q.choices.get(k).cloned().unwrap_or_default(),
-                    choices: q.choices[..q.real_choices].to_vec(),
-                    question: q.question,
-                    choice: k,
-                    probabilities: p[..real].to_vec(),
-                })
-            })
-            .collect())
-    }
-}
-
-/// A choice input (its shape checked) as a C3 question, the options trimmed and padded.
-fn c3_question(x: Input) -> C3Example {
-    let given = x.choices.unwrap_or_default();
-    let real_choices = given.len().min(C3_CHOICES);
-    let mut choices: [String; C3_CHOICES] = Default::default();
-    for (c, g) in choices.iter_mut().zip(given) {
-        *c = g.trim().to_string();
-    }
-    C3Example {
-        id: "question".into(),
-        document: 0,
-        context: x.context.unwrap_or_default(),
-        question: x.question.unwrap_or_default().trim().to_string(),
-        choices,
-        real_choices,
-        answer: 0,
-        file: 0,
+        self.model_kind().predict_inputs(inputs, &run)
     }
 }

@@ -4,7 +4,9 @@
 
 use pipeline_tasks::{ChoiceExample, TaskKind};
 
-use super::{Head, Kind, Scores, classify};
+use super::reading_choice::{choices_cost, choose, encode_questions};
+use super::{Head, InputSpec, Kind, Limits, Run, Scores, classify};
+use crate::api::{Input, InputError, Prediction, PredictionShape};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -68,5 +70,40 @@ impl Kind for Choices {
             .iter()
             .map(|e| (e.line, e.prompt.clone(), e.choices.join(" | "), e.answer));
         classify::rows(name, rows, predictions, labels, out);
+    }
+
+    fn input(&self) -> InputSpec {
+        InputSpec {
+            fields: &["question", "choices"],
+            usage: "`question` and `choices` (2 to 4)",
+            model: "a multiple-choice model",
+            predicts: PredictionShape::Choice,
+        }
+    }
+
+    fn input_cost(&self, input: &Input, limits: &Limits) -> Result<usize, InputError> {
+        choices_cost(input, limits)
+    }
+
+    /// Decoded as a C3 model's questions are, but with `[CLS] prompt [SEP] choice [SEP]` rows
+    /// of the real choices only, as a `choice` model was trained.
+    fn predict_inputs(&self, inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> {
+        choose(inputs, run, |questions, encoder| {
+            let mut split = encode_questions("predict", questions, encoder);
+            split.rows = questions
+                .iter()
+                .map(|q| {
+                    let real = &q.choices[..q.real_choices];
+                    real.iter()
+                        .map(|c| encoder.encode(&q.question, c))
+                        .collect()
+                })
+                .collect();
+            split
+        })
+    }
+
+    fn recognises(&self, architecture: &str, _named: Option<TaskKind>) -> bool {
+        architecture == "AlbertForMultipleChoice"
     }
 }

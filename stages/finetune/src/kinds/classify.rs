@@ -1,14 +1,18 @@
 //! What the classification kinds (pairs, single texts, multiple choice) share: one feature per
 //! example, the head's probabilities taken as they are, the class metrics, and the
-//! `predictions.tsv` columns `set, line, text_a, text_b, gold, predicted, p_<label>…`.
+//! `predictions.tsv` columns `set, line, text_a, text_b, gold, predicted, p_<label>…`; and
+//! the sequence classifiers' (pairs, single texts) predictions for requests.
 
 use std::fmt::Write as _;
 
 use pipeline_tasks::evaluate;
 
-use super::{Scores, clean_tsv};
+use super::{Run, Scores, clean_tsv};
+use crate::api::{ClassPrediction, Input, Prediction};
 use crate::data::EncodedSplit;
-use crate::predict::argmax;
+use crate::encode::Encoded;
+use crate::predict::{argmax, pair_probabilities};
+use crate::task_model::TaskModel;
 
 /// Probabilities per feature are probabilities per example.
 pub fn decode(probs: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
@@ -62,4 +66,39 @@ pub fn rows(
         }
         out.push('\n');
     }
+}
+
+/// A sequence classifier's classes of `inputs` (pairs, or single texts), in order.
+pub fn predict(inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> {
+    let TaskModel::Pair(m) = &run.model.model else {
+        return Err(run.wrong_head("a sequence classifier"));
+    };
+    let enc = &run.model.encoder;
+    let rows: Vec<Encoded> = inputs
+        .iter()
+        .map(|x| match (&x.text_a, &x.text_b, &x.text) {
+            (Some(a), Some(b), _) => enc.encode(a, b),
+            (_, _, t) => enc.encode_single(t.as_deref().unwrap_or("")),
+        })
+        .collect();
+    let (workers, dev, progress) = (run.workers, run.device, run.progress);
+    let probs = pair_probabilities(m, &rows, run.batch_size, workers, dev, progress);
+    let labels = &run.model.labels;
+    drop(rows);
+    Ok(inputs
+        .into_iter()
+        .zip(probs)
+        .map(|(x, p)| {
+            let k = argmax(&p);
+            Prediction::Class(ClassPrediction {
+                text: x.text,
+                text_a: x.text_a,
+                text_b: x.text_b,
+                label: labels.get(k).cloned().unwrap_or_default(),
+                index: k,
+                by_label: labels.iter().cloned().zip(p.iter().copied()).collect(),
+                probabilities: p,
+            })
+        })
+        .collect())
 }

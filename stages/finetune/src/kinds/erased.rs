@@ -8,7 +8,8 @@ use std::fmt;
 
 use pipeline_tasks::{Examples, KindExample, TaskKind, WrongKind};
 
-use super::{Decoded, Head, Kind, Outputs, Scores};
+use super::{Decoded, Head, InputSpec, Kind, Limits, Outputs, Run, Scores};
+use crate::api::{Input, InputError, Prediction};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -206,6 +207,21 @@ pub trait AnyKind: Sync {
         labels: &[String],
         out: &mut String,
     ) -> Result<(), KindError>;
+
+    /// What a request to a model of this kind carries, and the prediction it gets.
+    fn input(&self) -> InputSpec;
+
+    /// The cost of `input` in tokens, or why it is too long ([`Kind::input_cost`]).
+    fn input_cost(&self, input: &Input, limits: &Limits) -> Result<usize, InputError>;
+
+    /// The predictions of `run`'s model for `inputs`, in order ([`Kind::predict_inputs`]).
+    fn predict_inputs(&self, inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>>;
+
+    /// Whether a saved model is of this kind ([`Kind::recognises`]).
+    fn recognises(&self, architecture: &str, named: Option<TaskKind>) -> bool;
+
+    /// Whether its contexts are cut into span windows ([`Kind::span_windows`]).
+    fn span_windows(&self) -> bool;
 }
 
 impl<K: Kind> AnyKind for K {
@@ -268,6 +284,26 @@ impl<K: Kind> AnyKind for K {
         check_count(name, "predictions", examples.len(), predictions.len())?;
         Kind::prediction_rows(self, name, examples, predictions, labels, out);
         Ok(())
+    }
+
+    fn input(&self) -> InputSpec {
+        Kind::input(self)
+    }
+
+    fn input_cost(&self, input: &Input, limits: &Limits) -> Result<usize, InputError> {
+        Kind::input_cost(self, input, limits)
+    }
+
+    fn predict_inputs(&self, inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> {
+        Kind::predict_inputs(self, inputs, run)
+    }
+
+    fn recognises(&self, architecture: &str, named: Option<TaskKind>) -> bool {
+        Kind::recognises(self, architecture, named)
+    }
+
+    fn span_windows(&self) -> bool {
+        Kind::span_windows(self)
     }
 }
 

@@ -17,6 +17,11 @@
 //! value of another kind being a [`KindError`]: a feature's target ([`crate::data::Targets`])
 //! picks the loss, the model's head its outputs, and the kind's [`Kind::Features`] how they
 //! map back to examples.
+//!
+//! A kind also serves its fine-tuned models ([`serving`]): the request fields it takes, the
+//! length check of one request, how requests become predictions, and which saved models are
+//! of it ([`from_config`]). The [`crate::api::Predictor`] asks the kind, so outside this
+//! module a kind is named only where it is registered ([`of`], [`from_config`]'s order).
 
 pub mod choice;
 pub mod classify;
@@ -24,6 +29,7 @@ mod erased;
 pub mod pair;
 pub mod pair_regression;
 pub mod reading_choice;
+pub mod serving;
 pub mod single;
 pub mod span;
 pub mod tagging;
@@ -36,7 +42,9 @@ use pipeline_tasks::entities::EntityScores;
 use pipeline_tasks::{KindExample, Metrics, MetricsBlock, SpanMetricsBlock, TaskKind};
 
 pub use erased::{AnyKind, FeatureOutput, KindError, decode_outputs};
+pub use serving::{InputSpec, Limits, Run};
 
+use crate::api::{Input, InputError, Prediction};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -298,6 +306,56 @@ pub trait Kind: Sync + 'static {
         labels: &[String],
         out: &mut String,
     );
+
+    /// What a request to a model of this kind carries, and the prediction it gets.
+    fn input(&self) -> InputSpec;
+
+    /// The cost of `input` (its fields those of [`Kind::input`], none empty) in tokens, its
+    /// rows' tokens, what a server batches by; or why it is longer than the model takes.
+    fn input_cost(&self, input: &Input, limits: &Limits) -> Result<usize, InputError>;
+
+    /// The predictions of `run`'s model for `inputs` (their fields checked), in order. The
+    /// inputs' texts move into the predictions that echo them: a large file's are held once.
+    fn predict_inputs(&self, inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>>;
+
+    /// Whether a saved model is of this kind, its config.json naming the head `architecture`
+    /// and a `finetuning_task` of kind `named` ([`from_config`] asks the kinds in turn). By
+    /// default: a model fine-tuned on a task of this kind.
+    fn recognises(&self, architecture: &str, named: Option<TaskKind>) -> bool {
+        let _ = architecture;
+        named == Some(Self::KIND)
+    }
+
+    /// Whether its contexts are cut into span windows
+    /// ([`pipeline_tasks::span_features::SpanConfig`]): its window params apply, are checked
+    /// against the model and recorded, and rows default to the window's length.
+    fn span_windows(&self) -> bool {
+        false
+    }
+}
+
+/// The order a saved model's config.json is matched against the kinds ([`from_config`]): the
+/// kinds an architecture alone names (a token classifier, a span extractor), a C3 model before
+/// the multiple-choice architecture's `choice`, the sequence classifiers a task names, and the
+/// pair kind, which takes any sequence classifier (every one was a pair classifier before
+/// single texts), last.
+const BY_CONFIG: [TaskKind; 7] = [
+    TaskKind::Tagging,
+    TaskKind::Span,
+    TaskKind::ReadingChoice,
+    TaskKind::Choice,
+    TaskKind::Single,
+    TaskKind::PairRegression,
+    TaskKind::Pair,
+];
+
+/// The kind of a saved model whose config.json names the head `architecture` and a
+/// `finetuning_task` of kind `named`: the first kind in [`BY_CONFIG`] that recognises it.
+pub fn from_config(architecture: &str, named: Option<TaskKind>) -> TaskKind {
+    BY_CONFIG
+        .into_iter()
+        .find(|&k| of(k).recognises(architecture, named))
+        .unwrap_or(TaskKind::Pair)
 }
 
 /// The kind of a task: the one place a kind is registered.
@@ -316,4 +374,49 @@ pub fn of(kind: TaskKind) -> &'static dyn AnyKind {
 /// Tabs and newlines inside a text would break predictions.tsv's columns.
 pub fn clean_tsv(s: &str) -> String {
     s.replace(['\t', '\n', '\r'], " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A saved model's kind is what it was before the kinds decided it themselves: the
+    /// architecture names a tagger, a span extractor or (without a C3 task) a `choice` model;
+    /// a sequence classifier is the kind of the task it names, a pair classifier otherwise.
+    #[test]
+    fn a_saved_model_is_of_the_kind_its_config_names() {
+        let (tokens, qa) = ("AlbertForTokenClassification", "AlbertForQuestionAnswering");
+        let (mc, seq) = ("AlbertForMultipleChoice", "AlbertForSequenceClassification");
+        let cases = [
+            (tokens, Some(TaskKind::Pair), TaskKind::Tagging),
+            (qa, None, TaskKind::Span),
+            (qa, Some(TaskKind::ReadingChoice), TaskKind::Span),
+            (mc, Some(TaskKind::ReadingChoice), TaskKind::ReadingChoice),
+            (mc, Some(TaskKind::Single), TaskKind::Choice),
+            (mc, None, TaskKind::Choice),
+            (seq, Some(TaskKind::Single), TaskKind::Single),
+            (
+                seq,
+                Some(TaskKind::PairRegression),
+                TaskKind::PairRegression,
+            ),
+            (seq, Some(TaskKind::Tagging), TaskKind::Pair),
+            (seq, None, TaskKind::Pair),
+            ("", None, TaskKind::Pair),
+        ];
+        for (arch, named, kind) in cases {
+            assert_eq!(from_config(arch, named), kind, "{arch} {named:?}");
+        }
+    }
+
+    /// Every kind is asked, once, for a saved model's kind.
+    #[test]
+    fn every_kind_is_in_the_config_order() {
+        for kind in BY_CONFIG {
+            assert_eq!(of(kind).kind(), kind);
+            assert_eq!(BY_CONFIG.iter().filter(|&&k| k == kind).count(), 1);
+        }
+        let words: Vec<&str> = BY_CONFIG.iter().map(|&k| of(k).input().model).collect();
+        assert!(words.contains(&"a sentence-pair regressor"), "{words:?}");
+    }
 }

@@ -3,7 +3,8 @@
 
 use pipeline_tasks::{PairExample, TaskKind};
 
-use super::{Head, Kind, Scores, classify};
+use super::{Head, InputSpec, Kind, Limits, Run, Scores, classify};
+use crate::api::{Input, InputError, Prediction, PredictionShape};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -63,4 +64,39 @@ impl Kind for Pairs {
             .map(|e| (e.line, e.text_a.clone(), e.text_b.clone(), e.label));
         classify::rows(name, rows, predictions, labels, out);
     }
+
+    fn input(&self) -> InputSpec {
+        InputSpec {
+            model: "a sentence-pair classifier",
+            ..PAIR_INPUT
+        }
+    }
+
+    fn input_cost(&self, input: &Input, limits: &Limits) -> Result<usize, InputError> {
+        row_cost(input, limits)
+    }
+
+    fn predict_inputs(&self, inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> {
+        classify::predict(inputs, run)
+    }
+
+    /// Any sequence classifier no other kind recognises: every one was a pair classifier
+    /// before single texts, and a model without `finetuning_task` still is.
+    fn recognises(&self, _architecture: &str, _named: Option<TaskKind>) -> bool {
+        true
+    }
+}
+
+/// What a sentence-pair model takes (the pair regressor too): `text_a` and `text_b`.
+pub const PAIR_INPUT: InputSpec = InputSpec {
+    fields: &["text_a", "text_b"],
+    usage: "`text_a` and `text_b`",
+    model: "a sentence-pair model",
+    predicts: PredictionShape::Class,
+};
+
+/// The tokens of a pair's one row, which must fit `max_seq_length`.
+pub fn row_cost(input: &Input, limits: &Limits) -> Result<usize, InputError> {
+    let n = limits.tokens(&input.text_a) + limits.tokens(&input.text_b) + 3;
+    limits.row("text_a + text_b", n, " with [CLS] and two [SEP]s")
 }

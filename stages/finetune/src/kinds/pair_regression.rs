@@ -9,7 +9,9 @@ use std::fmt::Write as _;
 use pipeline_tasks::correlation::RegressionMetrics;
 use pipeline_tasks::{ScoredPairExample, TaskKind};
 
-use super::{Head, Kind, Scores, clean_tsv};
+use super::pair::{PAIR_INPUT, row_cost};
+use super::{Head, InputSpec, Kind, Limits, Run, Scores, clean_tsv};
+use crate::api::{Input, InputError, Prediction, PredictionShape, ScorePrediction};
 use crate::data::{EncodeNotes, EncodedSplit, Targets};
 use crate::encode::Encoder;
 
@@ -94,6 +96,47 @@ impl Kind for PairRegressions {
                 e.score
             );
         }
+    }
+
+    fn input(&self) -> InputSpec {
+        InputSpec {
+            model: "a sentence-pair regressor",
+            predicts: PredictionShape::Score,
+            ..PAIR_INPUT
+        }
+    }
+
+    fn input_cost(&self, input: &Input, limits: &Limits) -> Result<usize, InputError> {
+        row_cost(input, limits)
+    }
+
+    /// Each pair's score, encoded and decoded as the stage's evaluation does (the gold, unknown
+    /// here, NaN).
+    fn predict_inputs(&self, inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> {
+        let pairs: Vec<ScoredPairExample> = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, x)| ScoredPairExample {
+                text_a: x.text_a.unwrap_or_default(),
+                text_b: x.text_b.unwrap_or_default(),
+                score: f32::NAN,
+                file: 0,
+                line: i + 1,
+            })
+            .collect();
+        let split = self.encode("predict", &pairs, &run.model.encoder);
+        let scores = run.predict(self, &split, run.batch_size)?;
+        Ok(pairs
+            .into_iter()
+            .zip(scores)
+            .map(|(p, score)| {
+                Prediction::Score(ScorePrediction {
+                    text_a: p.text_a,
+                    text_b: p.text_b,
+                    score,
+                })
+            })
+            .collect())
     }
 }
 

@@ -19,7 +19,8 @@ use std::fmt::Write as _;
 use pipeline_tasks::TaskKind;
 use pipeline_tasks::c3::{C3_CHOICES, C3Example};
 
-use super::{Head, Kind, Scores, classify, clean_tsv};
+use super::{Head, InputSpec, Kind, Limits, Run, Scores, classify, clean_tsv};
+use crate::api::{ChoicePrediction, Input, InputError, Prediction, PredictionShape};
 use crate::data::{EncodeNotes, EncodedSplit, Targets};
 use crate::encode::Encoder;
 use crate::predict::argmax;
@@ -144,6 +145,83 @@ impl Kind for ReadingChoices {
             }
             out.push('\n');
         }
+    }
+
+    fn input(&self) -> InputSpec {
+        InputSpec {
+            fields: &["context", "question", "choices"],
+            usage: "`context`, `question` and `choices` (2 to 4)",
+            model: "a multiple-choice model on a context (C3)",
+            predicts: PredictionShape::Choice,
+        }
+    }
+
+    fn input_cost(&self, input: &Input, limits: &Limits) -> Result<usize, InputError> {
+        choices_cost(input, limits)
+    }
+
+    fn predict_inputs(&self, inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> {
+        choose(inputs, run, |questions, encoder| {
+            encode_questions("predict", questions, encoder)
+        })
+    }
+}
+
+/// The tokens of a choice question's rows, one per choice, each at most `max_seq_length` (a
+/// row is cut to fit, the context first); the context, cut into no windows but bounded by
+/// characters, is in each.
+pub fn choices_cost(input: &Input, limits: &Limits) -> Result<usize, InputError> {
+    let context = limits.text("context", &input.context)?;
+    let n = input.choices.as_ref().map_or(0, Vec::len);
+    Ok(n * (context + limits.tokens(&input.question) + 4).min(limits.max_seq_length))
+}
+
+/// Each question's choice, its rows made by `encode` from the questions as C3 questions (the
+/// options trimmed and padded to 4), decoded as C3's: the padding never chosen.
+pub fn choose(
+    inputs: Vec<Input>,
+    run: &Run,
+    encode: impl Fn(&[C3Example], &Encoder) -> EncodedSplit,
+) -> anyhow::Result<Vec<Prediction>> {
+    let questions: Vec<C3Example> = inputs.into_iter().map(c3_question).collect();
+    let split = encode(&questions, &run.model.encoder);
+    // Questions have up to 4 rows each: a batch of `batch_size` rows.
+    let batch = (run.batch_size / C3_CHOICES).max(1);
+    let probs = run.predict(&ReadingChoices, &split, batch)?;
+    Ok(questions
+        .into_iter()
+        .zip(probs)
+        .map(|(q, p)| {
+            let k = argmax(&p);
+            let real = q.real_choices.min(p.len());
+            Prediction::Choice(ChoicePrediction {
+                answer: q.choices.get(k).cloned().unwrap_or_default(),
+                choices: q.choices[..q.real_choices].to_vec(),
+                question: q.question,
+                choice: k,
+                probabilities: p[..real].to_vec(),
+            })
+        })
+        .collect())
+}
+
+/// A choice input (its shape checked) as a C3 question, the options trimmed and padded.
+fn c3_question(x: Input) -> C3Example {
+    let given = x.choices.unwrap_or_default();
+    let real_choices = given.len().min(C3_CHOICES);
+    let mut choices: [String; C3_CHOICES] = Default::default();
+    for (c, g) in choices.iter_mut().zip(given) {
+        *c = g.trim().to_string();
+    }
+    C3Example {
+        id: "question".into(),
+        document: 0,
+        context: x.context.unwrap_or_default(),
+        question: x.question.unwrap_or_default().trim().to_string(),
+        choices,
+        real_choices,
+        answer: 0,
+        file: 0,
     }
 }
 

@@ -4,7 +4,8 @@
 
 use pipeline_tasks::{SingleExample, TaskKind};
 
-use super::{Head, Kind, Scores, classify};
+use super::{Head, InputSpec, Kind, Limits, Run, Scores, classify};
+use crate::api::{Input, InputError, Prediction, PredictionShape};
 use crate::data::EncodedSplit;
 use crate::encode::Encoder;
 
@@ -63,5 +64,23 @@ impl Kind for Singles {
             .iter()
             .map(|e| (e.line, e.text.clone(), String::new(), e.label));
         classify::rows(name, rows, predictions, labels, out);
+    }
+
+    fn input(&self) -> InputSpec {
+        InputSpec {
+            fields: &["text"],
+            usage: "`text`",
+            model: "a single-text classifier",
+            predicts: PredictionShape::Class,
+        }
+    }
+
+    fn input_cost(&self, input: &Input, limits: &Limits) -> Result<usize, InputError> {
+        let n = limits.tokens(&input.text) + 2;
+        limits.row("text", n, " with [CLS] and [SEP]")
+    }
+
+    fn predict_inputs(&self, inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> {
+        classify::predict(inputs, run)
     }
 }

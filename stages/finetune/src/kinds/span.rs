@@ -30,7 +30,8 @@ use pipeline_tasks::span_features::{
 use pipeline_tasks::squad::SquadExample;
 use pipeline_tasks::{SpanMetricsBlock, TaskKind};
 
-use super::{Head, Kind, Scores, SpanAnswer, clean_tsv};
+use super::{Head, InputSpec, Kind, Limits, Run, Scores, SpanAnswer, clean_tsv};
+use crate::api::{AnswerPrediction, Input, InputError, Prediction, PredictionShape};
 use crate::data::{EncodeNotes, EncodedSplit, Targets};
 use crate::encode::{Encoded, Encoder};
 
@@ -271,6 +272,64 @@ impl Kind for Spans {
             );
         }
     }
+
+    fn input(&self) -> InputSpec {
+        InputSpec {
+            fields: &["context", "question"],
+            usage: "`context` and `question`",
+            model: "a span extractor",
+            predicts: PredictionShape::Answer,
+        }
+    }
+
+    /// The context is cut into windows, so only its characters are bounded.
+    fn input_cost(&self, input: &Input, limits: &Limits) -> Result<usize, InputError> {
+        Ok(limits.text("context", &input.context)? + limits.tokens(&input.question) + 3)
+    }
+
+    fn predict_inputs(&self, inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> {
+        answer_inputs(inputs, run)
+    }
+
+    fn recognises(&self, architecture: &str, _named: Option<TaskKind>) -> bool {
+        architecture == "AlbertForQuestionAnswering"
+    }
+
+    fn span_windows(&self) -> bool {
+        true
+    }
+}
+
+/// Each question's answer span in its context (none for a context without any token).
+fn answer_inputs(inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> {
+    let questions: Vec<SquadExample> = inputs
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| SquadExample {
+            id: format!("{}", i + 1),
+            article: i,
+            context: Arc::from(x.context.unwrap_or_default()),
+            question: x.question.unwrap_or_default().trim().to_string(),
+            answers: Vec::new(),
+            file: 0,
+        })
+        .collect();
+    let split = encode_questions("predict", &questions, &run.model.encoder);
+    let answers = run.predict(&Spans, &split, run.batch_size)?;
+    Ok(questions
+        .into_iter()
+        .zip(answers)
+        .map(|(q, a)| {
+            Prediction::Answer(AnswerPrediction {
+                question: q.question,
+                start: a.as_ref().map(|a| a.chars.start),
+                end: a.as_ref().map(|a| a.chars.end),
+                probability: a.as_ref().map(|a| a.probability),
+                score: a.as_ref().map(|a| a.score),
+                answer: a.map(|a| a.text),
+            })
+        })
+        .collect())
 }
 
 #[cfg(test)]

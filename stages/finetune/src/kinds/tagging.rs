@@ -19,7 +19,8 @@ use std::fmt::Write as _;
 
 use pipeline_tasks::{TagExample, TaskKind, entities, evaluate};
 
-use super::{Head, Kind, Scores, clean_tsv};
+use super::{Head, InputSpec, Kind, Limits, Run, Scores, clean_tsv};
+use crate::api::{FoundEntity, Input, InputError, Prediction, PredictionShape, TagPrediction};
 use crate::data::{EncodeNotes, EncodedSplit, Targets, Window};
 use crate::encode::{Encoded, Encoder};
 use crate::predict::argmax;
@@ -249,6 +250,69 @@ impl Kind for Tagging {
             );
         }
     }
+
+    fn input(&self) -> InputSpec {
+        InputSpec {
+            fields: &["text"],
+            usage: "`text`",
+            model: "a tagger",
+            predicts: PredictionShape::Tags,
+        }
+    }
+
+    /// A text is cut into windows, so only its characters are bounded.
+    fn input_cost(&self, input: &Input, limits: &Limits) -> Result<usize, InputError> {
+        Ok(limits.text("text", &input.text)? + 2)
+    }
+
+    fn predict_inputs(&self, inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> {
+        tag_inputs(inputs, run)
+    }
+
+    fn recognises(&self, architecture: &str, _named: Option<TaskKind>) -> bool {
+        architecture == "AlbertForTokenClassification"
+    }
+}
+
+/// Tags of each text's characters (whitespace gets `O`, the first tag) and the entities they
+/// make.
+fn tag_inputs(inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> {
+    let texts: Vec<String> = inputs
+        .into_iter()
+        .map(|x| x.text.unwrap_or_default())
+        .collect();
+    let units: Vec<(Vec<String>, Vec<usize>)> = texts.iter().map(|t| units(t)).collect();
+    let sentences = units.iter().map(|(u, _)| (&u[..], None));
+    let split = encode_sentences("predict", sentences, &run.model.encoder);
+    let tags = run.predict(&Tagging, &split, run.batch_size)?;
+    let labels = &run.model.labels;
+    let name = |t: usize| labels.get(t).cloned().unwrap_or_default();
+    Ok(texts
+        .into_iter()
+        .zip(&units)
+        .zip(&tags)
+        .map(|((text, (_, at)), ids)| {
+            let chars: Vec<char> = text.chars().collect();
+            let mut full = vec![name(0); chars.len()];
+            for (&pos, &t) in at.iter().zip(ids) {
+                full[pos] = name(t);
+            }
+            let found = entities::entities(&full)
+                .into_iter()
+                .map(|e| FoundEntity {
+                    text: chars[e.start..e.end].iter().collect(),
+                    kind: e.kind,
+                    start: e.start,
+                    end: e.end,
+                })
+                .collect();
+            Prediction::Tags(TagPrediction {
+                text,
+                tags: full,
+                entities: found,
+            })
+        })
+        .collect())
 }
 
 /// The characters of a raw text as tagging units (each `char`), with the whitespace ones left

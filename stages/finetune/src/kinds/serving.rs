@@ -1,0 +1,116 @@
+//! What a kind needs to serve a fine-tuned model of its own: the shape of the requests it takes
+//! ([`InputSpec`]), the measure a request's length is checked with ([`Limits`]), and the model,
+//! batching and device a prediction runs on ([`Run`]). The kinds' modules hold what differs
+//! (which fields, which length limit, how inputs become rows and predictions); the
+//! [`crate::api::Predictor`] asks its model's kind, so a new kind is served by its own module
+//! and no `match` on the kind elsewhere.
+
+use burn::tensor::Device;
+use pipeline_albert::parallel::DataParallel;
+
+use super::{Kind, KindError};
+use crate::api::{InputError, PredictionShape};
+use crate::data::EncodedSplit;
+use crate::encode::Encoder;
+use crate::predict::FineTuned;
+
+/// What a request to a model of one kind carries, and what it gets back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputSpec {
+    /// The [`crate::api::Input`] fields it takes, all required, in the order a missing one is
+    /// named.
+    pub fields: &'static [&'static str],
+    /// Those fields as an error message names them (`` `text_a` and `text_b` ``).
+    pub usage: &'static str,
+    /// What the model is, in an error message's words (`a sentence-pair regressor`).
+    pub model: &'static str,
+    /// The [`crate::api::Prediction`] it gives for each input.
+    pub predicts: PredictionShape,
+}
+
+/// The lengths one input is checked against: a row of `max_seq_length` tokens, or, for the
+/// kinds that cut a text into windows, at most `max_text_chars` characters.
+pub struct Limits<'a> {
+    /// The model's tokenizer.
+    pub encoder: &'a Encoder,
+    /// Tokens per row, `[CLS]` and `[SEP]`s included.
+    pub max_seq_length: usize,
+    /// The longest text cut into windows, in characters.
+    pub max_text_chars: usize,
+}
+
+impl Limits<'_> {
+    /// The tokens of an (optional) text.
+    pub fn tokens(&self, text: &Option<String>) -> usize {
+        self.encoder.tokens(text.as_deref().unwrap_or("")).len()
+    }
+
+    /// `n` tokens of one row (`field` the texts in it), or why they do not fit: a row is not
+    /// cut in prediction, since cutting it would change the answer unseen.
+    pub fn row(&self, field: &str, n: usize, why: &'static str) -> Result<usize, InputError> {
+        match n > self.max_seq_length {
+            true => Err(InputError::TooLong {
+                field: field.into(),
+                length: n,
+                unit: "tokens",
+                limit: self.max_seq_length,
+                why,
+            }),
+            false => Ok(n),
+        }
+    }
+
+    /// The characters of a text cut into windows, or why it is too long.
+    pub fn text(&self, field: &str, text: &Option<String>) -> Result<usize, InputError> {
+        let n = text.as_deref().map_or(0, |t| t.chars().count());
+        match n > self.max_text_chars {
+            true => Err(InputError::TooLong {
+                field: field.into(),
+                length: n,
+                unit: "characters",
+                limit: self.max_text_chars,
+                why: "",
+            }),
+            false => Ok(n),
+        }
+    }
+}
+
+/// One prediction's model and batching: a kind encodes its inputs, runs them here, and shapes
+/// the predictions.
+pub struct Run<'a> {
+    /// The fine-tuned model, its tokenizer and labels.
+    pub model: &'a FineTuned,
+    /// Rows a forward pass.
+    pub batch_size: usize,
+    /// The worker threads a batch is split over.
+    pub workers: &'a DataParallel,
+    /// The device the model is on.
+    pub device: &'a Device,
+    /// Told of each batch's inputs.
+    pub progress: &'a (dyn Fn(usize) + Sync),
+}
+
+impl Run<'_> {
+    /// `kind`'s predictions, one per example of `split` (encoded by `kind`), `batch_size`
+    /// features a forward pass.
+    pub fn predict<K: Kind>(
+        &self,
+        kind: &K,
+        split: &EncodedSplit,
+        batch_size: usize,
+    ) -> Result<Vec<K::Prediction>, KindError> {
+        let (workers, device, progress) = (self.workers, self.device, self.progress);
+        self.model
+            .predict(kind, split, batch_size, workers, device, progress)
+    }
+
+    /// The error of a model whose head is not the one `expected` (`a sequence classifier`).
+    pub fn wrong_head(&self, expected: &str) -> anyhow::Error {
+        anyhow::anyhow!(
+            "{}: a {} model, where {expected} was expected",
+            self.model.dir.display(),
+            self.model.model.head_name()
+        )
+    }
+}
