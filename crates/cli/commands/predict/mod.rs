@@ -21,9 +21,10 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use pipeline_tasks::TaskKind;
 use serde_json::json;
-use stage_finetune::api::{ClassPrediction, Input, Prediction, Predictor, TagPrediction};
+use stage_finetune::api::{
+    ClassPrediction, Input, Prediction, PredictionShape, Predictor, TagPrediction,
+};
 
 use crate::global::Global;
 use crate::model_source::{ModelSource, model_dir};
@@ -203,21 +204,22 @@ pub fn predict(global: &Global, args: &PredictArgs) -> Result<ExitCode> {
     }
     let dir = model_dir(global, &args.source)?;
     let model = Predictor::load(&dir, &args.device, args.max_seq_length)?;
-    let kind = model.kind();
-    if matches!(
-        kind,
-        TaskKind::Span | TaskKind::ReadingChoice | TaskKind::Choice
-    ) {
-        return reading::predict(global, args, &model);
-    }
-    if kind == TaskKind::PairRegression {
-        return regression::predict(global, args, &model);
-    }
-    let texts = if kind == TaskKind::Pair { 2 } else { 1 };
+    // What the model gives decides how its inputs are read and its predictions printed; a
+    // classifier's fields, how many texts a row has. The model's kind is never asked: a new
+    // kind that gives one of these shapes is predicted here as it is.
+    let tagger = match model.predicts() {
+        PredictionShape::Answer | PredictionShape::Choice => {
+            return reading::predict(global, args, &model);
+        }
+        PredictionShape::Score => return regression::predict(global, args, &model),
+        PredictionShape::Tags => true,
+        PredictionShape::Class => false,
+    };
+    let texts = model.input_fields().len();
     match (&args.texts[..], &args.input) {
-        ([], Some(input)) if kind == TaskKind::Tagging => tag_file(global, args, &model, input),
+        ([], Some(input)) if tagger => tag_file(global, args, &model, input),
         ([], Some(input)) => classify_file(global, args, &model, input, texts),
-        ([text], None) if kind == TaskKind::Tagging => print_entities(args, &model, text),
+        ([text], None) if tagger => print_entities(args, &model, text),
         (given, None) if given.len() == texts => print_class(args, &model, given),
         ([], None) if texts == 2 => bail!(
             "give a pair to classify (`pipeline predict --stage finetune_lcqmc \"text a\" \"text b\"`) \

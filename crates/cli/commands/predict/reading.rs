@@ -16,12 +16,14 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
+use pipeline_tasks::SpanMetricsBlock;
 use pipeline_tasks::c3::{C3_CHOICES, read_c3};
 use pipeline_tasks::cmrc_eval::{self, GoldQuestion};
 use pipeline_tasks::squad::read_squad_questions;
-use pipeline_tasks::{SpanMetricsBlock, TaskKind};
 use serde_json::json;
-use stage_finetune::api::{AnswerPrediction, ChoicePrediction, Input, Prediction, Predictor};
+use stage_finetune::api::{
+    AnswerPrediction, ChoicePrediction, Input, Prediction, PredictionShape, Predictor,
+};
 
 use super::{PredictArgs, output, progress_bar};
 use crate::global::Global;
@@ -33,37 +35,45 @@ pub fn predict(global: &Global, args: &PredictArgs, model: &Predictor) -> Result
         bail!(
             "this is a {} model: give {} (or --input FILE), not positional texts",
             kind,
-            usage(kind)
+            usage(model)
         );
     }
     let given = args.question.is_some() || args.context.is_some() || !args.choices.is_empty();
-    match (kind, &args.input, given) {
-        (_, Some(_), true) => bail!("give either {} or --input FILE, not both", usage(kind)),
-        (TaskKind::Span, Some(input), _) => answer_file(global, args, model, input),
-        (TaskKind::Span, None, _) => answer_one(args, model),
-        (TaskKind::ReadingChoice, Some(input), _) => choose_file(global, args, model, input),
-        (TaskKind::Choice, Some(_), _) => bail!(
+    let answers = model.predicts() == PredictionShape::Answer;
+    match (answers, &args.input, given) {
+        (_, Some(_), true) => bail!("give either {} or --input FILE, not both", usage(model)),
+        (true, Some(input), _) => answer_file(global, args, model, input),
+        (true, None, _) => answer_one(args, model),
+        (false, Some(input), _) if with_context(model) => choose_file(global, args, model, input),
+        (false, Some(_), _) => bail!(
             "--input takes C3 JSON for a C3 model; for a `choice` model give --question and \
              --choice on the command line"
         ),
-        _ => choose_one(args, model),
+        (false, None, _) => choose_one(args, model),
     }
 }
 
-fn usage(kind: TaskKind) -> &'static str {
-    match kind {
-        TaskKind::Span => "--question Q --context C",
-        TaskKind::ReadingChoice => "--context C --question Q --choice A --choice B [...]",
-        _ => "--question PROMPT --choice A --choice B [...]",
+/// Whether a choice model's questions are on a context (a C3 model), not a prompt alone (a
+/// `choice` model): the model's fields say.
+fn with_context(model: &Predictor) -> bool {
+    model.input_fields().contains(&"context")
+}
+
+/// The flags a model's one question is given with.
+fn usage(model: &Predictor) -> &'static str {
+    match (model.predicts(), with_context(model)) {
+        (PredictionShape::Answer, _) => "--question Q --context C",
+        (_, true) => "--context C --question Q --choice A --choice B [...]",
+        (_, false) => "--question PROMPT --choice A --choice B [...]",
     }
 }
 
 /// A required, non-empty text flag.
-fn text<'a>(value: &'a Option<String>, flag: &str, kind: TaskKind) -> Result<&'a str> {
+fn text<'a>(value: &'a Option<String>, flag: &str, model: &Predictor) -> Result<&'a str> {
     match value.as_deref().map(str::trim) {
         Some(t) if !t.is_empty() => Ok(value.as_deref().unwrap_or(t)),
         Some(_) => bail!("{flag} is empty: give a text"),
-        None => bail!("this is a {kind} model: give {}", usage(kind)),
+        None => bail!("this is a {} model: give {}", model.kind(), usage(model)),
     }
 }
 
@@ -90,8 +100,8 @@ fn choices(predictions: Vec<Prediction>) -> Result<Vec<ChoicePrediction>> {
 }
 
 fn answer_one(args: &PredictArgs, model: &Predictor) -> Result<ExitCode> {
-    let question = text(&args.question, "--question", model.kind())?;
-    let context = text(&args.context, "--context", model.kind())?;
+    let question = text(&args.question, "--question", model)?;
+    let context = text(&args.context, "--context", model)?;
     let Some(a) = answers(model.predict(&[Input::question(context, question.trim())])?)?.pop()
     else {
         bail!("the model gave no answer");
@@ -178,10 +188,9 @@ fn answer_file(
 /// One choice question from the flags: C3's (context, question, choices) or a `choice`
 /// task's (prompt, choices).
 fn choice_question(args: &PredictArgs, model: &Predictor) -> Result<Input> {
-    let kind = model.kind();
-    let question = text(&args.question, "--question", kind)?;
-    let context = if kind == TaskKind::ReadingChoice {
-        Some(text(&args.context, "--context", kind)?.to_string())
+    let question = text(&args.question, "--question", model)?;
+    let context = if with_context(model) {
+        Some(text(&args.context, "--context", model)?.to_string())
     } else if args.context.is_some() {
         bail!("a `choice` model takes no --context: its prompt is --question");
     } else {
