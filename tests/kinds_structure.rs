@@ -1,0 +1,165 @@
+//! The house rule on task kinds: a kind is one module plus its registration. Outside its own
+//! module (`stages/finetune/src/kinds/<kind>.rs`) a `TaskKind` variant is named only where the
+//! kinds are registered, so that a new kind needs no `match` anywhere else and a place that
+//! decides by the kind cannot creep back in. Test code is not looked at: a test names the kind
+//! it tests.
+//!
+//! The task readers (crates/tasks) and the baselines still decide by the kind in a few files:
+//! they are [`NOT_YET_MOVED`], a list that may only shrink (a file on it that no longer names a
+//! kind fails the test until it is taken off).
+
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Where the kinds are registered: the enum and its names, and the finetune stage's registry
+/// ([`stage_finetune::kinds::of`] and the order saved models are matched in).
+const REGISTRATION: [&str; 2] = [
+    "crates/tasks/src/task/mod.rs",
+    "stages/finetune/src/kinds/mod.rs",
+];
+
+/// Files that still name a kind outside its module, to be moved into the kinds' modules.
+const NOT_YET_MOVED: [&str; 4] = [
+    // The examples each kind's reader gives (`Examples`, one variant a kind).
+    "crates/tasks/src/protocol/examples.rs",
+    // The baselines' params and models per task kind.
+    "stages/baseline/src/comprehension.rs",
+    "stages/baseline/src/lib.rs",
+    "stages/baseline/src/params.rs",
+];
+
+/// The variants of `TaskKind`, read from its definition.
+fn variants() -> Vec<String> {
+    let text = read("crates/tasks/src/task/mod.rs");
+    let body = text
+        .split_once("pub enum TaskKind {")
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map(|(body, _)| body)
+        .expect("crates/tasks/src/task/mod.rs defines `pub enum TaskKind`");
+    body.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("//") && !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.trim_end_matches(',').to_string())
+        .collect()
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(Path::new(ROOT).join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// `PairRegression` → `pair_regression`, a kind module's name.
+fn snake(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
+/// The Rust files under `dir`, relative to the root, test files left out.
+fn sources(dir: &str, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(Path::new(ROOT).join(dir)) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let rel = format!("{dir}/{name}");
+        if path.is_dir() {
+            if !matches!(name, "tests" | "target" | "benches" | "fixtures") {
+                sources(&rel, out);
+            }
+        } else if name.ends_with(".rs") && name != "tests.rs" && !name.ends_with("_tests.rs") {
+            out.push(rel);
+        }
+    }
+}
+
+/// The code of a file before its first `#[cfg(test)]`: the tests sit at a file's end.
+fn code(text: &str) -> &str {
+    text.split_once("#[cfg(test)]").map_or(text, |(code, _)| code)
+}
+
+/// The lines of `text` that name `TaskKind::<variant>` (not a longer variant it begins).
+fn mentions(text: &str, variant: &str) -> Vec<usize> {
+    let needle = format!("TaskKind::{variant}");
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            line.match_indices(&needle).any(|(at, _)| {
+                let next = line[at + needle.len()..].chars().next();
+                !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+/// Every place outside a kind's module that names a kind, as `file:line: TaskKind::V`.
+fn stray_mentions(variants: &[String], files: &[String]) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for file in files {
+        if REGISTRATION.contains(&file.as_str()) {
+            continue;
+        }
+        let text = read(file);
+        let stem = file.rsplit('/').next().unwrap_or("").trim_end_matches(".rs");
+        for v in variants {
+            let own = file.starts_with("stages/finetune/src/kinds/") && stem == snake(v);
+            if own {
+                continue;
+            }
+            for line in mentions(code(&text), v) {
+                found.push((file.clone(), format!("{file}:{line}: TaskKind::{v}")));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_kind_is_named_only_in_its_module_and_where_it_is_registered() {
+    let variants = variants();
+    assert!(
+        variants.iter().any(|v| v == "PairRegression") && variants.len() >= 7,
+        "{variants:?}"
+    );
+    let mut files = Vec::new();
+    for dir in ["crates", "stages"] {
+        sources(dir, &mut files);
+    }
+    assert!(files.iter().any(|f| f == "stages/finetune/src/api/predictor.rs"));
+    let stray = stray_mentions(&variants, &files);
+    let new: Vec<&str> = stray
+        .iter()
+        .filter(|(file, _)| !NOT_YET_MOVED.contains(&file.as_str()))
+        .map(|(_, at)| at.as_str())
+        .collect();
+    assert!(
+        new.is_empty(),
+        "a task kind is decided outside its module (stages/finetune/src/kinds/<kind>.rs): ask \
+         the kind (`kinds::of(kind)`, a `Kind` method) instead of matching on it:\n{}",
+        new.join("\n")
+    );
+    for file in NOT_YET_MOVED {
+        assert!(
+            stray.iter().any(|(f, _)| f == file),
+            "{file} names no task kind any more: take it off NOT_YET_MOVED"
+        );
+    }
+}
+
+#[test]
+fn a_mention_is_found_and_a_longer_variant_is_not_it() {
+    let text = "match k {\n    TaskKind::PairRegression => 1,\n    TaskKind::Pair => 2,\n}";
+    assert_eq!(mentions(text, "Pair"), vec![3]);
+    assert_eq!(mentions(text, "PairRegression"), vec![2]);
+    assert_eq!(snake("ReadingChoice"), "reading_choice");
+    let with_tests = "fn f() {}\n#[cfg(test)]\nmod tests { TaskKind::Span }";
+    assert!(mentions(code(with_tests), "Span").is_empty());
+}
