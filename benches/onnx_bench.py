@@ -14,6 +14,10 @@ Subcommands:
                             process's peak RSS (ru_maxrss), with what it was before the
                             model was loaded (Python, numpy and onnxruntime's libraries) and
                             once it was; one JSON line.
+  feed MODEL OUT [--seq N]  the inputs `time` feeds (the same values) and the outputs this
+                            host's onnxruntime gives for them, with `time`'s session options,
+                            as JSON for benches/onnx_host (the model hosted without Python),
+                            which runs the same inputs and checks its outputs against these.
 
 Needs numpy and onnxruntime (and onnx for quantize); nothing else.
 """
@@ -118,22 +122,47 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def time_model(model, seq, runs):
+def session(model):
+    """One intra-op and one inter-op thread, sequential, every graph optimisation: the
+    settings benches/onnx_host uses too."""
     import onnxruntime as ort
-    before = peak_rss_mb()
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
-    loaded = peak_rss_mb()
+    return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+
+
+def make_feed(seq):
+    """One sequence of `seq` random token ids, all attended, one segment."""
     rng = np.random.default_rng(1)
-    feed = {
+    return {
         "input_ids": rng.integers(0, TINY["vocab_size"], (1, seq), dtype=np.int64),
         "attention_mask": np.ones((1, seq), np.int64),
         "token_type_ids": np.zeros((1, seq), np.int64),
     }
+
+
+def write_feed(model, out, seq):
+    sess = session(model)
+    feed = make_feed(seq)
+    outputs = sess.run(None, feed)
+    with open(out, "w") as f:
+        json.dump({
+            "inputs": {name: value.reshape(-1).tolist() for name, value in feed.items()},
+            "outputs": {o.name: value.astype(np.float64).reshape(-1).tolist()
+                        for o, value in zip(sess.get_outputs(), outputs)},
+            "seq": seq,
+        }, f)
+
+
+def time_model(model, seq, runs):
+    import onnxruntime as ort
+    before = peak_rss_mb()
+    sess = session(model)
+    loaded = peak_rss_mb()
+    feed = make_feed(seq)
     for _ in range(10):
         sess.run(None, feed)
     times = []
@@ -143,7 +172,7 @@ def time_model(model, seq, runs):
         times.append((time.perf_counter() - start) * 1000)
     times.sort()
     print(json.dumps({
-        "file": os.path.basename(model), "seq": seq, "runs": runs, "threads": 1,
+        "host": "python (onnxruntime module)", "file": os.path.basename(model), "seq": seq, "runs": runs, "threads": 1,
         "median_ms": round(times[len(times) // 2], 3),
         "p90_ms": round(times[int(len(times) * 0.9)], 3),
         "min_ms": round(times[0], 3),
@@ -163,6 +192,9 @@ def main(argv):
         seq = int(argv[argv.index("--seq") + 1]) if "--seq" in argv else 128
         runs = int(argv[argv.index("--runs") + 1]) if "--runs" in argv else 200
         time_model(argv[1], seq, runs)
+    elif len(argv) >= 3 and argv[0] == "feed":
+        seq = int(argv[argv.index("--seq") + 1]) if "--seq" in argv else 128
+        write_feed(argv[1], argv[2], seq)
     else:
         sys.exit(__doc__)
 
