@@ -137,7 +137,7 @@ pub use metrics::{
 };
 pub use protocol::{
     DevSpec, EvalSpec, Examples, FileSpec, KindExample, Protocol, ProtocolSpec, ProtocolSummary,
-    Split, WrongKind,
+    Split, SplitExample, WrongKind,
 };
 pub use read::{
     BadReason, BadRow, BadRows, ChoiceExample, FileReport, PairExample, ReadingReport,

@@ -50,10 +50,25 @@ macro_rules! each {
     };
 }
 
+/// What the splits need of one example, whatever its kind: each kind's example type answers
+/// for itself, beside its definition, so that [`Examples`] asks rather than matches.
+pub trait SplitExample {
+    /// Appends its gold class ids: one (a class, a choice), one per character (a tagged
+    /// sentence), or none (a span, a scored pair).
+    fn push_labels(&self, out: &mut Vec<usize>);
+
+    /// Its stratum in the seeded held-out and capped draws, so that a held-out set has the
+    /// mix train has.
+    fn stratum(&self) -> usize;
+
+    /// Its texts joined by tabs (labels left out): what an overlap between splits counts.
+    fn texts_key(&self) -> String;
+}
+
 /// The example type of one task kind: what that kind's module reads out of [`Examples`]. With
 /// it a kind asks for its own examples by type ([`Examples::of`]) and gets a typed error, not
 /// an empty list, from a split of another kind.
-pub trait KindExample: Clone + Sized {
+pub trait KindExample: SplitExample + Clone + Sized {
     /// The kind whose splits hold examples of this type.
     const KIND: TaskKind;
 
@@ -108,15 +123,7 @@ pub struct WrongKind {
 impl Examples {
     /// The kind of task the examples are of.
     pub fn kind(&self) -> TaskKind {
-        match self {
-            Examples::Pair(_) => TaskKind::Pair,
-            Examples::Choice(_) => TaskKind::Choice,
-            Examples::Single(_) => TaskKind::Single,
-            Examples::Tagging(_) => TaskKind::Tagging,
-            Examples::Span(_) => TaskKind::Span,
-            Examples::ReadingChoice(_) => TaskKind::ReadingChoice,
-            Examples::PairRegression(_) => TaskKind::PairRegression,
-        }
+        each!(self, v => kind_of(v))
     }
 
     /// The examples as `E`s, or which kind they are of when they are not.
@@ -153,31 +160,18 @@ impl Examples {
     /// The gold class ids, in order (a tagging example has one per character: see
     /// [`Examples::strata`] for one per sentence; a span or a scored pair has none).
     pub fn labels(&self) -> Vec<usize> {
-        match self {
-            Examples::Pair(v) => v.iter().map(|e| e.label).collect(),
-            Examples::Choice(v) => v.iter().map(|e| e.answer).collect(),
-            Examples::Single(v) => v.iter().map(|e| e.label).collect(),
-            Examples::Tagging(v) => v.iter().flat_map(|e| e.tags.iter().copied()).collect(),
-            Examples::Span(_) | Examples::PairRegression(_) => Vec::new(),
-            Examples::ReadingChoice(v) => v.iter().map(|e| e.answer).collect(),
-        }
+        let mut out = Vec::new();
+        each!(self, v => v.iter().for_each(|e| e.push_labels(&mut out)));
+        out
     }
 
-    /// One stratum per example for the seeded held-out and capped draws: the class id; for a
-    /// tagging sentence, whether it holds any tag but tag 0 (`O`), so that a held-out set has
-    /// the share of sentences without entities that train has; one stratum for spans; for
-    /// scored pairs the score rounded down (STS-B's 0–5 bands, so a held-out set spans the
-    /// scores train does).
+    /// One stratum per example for the seeded held-out and capped draws
+    /// ([`SplitExample::stratum`]): the class id; for a tagging sentence, whether it holds any
+    /// tag but tag 0 (`O`), so that a held-out set has the share of sentences without
+    /// entities that train has; one stratum for spans; for scored pairs the score rounded
+    /// down (STS-B's 0–5 bands, so a held-out set spans the scores train does).
     pub fn strata(&self) -> Vec<usize> {
-        match self {
-            Examples::Tagging(v) => v
-                .iter()
-                .map(|e| usize::from(e.tags.iter().any(|&t| t != 0)))
-                .collect(),
-            Examples::Span(v) => vec![0; v.len()],
-            Examples::PairRegression(v) => v.iter().map(|e| score_band(e.score)).collect(),
-            other => other.labels(),
-        }
+        each!(self, v => v.iter().map(SplitExample::stratum).collect())
     }
 
     /// Examples per class id (for a tagging task: characters per tag).
@@ -196,15 +190,7 @@ impl Examples {
 
     /// The examples at `indices`, in that order.
     pub fn select(&self, indices: &[usize]) -> Examples {
-        match self {
-            Examples::Pair(v) => Examples::Pair(pick(v, indices)),
-            Examples::Choice(v) => Examples::Choice(pick(v, indices)),
-            Examples::Single(v) => Examples::Single(pick(v, indices)),
-            Examples::Tagging(v) => Examples::Tagging(pick(v, indices)),
-            Examples::Span(v) => Examples::Span(pick(v, indices)),
-            Examples::ReadingChoice(v) => Examples::ReadingChoice(pick(v, indices)),
-            Examples::PairRegression(v) => Examples::PairRegression(pick(v, indices)),
-        }
+        each!(self, v => KindExample::wrap(pick(v, indices)))
     }
 
     /// The sentence pairs; `None` for another kind.
@@ -265,31 +251,13 @@ impl Examples {
     }
 
     pub(super) fn texts_iter(&self) -> Box<dyn Iterator<Item = String> + '_> {
-        match self {
-            Examples::Pair(v) => Box::new(v.iter().map(|e| format!("{}\t{}", e.text_a, e.text_b))),
-            Examples::PairRegression(v) => {
-                Box::new(v.iter().map(|e| format!("{}\t{}", e.text_a, e.text_b)))
-            }
-            Examples::Choice(v) => Box::new(
-                v.iter()
-                    .map(|e| format!("{}\t{}", e.prompt, e.choices.join("\t"))),
-            ),
-            Examples::Single(v) => Box::new(v.iter().map(|e| e.text.clone())),
-            Examples::Tagging(v) => Box::new(v.iter().map(TagExample::text)),
-            Examples::Span(v) => {
-                Box::new(v.iter().map(|e| format!("{}\t{}", e.context, e.question)))
-            }
-            Examples::ReadingChoice(v) => Box::new(
-                v.iter()
-                    .map(|e| format!("{}\t{}\t{}", e.context, e.question, e.choices.join("\t"))),
-            ),
-        }
+        each!(self, v => Box::new(v.iter().map(SplitExample::texts_key)))
     }
 }
 
-/// A score's stratum: its integer part, negative scores in band 0 (strata are indices).
-fn score_band(score: f32) -> usize {
-    score.max(0.0).floor() as usize
+/// The kind of examples of type `E`.
+fn kind_of<E: KindExample>(_: &[E]) -> TaskKind {
+    E::KIND
 }
 
 fn pick<T: Clone>(v: &[T], indices: &[usize]) -> Vec<T> {

@@ -30,7 +30,7 @@ mod load;
 mod reading;
 
 pub use examples::{
-    Examples, KindExample, Protocol, ProtocolSummary, Split, SplitSummary, WrongKind,
+    Examples, KindExample, Protocol, ProtocolSummary, Split, SplitExample, SplitSummary, WrongKind,
 };
 
 /// The params a protocol reads; the finetune stage adds its own training params to these.

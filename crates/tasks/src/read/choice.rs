@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::{BadReason, ChoiceExample, FileReport, Lines, Parsed, collect, open};
 use crate::error::TaskError;
+use crate::protocol::SplitExample;
 use crate::task::ChoiceFormat;
 
 /// A multiple-choice file's examples and report.
@@ -137,4 +138,18 @@ pub fn read_choices(
         report,
         num_choices,
     })
+}
+
+impl SplitExample for ChoiceExample {
+    fn push_labels(&self, out: &mut Vec<usize>) {
+        out.push(self.answer);
+    }
+
+    fn stratum(&self) -> usize {
+        self.answer
+    }
+
+    fn texts_key(&self) -> String {
+        format!("{}\t{}", self.prompt, self.choices.join("\t"))
+    }
 }

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use super::{BadReason, FileReport, Lines, Parsed, collect, open, quote};
 use crate::error::TaskError;
+use crate::protocol::SplitExample;
 
 /// A sentence pair with a gold similarity score.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +24,21 @@ pub struct ScoredPairExample {
     pub file: usize,
     /// Its 1-based line in that file.
     pub line: usize,
+}
+
+/// A scored pair has no classes; its stratum is its score's band, the integer part (STS-B's
+/// 0–5 bands, so that a held-out set spans the scores train does; a negative score in band 0,
+/// strata being indices).
+impl SplitExample for ScoredPairExample {
+    fn push_labels(&self, _out: &mut Vec<usize>) {}
+
+    fn stratum(&self) -> usize {
+        self.score.max(0.0).floor() as usize
+    }
+
+    fn texts_key(&self) -> String {
+        format!("{}\t{}", self.text_a, self.text_b)
+    }
 }
 
 /// A scored-pair file's examples and report.

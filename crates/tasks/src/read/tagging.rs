@@ -10,6 +10,7 @@ use super::{
     BadReason, FileReport, Lines, Parsed, TagExample, collect, is_blank, open, quote, utf8,
 };
 use crate::error::TaskError;
+use crate::protocol::SplitExample;
 use crate::task::{TagFormat, TagLayout};
 
 /// A tagging file's sentences and report.
@@ -226,4 +227,20 @@ fn read_conll<R: BufRead>(
     finish(start, &mut chars, &mut raw, &mut bad, report);
     report.examples = examples.len();
     Ok(examples)
+}
+
+/// A sentence's classes are its characters' tags; its stratum whether it holds any tag but
+/// tag 0 (`O`), so that a held-out set has the share of sentences without entities train has.
+impl SplitExample for TagExample {
+    fn push_labels(&self, out: &mut Vec<usize>) {
+        out.extend_from_slice(&self.tags);
+    }
+
+    fn stratum(&self) -> usize {
+        usize::from(self.tags.iter().any(|&t| t != 0))
+    }
+
+    fn texts_key(&self) -> String {
+        self.text()
+    }
 }

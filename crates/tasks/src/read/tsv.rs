@@ -8,6 +8,7 @@ use std::path::Path;
 
 use super::{FileReport, Lines, Parsed, collect, is_blank, open, quote};
 use crate::error::TaskError;
+use crate::protocol::SplitExample;
 use crate::read::{BadReason, PairExample, SingleExample};
 use crate::task::{ClassView, Column, PairFormat, SingleFormat};
 
@@ -343,4 +344,32 @@ pub fn read_singles(
         })
         .collect();
     Ok(SingleFile { examples, report })
+}
+
+impl SplitExample for PairExample {
+    fn push_labels(&self, out: &mut Vec<usize>) {
+        out.push(self.label);
+    }
+
+    fn stratum(&self) -> usize {
+        self.label
+    }
+
+    fn texts_key(&self) -> String {
+        format!("{}\t{}", self.text_a, self.text_b)
+    }
+}
+
+impl SplitExample for SingleExample {
+    fn push_labels(&self, out: &mut Vec<usize>) {
+        out.push(self.label);
+    }
+
+    fn stratum(&self) -> usize {
+        self.label
+    }
+
+    fn texts_key(&self) -> String {
+        self.text.clone()
+    }
 }
