@@ -5,6 +5,7 @@
 # for the tch rows, target/tch/release/pipeline (scripts/build-tch.sh).
 #
 #   nice -n -15 benches/cpu.sh [OUT]   # writes OUT (results/bench/cpu.jsonl), a JSON object a line
+#   ISA=avx2 nice -n -15 benches/cpu.sh results/bench/cpu_avx2.jsonl   # as on an AVX2-only host
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-results/bench/cpu.jsonl}"
@@ -25,7 +26,9 @@ run cargo bench -q -p stage-mask --bench mask
 # Run it at a high priority (root: `nice -n -15 benches/cpu.sh`): on a shared machine with the
 # kernel's autogroup scheduling on, other sessions' builds take a core each whatever their nice
 # value, and every figure then measures the neighbours (`cat /proc/sys/kernel/sched_autogroup_enabled`).
-$PY benches/cpu_compare.py --rounds "${ROUNDS:-3}" --bin "$BIN" --out "$OUT"
+# ISA=avx2 measures an AVX2-only host on an AVX-512 one (cpu_compare.py --isa; every line
+# written records the `isa` it ran at).
+$PY benches/cpu_compare.py --rounds "${ROUNDS:-3}" --bin "$BIN" --out "$OUT" --isa "${ISA:-native}"
 
 # The libtorch backend on the CPU, when built.
 if [[ -x target/tch/release/pipeline ]]; then

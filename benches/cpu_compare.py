@@ -19,6 +19,14 @@ Workloads (the issue's shapes):
   tiny-infer  AlbertModel forward, tiny, batch 64 x seq 64 (ours: one chunk per core, as
               `pipeline predict` runs)
 
+Instruction set: `--isa avx2` measures an AVX2-only host on an AVX-512 one. It sets both sides'
+own switches (PIPELINE_CPU_LEVEL=avx2 for our kernels, ATEN_CPU_CAPABILITY=avx2 and
+MKL_ENABLE_INSTRUCTIONS=AVX2 for torch's) and preloads benches/hide_avx512.c (built into
+target/hide_avx512.so), which hides AVX-512 from CPUID for every library that asks, gemm (burn's
+matrix products) included, which has no switch of its own. The sgemm rate is then measured at
+AVX2 too. `--isa native` (the default) leaves everything as the host has it. Every line written
+records `isa`.
+
 Ours: `pipeline bench train|infer --json`; transformers: benches/hf_baseline.py (2 threads,
 AdamW, sdpa attention, fp32). Both report CPU-seconds per wall-second over their timed runs.
 Every raw run and one summary line per workload and arm are appended to --out (JSON lines) with
@@ -85,7 +93,7 @@ def run(cmd, env=None):
     return json_line(p.stdout)
 
 
-def sgemm(python, threads):
+def sgemm(python, threads, extra_env):
     """GFLOP/s of a 2048^3 fp32 matrix product at `threads` threads (best of 5 after warm-up),
     the better of torch.mm and numpy: torch's MKL takes a slower path on AMD CPUs, so torch.mm
     alone understates what the cores can do (numpy's OpenBLAS does not)."""
@@ -102,10 +110,36 @@ def rate(mm, a, b):
 a = torch.randn(2048, 2048); b = torch.randn(2048, 2048)
 print(rate(torch.mm, a, b), rate(np.matmul, a.numpy(), b.numpy()))
 """
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+               **extra_env)
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True, env=env)
     torch_rate, numpy_rate = (float(x) for x in out.stdout.split())
     return max(torch_rate, numpy_rate)
+
+
+def isa_env(isa):
+    """The environment variables that make every arm (and the sgemm probe) run at `isa`."""
+    if isa == "native":
+        return {}
+    if isa != "avx2":
+        sys.exit(f"--isa {isa!r}: expected native or avx2")
+    shim = os.path.join(ROOT, "target", "hide_avx512.so")
+    src = os.path.join(HERE, "hide_avx512.c")
+    if not os.path.exists(shim) or os.path.getmtime(shim) < os.path.getmtime(src):
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", shim, src], check=True)
+    return {"PIPELINE_CPU_LEVEL": "avx2", "ATEN_CPU_CAPABILITY": "avx2",
+            "MKL_ENABLE_INSTRUCTIONS": "AVX2", "LD_PRELOAD": shim, "HIDE_AVX512_QUIET": "1"}
+
+
+def host_isa():
+    """The widest of our levels this host has (avx512, avx2 or baseline), from /proc/cpuinfo."""
+    try:
+        flags = next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "unknown"
+    if "avx2" in flags and "fma" in flags:
+        return "avx512" if "avx512f" in flags else "avx2"
+    return "baseline"
 
 
 def git_commit():
@@ -130,6 +164,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=os.path.join(ROOT, "results/bench/cpu.jsonl"))
     ap.add_argument("--note", default="")
+    ap.add_argument("--isa", default="native",
+                    help="native, or avx2: every arm as on an AVX2-only host (see above)")
     a = ap.parse_args()
     if a.rounds < 1:
         sys.exit("--rounds must be at least 1")
@@ -149,9 +185,14 @@ def main():
         "cores": os.cpu_count(),
         "threads": a.threads,
         "note": a.note,
+        # What every arm ran with: the host's best, or avx2 when --isa avx2 hid AVX-512.
+        "isa": host_isa() if a.isa == "native" else a.isa,
+        "isa_emulated": a.isa != "native",
+        "load_avg_1min": os.getloadavg()[0],
     }
     peer = "peer" if a.peer_bin else "transformers"
-    env = dict(os.environ, RAYON_NUM_THREADS=str(a.threads))
+    extra_env = isa_env(a.isa)
+    env = dict(os.environ, RAYON_NUM_THREADS=str(a.threads), **extra_env)
     results = {w: {"ours": [], peer: []} for w in workloads}
     sgemms = []
     out = open(a.out, "a")
@@ -161,9 +202,10 @@ def main():
         out.flush()
 
     for r in range(a.rounds):
-        s1, s2 = sgemm(a.python, 1), sgemm(a.python, a.threads)
+        s1, s2 = sgemm(a.python, 1, extra_env), sgemm(a.python, a.threads, extra_env)
         sgemms.append((s1, s2))
-        log(f"round {r + 1}/{a.rounds}: sgemm {s1:.0f} GFLOP/s (1 thread), {s2:.0f} ({a.threads})")
+        meta["load_avg_1min"] = os.getloadavg()[0]
+        log(f"round {r + 1}/{a.rounds} (load {meta['load_avg_1min']:.2f}): sgemm {s1:.0f} GFLOP/s (1 thread), {s2:.0f} ({a.threads})")
         record({"bench": "sgemm", "round": r + 1, "gflops_1": s1, f"gflops_{a.threads}": s2, **meta})
         for w in workloads:
             spec = WORKLOADS[w]
@@ -190,6 +232,14 @@ def main():
         o = [x[k_ours] for x in results[w]["ours"]]
         t = [x[k_theirs] for x in results[w][peer]]
         ratios = [x / y for x, y in zip(o, t)]
+        # The same ratio per CPU-second each arm used: on a shared host, where the neighbours
+        # take a varying share of the cores, it moves less than the wall-clock ratio (torch's
+        # OpenMP threads spin while they wait, which counts against it here).
+        def per_cpu(res, key):
+            busy = res.get("cpu_seconds_per_wall_second") or float("nan")
+            return res[key] / busy
+        cpu_ratios = [per_cpu(x, k_ours) / per_cpu(y, k_theirs)
+                      for x, y in zip(results[w]["ours"], results[w][peer])]
         busy_o = statistics.median(x.get("cpu_seconds_per_wall_second", float("nan")) for x in results[w]["ours"])
         busy_t = statistics.median(x.get("cpu_seconds_per_wall_second", float("nan")) for x in results[w][peer])
         tflops = statistics.median(x.get("model_tflops_per_s", float("nan")) for x in results[w]["ours"])
@@ -198,6 +248,8 @@ def main():
             "bench": "cpu_compare", "workload": w, **spec["shape"], "peer": peer, "rate": k_ours,
             "ours": statistics.median(o), peer: statistics.median(t),
             "ratio_median": statistics.median(ratios), "ratios": ratios, "rounds": a.rounds,
+            "ratio_per_cpu_second_median": statistics.median(cpu_ratios),
+            "ratios_per_cpu_second": cpu_ratios,
             "ours_cpu_seconds_per_wall_second": busy_o,
             f"{peer}_cpu_seconds_per_wall_second": busy_t,
             "ours_model_gflops": tflops * 1e3, "sgemm_gflops": sg2, "sgemm_gflops_1_thread": sg1,
@@ -206,7 +258,8 @@ def main():
         record(summary)
         log(f"{w:<12} {statistics.median(o):>8.0f} {statistics.median(t):>13.0f} "
             f"{statistics.median(ratios):>20.2f}× ({', '.join(f'{x:.2f}' for x in ratios)}) "
-            f"{busy_o:>8.2f} {busy_t:>16.2f} {100 * frac:>12.0f}%")
+            f"{busy_o:>8.2f} {busy_t:>16.2f} {100 * frac:>12.0f}%  "
+            f"per CPU-second {statistics.median(cpu_ratios):.2f}×")
     log(f"\n{meta['date']}, commit {meta['commit']}, {meta['host']}; appended to {a.out}")
 
 
