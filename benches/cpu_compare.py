@@ -21,7 +21,8 @@ Workloads (the issue's shapes):
 
 Instruction set: `--isa avx2` measures an AVX2-only host on an AVX-512 one. It sets both sides'
 own switches (PIPELINE_CPU_LEVEL=avx2 for our kernels, ATEN_CPU_CAPABILITY=avx2 and
-MKL_ENABLE_INSTRUCTIONS=AVX2 for torch's) and preloads benches/hide_avx512.c (built into
+MKL_ENABLE_INSTRUCTIONS=AVX2 for torch's, GLIBC_TUNABLES for glibc's memcpy and memset) and
+preloads benches/hide_avx512.c (built into
 target/hide_avx512.so), which hides AVX-512 from CPUID for every library that asks, gemm (burn's
 matrix products) included, which has no switch of its own. The sgemm rate is then measured at
 AVX2 too. `--isa native` (the default) leaves everything as the host has it. Every line written
@@ -128,7 +129,10 @@ def isa_env(isa):
     if not os.path.exists(shim) or os.path.getmtime(shim) < os.path.getmtime(src):
         subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", shim, src], check=True)
     return {"PIPELINE_CPU_LEVEL": "avx2", "ATEN_CPU_CAPABILITY": "avx2",
-            "MKL_ENABLE_INSTRUCTIONS": "AVX2", "LD_PRELOAD": shim, "HIDE_AVX512_QUIET": "1"}
+            "MKL_ENABLE_INSTRUCTIONS": "AVX2", "LD_PRELOAD": shim, "HIDE_AVX512_QUIET": "1",
+            # glibc picks its string functions (memcpy, memset) in the dynamic loader, before
+            # the shim is loaded: its own tunable turns AVX-512 off there.
+            "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD"}
 
 
 def host_isa():

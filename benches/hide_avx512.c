@@ -11,9 +11,13 @@
  * instruction trap; the SIGSEGV handler here executes it with faulting briefly off, clears the
  * AVX-512 (and AMX) bits of what it returns, and resumes after the instruction. Code that
  * uses AVX-512 without asking CPUID would still run it: none of the libraries above does.
+ * glibc asks before any preloaded library runs (its memcpy and memset are chosen in the
+ * dynamic loader): GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD
+ * hides it there (benches/cpu_compare.py --isa avx2 sets both).
  *
  *   gcc -O2 -shared -fPIC -o target/hide_avx512.so benches/hide_avx512.c
- *   LD_PRELOAD=target/hide_avx512.so target/release/pipeline bench train ...
+ *   LD_PRELOAD=target/hide_avx512.so GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,... \
+ *       target/release/pipeline bench train ...
  *
  * The setting is per thread, inherited by threads and forks, reset by execve (so a child
  * program needs LD_PRELOAD in its environment too, which it inherits). If CPUID faulting is
