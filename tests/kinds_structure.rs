@@ -3,10 +3,6 @@
 //! kinds are registered, so that a new kind needs no `match` anywhere else and a place that
 //! decides by the kind cannot creep back in. Test code is not looked at: a test names the kind
 //! it tests.
-//!
-//! The baselines still decide by the kind in a few files: they are [`NOT_YET_MOVED`], a list
-//! that may only shrink (a file on it that no longer names a kind fails the test until it is
-//! taken off).
 
 use std::path::{Path, PathBuf};
 
@@ -14,20 +10,13 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// Where the kinds are registered: the enums and their names (`TaskKind`, `Task`), the
 /// examples of each kind (`Examples`, one variant a kind, each example type answering for
-/// itself beside its reader), and the finetune stage's registry
-/// ([`stage_finetune::kinds::of`] and the order saved models are matched in).
-const REGISTRATION: [&str; 3] = [
+/// itself beside its reader), the finetune stage's registry ([`stage_finetune::kinds::of`] and
+/// the order saved models are matched in), and the baselines each kind gets.
+const REGISTRATION: [&str; 4] = [
     "crates/tasks/src/task/mod.rs",
     "crates/tasks/src/protocol/examples.rs",
     "stages/finetune/src/kinds/mod.rs",
-];
-
-/// Files that still name a kind outside its module, to be moved into the kinds' modules.
-const NOT_YET_MOVED: [&str; 3] = [
-    // The baselines' params and models per task kind.
-    "stages/baseline/src/comprehension.rs",
-    "stages/baseline/src/lib.rs",
-    "stages/baseline/src/params.rs",
+    "stages/baseline/src/kinds.rs",
 ];
 
 /// The variants of `TaskKind`, read from its definition.
@@ -83,7 +72,8 @@ fn sources(dir: &str, out: &mut Vec<String>) {
 
 /// The code of a file before its first `#[cfg(test)]`: the tests sit at a file's end.
 fn code(text: &str) -> &str {
-    text.split_once("#[cfg(test)]").map_or(text, |(code, _)| code)
+    text.split_once("#[cfg(test)]")
+        .map_or(text, |(code, _)| code)
 }
 
 /// The lines of `text` that name `TaskKind::<variant>` (not a longer variant it begins).
@@ -102,21 +92,25 @@ fn mentions(text: &str, variant: &str) -> Vec<usize> {
 }
 
 /// Every place outside a kind's module that names a kind, as `file:line: TaskKind::V`.
-fn stray_mentions(variants: &[String], files: &[String]) -> Vec<(String, String)> {
+fn stray_mentions(variants: &[String], files: &[String]) -> Vec<String> {
     let mut found = Vec::new();
     for file in files {
         if REGISTRATION.contains(&file.as_str()) {
             continue;
         }
         let text = read(file);
-        let stem = file.rsplit('/').next().unwrap_or("").trim_end_matches(".rs");
+        let stem = file
+            .rsplit('/')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches(".rs");
         for v in variants {
             let own = file.starts_with("stages/finetune/src/kinds/") && stem == snake(v);
             if own {
                 continue;
             }
             for line in mentions(code(&text), v) {
-                found.push((file.clone(), format!("{file}:{line}: TaskKind::{v}")));
+                found.push(format!("{file}:{line}: TaskKind::{v}"));
             }
         }
     }
@@ -134,25 +128,19 @@ fn a_kind_is_named_only_in_its_module_and_where_it_is_registered() {
     for dir in ["crates", "stages"] {
         sources(dir, &mut files);
     }
-    assert!(files.iter().any(|f| f == "stages/finetune/src/api/predictor.rs"));
-    let stray = stray_mentions(&variants, &files);
-    let new: Vec<&str> = stray
-        .iter()
-        .filter(|(file, _)| !NOT_YET_MOVED.contains(&file.as_str()))
-        .map(|(_, at)| at.as_str())
-        .collect();
     assert!(
-        new.is_empty(),
-        "a task kind is decided outside its module (stages/finetune/src/kinds/<kind>.rs): ask \
-         the kind (`kinds::of(kind)`, a `Kind` method) instead of matching on it:\n{}",
-        new.join("\n")
+        files
+            .iter()
+            .any(|f| f == "stages/finetune/src/api/predictor.rs")
     );
-    for file in NOT_YET_MOVED {
-        assert!(
-            stray.iter().any(|(f, _)| f == file),
-            "{file} names no task kind any more: take it off NOT_YET_MOVED"
-        );
-    }
+    let stray = stray_mentions(&variants, &files);
+    assert!(
+        stray.is_empty(),
+        "a task kind is decided outside its module (stages/finetune/src/kinds/<kind>.rs): ask \
+         the kind (`kinds::of(kind)`, a `Kind` method) instead of matching on it, or register \
+         it in one of {REGISTRATION:?}:\n{}",
+        stray.join("\n")
+    );
 }
 
 #[test]

@@ -130,11 +130,12 @@ fn method(
             "method {} is not a reading-comprehension baseline; task {} takes {}",
             other.name(),
             protocol.spec.task.name(),
-            if protocol.spec.task.kind() == pipeline_tasks::TaskKind::Span {
-                "sliding_window, best_sentence"
-            } else {
-                "choice_overlap, majority_position"
-            }
+            crate::kinds::of(protocol.spec.task.kind())
+                .default_methods(false)
+                .iter()
+                .map(|m| m.name())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     })
 }

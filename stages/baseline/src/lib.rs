@@ -35,6 +35,7 @@
 
 pub mod comprehension;
 pub mod features;
+pub mod kinds;
 pub mod logistic;
 pub mod params;
 pub mod reading;
@@ -48,12 +49,11 @@ use anyhow::{Context, bail};
 use pipeline_engine::ParamError;
 use pipeline_engine::stage::{Stage, StageContext};
 use pipeline_metrics::{BaselineEntry, BaselineRecord};
-use pipeline_tasks::{
-    Metrics, MetricsBlock, PairExample, Protocol, ProtocolSpec, TaskKind, evaluate,
-};
+use pipeline_tasks::{Metrics, MetricsBlock, PairExample, Protocol, ProtocolSpec, evaluate};
 use serde_json::{Map, Value, json};
 
 use features::{View, Vocabulary, char_jaccard, pair_features, pair_length};
+use kinds::Runner;
 pub use params::{BaselineParams, Method};
 use params::{known, own_params};
 use rules::{IntervalRule, majority};
@@ -133,17 +133,8 @@ fn pairs<'a>(
     }
     s.examples.as_pairs().map(Cow::Borrowed).with_context(|| {
         let task = protocol.spec.task.name();
-        if protocol.spec.task.kind() == TaskKind::PairRegression {
-            format!(
-                "task {task} is a regression task: no baseline method predicts a score; \
-                 leave the baseline stage out for it"
-            )
-        } else {
-            format!(
-                "task {task} is a multiple-choice task: the baselines take sentence-pair tasks \
-                 (lcqmc, afqmc, xnli, …) only; leave the baseline stage out for it"
-            )
-        }
+        let refusal = kinds::of(protocol.spec.task.kind()).refusal;
+        format!("task {task} is {refusal}; leave the baseline stage out for it")
     })
 }
 
@@ -289,7 +280,7 @@ fn fit_method(
     p: &BaselineParams,
 ) -> anyhow::Result<(&'static str, Value, Map<String, Value>)> {
     let labels = &protocol.labels;
-    let single = protocol.spec.task.kind() == TaskKind::Single;
+    let single = kinds::of(protocol.spec.task.kind()).single;
     Ok(match method {
         Method::Majority => {
             let c = majority(&labels_of(&s.train), labels.len());
@@ -342,11 +333,10 @@ fn fit_method(
 /// Every baseline on a loaded protocol: the metrics.json of the stage.
 pub fn run(protocol: &Protocol, p: &BaselineParams, log: &dyn Fn(&str)) -> anyhow::Result<Value> {
     let kind = protocol.spec.task.kind();
-    if kind == TaskKind::Tagging {
-        return tagging::run(protocol, p, log);
-    }
-    if kind.is_reading() {
-        return comprehension::run(protocol, p, log);
+    match kinds::of(kind).runner {
+        Runner::Tagging => return tagging::run(protocol, p, log),
+        Runner::Reading => return comprehension::run(protocol, p, log),
+        Runner::Classes => {}
     }
     let started = Instant::now();
     let s = splits(protocol)?;

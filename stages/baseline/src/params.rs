@@ -225,7 +225,7 @@ impl BaselineParams {
 
     /// The methods to run for a sentence-pair task with these labels.
     pub fn methods_for(&self, labels: &[String]) -> Vec<Method> {
-        self.methods_for_kind(labels, TaskKind::Pair)
+        self.methods_for_kind(labels, crate::kinds::PAIRS)
     }
 
     /// The methods to run for a task of `kind` with these labels: the given ones, or every
@@ -238,27 +238,7 @@ impl BaselineParams {
             return m.clone();
         }
         let nli = labels.iter().any(|l| l == "entailment");
-        let suits = |m: Method| match kind {
-            TaskKind::Tagging => matches!(m, Method::MajorityTag | Method::Lexicon),
-            TaskKind::Single => matches!(m, Method::Majority | Method::NgramLr),
-            TaskKind::Span => matches!(m, Method::SlidingWindow | Method::BestSentence),
-            TaskKind::ReadingChoice => {
-                matches!(m, Method::ChoiceOverlap | Method::MajorityPosition)
-            }
-            // No baseline method predicts a score.
-            TaskKind::PairRegression => false,
-            TaskKind::Pair | TaskKind::Choice => {
-                matches!(
-                    m,
-                    Method::Majority | Method::Overlap | Method::Length | Method::NgramLr
-                ) || (nli && m == Method::HypothesisLr)
-            }
-        };
-        METHODS
-            .iter()
-            .map(|(_, m)| *m)
-            .filter(|m| suits(*m))
-            .collect()
+        crate::kinds::of(kind).default_methods(nli)
     }
 }
 
