@@ -66,10 +66,7 @@ impl Kind for Pairs {
     }
 
     fn input(&self) -> InputSpec {
-        InputSpec {
-            model: "a sentence-pair classifier",
-            ..PAIR_INPUT
-        }
+        pair_input("a sentence-pair classifier", PredictionShape::Class)
     }
 
     fn input_cost(&self, input: &Input, limits: &Limits) -> Result<usize, InputError> {
@@ -87,13 +84,16 @@ impl Kind for Pairs {
     }
 }
 
-/// What a sentence-pair model takes (the pair regressor too): `text_a` and `text_b`.
-pub const PAIR_INPUT: InputSpec = InputSpec {
-    fields: &["text_a", "text_b"],
-    usage: "`text_a` and `text_b`",
-    model: "a sentence-pair model",
-    predicts: PredictionShape::Class,
-};
+/// What a sentence-pair model (the pair regressor too) takes, `text_a` and `text_b`; `model`
+/// is what it is, giving `predicts`.
+pub fn pair_input(model: &'static str, predicts: PredictionShape) -> InputSpec {
+    InputSpec {
+        fields: &["text_a", "text_b"],
+        usage: "`text_a` and `text_b`",
+        model,
+        predicts,
+    }
+}
 
 /// The tokens of a pair's one row, which must fit `max_seq_length`.
 pub fn row_cost(input: &Input, limits: &Limits) -> Result<usize, InputError> {

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use pipeline_tasks::correlation::RegressionMetrics;
 use pipeline_tasks::{ScoredPairExample, TaskKind};
 
-use super::pair::{PAIR_INPUT, row_cost};
+use super::pair::{pair_input, row_cost};
 use super::{Head, InputSpec, Kind, Limits, Run, Scores, clean_tsv};
 use crate::api::{Input, InputError, Prediction, PredictionShape, ScorePrediction};
 use crate::data::{EncodeNotes, EncodedSplit, Targets};
@@ -99,11 +99,7 @@ impl Kind for PairRegressions {
     }
 
     fn input(&self) -> InputSpec {
-        InputSpec {
-            model: "a sentence-pair regressor",
-            predicts: PredictionShape::Score,
-            ..PAIR_INPUT
-        }
+        pair_input("a sentence-pair regressor", PredictionShape::Score)
     }
 
     fn input_cost(&self, input: &Input, limits: &Limits) -> Result<usize, InputError> {

@@ -114,3 +114,74 @@ impl Run<'_> {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use pipeline_tasks::TaskKind;
+
+    use super::*;
+    use crate::api::Input;
+    use crate::encode::tests::encoder;
+    use crate::kinds::of;
+
+    /// Each kind measures a request as the Predictor did when it matched on the kind: a row of
+    /// tokens for the classifiers and the regressor, characters for the windowed texts.
+    #[test]
+    fn each_kind_measures_its_requests() {
+        let e = encoder(16);
+        let limits = Limits {
+            encoder: &e,
+            max_seq_length: 16,
+            max_text_chars: 20,
+        };
+        let pair = Input::pair("我喜欢汤", "喝汤");
+        let n = limits.tokens(&pair.text_a) + limits.tokens(&pair.text_b) + 3;
+        assert_eq!(of(TaskKind::Pair).input_cost(&pair, &limits), Ok(n));
+        assert_eq!(
+            of(TaskKind::PairRegression).input_cost(&pair, &limits),
+            Ok(n)
+        );
+        let text = Input::text("妈妈做的汤");
+        assert_eq!(of(TaskKind::Tagging).input_cost(&text, &limits), Ok(5 + 2));
+        let long = Input::text("汤".repeat(30));
+        let err = of(TaskKind::Tagging)
+            .input_cost(&long, &limits)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "field `text` is 30 characters long; this model takes at most 20"
+        );
+        let err = of(TaskKind::Single).input_cost(&long, &limits).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("tokens long; this model takes at most 16 with [CLS] and [SEP]"),
+            "{err}"
+        );
+        let q = Input::choice(Some("上下文".into()), "汤", vec!["是".into(), "否".into()]);
+        let per_row = 3 + limits.tokens(&q.question) + 4;
+        let rows = of(TaskKind::ReadingChoice).input_cost(&q, &limits);
+        assert_eq!(rows, Ok(2 * per_row.min(16)));
+    }
+
+    /// The words of every kind's errors, as they were.
+    #[test]
+    fn each_kind_names_its_fields_and_itself() {
+        let input = |k| of(k).input();
+        assert_eq!(
+            input(TaskKind::PairRegression).model,
+            "a sentence-pair regressor"
+        );
+        assert_eq!(input(TaskKind::PairRegression).fields, ["text_a", "text_b"]);
+        assert_eq!(
+            input(TaskKind::PairRegression).predicts,
+            PredictionShape::Score
+        );
+        assert_eq!(input(TaskKind::Pair).model, "a sentence-pair classifier");
+        assert_eq!(
+            input(TaskKind::ReadingChoice).usage,
+            "`context`, `question` and `choices` (2 to 4)"
+        );
+        assert_eq!(input(TaskKind::Choice).fields, ["question", "choices"]);
+        assert_eq!(input(TaskKind::Span).predicts, PredictionShape::Answer);
+    }
+}
