@@ -76,9 +76,7 @@ impl Tracker<'_, '_> {
         let log = job.attempt.log();
         let stage_error = match std::fs::read_to_string(log.join(ERROR_FILE)) {
             Ok(text) => text.trim().to_string(),
-            Err(_) => std::fs::read_to_string(log.join(format!("slurm-{id}.err")))
-                .map(|t| t.trim().lines().last().unwrap_or("").to_string())
-                .unwrap_or_default(),
+            Err(_) => stderr_tail(&job, id).unwrap_or_default(),
         };
         let state = format!("FAILED exit {code}");
         let error = if stage_error.is_empty() {
@@ -285,8 +283,17 @@ impl Tracker<'_, '_> {
             return Some(job);
         }
         let state = s.state.as_str();
+        // Without a marker, the job's stderr tells a script that failed from one that never
+        // started: Slurm refusing the launch (a revoked credential, a failed prolog) or a node
+        // that cannot open the log directory leaves it empty.
+        let stderr = match stderr_tail(&job, id) {
+            Some(line) => format!("; its stderr ends: {line}"),
+            None => format!(
+                "; its stderr is empty: the script may never have started (`scontrol show job {id}` or the controller's log says why)"
+            ),
+        };
         let error = format!(
-            "Slurm says job {id} is {state}{} but its exit marker {} did not appear within {:?} (is .pipeline on a filesystem the compute nodes share?)",
+            "Slurm says job {id} is {state}{} but its exit marker {} did not appear within {:?} (is .pipeline on a filesystem the compute nodes share?){stderr}",
             s.exit
                 .as_ref()
                 .map(|e| format!(" (exit {e})"))
@@ -333,5 +340,47 @@ impl Tracker<'_, '_> {
         };
         let error = format!("Slurm job {id}: {what}");
         self.fail(job, state, error);
+    }
+}
+
+/// The last non-blank line of the job's stderr log (`slurm-<id>.err`, of every attempt of a
+/// requeued job), or `None` where it is absent or blank. Only its last 4 KiB are read: a stage
+/// may have written gigabytes there.
+fn stderr_tail(job: &Job, id: &str) -> Option<String> {
+    last_line(&job.attempt.log().join(format!("slurm-{id}.err")))
+}
+
+/// The last non-blank line of the file at `path`, read from its last 4 KiB.
+fn last_line(path: &std::path::Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 4096;
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
+    let mut bytes = Vec::with_capacity(TAIL as usize);
+    file.take(TAIL).read_to_end(&mut bytes).ok()?;
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_line;
+
+    #[test]
+    fn the_last_line_of_a_log_is_read_from_its_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("slurm-1.err");
+        assert_eq!(last_line(&path), None, "absent");
+        std::fs::write(&path, " \n\n").unwrap();
+        assert_eq!(last_line(&path), None, "blank");
+        let mut big = "x".repeat(1 << 20);
+        big.push_str("\nerror: the stage failed\n  \n");
+        std::fs::write(&path, big).unwrap();
+        assert_eq!(last_line(&path).as_deref(), Some("error: the stage failed"));
     }
 }
