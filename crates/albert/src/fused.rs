@@ -75,11 +75,15 @@ const LN2_LO: f32 = -2.121_944_4e-4;
 /// with plain arithmetic, which vectorises where `round` may not.
 const ROUND: f32 = 12_582_912.0;
 
+/// The bits of `ROUND`: `t = y + ROUND` holds `round(y)` in the low bits of its mantissa.
+const ROUND_BITS: u32 = 0x4B40_0000;
+
 #[inline(always)]
 fn exp(x: f32) -> f32 {
     // Below -87.3 the result is subnormal (and 0 is as good); above 88.3, 2ⁿ overflows.
     let x = x.clamp(-87.3, 88.3);
-    let n = (x * LOG2E + ROUND) - ROUND;
+    let t = x * LOG2E + ROUND;
+    let n = t - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     let mut p = 1.987_569_2e-4_f32;
     p = p * r + 1.398_199_9e-3;
@@ -88,7 +92,13 @@ fn exp(x: f32) -> f32 {
     p = p * r + 1.666_666_5e-1;
     p = p * r + 0.5; // Cephes' 5.0000001201e-1, as an f32
     let y = p * r * r + r + 1.0;
-    y * f32::from_bits(((n as i32 + 127) << 23) as u32)
+    // 2ⁿ from t's bits, n = bits(t) - ROUND_BITS (|n| ≤ 128 ≪ 2²²), by integer adds and a
+    // shift: `n as i32` is a saturating cast whose NaN and range checks the compiler emits
+    // lane by lane, eight scalar conversions per AVX2 vector. That made `exp` the bottleneck of
+    // the GELU and softmax kernels (2026-11-28, AVX2, perf annotate of gelu_at: the scalar
+    // vcvttss2si/cmovp/vpinsrd sequence held most of the samples). Same n, so the same bits.
+    let scale = t.to_bits().wrapping_sub(ROUND_BITS).wrapping_add(127) << 23;
+    y * f32::from_bits(scale)
 }
 
 #[inline(always)]
@@ -212,6 +222,35 @@ mod tests {
         }
         assert_eq!(exp(-200.0), exp(-87.3));
         assert!(exp(200.0).is_finite());
+    }
+
+    /// `exp` as it was with 2ⁿ from the saturating cast `n as i32` (scalar code on every level).
+    fn exp_by_cast(x: f32) -> f32 {
+        let x = x.clamp(-87.3, 88.3);
+        let n = (x * LOG2E + ROUND) - ROUND;
+        let r = x - n * LN2_HI - n * LN2_LO;
+        let mut p = 1.987_569_2e-4_f32;
+        p = p * r + 1.398_199_9e-3;
+        p = p * r + 8.333_452e-3;
+        p = p * r + 4.166_579_6e-2;
+        p = p * r + 1.666_666_5e-1;
+        p = p * r + 0.5;
+        let y = p * r * r + r + 1.0;
+        y * f32::from_bits(((n as i32 + 127) << 23) as u32)
+    }
+
+    /// 2ⁿ read from the bits of `x·log2(e) + ROUND` is the cast's, bit for bit, over the whole
+    /// clamped range (every exponent, both ends, the clamp's outside, signed zeros).
+    #[test]
+    fn exp_by_bits_is_exp_by_cast() {
+        let mut x = -90.0_f32;
+        while x < 90.0 {
+            assert_eq!(exp(x).to_bits(), exp_by_cast(x).to_bits(), "exp({x})");
+            x += 0.000_37;
+        }
+        for x in [-87.3, 88.3, -0.0, 0.0, f32::MIN, f32::MAX, -1e-30, 1e-30] {
+            assert_eq!(exp(x).to_bits(), exp_by_cast(x).to_bits(), "exp({x})");
+        }
     }
 
     #[test]

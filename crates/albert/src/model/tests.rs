@@ -1,0 +1,44 @@
+//! The attention block's two ways of applying the `1/√d` scale: on the queries under autodiff,
+//! folded into the fused softmax when untracked. Both must compute the same attention.
+
+use burn::module::Module;
+use burn::tensor::{Device, Distribution, Tensor};
+
+use super::*;
+
+/// A tracked pass (training: the scale on the queries, burn's softmax) and an untracked one
+/// (inference: the fused softmax) of the same block on the same input agree to rounding, with
+/// padding in the mask; and the tracked one has gradients for the query and key weights.
+#[test]
+fn tracked_and_untracked_attention_agree() {
+    let device = Device::flex().autodiff();
+    device.seed(11);
+    let c = AlbertConfig::named("tiny").expect("tiny is a known size");
+    let attention = AlbertAttention::new(&c, &device);
+    let [b, s, h] = [2, 9, c.hidden_size];
+    let x = Tensor::<3>::random([b, s, h], Distribution::Normal(0.0, 1.0), &device);
+    let mask: Vec<i64> = (0..b * s).map(|i| i64::from(i % 7 != 5)).collect();
+    let zeros = vec![0; b * s];
+    let input = AlbertInput::from_rows(b, s, zeros.clone(), zeros, mask, &device);
+    let bias = input.attention_bias();
+
+    let tracked = attention.attend(x.clone(), bias.clone());
+    assert!(tracked.is_tracked());
+    let untracked = attention.clone().no_grad().attend(x, bias);
+    assert!(!untracked.is_tracked());
+    let diff = (tracked.clone().detach() - untracked)
+        .abs()
+        .max()
+        .into_scalar::<f32>();
+    assert!(
+        diff < 1e-5,
+        "tracked and untracked attention differ by {diff}"
+    );
+
+    let grads = tracked.sum().backward();
+    for (name, weight) in [("query", &attention.query), ("key", &attention.key)] {
+        let grad = weight.weight.grad(&grads).expect("a gradient");
+        let norm = grad.abs().sum().into_scalar::<f32>();
+        assert!(norm > 0.0, "no gradient reaches the {name} weights");
+    }
+}
