@@ -8,7 +8,8 @@
 
 The machine's speed drifts (2x within an hour on a shared host), so absolute figures from
 different moments do not compare. Each round runs every arm once per workload, one after the
-other (ours, transformers, ours, transformers, ...), and the figure that counts is the median
+other (ours then transformers, then transformers then ours in the next round, ...), and the
+figure that counts is the median
 over rounds of the per-round ratio ours / theirs. Each round also measures the machine's sgemm
 rate (the better of torch.mm and numpy, 2048^3, 1 and 2 threads) so that model FLOP/s can be
 read as a fraction of what the cores can do at that moment.
@@ -213,15 +214,25 @@ def main():
         record({"bench": "sgemm", "round": r + 1, "gflops_1": s1, f"gflops_{a.threads}": s2, **meta})
         for w in workloads:
             spec = WORKLOADS[w]
-            ours = run([a.bin] + spec["ours"] + ["--device", a.device, "--json", "-q"], env)
+            run_ours = lambda: run([a.bin] + spec["ours"] + ["--device", a.device, "--json", "-q"], env)
             if a.peer_bin:
-                theirs = run([a.peer_bin] + spec["ours"] + ["--device", a.device, "--json", "-q"], env)
+                run_theirs = lambda: run([a.peer_bin] + spec["ours"]
+                                         + ["--device", a.device, "--json", "-q"], env)
             else:
-                theirs = run([a.python, os.path.join(HERE, "hf_baseline.py")] + spec["hf"]
-                             + ["--threads", str(a.threads), "--device", "cpu"], env)
+                run_theirs = lambda: run([a.python, os.path.join(HERE, "hf_baseline.py")] + spec["hf"]
+                                         + ["--threads", str(a.threads), "--device", "cpu"], env)
+            # Every other round the peer goes first (ABBA), so that whatever favours the first
+            # or the second run of a pair (the sgemm probe just before, a neighbour's build
+            # starting) does not always favour the same arm.
+            if r % 2 == 0:
+                ours, theirs = run_ours(), run_theirs()
+            else:
+                theirs = run_theirs()
+                ours = run_ours()
+            first = "ours" if r % 2 == 0 else peer
             for arm, res in (("ours", ours), (peer, theirs)):
                 results[w][arm].append(res)
-                record({"round": r + 1, "workload": w, "arm": arm, **res, **meta})
+                record({"round": r + 1, "workload": w, "arm": arm, "first": first, **res, **meta})
             k_ours, k_theirs = spec["rate"]
             log(f"  {w}: ours {ours[k_ours]:.0f}, {peer} {theirs[k_theirs]:.0f} "
                 f"→ {ours[k_ours] / theirs[k_theirs]:.2f}×")
