@@ -219,7 +219,8 @@ fn input_tensors(session: &Session, feed: &Feed) -> Result<Vec<(String, Tensor<i
     Ok(tensors)
 }
 
-/// The largest absolute difference between two hosts' values of one output.
+/// The largest absolute difference between two hosts' values of one output; a NaN on one side
+/// only counts as infinite (f64::max would skip it and report agreement).
 fn max_abs_diff(ours: &[f32], theirs: &[f64]) -> Result<f64> {
     if ours.len() != theirs.len() {
         bail!("{} values here, {} in the feed", ours.len(), theirs.len());
@@ -227,7 +228,11 @@ fn max_abs_diff(ours: &[f32], theirs: &[f64]) -> Result<f64> {
     Ok(ours
         .iter()
         .zip(theirs)
-        .map(|(&a, &b)| (f64::from(a) - b).abs())
+        .map(|(&a, &b)| match (f64::from(a), b) {
+            (a, b) if a.is_nan() && b.is_nan() => 0.0,
+            (a, b) if a.is_nan() || b.is_nan() => f64::INFINITY,
+            (a, b) => (a - b).abs(),
+        })
         .fold(0.0, f64::max))
 }
 
@@ -390,6 +395,11 @@ mod tests {
     fn compares_outputs_and_refuses_a_length_mismatch() {
         assert_eq!(max_abs_diff(&[1.0, 2.0], &[1.0, 2.5]).unwrap(), 0.5);
         assert!(max_abs_diff(&[1.0], &[1.0, 2.0]).is_err());
+        assert_eq!(
+            max_abs_diff(&[f32::NAN, 1.0], &[0.0, 1.0]).unwrap(),
+            f64::INFINITY
+        );
+        assert_eq!(max_abs_diff(&[f32::NAN], &[f64::NAN]).unwrap(), 0.0);
     }
 
     #[test]
