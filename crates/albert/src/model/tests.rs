@@ -1,14 +1,14 @@
-//! The attention block's two ways of applying the `1/√d` scale: on the queries under autodiff,
-//! folded into the fused softmax when untracked. Both must compute the same attention.
+//! The attention block's two softmax paths: burn's ops under autodiff, the fused kernel (scale
+//! and padding bias folded in) when untracked. Both must compute the same attention.
 
 use burn::module::Module;
 use burn::tensor::{Device, Distribution, Tensor};
 
 use super::*;
 
-/// A tracked pass (training: the scale on the queries, burn's softmax) and an untracked one
-/// (inference: the fused softmax) of the same block on the same input agree to rounding, with
-/// padding in the mask; and the tracked one has gradients for the query and key weights.
+/// A tracked pass (training: burn's softmax) and an untracked one (inference: the fused
+/// softmax) of the same block on the same input agree to rounding, with padding in the mask;
+/// and the tracked one has gradients for the query and key weights.
 #[test]
 fn tracked_and_untracked_attention_agree() {
     let device = Device::flex().autodiff();
