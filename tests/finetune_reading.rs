@@ -230,6 +230,34 @@ fn cmrc2018_and_c3_train_export_predict_and_match_their_baselines_split() {
     ]);
     out.expect_code(1).assert_no_panic();
     assert!(out.stderr.contains("2 to 4"), "{}", out.describe());
+    // What a C3 model takes, said when it is given something else.
+    let dev = format!(
+        "{}/datasets/fixtures/c3/dev.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = ws.run(&["predict", "--stage", "finetune_c3", "一段文字"]);
+    out.expect_code(1).assert_no_panic();
+    assert!(
+        out.stderr
+            .contains("model: give --context C --question Q --choice A"),
+        "{}",
+        out.describe()
+    );
+    let out = ws.run(&[
+        "predict",
+        "--stage",
+        "finetune_c3",
+        "--input",
+        &dev,
+        "--question",
+        "问",
+    ]);
+    out.expect_code(1).assert_no_panic();
+    assert!(
+        out.stderr.contains("or --input FILE, not both"),
+        "{}",
+        out.describe()
+    );
 
     // The baselines saw the same questions in the same splits.
     for (ft, base) in [(&cmrc, "baseline_cmrc2018"), (&c3, "baseline_c3")] {
