@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -259,25 +259,36 @@ fn echoed(c: &ClassPrediction) -> Vec<&str> {
         .collect()
 }
 
-/// The predictions of a classifier (or a tagger) on `inputs`, which it made of its kind.
-fn classes(predictions: Vec<Prediction>) -> Result<Vec<ClassPrediction>> {
+/// `predictions` as the one shape the model was asked for (`pick` keeps it); another shape is
+/// an error saying that `expected` ("a class was") was expected.
+fn of_shape<T>(
+    predictions: Vec<Prediction>,
+    expected: &str,
+    pick: impl Fn(Prediction) -> Option<T>,
+) -> Result<Vec<T>> {
     predictions
         .into_iter()
-        .map(|p| match p {
-            Prediction::Class(c) => Ok(c),
-            _ => bail!("the model gave another kind's prediction where a class was expected"),
+        .map(|p| {
+            pick(p).ok_or_else(|| {
+                anyhow!("the model gave another kind's prediction where {expected} expected")
+            })
         })
         .collect()
 }
 
+/// The predictions of a classifier (or a tagger) on `inputs`, which it made of its kind.
+fn classes(predictions: Vec<Prediction>) -> Result<Vec<ClassPrediction>> {
+    of_shape(predictions, "a class was", |p| match p {
+        Prediction::Class(c) => Some(c),
+        _ => None,
+    })
+}
+
 fn tags(predictions: Vec<Prediction>) -> Result<Vec<TagPrediction>> {
-    predictions
-        .into_iter()
-        .map(|p| match p {
-            Prediction::Tags(t) => Ok(t),
-            _ => bail!("the model gave another kind's prediction where tags were expected"),
-        })
-        .collect()
+    of_shape(predictions, "tags were", |p| match p {
+        Prediction::Tags(t) => Some(t),
+        _ => None,
+    })
 }
 
 fn print_class(args: &PredictArgs, model: &Predictor, texts: &[String]) -> Result<ExitCode> {

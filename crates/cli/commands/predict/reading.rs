@@ -25,7 +25,7 @@ use stage_finetune::api::{
     AnswerPrediction, ChoicePrediction, Input, Prediction, PredictionShape, Predictor,
 };
 
-use super::{PredictArgs, output, progress_bar};
+use super::{PredictArgs, of_shape, output, progress_bar};
 use crate::global::Global;
 
 /// Span, C3 and choice models.
@@ -79,24 +79,18 @@ fn text<'a>(value: &'a Option<String>, flag: &str, model: &Predictor) -> Result<
 
 /// The answers of span predictions.
 fn answers(predictions: Vec<Prediction>) -> Result<Vec<AnswerPrediction>> {
-    predictions
-        .into_iter()
-        .map(|p| match p {
-            Prediction::Answer(a) => Ok(a),
-            _ => bail!("the model gave another kind's prediction where an answer was expected"),
-        })
-        .collect()
+    of_shape(predictions, "an answer was", |p| match p {
+        Prediction::Answer(a) => Some(a),
+        _ => None,
+    })
 }
 
 /// The choices of multiple-choice predictions.
 fn choices(predictions: Vec<Prediction>) -> Result<Vec<ChoicePrediction>> {
-    predictions
-        .into_iter()
-        .map(|p| match p {
-            Prediction::Choice(c) => Ok(c),
-            _ => bail!("the model gave another kind's prediction where a choice was expected"),
-        })
-        .collect()
+    of_shape(predictions, "a choice was", |p| match p {
+        Prediction::Choice(c) => Some(c),
+        _ => None,
+    })
 }
 
 fn answer_one(args: &PredictArgs, model: &Predictor) -> Result<ExitCode> {

@@ -16,7 +16,7 @@ use serde_json::json;
 use stage_finetune::api::{Input, Prediction, Predictor};
 
 use super::input::{Lines, excerpt};
-use super::{PredictArgs, output, progress_bar};
+use super::{PredictArgs, of_shape, output, progress_bar};
 use crate::global::Global;
 
 /// A regressor on a pair or a file of pairs.
@@ -44,14 +44,11 @@ fn scores(
         .iter()
         .map(|p| Input::pair(p.text_a.as_str(), p.text_b.as_str()))
         .collect();
-    model
-        .predict_with(inputs, batch_size, progress)?
-        .into_iter()
-        .map(|p| match p {
-            Prediction::Score(s) => Ok(s.score),
-            _ => bail!("the model gave another kind's prediction where a score was expected"),
-        })
-        .collect()
+    let predictions = model.predict_with(inputs, batch_size, progress)?;
+    of_shape(predictions, "a score was", |p| match p {
+        Prediction::Score(s) => Some(s.score),
+        _ => None,
+    })
 }
 
 fn pair(a: &str, b: &str, score: f32, line: usize) -> ScoredPairExample {
