@@ -123,7 +123,9 @@ pub fn serve(global: &Global, args: &ServeArgs) -> Result<ExitCode> {
     // Refused before the model is loaded: a bad limit should not cost a load.
     // A mistake on the command line: exit 2, as every other.
     config.validate().map_err(|e| {
-        pipeline_engine::UserError::new(format!("{e}: check the --max-*, --workers and --read-timeout-s flags"))
+        pipeline_engine::UserError::new(format!(
+            "{e}: check the --max-*, --workers and --read-timeout-s flags"
+        ))
     })?;
     let dir = model_dir(global, &args.source)?;
     let predictor = Predictor::load(&dir, &args.device, args.max_seq_length)
