@@ -6,9 +6,11 @@
 //! activation is six such passes plus a scalar `exp` per element: a quarter of an inference
 //! forward of albert_zh tiny (measured 2026-11-24: the same model with ReLU ran 1.3× faster).
 //! Here each is one pass over the values, in place, with an `exp` that the compiler
-//! vectorises. Only where no gradient is recorded: under autodiff the model keeps burn's ops,
-//! whose backward burn derives. Both belong in burn (a SIMD `exp` in flex's element-wise
-//! kernels and a tanh-GELU op); until burn has them, this module is the difference.
+//! vectorises. Under autodiff (training) the same two, the losses' log-softmax and LayerNorm
+//! are burn backend-extension ops with a hand-written backward (`tracked`, kernels in
+//! `kernels`): one pass each way instead of burn's op-by-op decomposition. Both belong in burn
+//! (a SIMD `exp` in flex's element-wise kernels, fused tanh-GELU/softmax/LayerNorm ops with
+//! their backward); until burn has them, this module is the difference.
 //!
 //! Each function is compiled for the x86-64 baseline, AVX2 + FMA and AVX-512 and runs at the
 //! level [`CpuLevel::active`] chooses at run time (`PIPELINE_CPU_LEVEL` forces one); every
@@ -17,6 +19,7 @@
 //! `exp` here is Cephes' `expf` (range reduction by ln 2, a degree-6 polynomial): within
 //! 2 ulp of libm's over the range that matters, so outputs match burn's ops to ~1e-7.
 
+use burn::nn::LayerNorm;
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::cpu_level::CpuLevel;
@@ -43,10 +46,60 @@ fn map_in_place<const D: usize>(x: Tensor<D>, f: impl FnOnce(&mut [f32], usize))
     }
 }
 
+/// [`attention_probs`] for tracked scores on flex (training): one op in the autodiff graph
+/// with a fused backward (no gradient reaches `bias`, which must be untracked); `Err(scores)`
+/// for anything else.
+pub fn attention_probs_tracked(scores: Tensor<4>, scale: f32, bias: &Tensor<4>) -> Fused<4> {
+    let [b, _, _, k] = scores.dims();
+    let applies = scores.is_tracked() && tracked::applies(&scores) && tracked::applies(bias);
+    if !applies || bias.dims() != [b, 1, 1, k] || bias.is_tracked() {
+        return Err(Box::new(scores));
+    }
+    Ok(tracked::attention_softmax(scores, bias.clone(), scale))
+}
+
 /// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` (Hugging Face's `gelu_new`, albert_zh's
 /// `gelu`), or `Err(x)` when burn's ops must compute it (see the module docs).
 pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Fused<D> {
     map_in_place(x, |v, _| gelu_at(CpuLevel::active(), v))
+}
+
+/// [`gelu_tanh`] for a tracked float32 tensor on flex (training): one op in the autodiff graph
+/// with a fused backward; `Err(x)` for anything else.
+pub fn gelu_tanh_tracked<const D: usize>(x: Tensor<D>) -> Fused<D> {
+    if x.is_tracked() && tracked::applies(&x) {
+        Ok(tracked::gelu_tanh(x))
+    } else {
+        Err(Box::new(x))
+    }
+}
+
+/// `log_softmax` over the last dimension for a tracked float32 tensor on flex (the losses in
+/// training): one op with a fused backward; `Err(x)` for anything else.
+pub fn log_softmax_tracked<const D: usize>(x: Tensor<D>) -> Fused<D> {
+    if x.is_tracked() && tracked::applies(&x) {
+        Ok(tracked::log_softmax(x))
+    } else {
+        Err(Box::new(x))
+    }
+}
+
+/// `ln(x)` (LayerNorm over the last dimension, `epsilon` the one `ln` was configured with),
+/// fused with its backward when `x` is tracked on flex; burn's `LayerNorm` otherwise (whose
+/// untracked forward on flex is one pass already).
+pub fn layer_norm<const D: usize>(ln: &LayerNorm, x: Tensor<D>, epsilon: f64) -> Tensor<D> {
+    let (gamma, beta) = (ln.gamma.val(), ln.beta.as_ref().map(|b| b.val()));
+    match beta {
+        Some(beta)
+            if x.is_tracked()
+                && tracked::applies(&x)
+                && tracked::applies(&gamma)
+                && tracked::applies(&beta) =>
+        {
+            tracked::layer_norm(x, gamma, beta, epsilon as f32)
+        }
+        _ => ln.forward(x),
+    }
 }
 
 /// `softmax(scores·scale + bias)` over the last dimension of `[batch, heads, q, k]` attention
@@ -101,14 +154,21 @@ fn exp(x: f32) -> f32 {
     y * f32::from_bits(scale)
 }
 
+/// 2·√(2/π): GELU's tanh form is `x·σ(C1·x + C3·x³)`.
+const GELU_C1: f32 = 1.595_769_2;
+/// `C1·0.044715`.
+const GELU_C3: f32 = GELU_C1 * 0.044715;
+
+/// tanh-GELU of one value: x·σ(2·√(2/π)·(x + 0.044715·x³)) is the tanh form, exactly.
+#[inline(always)]
+fn gelu(x: f32) -> f32 {
+    x / (1.0 + exp(-(x * (GELU_C1 + GELU_C3 * x * x))))
+}
+
 #[inline(always)]
 fn gelu_slice(v: &mut [f32]) {
-    const C1: f32 = 1.595_769_2; // 2·√(2/π)
-    const C3: f32 = C1 * 0.044715;
     for e in v.iter_mut() {
-        let x = *e;
-        // x·σ(2·√(2/π)·(x + 0.044715·x³)) is the tanh form, exactly.
-        *e = x / (1.0 + exp(-(x * (C1 + C3 * x * x))));
+        *e = gelu(*e);
     }
 }
 
@@ -206,6 +266,10 @@ multiversion!(
     softmax_slice,
     (v: &mut [f32], row: usize, scale: f32, bias: &[f32], rows_per_batch: usize)
 );
+
+// After the macro: the kernels of the training ops are compiled per level with it.
+mod kernels;
+mod tracked;
 
 #[cfg(test)]
 mod tests {

@@ -13,12 +13,14 @@ use burn::nn::{
     Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig,
     Linear, LinearConfig,
 };
-use burn::tensor::activation::{gelu, log_softmax, relu, sigmoid, softmax};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::activation::{log_softmax, softmax};
+use burn::tensor::{Device, Int, Tensor};
 
 use crate::config::{Activation, AlbertConfig, Layout, LnType};
 
 mod corruption;
+mod elementwise;
+mod input;
 mod precision;
 #[cfg(test)]
 mod tests;
@@ -27,6 +29,9 @@ pub use crate::heads::{
     AlbertForTokenClassification, SpanLogits,
 };
 pub use corruption::mlm_by_corruption;
+use elementwise::{activate, norm};
+pub use elementwise::{gelu_tanh, gelu_tanh_composed};
+pub use input::AlbertInput;
 pub use precision::MatmulPrecision;
 
 pub(crate) fn linear(d_in: usize, d_out: usize, c: &AlbertConfig, device: &Device) -> Linear {
@@ -72,70 +77,6 @@ fn embedding(n: usize, d: usize, c: &AlbertConfig, device: &Device) -> Embedding
         .init(device)
 }
 
-fn activate<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<D> {
-    match act {
-        Activation::Gelu => gelu(x),
-        Activation::GeluNew => gelu_tanh(x),
-        Activation::Relu => relu(x),
-    }
-}
-
-/// The tanh approximation of GELU, `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, computed as
-/// the identical `x·σ(2·√(2/π)·(x + 0.044715·x³))`: burn's `gelu_approximate` spends a quarter
-/// of a CPU training step in scalar `powf` and `tanhf`, while `sigmoid` is one fused op (and
-/// one fused op backward).
-pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    crate::fused::gelu_tanh(x).unwrap_or_else(|x| gelu_tanh_composed(*x))
-}
-
-/// [`gelu_tanh`] from burn's ops (what autodiff records).
-pub fn gelu_tanh_composed<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    const C1: f64 = 1.595_769_121_605_730_7; // 2·√(2/π)
-    const C3: f64 = C1 * 0.044715;
-    let inner = (x.clone() * x.clone()).mul_scalar(C3).add_scalar(C1) * x.clone();
-    x * sigmoid(inner)
-}
-
-/// Token ids and masks for a batch, as tensors on the model's device.
-#[derive(Debug, Clone)]
-pub struct AlbertInput {
-    /// `[batch, seq]`.
-    pub input_ids: Tensor<2, Int>,
-    /// `[batch, seq]`, 0/1.
-    pub token_type_ids: Tensor<2, Int>,
-    /// `[batch, seq]`, 1.0 for tokens, 0.0 for padding.
-    pub attention_mask: Tensor<2>,
-}
-
-impl AlbertInput {
-    /// From row-major `i64` arrays of shape `[batch, seq]`.
-    pub fn from_rows(
-        batch: usize,
-        seq: usize,
-        input_ids: Vec<i64>,
-        token_type_ids: Vec<i64>,
-        attention_mask: Vec<i64>,
-        device: &Device,
-    ) -> AlbertInput {
-        let mask: Vec<f32> = attention_mask.iter().map(|&m| m as f32).collect();
-        AlbertInput {
-            input_ids: Tensor::from_data(TensorData::new(input_ids, [batch, seq]), device),
-            token_type_ids: Tensor::from_data(
-                TensorData::new(token_type_ids, [batch, seq]),
-                device,
-            ),
-            attention_mask: Tensor::from_data(TensorData::new(mask, [batch, seq]), device),
-        }
-    }
-
-    /// `[batch, 1, 1, seq]`: 0 where a key may be attended, a large negative number where it is
-    /// padding (transformers adds `finfo.min`; any value that underflows `exp` is the same).
-    fn attention_bias(&self) -> Tensor<4> {
-        let [b, s] = self.attention_mask.dims();
-        (self.attention_mask.clone().neg().add_scalar(1.0) * -1e9).reshape([b, 1, 1, s])
-    }
-}
-
 /// Word, position and token-type embeddings of width E, summed and normalised (albert_zh's
 /// layout: the words projected to H by `word_embeddings_2` first, the rest at width H).
 #[derive(Module, Debug)]
@@ -152,6 +93,9 @@ pub struct AlbertEmbeddings {
     pub layer_norm: LayerNorm,
     /// Dropout after the LayerNorm (`hidden_dropout_prob`).
     pub dropout: Dropout,
+    /// The LayerNorms' ε (`layer_norm_eps`), which burn's `LayerNorm` keeps private.
+    #[module(skip)]
+    pub layer_norm_eps: f64,
 }
 
 impl AlbertEmbeddings {
@@ -166,6 +110,7 @@ impl AlbertEmbeddings {
             token_type_embeddings: embedding(c.type_vocab_size, width, c, device),
             layer_norm: layer_norm(width, c, device),
             dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
+            layer_norm_eps: c.layer_norm_eps,
         }
     }
 
@@ -181,7 +126,8 @@ impl AlbertEmbeddings {
         let x = words
             + self.position_embeddings.forward(positions)
             + self.token_type_embeddings.forward(token_type_ids);
-        self.dropout.forward(self.layer_norm.forward(x))
+        self.dropout
+            .forward(norm(&self.layer_norm, x, self.layer_norm_eps))
     }
 }
 
@@ -209,6 +155,9 @@ pub struct AlbertAttention {
     /// The dtype of the projections and of both attention products.
     #[module(skip)]
     pub precision: MatmulPrecision,
+    /// The LayerNorms' ε (`layer_norm_eps`), which burn's `LayerNorm` keeps private.
+    #[module(skip)]
+    pub layer_norm_eps: f64,
 }
 
 impl AlbertAttention {
@@ -225,7 +174,13 @@ impl AlbertAttention {
             output_dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
             num_heads: c.num_attention_heads,
             precision: MatmulPrecision::Fp32,
+            layer_norm_eps: c.layer_norm_eps,
         }
+    }
+
+    /// The block's LayerNorm.
+    fn norm(&self, x: Tensor<3>) -> Tensor<3> {
+        norm(&self.layer_norm, x, self.layer_norm_eps)
     }
 
     /// `softmax(QKᵀ/√d + bias)·V`, projected; no residual, no LayerNorm (the layer adds them).
@@ -244,6 +199,7 @@ impl AlbertAttention {
         // values at seq 128 on tiny) was no faster, 0.99× per training step (median of six
         // alternating rounds, 0.97–1.02×, 2026-11-28 at AVX2).
         let probs = crate::fused::attention_probs(scores, scale as f32, &bias)
+            .or_else(|s| crate::fused::attention_probs_tracked(*s, scale as f32, &bias))
             .unwrap_or_else(|scores| softmax((*scores).mul_scalar(scale) + bias, 3));
         let probs = self.attention_dropout.forward(probs);
         let context = p.matmul(probs, v).swap_dims(1, 2).reshape([b, s, h]);
@@ -269,6 +225,9 @@ pub struct AlbertFfn {
     /// The dtype of the two projections.
     #[module(skip)]
     pub precision: MatmulPrecision,
+    /// The LayerNorms' ε (`layer_norm_eps`), which burn's `LayerNorm` keeps private.
+    #[module(skip)]
+    pub layer_norm_eps: f64,
 }
 
 impl AlbertFfn {
@@ -281,7 +240,13 @@ impl AlbertFfn {
             dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
             activation: c.hidden_act,
             precision: MatmulPrecision::Fp32,
+            layer_norm_eps: c.layer_norm_eps,
         }
+    }
+
+    /// The block's LayerNorm.
+    fn norm(&self, x: Tensor<3>) -> Tensor<3> {
+        norm(&self.full_layer_layer_norm, x, self.layer_norm_eps)
     }
 
     /// The two projections and the activation; no residual, no LayerNorm.
@@ -310,14 +275,13 @@ impl AlbertLayerOps<'_> {
         match self.ln_type {
             // transformers' AlbertLayer: LN after each residual sum.
             LnType::Postln => {
-                let a = attn.layer_norm.forward(x.clone() + attn.attend(x, bias));
-                ffn.full_layer_layer_norm
-                    .forward(a.clone() + ffn.transform(a))
+                let a = attn.norm(x.clone() + attn.attend(x, bias));
+                ffn.norm(a.clone() + ffn.transform(a))
             }
             // albert_zh's preln: LN on each block's input, the residual stream left alone.
             LnType::Preln => {
-                let a = x.clone() + attn.attend(attn.layer_norm.forward(x), bias);
-                a.clone() + ffn.transform(ffn.full_layer_layer_norm.forward(a))
+                let a = x.clone() + attn.attend(attn.norm(x), bias);
+                a.clone() + ffn.transform(ffn.norm(a))
             }
         }
     }
@@ -445,6 +409,9 @@ pub struct MlmHead {
     /// The dtype of the transform and of the decoder products.
     #[module(skip)]
     pub precision: MatmulPrecision,
+    /// The LayerNorms' ε (`layer_norm_eps`), which burn's `LayerNorm` keeps private.
+    #[module(skip)]
+    pub layer_norm_eps: f64,
 }
 
 impl MlmHead {
@@ -458,6 +425,7 @@ impl MlmHead {
             bias: Param::from_tensor(Tensor::zeros([c.vocab_size], device)),
             activation: c.hidden_act,
             precision: MatmulPrecision::Fp32,
+            layer_norm_eps: c.layer_norm_eps,
         }
     }
 
@@ -471,7 +439,7 @@ impl MlmHead {
     ) -> Tensor<2> {
         let mp = self.precision;
         let x = activate(mp.linear(&self.dense, hidden), self.activation);
-        let x = self.layer_norm.forward(x);
+        let x = norm(&self.layer_norm, x, self.layer_norm_eps);
         let x = match projection {
             Some(p) => mp.matmul(x, p.transpose()),
             None => x,
@@ -620,7 +588,8 @@ fn cross_entropy_hits(
     let [n, _] = logits.dims();
     let predicted = logits.clone().argmax(1).reshape([n]);
     let hits = predicted.equal(labels.clone()).float();
-    let log_probs = log_softmax(logits, 1);
+    let log_probs =
+        crate::fused::log_softmax_tracked(logits).unwrap_or_else(|l| log_softmax(*l, 1));
     let picked = log_probs.gather(1, labels.reshape([n, 1])).reshape([n]);
     let total = weights.clone().sum().clamp_min(1e-6);
     let loss = (picked * weights).sum().neg() / total;

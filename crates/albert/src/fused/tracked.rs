@@ -1,0 +1,377 @@
+//! The fused ops under autodiff: tanh-GELU, the attention softmax (scale and padding bias folded
+//! in), the losses' log-softmax and LayerNorm as burn backend-extension ops on flex, each with a hand-written backward.
+//!
+//! Why: burn's autodiff records a composed expression one op at a time, so a training step runs
+//! each of these as several passes forward and several more backward, with a scalar libm `expf`
+//! (a third of a CPU training step at AVX2, `results/bench/cpu_avx2.md`). Here each is one op in
+//! the graph: one pass forward, one backward ([`super::kernels`]). Only on flex with float32:
+//! other backends (libtorch) and dtypes keep burn's ops.
+
+use burn::backend::TensorMetadata;
+use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::flex::FlexTensor;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Backend, Dispatch, Flex, backend_extension};
+use burn::tensor::{DType, Device, Shape, Tensor, TensorData};
+
+use super::kernels;
+
+/// The fused training ops, implemented for flex and for autodiff over flex (nothing else: the
+/// callers check the device first, and an unlisted backend would panic).
+#[backend_extension(Flex, Autodiff)]
+pub trait FusedOps: Backend {
+    /// tanh-GELU (see [`super::gelu_tanh`]).
+    fn fused_gelu_tanh(x: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// `softmax(scores·scale + bias)` over the last dimension; `bias` `[batch, 1, 1, k]`, a
+    /// constant (no gradient flows to it).
+    fn fused_attention_softmax(
+        scores: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        scale: f32,
+    ) -> FloatTensor<Self>;
+    /// `log_softmax` over the last dimension.
+    fn fused_log_softmax(x: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// LayerNorm over the last dimension, `(x − mean)/√(var + ε)·γ + β`.
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f32,
+    ) -> FloatTensor<Self>;
+}
+
+/// Whether `t` is float32 on flex (under autodiff or not): the fused ops apply.
+pub(super) fn applies<const D: usize>(t: &Tensor<D>) -> bool {
+    D > 0 && t.dtype() == DType::F32 && t.device().without_autodiff() == Device::flex()
+}
+
+/// [`FusedOps::fused_gelu_tanh`] on a tensor [`applies`] accepts.
+pub(super) fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_gelu_tanh(x.into_dispatch()))
+}
+
+/// [`FusedOps::fused_attention_softmax`] on tensors [`applies`] accepts.
+pub(super) fn attention_softmax(scores: Tensor<4>, bias: Tensor<4>, scale: f32) -> Tensor<4> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention_softmax(
+        scores.into_dispatch(),
+        bias.into_dispatch(),
+        scale,
+    ))
+}
+
+/// [`FusedOps::fused_log_softmax`] on a tensor [`applies`] accepts.
+pub(super) fn log_softmax<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_log_softmax(x.into_dispatch()))
+}
+
+/// [`FusedOps::fused_layer_norm`] on tensors [`applies`] accepts.
+pub(super) fn layer_norm<const D: usize>(
+    x: Tensor<D>,
+    gamma: Tensor<1>,
+    beta: Tensor<1>,
+    epsilon: f32,
+) -> Tensor<D> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_layer_norm(
+        x.into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        epsilon,
+    ))
+}
+
+/// `t` contiguous from offset 0, so that [`values`] can read it (a copy only if it is not).
+fn contiguous(t: FlexTensor) -> FlexTensor {
+    if t.as_slice::<f32>().is_some() {
+        t
+    } else {
+        t.to_contiguous()
+    }
+}
+
+/// The values of a tensor [`contiguous`] returned.
+fn values(t: &FlexTensor) -> &[f32] {
+    t.as_slice::<f32>()
+        .expect("a contiguous float32 tensor (the callers check the dtype)")
+}
+
+/// `t` contiguous and owned by the caller alone, to be written in place: no copy when it is
+/// already (the usual case for a fresh activation or gradient).
+fn owned(t: FlexTensor) -> FlexTensor {
+    FlexTensor::from_data(t.into_data())
+}
+
+/// A new float32 tensor.
+fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(values, shape))
+}
+
+/// `gelu(x)`, in place when `x` is not shared.
+fn gelu_forward(x: FlexTensor) -> FlexTensor {
+    if x.is_unique() {
+        let mut y = owned(x);
+        super::gelu_at(super::CpuLevel::active(), y.storage_mut::<f32>());
+        return y;
+    }
+    let x = contiguous(x);
+    let mut y = vec![0.0; x.layout().num_elements()];
+    kernels::gelu_into(values(&x), &mut y);
+    tensor(y, x.shape())
+}
+
+/// `softmax(scores·scale + bias)` in place in the scores.
+fn softmax_forward(scores: FlexTensor, bias: FlexTensor, scale: f32) -> FlexTensor {
+    let shape = scores.shape();
+    let (k, rows_per_batch) = (shape[3], shape[1] * shape[2]);
+    let bias = contiguous(bias);
+    let mut p = owned(scores);
+    super::softmax_at(
+        super::CpuLevel::active(),
+        p.storage_mut::<f32>(),
+        k,
+        scale,
+        values(&bias),
+        rows_per_batch,
+    );
+    p
+}
+
+/// `log_softmax(x)` over the last dimension, in place when `x` is not shared.
+fn log_softmax_forward(x: FlexTensor) -> FlexTensor {
+    let row = x.shape()[x.shape().num_dims() - 1];
+    let mut y = owned(x);
+    if row > 0 {
+        kernels::log_softmax(y.storage_mut::<f32>(), row);
+    }
+    y
+}
+
+/// What LayerNorm's forward leaves for its backward: `x̂` and each row's `1/√(var + ε)`.
+#[derive(Debug, Clone)]
+struct NormState {
+    xhat: FlexTensor,
+    rstd: Vec<f32>,
+    gamma: FlexTensor,
+}
+
+/// LayerNorm's output and what its backward needs.
+fn layer_norm_forward(
+    x: FlexTensor,
+    gamma: FlexTensor,
+    beta: FlexTensor,
+    eps: f32,
+) -> (FlexTensor, NormState) {
+    let (gamma, beta) = (contiguous(gamma), contiguous(beta));
+    let d = gamma.layout().num_elements();
+    let mut xhat = owned(x);
+    let n = xhat.layout().num_elements();
+    let (mut y, mut rstd) = (vec![0.0; n], vec![0.0; n / d.max(1)]);
+    kernels::layer_norm(
+        xhat.storage_mut::<f32>(),
+        &mut y,
+        &mut rstd,
+        values(&gamma),
+        values(&beta),
+        eps,
+    );
+    let y = tensor(y, xhat.shape());
+    (y, NormState { xhat, rstd, gamma })
+}
+
+impl FusedOps for Flex {
+    fn fused_gelu_tanh(x: FlexTensor) -> FlexTensor {
+        gelu_forward(x)
+    }
+
+    fn fused_attention_softmax(scores: FlexTensor, bias: FlexTensor, scale: f32) -> FlexTensor {
+        softmax_forward(scores, bias, scale)
+    }
+
+    fn fused_log_softmax(x: FlexTensor) -> FlexTensor {
+        log_softmax_forward(x)
+    }
+
+    fn fused_layer_norm(
+        x: FlexTensor,
+        gamma: FlexTensor,
+        beta: FlexTensor,
+        eps: f32,
+    ) -> FlexTensor {
+        layer_norm_forward(x, gamma, beta, eps).0
+    }
+}
+
+#[derive(Debug)]
+struct GeluBackward;
+
+impl Backward<Flex, 1> for GeluBackward {
+    /// The input.
+    type State = FlexTensor;
+
+    fn backward(self, ops: Ops<FlexTensor, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(parent) = parent {
+            let x = contiguous(ops.state);
+            let mut g = owned(grad);
+            kernels::gelu_grad(values(&x), g.storage_mut::<f32>());
+            grads.register::<Flex>(parent.id, g);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct SoftmaxBackward;
+
+impl Backward<Flex, 1> for SoftmaxBackward {
+    /// The probabilities and the scale.
+    type State = (FlexTensor, f32);
+
+    fn backward(self, ops: Ops<(FlexTensor, f32), 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(parent) = parent {
+            let (p, scale) = ops.state;
+            let p = contiguous(p);
+            let row = p.shape()[3];
+            let mut g = owned(grad);
+            kernels::softmax_grad(values(&p), g.storage_mut::<f32>(), row, scale);
+            grads.register::<Flex>(parent.id, g);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LogSoftmaxBackward;
+
+impl Backward<Flex, 1> for LogSoftmaxBackward {
+    /// The output.
+    type State = FlexTensor;
+
+    fn backward(self, ops: Ops<FlexTensor, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(parent) = parent {
+            let y = contiguous(ops.state);
+            let row = y.shape()[y.shape().num_dims() - 1];
+            let mut g = owned(grad);
+            kernels::log_softmax_grad(values(&y), g.storage_mut::<f32>(), row);
+            grads.register::<Flex>(parent.id, g);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LayerNormBackward;
+
+impl Backward<Flex, 3> for LayerNormBackward {
+    type State = NormState;
+
+    fn backward(self, ops: Ops<NormState, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [px, pgamma, pbeta] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let NormState { xhat, rstd, gamma } = ops.state;
+        let d = gamma.layout().num_elements();
+        let (mut dgamma, mut dbeta) = (vec![0.0; d], vec![0.0; d]);
+        let mut g = owned(grad);
+        kernels::layer_norm_grad(
+            values(&xhat),
+            &rstd,
+            values(&gamma),
+            g.storage_mut::<f32>(),
+            &mut dgamma,
+            &mut dbeta,
+        );
+        if let Some(node) = px {
+            grads.register::<Flex>(node.id, g);
+        }
+        if let Some(node) = pgamma {
+            grads.register::<Flex>(node.id, tensor(dgamma, gamma.shape()));
+        }
+        if let Some(node) = pbeta {
+            grads.register::<Flex>(node.id, tensor(dbeta, gamma.shape()));
+        }
+    }
+}
+
+impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
+    fn fused_gelu_tanh(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        match GeluBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let input = x.into_primitive();
+                let y = gelu_forward(input.clone());
+                prep.finish(input, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(gelu_forward(x.into_primitive())),
+        }
+    }
+
+    fn fused_attention_softmax(
+        scores: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        scale: f32,
+    ) -> FloatTensor<Self> {
+        let bias = bias.into_primitive();
+        match SoftmaxBackward
+            .prepare::<C>([scores.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let p = softmax_forward(scores.into_primitive(), bias, scale);
+                prep.finish((p.clone(), scale), p)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(softmax_forward(scores.into_primitive(), bias, scale))
+            }
+        }
+    }
+
+    fn fused_log_softmax(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        match LogSoftmaxBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let y = log_softmax_forward(x.into_primitive());
+                prep.finish(y.clone(), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(log_softmax_forward(x.into_primitive())),
+        }
+    }
+
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        let nodes = [x.node(), gamma.node(), beta.node()];
+        let (x, gamma, beta) = (
+            x.into_primitive(),
+            gamma.into_primitive(),
+            beta.into_primitive(),
+        );
+        match LayerNormBackward
+            .prepare::<C>(nodes)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (y, state) = layer_norm_forward(x, gamma, beta, eps);
+                prep.finish(state, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(layer_norm_forward(x, gamma, beta, eps).0),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "tracked_tests.rs"]
+mod tests;

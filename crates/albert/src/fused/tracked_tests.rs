@@ -1,0 +1,134 @@
+//! The fused training ops against burn's composed ops on autodiff flex: the forward values and
+//! every gradient, on random inputs, with a random weighting of the output (a plain sum would
+//! give the softmax a zero gradient and hide a wrong backward). The kernels run at the active
+//! level; `kernels_tests.rs` checks that every level computes the same bits.
+
+use burn::module::Param;
+use burn::nn::LayerNormConfig;
+use burn::tensor::{Distribution, Tensor};
+
+use super::*;
+
+/// `max |a − b| ≤ 1e-5·max |b|` (relative to the tensor's scale).
+fn assert_close<const D: usize>(a: Tensor<D>, b: Tensor<D>, what: &str) {
+    let scale = b.clone().abs().max().into_scalar::<f32>().max(1e-12);
+    let diff = (a - b).abs().max().into_scalar::<f32>();
+    assert!(
+        diff <= 1e-5 * scale,
+        "{what}: differs by {diff} (scale {scale})"
+    );
+}
+
+/// A fresh leaf with the values of `t`, for the composed path's own graph.
+fn leaf<const D: usize>(t: &Tensor<D>) -> Tensor<D> {
+    Tensor::from_data(t.to_data(), &t.device()).require_grad()
+}
+
+fn autodiff() -> Device {
+    let device = Device::flex().autodiff();
+    device.seed(23);
+    device
+}
+
+#[test]
+fn gelu_values_and_gradient_match_burns_ops() {
+    let device = autodiff();
+    let x = Tensor::<3>::random([3, 7, 50], Distribution::Normal(0.0, 3.0), &device).require_grad();
+    let w = Tensor::<3>::random([3, 7, 50], Distribution::Normal(0.0, 1.0), &device);
+    assert!(applies(&x));
+    let fused = super::super::gelu_tanh_tracked(x.clone()).expect("flex, tracked: the fused op");
+    assert!(fused.is_tracked());
+    let x2 = leaf(&x);
+    let composed = crate::model::gelu_tanh_composed(x2.clone());
+    assert_close(fused.clone(), composed.clone(), "gelu");
+
+    let g1 = (fused * w.clone()).sum().backward();
+    let g2 = (composed * w).sum().backward();
+    let (d1, d2) = (
+        x.grad(&g1).expect("a gradient"),
+        x2.grad(&g2).expect("a gradient"),
+    );
+    assert_close(d1, d2, "gelu's gradient");
+}
+
+#[test]
+fn attention_softmax_values_and_gradient_match_burns_ops() {
+    let device = autodiff();
+    let shape = [2, 3, 5, 40];
+    let scores = Tensor::<4>::random(shape, Distribution::Normal(0.0, 3.0), &device).require_grad();
+    let w = Tensor::<4>::random(shape, Distribution::Normal(0.0, 1.0), &device);
+    let mask = Tensor::<2>::random([2, 40], Distribution::Bernoulli(0.7), &device);
+    let bias = (mask.neg().add_scalar(1.0) * -1e9).reshape([2, 1, 1, 40]);
+    let fused = super::super::attention_probs_tracked(scores.clone(), 0.3, &bias).expect("fused");
+    assert!(fused.is_tracked());
+    let s2 = leaf(&scores);
+    let composed = burn::tensor::activation::softmax(s2.clone().mul_scalar(0.3) + bias, 3);
+    assert_close(fused.clone(), composed.clone(), "softmax");
+
+    let g1 = (fused * w.clone()).sum().backward();
+    let g2 = (composed * w).sum().backward();
+    let d1 = scores.grad(&g1).expect("a gradient");
+    let d2 = s2.grad(&g2).expect("a gradient");
+    assert!(
+        d2.clone().abs().max().into_scalar::<f32>() > 1e-3,
+        "a gradient to compare"
+    );
+    assert_close(d1, d2, "softmax's gradient");
+}
+
+#[test]
+fn log_softmax_values_and_gradient_match_burns_ops() {
+    let device = autodiff();
+    let x = Tensor::<2>::random([6, 300], Distribution::Normal(0.0, 4.0), &device).require_grad();
+    let w = Tensor::<2>::random([6, 300], Distribution::Normal(0.0, 1.0), &device);
+    let fused = super::super::log_softmax_tracked(x.clone()).expect("fused");
+    assert!(fused.is_tracked());
+    let x2 = leaf(&x);
+    let composed = burn::tensor::activation::log_softmax(x2.clone(), 1);
+    assert_close(fused.clone(), composed.clone(), "log_softmax");
+
+    let g1 = (fused * w.clone()).sum().backward();
+    let g2 = (composed * w).sum().backward();
+    assert_close(
+        x.grad(&g1).expect("dx"),
+        x2.grad(&g2).expect("dx"),
+        "its gradient",
+    );
+}
+
+#[test]
+fn layer_norm_values_and_gradients_match_burns_ops() {
+    let device = autodiff();
+    let d = 40;
+    let mut ln = LayerNormConfig::new(d).with_epsilon(1e-5).init(&device);
+    let random = |std| Tensor::<1>::random([d], Distribution::Normal(0.5, std), &device);
+    ln.gamma = Param::from_tensor(random(1.0));
+    ln.beta = Some(Param::from_tensor(random(0.3)));
+    let x = Tensor::<3>::random([4, 6, d], Distribution::Normal(1.0, 2.0), &device).require_grad();
+    let w = Tensor::<3>::random([4, 6, d], Distribution::Normal(0.0, 1.0), &device);
+    let fused = super::super::layer_norm(&ln, x.clone(), 1e-5);
+    assert!(fused.is_tracked());
+    let x2 = leaf(&x);
+    let composed = ln.forward(x2.clone());
+    assert_close(fused.clone(), composed.clone(), "layer norm");
+
+    let g1 = (fused * w.clone()).sum().backward();
+    let g2 = (composed * w).sum().backward();
+    let grad = |p: &Param<Tensor<1>>, g| p.grad(g).expect("a gradient");
+    assert_close(x.grad(&g1).expect("dx"), x2.grad(&g2).expect("dx"), "dx");
+    assert_close(grad(&ln.gamma, &g1), grad(&ln.gamma, &g2), "dγ");
+    let beta = ln.beta.as_ref().expect("a bias");
+    assert_close(grad(beta, &g1), grad(beta, &g2), "dβ");
+}
+
+/// Untracked tensors (the untracked kernels' case) and tracked scores with a tracked bias (no
+/// gradient would reach it) are refused.
+#[test]
+fn the_fused_ops_apply_only_where_they_should() {
+    let device = autodiff();
+    let scores = Tensor::<4>::ones([1, 1, 2, 3], &device).require_grad();
+    let bias = Tensor::<4>::zeros([1, 1, 1, 3], &device).require_grad();
+    assert!(super::super::attention_probs_tracked(scores, 1.0, &bias).is_err());
+    let x = Tensor::<2>::ones([2, 3], &device);
+    assert!(super::super::gelu_tanh_tracked(x).is_err());
+}
