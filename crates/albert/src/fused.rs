@@ -84,6 +84,23 @@ pub fn log_softmax_tracked<const D: usize>(x: Tensor<D>) -> Fused<D> {
     }
 }
 
+/// `x·W + b` (`x·Wᵀ + b` when `transposed`: `W` stored `[d_out, d_in]`) as one op with a fused
+/// backward, when training on flex; `None` for anything else (the caller uses burn's ops).
+/// Saves flex's zeroed-then-copied output buffer and the separate bias pass (see `dense`).
+pub fn linear_tracked(
+    x: &Tensor<2>,
+    w: &Tensor<2>,
+    b: &Tensor<1>,
+    transposed: bool,
+) -> Option<Tensor<2>> {
+    let ([_, d_in], [wr, wc], [d_out]) = (x.dims(), w.dims(), b.dims());
+    let shapes = if transposed { [wc, wr] } else { [wr, wc] } == [d_in, d_out];
+    let tracked = x.is_tracked() || w.is_tracked() || b.is_tracked();
+    let applies = tracked::applies(x) && tracked::applies(w) && tracked::applies(b);
+    (shapes && tracked && applies)
+        .then(|| tracked::linear(x.clone(), w.clone(), b.clone(), transposed))
+}
+
 /// `ln(x)` (LayerNorm over the last dimension, `epsilon` the one `ln` was configured with),
 /// fused with its backward when `x` is tracked on flex; burn's `LayerNorm` otherwise (whose
 /// untracked forward on flex is one pass already).
@@ -268,6 +285,7 @@ multiversion!(
 );
 
 // After the macro: the kernels of the training ops are compiled per level with it.
+mod dense;
 mod kernels;
 mod tracked;
 

@@ -19,8 +19,8 @@ use burn::tensor::{Device, Int, Tensor};
 use crate::config::{Activation, AlbertConfig, Layout, LnType};
 
 mod corruption;
-mod elementwise;
 mod input;
+mod ops;
 mod precision;
 #[cfg(test)]
 mod tests;
@@ -29,9 +29,9 @@ pub use crate::heads::{
     AlbertForTokenClassification, SpanLogits,
 };
 pub use corruption::mlm_by_corruption;
-use elementwise::{activate, norm};
-pub use elementwise::{gelu_tanh, gelu_tanh_composed};
 pub use input::AlbertInput;
+use ops::{activate, decode, linear_rows, norm};
+pub use ops::{gelu_tanh, gelu_tanh_composed};
 pub use precision::MatmulPrecision;
 
 pub(crate) fn linear(d_in: usize, d_out: usize, c: &AlbertConfig, device: &Device) -> Linear {
@@ -57,7 +57,7 @@ pub fn dense(l: &Linear, x: Tensor<3>) -> Tensor<3> {
 /// [`dense`] with its product in `precision`.
 pub fn dense_in(precision: MatmulPrecision, l: &Linear, x: Tensor<3>) -> Tensor<3> {
     let [b, s, d] = x.dims();
-    let y = precision.linear(l, x.reshape([b * s, d]));
+    let y = linear_rows(precision, l, x.reshape([b * s, d]));
     let [_, o] = y.dims();
     y.reshape([b, s, o])
 }
@@ -438,14 +438,13 @@ impl MlmHead {
         projection: Option<Tensor<2>>,
     ) -> Tensor<2> {
         let mp = self.precision;
-        let x = activate(mp.linear(&self.dense, hidden), self.activation);
+        let x = activate(linear_rows(mp, &self.dense, hidden), self.activation);
         let x = norm(&self.layer_norm, x, self.layer_norm_eps);
         let x = match projection {
             Some(p) => mp.matmul(x, p.transpose()),
             None => x,
         };
-        let [v] = self.bias.dims();
-        mp.matmul(x, word_embeddings.transpose()) + self.bias.val().reshape([1, v])
+        decode(mp, x, word_embeddings, self.bias.val())
     }
 }
 

@@ -1,5 +1,5 @@
 //! The fused ops under autodiff: tanh-GELU, the attention softmax (scale and padding bias folded
-//! in), the losses' log-softmax and LayerNorm as burn backend-extension ops on flex, each with a hand-written backward.
+//! in), the losses' log-softmax, LayerNorm and the dense layers as burn backend-extension ops on flex, each with a hand-written backward.
 //!
 //! Why: burn's autodiff records a composed expression one op at a time, so a training step runs
 //! each of these as several passes forward and several more backward, with a scalar libm `expf`
@@ -16,7 +16,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Dispatch, Flex, backend_extension};
 use burn::tensor::{DType, Device, Shape, Tensor, TensorData};
 
-use super::kernels;
+use super::{dense, kernels};
 
 /// The fused training ops, implemented for flex and for autodiff over flex (nothing else: the
 /// callers check the device first, and an unlisted backend would panic).
@@ -30,6 +30,14 @@ pub trait FusedOps: Backend {
         scores: FloatTensor<Self>,
         bias: FloatTensor<Self>,
         scale: f32,
+    ) -> FloatTensor<Self>;
+    /// `x·W + b` for `x` `[n, d_in]`, `W` `[d_in, d_out]` (`[d_out, d_in]` when
+    /// `transposed`), `b` `[d_out]`.
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        transposed: bool,
     ) -> FloatTensor<Self>;
     /// `log_softmax` over the last dimension.
     fn fused_log_softmax(x: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -61,6 +69,16 @@ pub(super) fn attention_softmax(scores: Tensor<4>, bias: Tensor<4>, scale: f32) 
     ))
 }
 
+/// [`FusedOps::fused_linear`] on tensors [`applies`] accepts.
+pub(super) fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>, transposed: bool) -> Tensor<2> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_linear(
+        x.into_dispatch(),
+        w.into_dispatch(),
+        b.into_dispatch(),
+        transposed,
+    ))
+}
+
 /// [`FusedOps::fused_log_softmax`] on a tensor [`applies`] accepts.
 pub(super) fn log_softmax<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_log_softmax(x.into_dispatch()))
@@ -82,7 +100,7 @@ pub(super) fn layer_norm<const D: usize>(
 }
 
 /// `t` contiguous from offset 0, so that [`values`] can read it (a copy only if it is not).
-fn contiguous(t: FlexTensor) -> FlexTensor {
+pub(super) fn contiguous(t: FlexTensor) -> FlexTensor {
     if t.as_slice::<f32>().is_some() {
         t
     } else {
@@ -91,7 +109,7 @@ fn contiguous(t: FlexTensor) -> FlexTensor {
 }
 
 /// The values of a tensor [`contiguous`] returned.
-fn values(t: &FlexTensor) -> &[f32] {
+pub(super) fn values(t: &FlexTensor) -> &[f32] {
     t.as_slice::<f32>()
         .expect("a contiguous float32 tensor (the callers check the dtype)")
 }
@@ -103,7 +121,7 @@ fn owned(t: FlexTensor) -> FlexTensor {
 }
 
 /// A new float32 tensor.
-fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
+pub(super) fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape))
 }
 
@@ -188,6 +206,10 @@ impl FusedOps for Flex {
         softmax_forward(scores, bias, scale)
     }
 
+    fn fused_linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, transposed: bool) -> FlexTensor {
+        dense::forward(&x, &w, &b, transposed)
+    }
+
     fn fused_log_softmax(x: FlexTensor) -> FlexTensor {
         log_softmax_forward(x)
     }
@@ -238,6 +260,26 @@ impl Backward<Flex, 1> for SoftmaxBackward {
             let mut g = owned(grad);
             kernels::softmax_grad(values(&p), g.storage_mut::<f32>(), row, scale);
             grads.register::<Flex>(parent.id, g);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LinearBackward;
+
+impl Backward<Flex, 3> for LinearBackward {
+    /// The input, the weight and whether it is used transposed.
+    type State = (FlexTensor, FlexTensor, bool);
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x, w, transposed) = ops.state;
+        let want = [0, 1, 2].map(|i| ops.parents[i].is_some());
+        let results = dense::backward(&x, &w, grad, transposed, want);
+        for (parent, result) in ops.parents.into_iter().zip(results) {
+            if let (Some(parent), Some(result)) = (parent, result) {
+                grads.register::<Flex>(parent.id, result);
+            }
         }
     }
 }
@@ -329,6 +371,25 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             OpsKind::UnTracked(prep) => {
                 prep.finish(softmax_forward(scores.into_primitive(), bias, scale))
             }
+        }
+    }
+
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        transposed: bool,
+    ) -> FloatTensor<Self> {
+        let nodes = [x.node(), w.node(), b.node()];
+        let (x, w, b) = (x.into_primitive(), w.into_primitive(), b.into_primitive());
+        let y = dense::forward(&x, &w, &b, transposed);
+        match LinearBackward
+            .prepare::<C>(nodes)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((x, w, transposed), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }
 

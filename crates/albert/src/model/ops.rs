@@ -1,10 +1,12 @@
-//! The model's element-wise blocks: the activations (tanh-GELU fused on flex, see
-//! [`crate::fused`]) and LayerNorm (fused with its backward under autodiff on flex).
+//! The model's operations that have a fused path on flex ([`crate::fused`]): the activations
+//! (tanh-GELU), LayerNorm (fused with its backward under autodiff) and the dense layers (one
+//! gemm each way under autodiff, the bias folded in); burn's ops on other backends.
 
-use burn::nn::LayerNorm;
+use burn::nn::{LayerNorm, Linear};
 use burn::tensor::Tensor;
 use burn::tensor::activation::{gelu, relu, sigmoid};
 
+use super::MatmulPrecision;
 use crate::config::Activation;
 
 pub(super) fn activate<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<D> {
@@ -37,4 +39,31 @@ pub fn gelu_tanh_composed<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 /// a fused backward when training on flex ([`crate::fused::layer_norm`]).
 pub(super) fn norm<const D: usize>(ln: &LayerNorm, x: Tensor<D>, epsilon: f64) -> Tensor<D> {
     crate::fused::layer_norm(ln, x, epsilon)
+}
+
+/// `l` applied to `[n, d]` rows in `precision`: the fused dense op when training on flex in
+/// float32, burn's `Linear` (or the bf16 casts) otherwise.
+pub(super) fn linear_rows(precision: MatmulPrecision, l: &Linear, x: Tensor<2>) -> Tensor<2> {
+    if let (MatmulPrecision::Fp32, Some(b)) = (precision, &l.bias)
+        && let Some(y) = crate::fused::linear_tracked(&x, &l.weight.val(), &b.val(), false)
+    {
+        return y;
+    }
+    precision.linear(l, x)
+}
+
+/// The MLM decoder, `x·Eᵀ + bias` with the tied word embeddings `E` `[V, E]`, in `precision`.
+pub(super) fn decode(
+    precision: MatmulPrecision,
+    x: Tensor<2>,
+    embeddings: Tensor<2>,
+    bias: Tensor<1>,
+) -> Tensor<2> {
+    if precision == MatmulPrecision::Fp32
+        && let Some(y) = crate::fused::linear_tracked(&x, &embeddings, &bias, true)
+    {
+        return y;
+    }
+    let [v] = bias.dims();
+    precision.matmul(x, embeddings.transpose()) + bias.reshape([1, v])
 }
