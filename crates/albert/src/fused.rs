@@ -84,6 +84,33 @@ pub fn log_softmax_tracked<const D: usize>(x: Tensor<D>) -> Fused<D> {
     }
 }
 
+/// The attention core `softmax(Q·Kᵀ·scale + bias)·V` of `heads` heads side by side in
+/// `q`, `k`, `v` `[batch, seq, H]`, as one op with a fused backward when training on flex;
+/// `None` for anything else (untracked tensors, a tracked `bias`, other shapes).
+pub fn attention_tracked(
+    [q, k, v]: [&Tensor<3>; 3],
+    bias: &Tensor<4>,
+    heads: usize,
+    scale: f32,
+) -> Option<Tensor<3>> {
+    let [b, s, h] = q.dims();
+    let shapes = k.dims() == [b, s, h]
+        && v.dims() == [b, s, h]
+        && bias.dims() == [b, 1, 1, s]
+        && heads > 0
+        && h % heads == 0;
+    let tracked = (q.is_tracked() || k.is_tracked() || v.is_tracked()) && !bias.is_tracked();
+    let applies = [q, k, v].iter().all(|t| tracked::applies(*t)) && tracked::applies(bias);
+    (shapes && tracked && applies).then(|| {
+        tracked::attention(
+            [q.clone(), k.clone(), v.clone()],
+            bias.clone(),
+            heads,
+            scale,
+        )
+    })
+}
+
 /// `x·W + b` (`x·Wᵀ + b` when `transposed`: `W` stored `[d_out, d_in]`) as one op with a fused
 /// backward, when training on flex; `None` for anything else (the caller uses burn's ops).
 /// Saves flex's zeroed-then-copied output buffer and the separate bias pass (see `dense`).
@@ -285,6 +312,7 @@ multiversion!(
 );
 
 // After the macro: the kernels of the training ops are compiled per level with it.
+mod attention;
 mod dense;
 mod kernels;
 mod tracked;

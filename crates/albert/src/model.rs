@@ -186,23 +186,26 @@ impl AlbertAttention {
     /// `softmax(QKᵀ/√d + bias)·V`, projected; no residual, no LayerNorm (the layer adds them).
     pub fn attend(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
         let [b, s, h] = x.dims();
-        let heads = self.num_heads;
+        let (heads, p) = (self.num_heads, self.precision);
         let d = h / heads;
-        let split = |t: Tensor<3>| t.reshape([b, s, heads, d]).swap_dims(1, 2);
-        let p = self.precision;
-        let q = split(dense_in(p, &self.query, x.clone()));
-        let k = split(dense_in(p, &self.key, x.clone()));
-        let v = split(dense_in(p, &self.value, x));
+        let [q, k] = [&self.query, &self.key].map(|l| dense_in(p, l, x.clone()));
+        let v = dense_in(p, &self.value, x);
         let scale = 1.0 / (d as f64).sqrt();
-        let scores = p.matmul(q, k.swap_dims(2, 3));
-        // The scale stays on the scores under autodiff too: moving it onto the queries (5× fewer
-        // values at seq 128 on tiny) was no faster, 0.99× per training step (median of six
-        // alternating rounds, 0.97–1.02×, 2026-11-28 at AVX2).
-        let probs = crate::fused::attention_probs(scores, scale as f32, &bias)
-            .or_else(|s| crate::fused::attention_probs_tracked(*s, scale as f32, &bias))
-            .unwrap_or_else(|scores| softmax((*scores).mul_scalar(scale) + bias, 3));
-        let probs = self.attention_dropout.forward(probs);
-        let context = p.matmul(probs, v).swap_dims(1, 2).reshape([b, s, h]);
+        // Training on flex: the whole core as one op (no dropout on the probabilities to apply).
+        let fused = (p == MatmulPrecision::Fp32 && self.attention_dropout.prob == 0.0)
+            .then(|| crate::fused::attention_tracked([&q, &k, &v], &bias, heads, scale as f32))
+            .flatten();
+        let context = fused.unwrap_or_else(|| {
+            let split = |t: Tensor<3>| t.reshape([b, s, heads, d]).swap_dims(1, 2);
+            let scores = p.matmul(split(q), split(k).swap_dims(2, 3));
+            // The scale stays on the scores: on the queries (5× fewer values) it was 0.99× per
+            // training step (six alternating rounds, 0.97–1.02×, 2026-11-28 at AVX2).
+            let probs = crate::fused::attention_probs(scores, scale as f32, &bias)
+                .or_else(|s| crate::fused::attention_probs_tracked(*s, scale as f32, &bias))
+                .unwrap_or_else(|scores| softmax((*scores).mul_scalar(scale) + bias, 3));
+            let probs = self.attention_dropout.forward(probs);
+            p.matmul(probs, split(v)).swap_dims(1, 2).reshape([b, s, h])
+        });
         self.output_dropout
             .forward(dense_in(p, &self.dense, context))
     }

@@ -19,7 +19,7 @@ const PARALLEL_THRESHOLD: usize = 192 * 192 * 192;
 
 /// A row-major view of a matrix held in a slice: element `(i, j)` at `i·rs + j·cs`.
 #[derive(Clone, Copy)]
-struct Mat<'a> {
+pub(super) struct Mat<'a> {
     data: &'a [f32],
     rows: usize,
     cols: usize,
@@ -28,8 +28,25 @@ struct Mat<'a> {
 }
 
 impl<'a> Mat<'a> {
+    /// `[rows, cols]` from `data[offset..]` at row stride `rs` (columns contiguous).
+    pub(super) fn strided(
+        data: &'a [f32],
+        offset: usize,
+        rows: usize,
+        cols: usize,
+        rs: usize,
+    ) -> Self {
+        Mat {
+            data: data.get(offset..).unwrap_or(&[]),
+            rows,
+            cols,
+            rs,
+            cs: 1,
+        }
+    }
+
     /// A contiguous `[rows, cols]` matrix.
-    fn new(data: &'a [f32], rows: usize, cols: usize) -> Self {
+    pub(super) fn new(data: &'a [f32], rows: usize, cols: usize) -> Self {
         Mat {
             data,
             rows,
@@ -40,7 +57,7 @@ impl<'a> Mat<'a> {
     }
 
     /// The same values read as the transposed matrix (no copy: the strides swap).
-    fn t(self) -> Self {
+    pub(super) fn t(self) -> Self {
         Mat {
             rows: self.cols,
             cols: self.rows,
@@ -60,10 +77,18 @@ impl<'a> Mat<'a> {
 
 /// `dst ← [dst +] a·b` with `dst` row-major `[a.rows, b.cols]`.
 fn gemm_into(dst: &mut [f32], accumulate: bool, a: Mat, b: Mat) {
+    assert_eq!(dst.len(), a.rows * b.cols, "gemm_into: destination size");
+    gemm_strided(dst, b.cols, accumulate, a, b)
+}
+
+/// `dst ← [dst +] a·b` with `dst` `[a.rows, b.cols]` at row stride `dst_rs` (columns
+/// contiguous): rows of a wider matrix, such as one head's columns of `[batch, seq, H]`.
+pub(super) fn gemm_strided(dst: &mut [f32], dst_rs: usize, accumulate: bool, a: Mat, b: Mat) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
+    let dst_fits = m == 0 || n == 0 || ((m - 1) * dst_rs + n <= dst.len() && n <= dst_rs);
     assert!(
-        b.rows == k && dst.len() == m * n && a.in_bounds() && b.in_bounds(),
-        "gemm_into: [{m}, {k}]·[{}, {n}] into {} values",
+        b.rows == k && dst_fits && a.in_bounds() && b.in_bounds(),
+        "gemm_strided: [{m}, {k}]·[{}, {n}] into {} values at row stride {dst_rs}",
         b.rows,
         dst.len()
     );
@@ -72,7 +97,9 @@ fn gemm_into(dst: &mut [f32], accumulate: bool, a: Mat, b: Mat) {
     }
     if k == 0 {
         if !accumulate {
-            dst.fill(0.0);
+            for row in dst.chunks_mut(dst_rs).take(m) {
+                row[..n].fill(0.0);
+            }
         }
         return;
     }
@@ -83,7 +110,7 @@ fn gemm_into(dst: &mut [f32], accumulate: bool, a: Mat, b: Mat) {
     };
     let s = |v: usize| v as isize;
     // SAFETY: the assert above keeps every element gemm reads or writes inside its slice
-    // (dst is contiguous `[m, n]`, a and b are in bounds for their shapes), and dst is
+    // (dst's `[m, n]` at row stride dst_rs, a and b in bounds for their shapes), and dst is
     // borrowed mutably, so no other reference sees it while gemm writes.
     unsafe {
         gemm::gemm(
@@ -92,7 +119,7 @@ fn gemm_into(dst: &mut [f32], accumulate: bool, a: Mat, b: Mat) {
             k,
             dst.as_mut_ptr(),
             1,
-            s(n),
+            s(dst_rs),
             accumulate,
             a.data.as_ptr(),
             s(a.cs),

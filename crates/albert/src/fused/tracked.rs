@@ -1,5 +1,6 @@
 //! The fused ops under autodiff: tanh-GELU, the attention softmax (scale and padding bias folded
-//! in), the losses' log-softmax, LayerNorm and the dense layers as burn backend-extension ops on flex, each with a hand-written backward.
+//! in, or the whole attention core), the losses' log-softmax, LayerNorm and the dense layers as
+//! burn backend-extension ops on flex, each with a hand-written backward.
 //!
 //! Why: burn's autodiff records a composed expression one op at a time, so a training step runs
 //! each of these as several passes forward and several more backward, with a scalar libm `expf`
@@ -16,7 +17,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Dispatch, Flex, backend_extension};
 use burn::tensor::{DType, Device, Shape, Tensor, TensorData};
 
-use super::{dense, kernels};
+use super::{attention, dense, kernels};
 
 /// The fused training ops, implemented for flex and for autodiff over flex (nothing else: the
 /// callers check the device first, and an unlisted backend would panic).
@@ -29,6 +30,16 @@ pub trait FusedOps: Backend {
     fn fused_attention_softmax(
         scores: FloatTensor<Self>,
         bias: FloatTensor<Self>,
+        scale: f32,
+    ) -> FloatTensor<Self>;
+    /// `softmax(Q·Kᵀ·scale + bias)·V` per head: `q`, `k`, `v` `[batch, seq, H]` (`heads`
+    /// heads side by side), `bias` `[batch, 1, 1, seq]` a constant; the context `[batch, seq, H]`.
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        heads: usize,
         scale: f32,
     ) -> FloatTensor<Self>;
     /// `x·W + b` for `x` `[n, d_in]`, `W` `[d_in, d_out]` (`[d_out, d_in]` when
@@ -65,6 +76,23 @@ pub(super) fn attention_softmax(scores: Tensor<4>, bias: Tensor<4>, scale: f32) 
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention_softmax(
         scores.into_dispatch(),
         bias.into_dispatch(),
+        scale,
+    ))
+}
+
+/// [`FusedOps::fused_attention`] on tensors [`applies`] accepts.
+pub(super) fn attention(
+    [q, k, v]: [Tensor<3>; 3],
+    bias: Tensor<4>,
+    heads: usize,
+    scale: f32,
+) -> Tensor<3> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention(
+        q.into_dispatch(),
+        k.into_dispatch(),
+        v.into_dispatch(),
+        bias.into_dispatch(),
+        heads,
         scale,
     ))
 }
@@ -206,6 +234,17 @@ impl FusedOps for Flex {
         softmax_forward(scores, bias, scale)
     }
 
+    fn fused_attention(
+        q: FlexTensor,
+        k: FlexTensor,
+        v: FlexTensor,
+        bias: FlexTensor,
+        heads: usize,
+        scale: f32,
+    ) -> FlexTensor {
+        attention::forward(&q, &k, &v, &bias, heads, scale).0
+    }
+
     fn fused_linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, transposed: bool) -> FlexTensor {
         dense::forward(&x, &w, &b, transposed)
     }
@@ -260,6 +299,27 @@ impl Backward<Flex, 1> for SoftmaxBackward {
             let mut g = owned(grad);
             kernels::softmax_grad(values(&p), g.storage_mut::<f32>(), row, scale);
             grads.register::<Flex>(parent.id, g);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct AttentionBackward;
+
+/// What the attention's backward needs: Q, K, V, the probabilities, the heads and the scale.
+type AttentionState = ([FlexTensor; 4], usize, f32);
+
+impl Backward<Flex, 3> for AttentionBackward {
+    type State = AttentionState;
+
+    fn backward(self, ops: Ops<AttentionState, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let ([q, k, v, p], heads, scale) = ops.state;
+        let results = attention::backward([&q, &k, &v, &p], grad, heads, scale);
+        for (parent, result) in ops.parents.into_iter().zip(results) {
+            if let Some(parent) = parent {
+                grads.register::<Flex>(parent.id, result);
+            }
         }
     }
 }
@@ -371,6 +431,27 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             OpsKind::UnTracked(prep) => {
                 prep.finish(softmax_forward(scores.into_primitive(), bias, scale))
             }
+        }
+    }
+
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        heads: usize,
+        scale: f32,
+    ) -> FloatTensor<Self> {
+        let nodes = [q.node(), k.node(), v.node()];
+        let [q, k, v, bias] = [q, k, v, bias].map(|t| t.into_primitive());
+        let (ctx, p) = attention::forward(&q, &k, &v, &bias, heads, scale);
+        match AttentionBackward
+            .prepare::<C>(nodes)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(([q, k, v, p], heads, scale), ctx),
+            OpsKind::UnTracked(prep) => prep.finish(ctx),
         }
     }
 

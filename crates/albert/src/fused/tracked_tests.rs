@@ -171,3 +171,40 @@ fn linear_values_and_gradients_match_burns_ops() {
         }
     }
 }
+
+/// The attention core against burn's ops (heads split by reshape and swap, two batched
+/// products, the softmax): the context, and the gradients of Q, K and V, with padding.
+#[test]
+fn attention_values_and_gradients_match_burns_ops() {
+    let device = autodiff();
+    let ([b, s, heads, d], scale) = ([2, 9, 3, 4], 0.5);
+    let h = heads * d;
+    let normal = Distribution::Normal(0.0, 1.0);
+    let qkv = [0; 3].map(|_| Tensor::<3>::random([b, s, h], normal, &device).require_grad());
+    let g = Tensor::<3>::random([b, s, h], normal, &device);
+    let mask = Tensor::<2>::random([b, s], Distribution::Bernoulli(0.7), &device);
+    let bias = (mask.neg().add_scalar(1.0) * -1e9).reshape([b, 1, 1, s]);
+    let [q, k, v] = &qkv;
+    let fused = super::super::attention_tracked([q, k, v], &bias, heads, scale).expect("fused");
+    assert!(fused.is_tracked());
+
+    let leaves = qkv.clone().map(|t| leaf(&t));
+    let split = |t: Tensor<3>| t.reshape([b, s, heads, d]).swap_dims(1, 2);
+    let [q2, k2, v2] = leaves.clone().map(split);
+    let probs = burn::tensor::activation::softmax(
+        q2.matmul(k2.swap_dims(2, 3)).mul_scalar(scale) + bias,
+        3,
+    );
+    let composed = probs.matmul(v2).swap_dims(1, 2).reshape([b, s, h]);
+    assert_close(fused.clone(), composed.clone(), "attention");
+
+    let g1 = (fused * g.clone()).sum().backward();
+    let g2 = (composed * g).sum().backward();
+    for (name, (t, t2)) in ["dq", "dk", "dv"].iter().zip(qkv.iter().zip(&leaves)) {
+        let (d1, d2) = (
+            t.grad(&g1).expect("a gradient"),
+            t2.grad(&g2).expect("a gradient"),
+        );
+        assert_close(d1, d2, name);
+    }
+}
