@@ -61,9 +61,13 @@ pub trait FusedOps: Backend {
     ) -> FloatTensor<Self>;
 }
 
-/// Whether `t` is float32 on flex (under autodiff or not): the fused ops apply.
+/// Whether `t` is non-empty float32 on flex (under autodiff or not): the fused ops apply. Not
+/// empty: the kernels walk rows of the last dimension, which must then be at least one wide.
 pub(super) fn applies<const D: usize>(t: &Tensor<D>) -> bool {
-    D > 0 && t.dtype() == DType::F32 && t.device().without_autodiff() == Device::flex()
+    D > 0
+        && t.dims().iter().all(|&n| n > 0)
+        && t.dtype() == DType::F32
+        && t.device().without_autodiff() == Device::flex()
 }
 
 /// [`FusedOps::fused_gelu_tanh`] on a tensor [`applies`] accepts.

@@ -121,8 +121,8 @@ fn layer_norm_values_and_gradients_match_burns_ops() {
     assert_close(grad(beta, &g1), grad(beta, &g2), "dβ");
 }
 
-/// Untracked tensors (the untracked kernels' case) and tracked scores with a tracked bias (no
-/// gradient would reach it) are refused.
+/// Untracked tensors (the untracked kernels' case), tracked scores with a tracked bias (no
+/// gradient would reach it) and empty tensors are refused.
 #[test]
 fn the_fused_ops_apply_only_where_they_should() {
     let device = autodiff();
@@ -131,6 +131,14 @@ fn the_fused_ops_apply_only_where_they_should() {
     assert!(super::super::attention_probs_tracked(scores, 1.0, &bias).is_err());
     let x = Tensor::<2>::ones([2, 3], &device);
     assert!(super::super::gelu_tanh_tracked(x).is_err());
+    // Empty tensors (rows of width 0) stay with burn's ops, which handle them.
+    let empty = Tensor::<2>::ones([2, 0], &device).require_grad();
+    assert!(super::super::log_softmax_tracked(empty.clone()).is_err());
+    let y = super::super::log_softmax_tracked(Tensor::<2>::ones([0, 3], &device).require_grad());
+    assert!(y.is_err());
+    let bias = Tensor::<4>::zeros([2, 1, 1, 0], &device);
+    let scores = Tensor::<4>::ones([2, 1, 1, 0], &device).require_grad();
+    assert!(super::super::attention_probs_tracked(scores, 1.0, &bias).is_err());
 }
 
 /// The dense op against `x·W + b` from burn's ops, with the weight stored as used and stored
