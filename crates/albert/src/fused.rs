@@ -6,9 +6,10 @@
 //! activation is six such passes plus a scalar `exp` per element: a quarter of an inference
 //! forward of albert_zh tiny (measured 2026-11-24: the same model with ReLU ran 1.3× faster).
 //! Here each is one pass over the values, in place, with an `exp` that the compiler
-//! vectorises. Under autodiff (training) the same two, the losses' log-softmax and LayerNorm
-//! are burn backend-extension ops with a hand-written backward (`tracked`, kernels in
-//! `kernels`): one pass each way instead of burn's op-by-op decomposition. Both belong in burn
+//! vectorises. Under autodiff (training) the same two (the softmax inside the whole attention
+//! core), the losses' log-softmax, LayerNorm and the dense layers are burn backend-extension ops
+//! with a hand-written backward (`tracked`; kernels in `kernels`, products in `dense` and
+//! `attention`): one pass each way instead of burn's op-by-op decomposition. Both belong in burn
 //! (a SIMD `exp` in flex's element-wise kernels, fused tanh-GELU/softmax/LayerNorm ops with
 //! their backward); until burn has them, this module is the difference.
 //!
