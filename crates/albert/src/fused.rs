@@ -6,10 +6,12 @@
 //! activation is six such passes plus a scalar `exp` per element: a quarter of an inference
 //! forward of albert_zh tiny (measured 2026-11-24: the same model with ReLU ran 1.3× faster).
 //! Here each is one pass over the values, in place, with an `exp` that the compiler
-//! vectorises. Under autodiff (training) the same two (the softmax inside the whole attention
-//! core), the losses' log-softmax, LayerNorm and the dense layers are burn backend-extension ops
-//! with a hand-written backward (`tracked`; kernels in `kernels`, products in `dense` and
-//! `attention`): one pass each way instead of burn's op-by-op decomposition. Both belong in burn
+//! vectorises. The dense layers and the whole attention core are burn backend-extension ops
+//! (`tracked`; products in `dense` and `attention`) in inference and training alike: one gemm
+//! per layer starting from the bias, and per head two gemms around the fused softmax. Under
+//! autodiff (training) GELU, the softmax, the losses' log-softmax and LayerNorm are such ops
+//! too, each with a hand-written backward (kernels in `kernels`): one pass each way instead of
+//! burn's op-by-op decomposition. Both belong in burn
 //! (a SIMD `exp` in flex's element-wise kernels, fused tanh-GELU/softmax/LayerNorm ops with
 //! their backward); until burn has them, this module is the difference.
 //!
@@ -86,9 +88,11 @@ pub fn log_softmax_tracked<const D: usize>(x: Tensor<D>) -> Fused<D> {
 }
 
 /// The attention core `softmax(Q·Kᵀ·scale + bias)·V` of `heads` heads side by side in
-/// `q`, `k`, `v` `[batch, seq, H]`, as one op with a fused backward when training on flex;
-/// `None` for anything else (untracked tensors, a tracked `bias`, other shapes).
-pub fn attention_tracked(
+/// `q`, `k`, `v` `[batch, seq, H]`, as one op on flex: with a fused backward when training,
+/// the context alone when not (inference); `None` for anything else (a tracked `bias`, other
+/// shapes, other backends or dtypes). Per head two gemms and the softmax, reading the heads in
+/// place: no split or merge copies, no zeroed-then-copied product buffers (see `attention`).
+pub fn attention_core(
     [q, k, v]: [&Tensor<3>; 3],
     bias: &Tensor<4>,
     heads: usize,
@@ -100,9 +104,8 @@ pub fn attention_tracked(
         && bias.dims() == [b, 1, 1, s]
         && heads > 0
         && h % heads == 0;
-    let tracked = (q.is_tracked() || k.is_tracked() || v.is_tracked()) && !bias.is_tracked();
     let applies = [q, k, v].iter().all(|t| tracked::applies(*t)) && tracked::applies(bias);
-    (shapes && tracked && applies).then(|| {
+    (shapes && !bias.is_tracked() && applies).then(|| {
         tracked::attention(
             [q.clone(), k.clone(), v.clone()],
             bias.clone(),
@@ -112,21 +115,15 @@ pub fn attention_tracked(
     })
 }
 
-/// `x·W + b` (`x·Wᵀ + b` when `transposed`: `W` stored `[d_out, d_in]`) as one op with a fused
-/// backward, when training on flex; `None` for anything else (the caller uses burn's ops).
-/// Saves flex's zeroed-then-copied output buffer and the separate bias pass (see `dense`).
-pub fn linear_tracked(
-    x: &Tensor<2>,
-    w: &Tensor<2>,
-    b: &Tensor<1>,
-    transposed: bool,
-) -> Option<Tensor<2>> {
+/// `x·W + b` (`x·Wᵀ + b` when `transposed`: `W` stored `[d_out, d_in]`) as one op on flex,
+/// with a fused backward when training; `None` for anything else (the caller uses burn's
+/// ops). Saves flex's zeroed-then-copied output buffer and the separate bias pass (see
+/// `dense`), in training and inference alike.
+pub fn linear(x: &Tensor<2>, w: &Tensor<2>, b: &Tensor<1>, transposed: bool) -> Option<Tensor<2>> {
     let ([_, d_in], [wr, wc], [d_out]) = (x.dims(), w.dims(), b.dims());
     let shapes = if transposed { [wc, wr] } else { [wr, wc] } == [d_in, d_out];
-    let tracked = x.is_tracked() || w.is_tracked() || b.is_tracked();
     let applies = tracked::applies(x) && tracked::applies(w) && tracked::applies(b);
-    (shapes && tracked && applies)
-        .then(|| tracked::linear(x.clone(), w.clone(), b.clone(), transposed))
+    (shapes && applies).then(|| tracked::linear(x.clone(), w.clone(), b.clone(), transposed))
 }
 
 /// `ln(x)` (LayerNorm over the last dimension, `epsilon` the one `ln` was configured with),

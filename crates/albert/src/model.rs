@@ -191,9 +191,10 @@ impl AlbertAttention {
         let [q, k] = [&self.query, &self.key].map(|l| dense_in(p, l, x.clone()));
         let v = dense_in(p, &self.value, x);
         let scale = 1.0 / (d as f64).sqrt();
-        // Training on flex: the whole core as one op (no dropout on the probabilities to apply).
-        let fused = (p == MatmulPrecision::Fp32 && self.attention_dropout.prob == 0.0)
-            .then(|| crate::fused::attention_tracked([&q, &k, &v], &bias, heads, scale as f32))
+        // One op on flex where no dropout on the probabilities applies (off autodiff, none does).
+        let no_dropout = self.attention_dropout.prob == 0.0 || !q.device().is_autodiff();
+        let fused = (p == MatmulPrecision::Fp32 && no_dropout)
+            .then(|| crate::fused::attention_core([&q, &k, &v], &bias, heads, scale as f32))
             .flatten();
         let context = fused.unwrap_or_else(|| {
             let split = |t: Tensor<3>| t.reshape([b, s, heads, d]).swap_dims(1, 2);

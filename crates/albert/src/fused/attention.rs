@@ -54,7 +54,31 @@ impl Dims {
     }
 }
 
-/// The context `[batch, seq, H]` and the probabilities `[batch, heads, seq, seq]`.
+/// One head of one batch row: `block ← softmax(Q·Kᵀ·scale + bias)` (`[seq, seq]`), then its
+/// context `P·V` written into the head's columns of `ctx` `[batch, seq, H]`.
+fn head_forward(
+    dims: Dims,
+    [qv, kv, vv]: [&[f32]; 3],
+    bias: &[f32],
+    (off, block): (usize, &mut [f32]),
+    ctx: &mut [f32],
+    scale: f32,
+    level: CpuLevel,
+) {
+    let s = dims.s;
+    gemm_strided(block, s, false, dims.head(qv, off), dims.head(kv, off).t());
+    softmax_at(level, block, s, scale, bias, s);
+    gemm_strided(
+        &mut ctx[off..],
+        dims.h,
+        false,
+        Mat::new(block, s, s),
+        dims.head(vv, off),
+    );
+}
+
+/// The context `[batch, seq, H]` and the probabilities `[batch, heads, seq, seq]` (kept for
+/// the backward).
 pub(super) fn forward(
     q: &FlexTensor,
     k: &FlexTensor,
@@ -66,20 +90,40 @@ pub(super) fn forward(
     let dims = Dims::of(q, heads);
     let Dims { b, s, h, .. } = dims;
     let [q, k, v, bias] = [q, k, v, bias].map(|t| contiguous(t.clone()));
-    let (qv, kv, vv, bv) = (values(&q), values(&k), values(&v), values(&bias));
+    let qkv = [values(&q), values(&k), values(&v)];
+    let bv = values(&bias);
     let (mut p, mut ctx) = (vec![0.0; b * heads * s * s], vec![0.0; b * s * h]);
     let level = CpuLevel::active();
     for (bi, off, poff) in dims.blocks() {
         let block = &mut p[poff..poff + s * s];
-        gemm_strided(block, s, false, dims.head(qv, off), dims.head(kv, off).t());
-        softmax_at(level, block, s, scale, &bv[bi * s..(bi + 1) * s], s);
-        let probs = Mat::new(block, s, s);
-        gemm_strided(&mut ctx[off..], h, false, probs, dims.head(vv, off));
+        let bias = &bv[bi * s..(bi + 1) * s];
+        head_forward(dims, qkv, bias, (off, block), &mut ctx, scale, level);
     }
     (
         tensor(ctx, [b, s, h].into()),
         tensor(p, [b, heads, s, s].into()),
     )
+}
+
+/// The context `[batch, seq, H]` alone, at `level` (inference: no backward, so one `[seq, seq]`
+/// block of probabilities is reused for every head, and stays in cache).
+pub(super) fn forward_context(
+    [q, k, v, bias]: [&FlexTensor; 4],
+    heads: usize,
+    scale: f32,
+    level: CpuLevel,
+) -> FlexTensor {
+    let dims = Dims::of(q, heads);
+    let Dims { b, s, h, .. } = dims;
+    let [q, k, v, bias] = [q, k, v, bias].map(|t| contiguous(t.clone()));
+    let qkv = [values(&q), values(&k), values(&v)];
+    let bv = values(&bias);
+    let (mut block, mut ctx) = (vec![0.0; s * s], vec![0.0; b * s * h]);
+    for (bi, off, _) in dims.blocks() {
+        let bias = &bv[bi * s..(bi + 1) * s];
+        head_forward(dims, qkv, bias, (off, &mut block), &mut ctx, scale, level);
+    }
+    tensor(ctx, [b, s, h].into())
 }
 
 /// The gradients of Q, K and V (`[batch, seq, H]` each) from the context's `g`.

@@ -246,7 +246,7 @@ impl FusedOps for Flex {
         heads: usize,
         scale: f32,
     ) -> FlexTensor {
-        attention::forward(&q, &k, &v, &bias, heads, scale).0
+        attention::forward_context([&q, &k, &v, &bias], heads, scale, super::CpuLevel::active())
     }
 
     fn fused_linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, transposed: bool) -> FlexTensor {
@@ -448,14 +448,24 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
     ) -> FloatTensor<Self> {
         let nodes = [q.node(), k.node(), v.node()];
         let [q, k, v, bias] = [q, k, v, bias].map(|t| t.into_primitive());
-        let (ctx, p) = attention::forward(&q, &k, &v, &bias, heads, scale);
         match AttentionBackward
             .prepare::<C>(nodes)
             .compute_bound()
             .stateful()
         {
-            OpsKind::Tracked(prep) => prep.finish(([q, k, v, p], heads, scale), ctx),
-            OpsKind::UnTracked(prep) => prep.finish(ctx),
+            OpsKind::Tracked(prep) => {
+                let (ctx, p) = attention::forward(&q, &k, &v, &bias, heads, scale);
+                prep.finish(([q, k, v, p], heads, scale), ctx)
+            }
+            OpsKind::UnTracked(prep) => {
+                let level = super::CpuLevel::active();
+                prep.finish(attention::forward_context(
+                    [&q, &k, &v, &bias],
+                    heads,
+                    scale,
+                    level,
+                ))
+            }
         }
     }
 

@@ -159,7 +159,7 @@ fn linear_values_and_gradients_match_burns_ops() {
             let w = Tensor::<2>::random(stored, normal, &device).require_grad();
             let b = Tensor::<1>::random([d_out], normal, &device).require_grad();
             let g = Tensor::<2>::random([n, d_out], normal, &device);
-            let fused = super::super::linear_tracked(&x, &w, &b, transposed).expect("fused");
+            let fused = super::super::linear(&x, &w, &b, transposed).expect("fused");
             assert!(fused.is_tracked());
             let (x2, w2, b2) = (leaf(&x), leaf(&w), leaf(&b));
             let used = if transposed {
@@ -193,7 +193,7 @@ fn attention_values_and_gradients_match_burns_ops() {
     let mask = Tensor::<2>::random([b, s], Distribution::Bernoulli(0.7), &device);
     let bias = (mask.neg().add_scalar(1.0) * -1e9).reshape([b, 1, 1, s]);
     let [q, k, v] = &qkv;
-    let fused = super::super::attention_tracked([q, k, v], &bias, heads, scale).expect("fused");
+    let fused = super::super::attention_core([q, k, v], &bias, heads, scale).expect("fused");
     assert!(fused.is_tracked());
 
     let leaves = qkv.clone().map(|t| leaf(&t));
@@ -214,5 +214,76 @@ fn attention_values_and_gradients_match_burns_ops() {
             t2.grad(&g2).expect("a gradient"),
         );
         assert_close(d1, d2, name);
+    }
+}
+
+/// `t`'s values as a flex primitive, for the kernels called directly.
+fn primitive<const D: usize>(t: &Tensor<D>) -> FlexTensor {
+    FlexTensor::from_data(t.to_data())
+}
+
+/// Inference (untracked tensors on plain flex): the dense layer, stored as used and
+/// transposed, against `x·W + b` from burn's ops.
+#[test]
+fn untracked_linear_matches_burns_ops() {
+    let device = Device::flex();
+    device.seed(29);
+    let normal = Distribution::Normal(0.0, 1.0);
+    for (n, d_in, d_out) in [(7, 5, 3), (300, 200, 190)] {
+        for transposed in [false, true] {
+            let x = Tensor::<2>::random([n, d_in], normal, &device);
+            let stored = if transposed {
+                [d_out, d_in]
+            } else {
+                [d_in, d_out]
+            };
+            let w = Tensor::<2>::random(stored, normal, &device);
+            let b = Tensor::<1>::random([d_out], normal, &device);
+            let fused = super::super::linear(&x, &w, &b, transposed).expect("fused");
+            assert!(!fused.is_tracked());
+            let used = if transposed { w.transpose() } else { w };
+            let composed = x.matmul(used) + b.reshape([1, d_out]);
+            let what = format!("untracked [{n}, {d_in}]·[{d_in}, {d_out}], {transposed}");
+            assert_close(fused, composed, &what);
+        }
+    }
+}
+
+/// Inference: the attention core's context (one probability block reused for every head)
+/// against burn's ops, with padding, through the public entry and at every level the CPU has.
+#[test]
+fn untracked_attention_matches_burns_ops() {
+    let device = Device::flex();
+    device.seed(31);
+    let normal = Distribution::Normal(0.0, 1.0);
+    for [b, s, heads, d] in [[2, 9, 3, 4], [3, 37, 4, 16]] {
+        let (h, scale) = (heads * d, 1.0 / (d as f32).sqrt());
+        let [q, k, v] = [0; 3].map(|_| Tensor::<3>::random([b, s, h], normal, &device));
+        let mask = Tensor::<2>::random([b, s], Distribution::Bernoulli(0.7), &device);
+        let bias = (mask.neg().add_scalar(1.0) * -1e9).reshape([b, 1, 1, s]);
+        let split = |t: &Tensor<3>| t.clone().reshape([b, s, heads, d]).swap_dims(1, 2);
+        let probs = burn::tensor::activation::softmax(
+            split(&q)
+                .matmul(split(&k).swap_dims(2, 3))
+                .mul_scalar(scale)
+                + bias.clone(),
+            3,
+        );
+        let composed = probs.matmul(split(&v)).swap_dims(1, 2).reshape([b, s, h]);
+        let fused = super::super::attention_core([&q, &k, &v], &bias, heads, scale);
+        let fused = fused.expect("fused");
+        assert!(!fused.is_tracked());
+        assert_close(fused, composed.clone(), "untracked attention");
+        let inputs = [&q, &k, &v].map(primitive);
+        let bias = primitive(&bias);
+        let [qp, kp, vp] = &inputs;
+        for level in super::super::CpuLevel::ALL
+            .into_iter()
+            .filter(|l| l.available())
+        {
+            let ctx = attention::forward_context([qp, kp, vp, &bias], heads, scale, level);
+            let ctx = Tensor::<3>::from_data(ctx.into_data(), &device);
+            assert_close(ctx, composed.clone(), &format!("attention at {level}"));
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The model's operations that have a fused path on flex ([`crate::fused`]): the activations
-//! (tanh-GELU), LayerNorm (fused with its backward under autodiff) and the dense layers (one
-//! gemm each way under autodiff, the bias folded in); burn's ops on other backends.
+//! (tanh-GELU), LayerNorm (fused with its backward under autodiff)
+//! and the dense layers (one gemm each way, the bias folded in); burn's ops on other backends.
 
 use burn::nn::{LayerNorm, Linear};
 use burn::tensor::Tensor;
@@ -41,11 +41,11 @@ pub(super) fn norm<const D: usize>(ln: &LayerNorm, x: Tensor<D>, epsilon: f64) -
     crate::fused::layer_norm(ln, x, epsilon)
 }
 
-/// `l` applied to `[n, d]` rows in `precision`: the fused dense op when training on flex in
-/// float32, burn's `Linear` (or the bf16 casts) otherwise.
+/// `l` applied to `[n, d]` rows in `precision`: the fused dense op on flex in float32 (training
+/// and inference), burn's `Linear` (or the bf16 casts) otherwise.
 pub(super) fn linear_rows(precision: MatmulPrecision, l: &Linear, x: Tensor<2>) -> Tensor<2> {
     if let (MatmulPrecision::Fp32, Some(b)) = (precision, &l.bias)
-        && let Some(y) = crate::fused::linear_tracked(&x, &l.weight.val(), &b.val(), false)
+        && let Some(y) = crate::fused::linear(&x, &l.weight.val(), &b.val(), false)
     {
         return y;
     }
@@ -60,7 +60,7 @@ pub(super) fn decode(
     bias: Tensor<1>,
 ) -> Tensor<2> {
     if precision == MatmulPrecision::Fp32
-        && let Some(y) = crate::fused::linear_tracked(&x, &embeddings, &bias, true)
+        && let Some(y) = crate::fused::linear(&x, &embeddings, &bias, true)
     {
         return y;
     }

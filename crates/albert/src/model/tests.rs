@@ -42,3 +42,40 @@ fn tracked_and_untracked_attention_agree() {
         assert!(norm > 0.0, "no gradient reaches the {name} weights");
     }
 }
+
+/// Inference on plain flex (the fused dense layers and attention core) against the block
+/// computed from burn's own ops (`Linear::forward`, heads split and merged, burn's softmax):
+/// the same attention to ~1e-5 relative, with padding in the mask.
+#[test]
+fn untracked_fused_attention_block_matches_burns_ops() {
+    let device = Device::flex();
+    device.seed(13);
+    let c = AlbertConfig::named("tiny").expect("tiny is a known size");
+    let attention = AlbertAttention::new(&c, &device);
+    let [b, s, h] = [3, 11, c.hidden_size];
+    let x = Tensor::<3>::random([b, s, h], Distribution::Normal(0.0, 1.0), &device);
+    let mask: Vec<i64> = (0..b * s).map(|i| i64::from(i % 5 != 3)).collect();
+    let zeros = vec![0; b * s];
+    let input = AlbertInput::from_rows(b, s, zeros.clone(), zeros, mask, &device);
+    let bias = input.attention_bias();
+    let fused = attention.attend(x.clone(), bias.clone());
+
+    let (heads, d) = (attention.num_heads, h / attention.num_heads);
+    let project = |l: &burn::nn::Linear, t: Tensor<3>| l.forward(t);
+    let split = |t: Tensor<3>| t.reshape([b, s, heads, d]).swap_dims(1, 2);
+    let [q, k, v] =
+        [&attention.query, &attention.key, &attention.value].map(|l| split(project(l, x.clone())));
+    let scores = q
+        .matmul(k.swap_dims(2, 3))
+        .mul_scalar(1.0 / (d as f64).sqrt());
+    let probs = softmax(scores + bias, 3);
+    let context = probs.matmul(v).swap_dims(1, 2).reshape([b, s, h]);
+    let composed = project(&attention.dense, context);
+
+    let scale = composed.clone().abs().max().into_scalar::<f32>();
+    let diff = (fused - composed).abs().max().into_scalar::<f32>();
+    assert!(
+        diff <= 1e-5 * scale,
+        "fused and composed attention differ by {diff} (scale {scale})"
+    );
+}
