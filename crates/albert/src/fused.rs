@@ -1,5 +1,6 @@
 //! One-pass element-wise functions for inference on burn's CPU backend (flex): the tanh-GELU
-//! of the feed-forward blocks and the softmax of attention (its scale and padding bias folded in).
+//! and the exact (erf) GELU of the feed-forward blocks and the softmax of attention (its scale
+//! and padding bias folded in).
 //!
 //! Why: flex evaluates a composed expression one op at a time, each op a pass over the whole
 //! tensor, and computes `exp` with the scalar libm call. The tanh-GELU on a `[batch·seq, 4H]`
@@ -11,9 +12,9 @@
 //! per layer starting from the bias, and per head two gemms around the fused softmax. Under
 //! autodiff (training) GELU, the softmax, the losses' log-softmax and LayerNorm are such ops
 //! too, each with a hand-written backward (kernels in `kernels`): one pass each way instead of
-//! burn's op-by-op decomposition. Both belong in burn
-//! (a SIMD `exp` in flex's element-wise kernels, fused tanh-GELU/softmax/LayerNorm ops with
-//! their backward); until burn has them, this module is the difference.
+//! burn's op-by-op decomposition. All of it belongs in burn (a SIMD `exp` in flex's element-wise
+//! kernels, fused GELU/softmax/LayerNorm ops with their backward, products written into an
+//! output that starts as the bias); until burn has them, this module is the difference.
 //!
 //! Each function is compiled for the x86-64 baseline, AVX2 + FMA and AVX-512 and runs at the
 //! level [`CpuLevel::active`] chooses at run time (`PIPELINE_CPU_LEVEL` forces one); every
@@ -65,6 +66,12 @@ pub fn attention_probs_tracked(scores: Tensor<4>, scale: f32, bias: &Tensor<4>) 
 /// `gelu`), or `Err(x)` when burn's ops must compute it (see the module docs).
 pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Fused<D> {
     map_in_place(x, |v, _| gelu_at(CpuLevel::active(), v))
+}
+
+/// `0.5·x·(1 + erf(x/√2))` (Hugging Face's `gelu`), or `Err(x)` when burn's ops must compute
+/// it: one vectorised pass instead of burn's passes with a scalar libm `erff` (see `erf`).
+pub fn gelu_erf<const D: usize>(x: Tensor<D>) -> Fused<D> {
+    map_in_place(x, |v, _| erf::gelu_erf_in_place(v))
 }
 
 /// [`gelu_tanh`] for a tracked float32 tensor on flex (training): one op in the autodiff graph
@@ -309,9 +316,11 @@ multiversion!(
     (v: &mut [f32], row: usize, scale: f32, bias: &[f32], rows_per_batch: usize)
 );
 
-// After the macro: the kernels of the training ops are compiled per level with it.
+// After the macro: the kernels of the training ops and the exact GELU are compiled per level
+// with it.
 mod attention;
 mod dense;
+mod erf;
 mod kernels;
 mod tracked;
 

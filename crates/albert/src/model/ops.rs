@@ -1,5 +1,5 @@
 //! The model's operations that have a fused path on flex ([`crate::fused`]): the activations
-//! (tanh-GELU), LayerNorm (fused with its backward under autodiff)
+//! (tanh-GELU; the exact GELU untracked), LayerNorm (fused with its backward under autodiff)
 //! and the dense layers (one gemm each way, the bias folded in); burn's ops on other backends.
 
 use burn::nn::{LayerNorm, Linear};
@@ -11,7 +11,7 @@ use crate::config::Activation;
 
 pub(super) fn activate<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<D> {
     match act {
-        Activation::Gelu => gelu(x),
+        Activation::Gelu => crate::fused::gelu_erf(x).unwrap_or_else(|x| gelu(*x)),
         Activation::GeluNew => gelu_tanh(x),
         Activation::Relu => relu(x),
     }

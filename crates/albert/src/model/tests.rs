@@ -79,3 +79,17 @@ fn untracked_fused_attention_block_matches_burns_ops() {
         "fused and composed attention differ by {diff} (scale {scale})"
     );
 }
+
+/// The exact GELU: fused when untracked on flex, burn's `gelu` (libm `erff`) when tracked; the
+/// two agree to ~1e-6 over the activations' range (σ = 4: the tails included).
+#[test]
+fn exact_gelu_fused_and_burns_agree() {
+    let device = Device::flex().autodiff();
+    device.seed(17);
+    let x = Tensor::<2>::random([37, 129], Distribution::Normal(0.0, 4.0), &device);
+    let fused = ops::activate(x.clone(), Activation::Gelu);
+    let tracked = ops::activate(x.require_grad(), Activation::Gelu);
+    assert!(!fused.is_tracked() && tracked.is_tracked());
+    let diff = (fused - tracked.detach()).abs().max().into_scalar::<f32>();
+    assert!(diff < 2e-6, "fused and burn's exact GELU differ by {diff}");
+}
