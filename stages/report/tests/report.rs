@@ -9,6 +9,9 @@ use pipeline_engine::stage::{DepArtifact, Stage, StageContext};
 use serde_json::{Map, Value, json};
 use stage_report::ReportStage;
 
+#[path = "common/golden.rs"]
+mod golden;
+
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
@@ -571,4 +574,28 @@ fn runs_differing_only_in_seed_are_one_row_of_mean_and_sd() {
         readme.contains("| 3 / 3 |") || readme.contains("3, 3, 3 / 3"),
         "{readme}"
     );
+}
+
+#[test]
+fn the_full_report_carries_the_golden_numbers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    // The seeded runs first: `seeded` moves the directory `finetune` writes, which
+    // `all_deps` then writes again for its own run.
+    let mut deps: Vec<DepArtifact> = [(1, 0.70), (2, 0.72), (3, 0.75)]
+        .into_iter()
+        .map(|(seed, acc)| seeded(root, seed, acc))
+        .collect();
+    deps.extend(all_deps(root));
+    write(
+        &root.join("results/bench/cpu.jsonl"),
+        &json!({"bench": "train", "model": "tiny", "share_type": "all", "device": "flex",
+            "precision": "fp32", "batch": 32, "seq": 128, "masked": 20, "steps": 5,
+            "runs": 3, "threads": 2, "seconds_per_step": 1.0, "tokens_per_s": 4096.0,
+            "model_tflops_per_s": 0.05, "mfu": null, "peak_rss_bytes": 1,
+            "parameters": 4142602})
+        .to_string(),
+    );
+    let out = run(root, &deps, json!({"commit": "0123abc"}), &[], "out");
+    golden::check("report", &files(&out));
 }

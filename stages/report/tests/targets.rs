@@ -13,6 +13,9 @@ use pipeline_engine::stage::{DepArtifact, Stage, StageContext};
 use serde_json::{Map, Value, json};
 use stage_report::ReportStage;
 
+#[path = "common/golden.rs"]
+mod golden;
+
 fn write(path: &Path, v: &Value) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, serde_json::to_string_pretty(v).unwrap()).unwrap();
@@ -421,4 +424,23 @@ fn the_results_the_targets_and_the_ablations() {
         !svg.contains("training batches"),
         "the curve's caption is its own"
     );
+}
+
+#[test]
+fn the_experiment_report_carries_the_golden_numbers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let mut deps = vec![pretrain(root, true), pretrain(root, false), clean(root)];
+    deps.extend(finetune_runs(root));
+    deps.extend(baselines(root));
+    let results = run(root, &deps);
+    let mut files = BTreeMap::new();
+    for e in std::fs::read_dir(&results).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            files.insert(name, std::fs::read(&p).unwrap());
+        }
+    }
+    golden::check("experiment", &files);
 }
