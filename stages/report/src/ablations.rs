@@ -9,35 +9,10 @@ use crate::deps::Dep;
 use crate::recipes::{self, Effect, Recipe};
 use crate::seeds;
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cells, cols, thousands};
+use crate::table::{Cell, Col, Table, cells, thousands};
 
 fn columns() -> Vec<Col> {
-    cols(
-        r#"
-        pretrain | Pretraining run | text | the pretrain instance
-        changes | Changes | text | the ablation axes on which this run differs from the main run (`main`: it is the main run)
-        share_type | Sharing | text | cross-layer parameter sharing
-        objective | Objective | text | MLM + SOP, or MLM only (sop: false)
-        masking | Masking | text | whole-word n-gram or character n-gram masking (mask's whole_word)
-        task_text | Task text | text | the fine-tuning tasks whose train texts the corpus added (clean's task_text)
-        steps | Steps | int | pretraining optimiser steps
-        tokens_seen | Tokens seen | int =M2 | real tokens the pretraining trained on
-        task | Task | text | the fine-tuning task
-        stage | Stage | text data | the fine-tuning stage (its protocol)
-        train_data | Train data | text | the protocol's training files
-        seeds | Seeds | int | fine-tuning seeds of the pretrained weights
-        random_seeds | Random-init seeds | int data | fine-tuning seeds from random weights
-        test | Test | f2 data | pretrained: mean test score over seeds (%)
-        test_sd | Test sd | f2 data | pretrained: sample sd over seeds
-        test_md | Pretrained | text md | mean ± sd over seeds
-        random_test | Random-init test | f2 data | the same architecture from random weights: mean test score (%)
-        random_test_sd | Random-init sd | f2 data | random init: sample sd over seeds
-        random_md | Random init | text md | mean ± sd over seeds
-        effect | Effect | f2 data | pretrained minus random init, in points
-        beyond_2sd | Beyond 2 sd | text data | whether the effect exceeds twice the larger seed sd (yes, no, or – without sds)
-        effect_md | Effect | text md | pretrained − random init (points); > 2 sd when beyond twice the larger seed sd
-        "#,
-    )
+    crate::data::columns("ablations")
 }
 
 /// `+1.23 (> 2 sd)`, `+0.30 (≤ 2 sd)`, `+0.30` without sds.

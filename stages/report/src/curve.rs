@@ -14,7 +14,7 @@ use crate::deps::Dep;
 use crate::finetune_runs::{resolve, resolve_entry, train_data};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cells, cols};
+use crate::table::{Cell, Col, Table, cells};
 
 /// One budget of one line: the runs fine-tuned from the same pretraining point.
 pub struct Point {
@@ -242,18 +242,7 @@ fn millions(tokens: f64) -> String {
 
 /// The curve table's columns (a data table).
 fn curve_columns() -> Vec<Col> {
-    cols(
-        r#"
-        train_data | Train data | text | the protocol's training files
-        backbone | Backbone | text | the pretrain instance
-        step | Pretraining step | int | 0: random init
-        tokens_seen | Tokens seen | int =M2 | real tokens the backbone was trained on
-        test | Test | f2 data | mean test accuracy over seeds (%)
-        test_sd | Test sd | f2 data | sample sd over seeds
-        test_md | Test | text md | mean ± sd over seeds
-        seeds | Seeds | int | fine-tuning seeds
-        "#,
-    )
+    crate::data::columns("curve")
 }
 
 /// One point of a line: the backbone at a pretraining step, its mean test score over seeds.

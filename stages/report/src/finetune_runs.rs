@@ -13,7 +13,7 @@ use crate::published::TaskPublished;
 use crate::runs::{dims, percent};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cells, cols, thousands};
+use crate::table::{Cell, Col, Table, cells, thousands};
 
 pub use crate::protocol_sentence::protocol_sentence_as;
 
@@ -100,23 +100,6 @@ pub fn with_mean(best: Option<f64>, mean: Option<f64>, decimals: usize) -> Optio
     }
 }
 
-pub fn task_title(task: &str) -> String {
-    match task {
-        "lcqmc" => "LCQMC (question matching)".into(),
-        "xnli" => "XNLI (natural language inference, Chinese)".into(),
-        "afqmc" => "AFQMC (question matching)".into(),
-        "cmnli" => "CMNLI".into(),
-        "ocnli" => "OCNLI".into(),
-        "cnsd_snli" => "CNSD-SNLI".into(),
-        "chnsenticorp" => "ChnSentiCorp (sentiment, single text)".into(),
-        "smp2020_ewect" => "SMP2020-EWECT (Weibo emotion, 6 classes)".into(),
-        "msra_ner" => "MSRA NER (entity F1)".into(),
-        "cmrc2018" => "CMRC 2018 (span extraction, EM / F1)".into(),
-        "c3" => "C³ (multiple-choice reading comprehension)".into(),
-        other => other.to_uppercase(),
-    }
-}
-
 /// Our runs of one task (sorted: pretrained before random init, then by instance; runs that
 /// differ only in `seed` folded into one row of mean ± sd), and the published rows.
 pub fn finetune(
@@ -130,9 +113,15 @@ pub fn finetune(
         .chain(baselines)
         .any(|d| protocol_kind(d).as_deref() == Some("span"));
     if span {
-        return crate::span_table::span_table(task, &task_title(task), deps, baselines, published);
+        return crate::span_table::span_table(
+            task,
+            &crate::data::task_title(task),
+            deps,
+            baselines,
+            published,
+        );
     }
-    let mut t = Table::new(task, &task_title(task), columns());
+    let mut t = Table::new(task, &crate::data::task_title(task), columns());
     let mut ours: Vec<&Dep> = deps.to_vec();
     ours.sort_by_key(|d| {
         let rank = match d.finetune().init.as_deref() {
@@ -156,12 +145,7 @@ pub fn finetune(
         .chain(baselines)
         .any(|d| protocol_kind(d).as_deref() == Some("tagging"))
     {
-        t.notes.push(
-            "A tagging task: Dev, Test and the selection figure are entity F1 (%, seqeval's \
-             default mode), not accuracy; per-type and token-level figures are in each run's \
-             metrics.json."
-                .into(),
-        );
+        t.notes.push(crate::data::text("task.note_tagging").into());
     }
     for row in crate::baselines::rows(baselines) {
         t.push(row);
@@ -185,35 +169,7 @@ pub fn finetune(
 }
 
 fn columns() -> Vec<Col> {
-    cols(
-        r#"
-        source | Source | text | ours, baseline, or published (full train set)
-        model | Model | text | our model and its sharing, the baseline method, or the published model
-        init | Pretraining | text | pretrained (from our pretrain run), none (random init), checkpoint
-        train_data | Train data | text | the training files (paths relative to the data root) of the protocol; the sentences above the table give each protocol whole
-        parameters | Parameters | int | the classifier's parameters (ours)
-        seeds | Seeds | int | ours: fine-tuning runs (seeds) averaged in the row
-        dev | Dev | f2 data | dev accuracy %, the mean over seeds: see dev_set
-        dev_sd | Dev sd | f2 data | ours: sample sd of dev over seeds
-        dev_mean | Dev mean | f1 data | published: the average over runs (the Dev column is the best)
-        dev_md | Dev | text md | dev accuracy: ours mean ± sd, published best (average)
-        test | Test | f2 data | test accuracy %, the mean over seeds: see test_set
-        test_sd | Test sd | f2 data | ours: sample sd of test over seeds
-        test_mean | Test mean | f1 data | published: the average over runs
-        test_md | Test | text md | test accuracy: ours mean ± sd, published best (average)
-        selection_accuracy | Selection acc | f2 | ours: accuracy on the model-selection split (the best epoch's, mean over seeds)
-        dev_set | Dev set | text data | ours: the evaluation set in Dev (`held-out`: the model-selection split)
-        test_set | Test set | text data | ours: the evaluation set in Test
-        epochs | Best epoch | text | the epoch kept (per seed) / epochs trained
-        train_examples | Train examples | int | ours: training examples
-        pretrain_tokens | Pretraining tokens | int =M2 | ours: real tokens the backbone was pretrained on (0: random init)
-        wall_seconds | Wall s | f1 data | ours: fine-tuning wall time of one seed (mean over the seeds), seconds
-        wall_time | Wall time | text md | ours: fine-tuning wall time of one seed (mean over the seeds)
-        cpu_hours | CPU-hours | f3 | ours: fine-tuning wall time × threads, summed over the seeds (pretraining's are in the pretraining table)
-        run | Run | text data | our stage instance (without its seed)
-        note | Note | text data | 
-        "#,
-    )
+    crate::data::columns("task")
 }
 
 /// A group of seeds as a row, with the mean and sd over its runs of dev, test, selection and

@@ -69,6 +69,7 @@ mod baselines;
 mod bench;
 mod corpus;
 mod curve;
+mod data;
 mod deps;
 mod figure_runs;
 mod finetune_runs;

@@ -202,12 +202,7 @@ fn protocol_caveats(deps: &[&Dep], p: &Value) -> Vec<String> {
         .iter()
         .any(|d| resolve(d).dev_set.as_deref() == Some("held-out"));
     if dev_from_selection {
-        out.push(
-            "Dev for our rows is the held-out model-selection split (there is no official \
-             dev set among the evaluation sets), so it is optimistic: the best epoch was \
-             chosen on it."
-                .into(),
-        );
+        out.push(crate::data::text("task.note_held_out_dev").into());
     }
     if let Some(cap) = p.get("max_eval_examples").and_then(Value::as_u64) {
         out.push(format!(

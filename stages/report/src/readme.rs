@@ -48,14 +48,7 @@ pub(crate) fn readme(
     if let Some(n) = p.notes.get("summary") {
         let _ = write!(md, "> **Note.** {n}\n\n");
     }
-    md.push_str(
-        "Written by the `report` stage (`pipeline run report`) from the experiment's artifacts: \
-         do not edit by hand, the next run rewrites it. Every table is also here as CSV and \
-         JSON; published figures are marked as such, with their sources below and in \
-         [published.json](published.json). Ours and the published fine-tuning numbers are not \
-         the same protocol: albert_zh trained on the full train sets, which the shared data \
-         does not have.\n\n",
-    );
+    md.push_str(&crate::data::para("readme.written_by"));
     let toc: Vec<String> = sections
         .iter()
         .map(|s| format!("[{}](#{})", s.title, anchor(&s.title)))

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::deps::Dep;
 use crate::published::Published;
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cells, cols, thousands};
+use crate::table::{Cell, Col, Table, cells, thousands};
 
 /// A fraction (0.791) or a percentage (79.1) as a percentage with 2 decimals.
 pub(crate) fn percent(x: Option<f64>) -> Option<f64> {
@@ -84,18 +84,12 @@ pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Tab
         t.push(published_pretraining_row(r));
     }
     if deps.iter().any(|d| !crate::recipes::recipe(d, cleans).sop) {
-        t.notes.push(
-            "An MLM-only run (sop: false) trains no sentence-order head: it has no SOP accuracy \
-             or loss, and its eval loss is the MLM loss alone."
-                .into(),
-        );
+        t.notes
+            .push(crate::data::text("pretraining.note_mlm_only").into());
     }
     if deps.iter().any(|d| d.pretrain().eval.is_none()) {
-        t.notes.push(
-            "A run without MLM/SOP accuracy had no eval shard (mask's eval_fraction 0) or \
-             never reached an evaluation."
-                .into(),
-        );
+        t.notes
+            .push(crate::data::text("pretraining.note_no_eval").into());
     }
     t.notes.push(format!(
         "albert_zh's rows: {}. {}",
@@ -106,39 +100,7 @@ pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Tab
 
 /// The pretraining table's columns (a data table).
 fn pretraining_columns() -> Vec<Col> {
-    cols(
-        r#"
-        source | Source | text | ours, or published by albert_zh
-        run | Run | text | our stage instance, or albert_zh's model
-        model | Model | text | config and its dimensions
-        share_type | Sharing | text | cross-layer sharing
-        ln_type | LN | text | post-LN or pre-LN
-        parameters | Parameters | int | the pretraining model's parameters
-        steps | Steps | int | optimiser steps
-        batch_size | Batch | int | sequences per optimiser step
-        max_seq_length | Seq | int | tokens per sequence, at most
-        tokens_seen | Tokens seen | int | real (non-padding) tokens trained on
-        wall_seconds | Wall time | f0 data | the whole stage (published: training hours × 3600)
-        wall_time | Wall time | text md | readable; * albert_zh's estimate
-        cpu_hours | CPU-hours | f2 | wall time × the threads trained on (CPU runs; a GPU run's hours are its wall time)
-        tokens_per_s | Tokens/s | f0 =int | real tokens per second of training steps
-        device | Hardware | text | device, threads, precision
-        mlm_accuracy | MLM acc % | f1 | masked-LM accuracy on the held-out eval shard (final evaluation)
-        sop_accuracy | SOP acc % | f1 | sentence-order accuracy on the held-out eval shard (none for an MLM-only run,              whose SOP head is not trained)
-        floor_mlm_accuracy | Floor % | f1 | the no-context floor of its shards' masking: the MLM accuracy of knowing only the masked tokens' frequencies and copying a visible token (the mask stage's eval split)
-        vs_floor | vs floor | text | above: more than the floor margin (2 points) over the floor, the encoder uses context; at: within it; below: under the floor
-        mlm_accuracy_mask | MLM acc at [MASK] % | f1 data | MLM accuracy at masked positions whose input is [MASK]
-        mlm_accuracy_random | MLM acc at random % | f1 data | MLM accuracy at masked positions whose input is a random token
-        mlm_accuracy_kept | MLM acc at kept % | f1 data | MLM accuracy at masked positions whose input is the token itself
-        objective | Objective | text data | MLM + SOP, or MLM only (sop: false)
-        masking | Masking | text data | whole-word or character n-gram masking of its shards
-        corpus | Corpus | text | the clean instance whose corpus it read (its files are listed above the table)
-        task_text | Task text | text data | fine-tuning tasks whose train texts its corpus added
-        eval_mlm_loss | MLM loss | f3 | eval masked-LM loss
-        eval_sop_loss | SOP loss | f3 data | eval sentence-order loss
-        eval_loss | Eval loss | f2 | MLM + SOP eval loss (albert_zh's 'Loss eval')
-        "#,
-    )
+    crate::data::columns("pretraining")
 }
 
 /// One of our pretraining runs as a row of the table.

@@ -145,12 +145,7 @@ impl<'p> Sections<'p> {
             return Ok(());
         }
         let t = targets::table(targets);
-        let mut body = String::from(
-            "The targets of this experiment, as the report's `targets` param states them, each \
-             read off this report's rows (the main pretraining run's final evaluation and its \
-             fine-tuning stages). `not measured`: the deps' records do not carry the figures it \
-             needs; `not run`: the rows it needs are not among the report's deps.\n\n",
-        );
+        let mut body = crate::data::para("targets.intro");
         body.push_str(&self.add_table(&t, Map::new())?);
         self.push("Targets", body);
         Ok(())
@@ -159,10 +154,7 @@ impl<'p> Sections<'p> {
     /// 1. Model size.
     pub fn model_size(&mut self) -> anyhow::Result<()> {
         let t = sizes::model_size(self.published);
-        let mut body = String::from(
-            "Parameters and fp32 size of albert_zh's configurations, counted exactly by our \
-             model code (`AlbertConfig::parameter_count`), beside the published figures.\n\n",
-        );
+        let mut body = crate::data::para("model_size.intro");
         body.push_str(&self.add_table(&t, Map::new())?);
         let g = sizes::model_size_grid(self.published);
         let _ = write!(
@@ -180,13 +172,7 @@ impl<'p> Sections<'p> {
     pub fn pretraining(&mut self, runs: &Runs) -> anyhow::Result<()> {
         if runs.pretrain.is_empty() {
             self.left_out.push("pretraining".into());
-            self.push(
-                "Pretraining",
-                "Not in this report: no pretraining run among the report's deps (add the \
-                 `pretrain` stage to `deps`). albert_zh's published figures are in \
-                 [published.json](published.json).\n"
-                    .into(),
-            );
+            self.push("Pretraining", crate::data::line("pretraining.not_run"));
             return Ok(());
         }
         let t = runs::pretraining(&runs.pretrain, self.published, &runs.cleans);
@@ -211,12 +197,7 @@ impl<'p> Sections<'p> {
         else {
             return Ok(());
         };
-        let mut body = String::from(
-            "Each pretraining run's recipe beside the downstream effect of its weights on every \
-             fine-tuning stage run from them: ALBERT's own ablations (cross-layer sharing, the \
-             SOP objective, whole-word masking) and task text in the corpus, at this \
-             experiment's budget, stated under the table.\n\n",
-        );
+        let mut body = crate::data::para("ablations.intro");
         body.push_str(&self.add_table(&t, Map::new())?);
         self.push("Ablations", body);
         Ok(())
@@ -228,7 +209,7 @@ impl<'p> Sections<'p> {
     pub fn task(&mut self, task: &str, runs: &Runs) -> anyhow::Result<()> {
         let runs_of = Runs::of_task(&runs.finetune, task);
         let baselines_of = Runs::of_task(&runs.baseline, task);
-        let title = finetune_runs::task_title(task);
+        let title = crate::data::task_title(task);
         let pubd = self.published.task(task);
         if runs_of.is_empty() && baselines_of.is_empty() {
             self.left_out.push(task.to_string());
@@ -311,16 +292,9 @@ impl<'p> Sections<'p> {
         let mut body = String::new();
         if t.rows.is_empty() {
             self.left_out.push("throughput".into());
-            body.push_str(
-                "Not in this report: no benchmark outputs and no runs to take throughput from.\n",
-            );
+            body.push_str(&crate::data::line("throughput.not_run"));
         } else {
-            body.push_str(
-                "Data preparation instances/s, training tokens/s and inference sentences/s: \
-                 fixed-shape benchmarks (`pipeline bench train|infer --json`, \
-                 `benches/hf_baseline.py`) with ours beside transformers' on the same shape, \
-                 and the throughput of this experiment's own runs.\n\n",
-            );
+            body.push_str(&crate::data::para("throughput.intro"));
             body.push_str(&self.add_table(&t, Map::new())?);
         }
         if no_bench_files {

@@ -8,7 +8,7 @@ use pipeline_albert::config::NAMED_CONFIGS;
 use pipeline_albert::{AlbertConfig, ParameterCount, ShareType};
 
 use crate::published::{Published, SizeRow};
-use crate::table::{Cell, Col, Table, cells, cols};
+use crate::table::{Cell, Table, cells};
 
 /// The English ALBERT/BERT vocabulary the published counts use.
 pub const ENGLISH_VOCAB: usize = 30_000;
@@ -147,23 +147,6 @@ pub fn round(x: f64, decimals: i32) -> f64 {
     (x * f).round() / f
 }
 
-fn size_cols() -> Vec<Col> {
-    cols(
-        r#"
-        embedding_size | E | int | factorised embedding size
-        hidden_size | H | int | hidden size
-        layers | L | int | encoder layers
-        intermediate_size | FFN | int data | feed-forward size
-        share_type | Sharing | text | cross-layer sharing: all, attention, ffn or none
-        params_backbone | Parameters | int | ours, V = 21,128: embeddings + encoder + pooler (transformers' AlbertModel)
-        params_pretraining | With MLM+SOP heads | int | ours, V = 21,128: the pretraining model (AlbertForPreTraining; the MLM decoder is tied to the embeddings)
-        fp32_mb | fp32 MB | f1 | size of the pretraining model's weights in fp32, 10^6 bytes
-        fp32_mib | fp32 MiB | f1 data | the same in MiB (2^20 bytes)
-        params_backbone_v30000 | At V = 30,000 | int =M2 | our backbone count with the English vocabulary of the published figures
-        "#,
-    )
-}
-
 fn size_cells(c: &AlbertConfig) -> Vec<(&'static str, Cell)> {
     let n: ParameterCount = c.parameter_count();
     let en = with_vocab(c, ENGLISH_VOCAB).parameter_count();
@@ -187,7 +170,11 @@ fn published_m(x: Option<f64>) -> Option<String> {
 
 /// Table 1a: albert_zh's configs and BERT-base.
 pub fn model_size(published: &Published) -> Table {
-    let mut t = Table::new("model_size", "Model size", model_size_columns());
+    let mut t = Table::new(
+        "model_size",
+        "Model size",
+        crate::data::columns("model_size"),
+    );
     let mut names: Vec<&str> = NAMED_CONFIGS.to_vec();
     names.push("bert-base");
     for name in names {
@@ -199,40 +186,11 @@ pub fn model_size(published: &Published) -> Table {
         let p = published.model_size.iter().find(|r| r.model == name);
         t.push(model_size_row(name, &c, p));
     }
-    t.notes.push(
-        "Parameters: our exact count for the vocabulary albert_zh uses (bert-base-chinese's \
-         21,128 tokens) — embeddings, encoder and pooler, as transformers' AlbertModel counts \
-         them; the pretraining model adds the MLM head (H→E dense, LayerNorm, output bias; the \
-         decoder is tied to the word embeddings) and the SOP classifier. The published \
-         figures are for the English models (SentencePiece, V = 30,000): the column \
-         \"At V = 30,000\" is our count with that vocabulary, which is what they compare to."
-            .to_string(),
-    );
-    t.notes.push(
-        "bert-base is albert_zh's bert_config.json run through our ALBERT code (E = H = 768, \
-         no sharing); our code keeps an E→H projection even when E = H (768×768 + 768 = \
-         0.59M), which BERT does not have."
-            .to_string(),
-    );
+    t.notes
+        .push(crate::data::text("model_size.note_counts").to_string());
+    t.notes
+        .push(crate::data::text("model_size.note_bert").to_string());
     t
-}
-
-/// The model-size table's columns (a data table).
-fn model_size_columns() -> Vec<Col> {
-    let mut all = cols("model | Model | text | albert_zh config (vocabulary 21,128)");
-    all.extend(size_cols());
-    all.extend(cols(
-        r#"
-        paper_params_m | Paper | f0 data | ALBERT paper (English, V = 30,000), millions
-        hf_params_m | transformers | f0 data | transformers' model cards of the English checkpoints, millions
-        albert_zh_params_m | albert_zh params | f0 data | albert_zh's README, millions
-        albert_zh_file_mb | albert_zh file | f1 data | albert_zh's README: checkpoint file size, 'M'
-        published | Published | text md | the published figures: paper / transformers' cards / albert_zh
-        vs_paper | Our count vs the paper | text | why our count differs from the paper's
-        vs_albert_zh | vs albert_zh | text | what albert_zh's figures correspond to
-        "#,
-    ));
-    all
 }
 
 /// One config: our exact counts, the published figures, and what explains the difference.
@@ -306,18 +264,10 @@ fn published_figures(p: &SizeRow) -> Vec<String> {
 
 /// Table 1b: base dimensions, E ∈ {768, 128} × sharing, as the paper's Tables 3 and 4.
 pub fn model_size_grid(published: &Published) -> Table {
-    let mut cols = size_cols();
-    cols.extend(crate::table::cols(
-        r#"
-        paper_params_m | Paper | f0 =f0 | ALBERT paper, Tables 3 and 4 (ALBERT-base, V = 30,000), millions
-        albert_pytorch_model_size | albert_pytorch size | f1 | albert_pytorch README's model_size (V = 21,128; unit and method not given)
-        vs_paper | Our count vs the paper | text | why our count differs from the paper's
-        "#,
-    ));
     let mut t = Table::new(
         "model_size_grid",
         "Model size: embedding size × cross-layer sharing (base dimensions)",
-        cols,
+        crate::data::columns("model_size_grid"),
     );
     for e in [768usize, 128] {
         for share in [

@@ -19,7 +19,7 @@ use crate::finetune_runs::{init_cell, model_cell, train_data, train_examples, wi
 use crate::published::{TaskPublished, TaskRow};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cells, cols};
+use crate::table::{Cell, Col, Table, cells};
 
 /// EM and F1 (%) of a span block, `None` for a block of another shape.
 fn em_f1(v: Option<&Value>) -> Option<(f64, f64)> {
@@ -56,32 +56,7 @@ fn published_cell(
 }
 
 fn columns() -> Vec<Col> {
-    cols(
-        r#"
-        source | Source | text | ours, baseline, or published (CMRC's train set)
-        model | Model | text | our model and its sharing, the baseline, or the published model
-        init | Pretraining | text | pretrained (from our pretrain run), none (random init)
-        train_data | Train data | text | the training file(s) of the protocol
-        parameters | Parameters | int | the model's parameters (ours)
-        seeds | Seeds | int | ours: fine-tuning runs (seeds) averaged in the row
-        dev_em | Dev EM | f2 data | exact match % on dev (ours: the model-selection split), mean over seeds
-        dev_f1 | Dev F1 | f2 data | F1 % on dev (CMRC 2018's script), mean over seeds
-        dev_f1_sd | Dev F1 sd | f2 data | ours: sample sd of dev F1 over seeds
-        dev_em_mean | Dev EM mean | f1 data | published: the average over runs (Dev EM is the best)
-        dev_f1_mean | Dev F1 mean | f1 data | published: the average over runs
-        dev_md | Dev EM / F1 | text md | ours: mean ± sd; published: best (average)
-        test_em | Test EM | f2 data | exact match % on test (ours: our held-out report split), mean over seeds
-        test_f1 | Test F1 | f2 data | F1 % on test, mean over seeds
-        test_f1_sd | Test F1 sd | f2 data | ours: sample sd of test F1 over seeds
-        test_em_mean | Test EM mean | f1 data | published: the average over runs
-        test_f1_mean | Test F1 mean | f1 data | published: the average over runs
-        test_md | Test EM / F1 | text md | ours: mean ± sd; published: best (average)
-        epochs | Best epoch | text | the epoch kept (per seed) / epochs trained
-        train_examples | Train questions | int | ours: training questions
-        run | Run | text data | our stage instance (without its seed)
-        note | Note | text data | where a published row comes from, and on which test set
-        "#,
-    )
+    crate::data::columns("span")
 }
 
 /// Our runs (seeds folded), the baselines, then the published rows.

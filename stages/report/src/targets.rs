@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::deps::Dep;
-use crate::table::{Table, cols, duration, thousands};
+use crate::table::{Table, duration, thousands};
 use spec::{Bound, Claim, TargetSpec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,14 +282,7 @@ pub fn table(targets: &[Target]) -> Table {
     let mut t = Table::new(
         "targets",
         "Targets of this experiment",
-        cols(
-            r#"
-        target | Target | text | the target's key
-        what | What | text | the target as the experiment states it
-        status | Status | text | met, missed, not measured (the deps' records do not carry the figures it needs), or not run (its runs are not among the report's deps)
-        evidence | Evidence | text | the figures the status was read from
-        "#,
-        ),
+        crate::data::columns("targets"),
     );
     for x in targets {
         t.push(vec![

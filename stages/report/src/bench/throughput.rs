@@ -6,7 +6,7 @@ use super::lines::BenchLine;
 use super::rows::{Row, bench_rows, finetune_rows, pretrain_row};
 use crate::deps::Dep;
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cells, cols};
+use crate::table::{Cell, Col, Table, cells};
 
 /// The throughput table: the benchmark lines (ours beside transformers' on the same shape),
 /// then our stages' own runs, with ours ÷ transformers where both measured the same shape.
@@ -25,38 +25,15 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
         ));
     }
     if !pretrain.is_empty() || !finetune.is_empty() {
-        t.notes.push(
-            "Rows from our stages are the experiment's own runs (real data, padded batches \
-             of varying length, evaluation excluded), not fixed-shape benchmarks: compare \
-             them with each other, and the benchmark rows with transformers'."
-                .into(),
-        );
+        t.notes
+            .push(crate::data::text("throughput.note_stage_rows").into());
     }
     t
 }
 
 /// The throughput table's columns (a data table).
 fn throughput_columns() -> Vec<Col> {
-    cols(
-        r#"
-        what | What | text | data preparation, training or inference
-        implementation | Implementation | text | ours, transformers, albert_zh
-        model | Model | text | config (albert_zh name) or corpus
-        device | Device | text | as the benchmark names it
-        precision | Precision | text | fp32, bf16
-        threads | Threads | int | CPU threads
-        batch | Batch | int | rows per step
-        seq | Seq | int | tokens per row
-        value | Throughput | f1 =rate | see unit
-        unit | Unit | text | instances/s, tokens/s, sentences/s, examples/s
-        vs_transformers | × transformers | f2 | ours ÷ transformers on the same model, device, precision, batch, length (and threads on a CPU)
-        model_tflops_per_s | Model TFLOP/s | f3 data | model FLOPs per second (the formula of benches/hf_baseline.py)
-        mfu | MFU % | f1 | model FLOPs utilisation, GPU only
-        // Added after the columns readers of throughput.csv already index.
-        isa | ISA | text | vector instructions of our CPU kernels (baseline, avx2, avx512; the host's best in brackets when forced lower): figures from different hosts do not compare
-        source | Source | text | benchmark file:line, or the stage instance
-        "#,
-    )
+    crate::data::columns("throughput")
 }
 
 /// Ours ÷ transformers where the same shape was measured by both.
