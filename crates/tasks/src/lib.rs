@@ -113,6 +113,8 @@ pub mod cmrc_eval;
 pub mod correlation;
 pub mod entities;
 mod error;
+// The task kinds: each kind's encoding, decoding, scoring and serving, and their registry.
+pub mod kinds;
 pub mod metrics;
 mod params;
 pub mod protocol;

@@ -50,7 +50,9 @@ pub mod api;
 pub mod data;
 pub mod encode;
 pub mod fit;
-pub mod kinds;
+// The kinds (encode, decode, score, serve) hold no model code: they live with the tasks,
+// here under their old path.
+pub use pipeline_tasks::kinds;
 pub mod outputs;
 pub mod params;
 pub mod predict;

@@ -63,43 +63,7 @@ impl Init {
     }
 }
 
-/// Tokens per row when no param or flag says otherwise (span extraction: its window,
-/// [`SpanConfig::default`]'s).
-pub const DEFAULT_MAX_SEQ_LENGTH: usize = 128;
-
-/// How examples become rows: tokens per row and, for span extraction, the windows. Resolved in
-/// one place for training ([`TrainParams::encoding`]) and for prediction
-/// ([`Encoding::for_prediction`]), capped there at the model's positions, and handed whole to
-/// the encoder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Encoding {
-    /// Tokens per row, `[CLS]` and `[SEP]`s included.
-    pub max_seq_length: usize,
-    /// Span extraction's windows and decoding (its `max_seq_length` is the same).
-    pub span: SpanConfig,
-}
-
-impl Encoding {
-    /// What a fine-tuned model of `kind` predicts with: rows of `max_seq_length` tokens
-    /// (default [`DEFAULT_MAX_SEQ_LENGTH`], or [`SpanConfig::default`]'s window for span
-    /// extraction), no more than `max_positions`; the span windows fitted to that length
-    /// ([`SpanConfig::for_length`]).
-    pub fn for_prediction(
-        kind: TaskKind,
-        max_seq_length: Option<usize>,
-        max_positions: usize,
-    ) -> Encoding {
-        let default = match crate::kinds::of(kind).span_windows() {
-            true => SpanConfig::default().max_seq_length,
-            false => DEFAULT_MAX_SEQ_LENGTH,
-        };
-        let n = max_seq_length.unwrap_or(default).min(max_positions);
-        Encoding {
-            max_seq_length: n,
-            span: SpanConfig::for_length(n),
-        }
-    }
-}
+pub use pipeline_tasks::kinds::encode::{DEFAULT_MAX_SEQ_LENGTH, Encoding};
 
 /// The training params, checked.
 #[derive(Debug, Clone)]

@@ -20,7 +20,8 @@ use pipeline_albert::{
 
 use crate::data::EncodedSplit;
 use crate::encode::{Encoded, Encoder, PairEncoder, batch_input};
-use crate::kinds::{Head, Kind, KindError, Outputs, decode_outputs};
+pub use crate::kinds::argmax;
+use crate::kinds::{Head, Kind, KindError, Model, Outputs, decode_outputs};
 use crate::params::Encoding;
 use crate::task_model::TaskModel;
 use pipeline_tasks::{Task, TaskKind};
@@ -268,18 +269,6 @@ pub fn outputs(
     }
 }
 
-/// The index of the largest probability, the first on a tie (as numpy's and torch's argmax,
-/// and C3's `best_real_choice`).
-pub fn argmax(p: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, x) in p.iter().enumerate().skip(1) {
-        if x.total_cmp(&p[best]).is_gt() {
-            best = i;
-        }
-    }
-    best
-}
-
 /// A fine-tuned model ready to predict: a sequence classifier (pairs or single texts), a token
 /// classifier, a multiple-choice model (C3) or a span extractor (CMRC 2018), with its tokenizer
 /// and labels (tags; none for a span extractor).
@@ -372,6 +361,53 @@ impl FineTuned {
     /// longer than the encoder's `max_seq_length`.
     pub fn span_config(&self) -> pipeline_tasks::span_features::SpanConfig {
         self.encoder.span
+    }
+}
+
+/// A fine-tuned model with the workers, device and progress its predictions run on: what the
+/// kinds' serving asks for outputs ([`crate::kinds::Run`]).
+pub struct Serving<'a> {
+    /// The model, its tokenizer and labels.
+    pub model: &'a FineTuned,
+    /// The worker threads a batch is split over.
+    pub workers: &'a DataParallel,
+    /// The device the model is on.
+    pub device: &'a Device,
+    /// Told of each batch's inputs.
+    pub progress: &'a (dyn Fn(usize) + Sync),
+}
+
+impl Model for Serving<'_> {
+    fn dir(&self) -> &Path {
+        &self.model.dir
+    }
+
+    fn head(&self) -> Head {
+        self.model.model.head()
+    }
+
+    fn head_name(&self) -> &'static str {
+        self.model.model.head_name()
+    }
+
+    fn encoder(&self) -> &Encoder {
+        &self.model.encoder
+    }
+
+    fn labels(&self) -> &[String] {
+        &self.model.labels
+    }
+
+    fn outputs(&self, split: &EncodedSplit, batch_size: usize) -> Outputs {
+        let (workers, device, progress) = (self.workers, self.device, self.progress);
+        outputs(
+            &self.model.model,
+            split,
+            batch_size,
+            workers,
+            device,
+            progress,
+        )
     }
 }
 

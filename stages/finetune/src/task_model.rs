@@ -275,6 +275,17 @@ impl TaskModel {
         matches!(self, TaskModel::Choice(_))
     }
 
+    /// The head it is, as the kinds name heads.
+    pub fn head(&self) -> Head {
+        match self {
+            TaskModel::Pair(m) => Head::Classes(m.num_labels()),
+            TaskModel::Choice(_) => Head::Choice,
+            TaskModel::Tags(m) => Head::Tags(m.num_labels()),
+            TaskModel::Span(_) => Head::Span,
+            TaskModel::Score(_) => Head::Score,
+        }
+    }
+
     /// The head's name in errors: transformers' architecture.
     pub fn head_name(&self) -> &'static str {
         match self {

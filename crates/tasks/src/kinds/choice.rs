@@ -2,13 +2,13 @@
 //! `AlbertForMultipleChoice` scoring them against each other. In `predictions.tsv` the
 //! choices are `text_b`, joined by ` | `.
 
-use pipeline_tasks::{ChoiceExample, TaskKind};
+use crate::{ChoiceExample, TaskKind};
 
 use super::reading_choice::{choices_cost, choose, encode_questions};
 use super::{Head, InputSpec, Kind, Limits, Run, Scores, classify};
-use crate::api::{Input, InputError, Prediction, PredictionShape};
-use crate::data::EncodedSplit;
-use crate::encode::Encoder;
+use crate::kinds::encode::Encoder;
+use crate::kinds::features::EncodedSplit;
+use crate::kinds::io::{Input, InputError, Prediction, PredictionShape};
 
 /// The multiple-choice kind.
 pub struct Choices;

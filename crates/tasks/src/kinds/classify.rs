@@ -5,14 +5,12 @@
 
 use std::fmt::Write as _;
 
-use pipeline_tasks::evaluate;
+use crate::evaluate;
 
-use super::{Run, Scores, clean_tsv};
-use crate::api::{ClassPrediction, Input, Prediction};
-use crate::data::EncodedSplit;
-use crate::encode::Encoded;
-use crate::predict::{argmax, pair_probabilities};
-use crate::task_model::TaskModel;
+use super::{Head, Outputs, Run, Scores, argmax, clean_tsv};
+use crate::kinds::encode::Encoded;
+use crate::kinds::features::EncodedSplit;
+use crate::kinds::io::{ClassPrediction, Input, Prediction};
 
 /// Probabilities per feature are probabilities per example.
 pub fn decode(probs: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
@@ -70,21 +68,25 @@ pub fn rows(
 
 /// A sequence classifier's classes of `inputs` (pairs, or single texts), in order.
 pub fn predict(inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> {
-    let TaskModel::Pair(m) = &run.model.model else {
+    // A regressor has the same architecture but not classes: only a classes head will do.
+    let Head::Classes(_) = run.model.head() else {
         return Err(run.wrong_head("a sequence classifier"));
     };
-    let enc = &run.model.encoder;
-    let rows: Vec<Encoded> = inputs
+    let enc = run.model.encoder();
+    let rows: Vec<Vec<Encoded>> = inputs
         .iter()
         .map(|x| match (&x.text_a, &x.text_b, &x.text) {
-            (Some(a), Some(b), _) => enc.encode(a, b),
-            (_, _, t) => enc.encode_single(t.as_deref().unwrap_or("")),
+            (Some(a), Some(b), _) => vec![enc.encode(a, b)],
+            (_, _, t) => vec![enc.encode_single(t.as_deref().unwrap_or(""))],
         })
         .collect();
-    let (workers, dev, progress) = (run.workers, run.device, run.progress);
-    let probs = pair_probabilities(m, &rows, run.batch_size, workers, dev, progress);
-    let labels = &run.model.labels;
-    drop(rows);
+    let n = rows.len();
+    let split = EncodedSplit::classes("predict", rows, vec![0; n]);
+    let Outputs::Rows(probs) = run.model.outputs(&split, run.batch_size) else {
+        return Err(run.wrong_head("a sequence classifier"));
+    };
+    drop(split);
+    let labels = run.model.labels();
     Ok(inputs
         .into_iter()
         .zip(probs)

@@ -1,4 +1,4 @@
-//! Texts to token ids, and encoded rows to padded batches, as albert_zh's `run_classifier.py`
+//! Texts to token ids, as albert_zh's `run_classifier.py`
 //! and `run_ner.py` build their inputs: `[CLS] a [SEP] b [SEP]` with BERT's longest-first
 //! truncation for pairs, `[CLS] text [SEP]` (token types 0) for single texts, for tagging
 //! the word pieces of each character (see [`crate::kinds::tagging`] for the windows), for C3
@@ -9,13 +9,49 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use burn::tensor::Device;
-use pipeline_albert::AlbertInput;
-use pipeline_tasks::span_features::{SpanConfig, Specials};
 use pipeline_text::vocab::Vocab;
 use pipeline_text::wordpiece::{TokenizeWithOffsets, load_tokenizer};
 
-use crate::params::Encoding;
+use crate::TaskKind;
+use crate::span_features::{SpanConfig, Specials};
+
+/// Tokens per row when no param or flag says otherwise (span extraction: its window,
+/// [`SpanConfig::default`]'s).
+pub const DEFAULT_MAX_SEQ_LENGTH: usize = 128;
+
+/// How examples become rows: tokens per row and, for span extraction, the windows. Resolved in
+/// one place for training (the finetune stage's `TrainParams::encoding`) and for prediction
+/// ([`Encoding::for_prediction`]), capped there at the model's positions, and handed whole to
+/// the encoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Encoding {
+    /// Tokens per row, `[CLS]` and `[SEP]`s included.
+    pub max_seq_length: usize,
+    /// Span extraction's windows and decoding (its `max_seq_length` is the same).
+    pub span: SpanConfig,
+}
+
+impl Encoding {
+    /// What a fine-tuned model of `kind` predicts with: rows of `max_seq_length` tokens
+    /// (default [`DEFAULT_MAX_SEQ_LENGTH`], or [`SpanConfig::default`]'s window for span
+    /// extraction), no more than `max_positions`; the span windows fitted to that length
+    /// ([`SpanConfig::for_length`]).
+    pub fn for_prediction(
+        kind: TaskKind,
+        max_seq_length: Option<usize>,
+        max_positions: usize,
+    ) -> Encoding {
+        let default = match crate::kinds::of(kind).span_windows() {
+            true => SpanConfig::default().max_seq_length,
+            false => DEFAULT_MAX_SEQ_LENGTH,
+        };
+        let n = max_seq_length.unwrap_or(default).min(max_positions);
+        Encoding {
+            max_seq_length: n,
+            span: SpanConfig::for_length(n),
+        }
+    }
+}
 
 /// The tokenizer of a model directory and the special ids.
 pub struct Encoder {
@@ -182,29 +218,6 @@ impl Encoder {
             ids: out,
         }
     }
-}
-
-/// Rows padded to the longest in the batch (rounded up to 8) as model input.
-pub fn batch_input(rows: &[&Encoded], device: &Device) -> AlbertInput {
-    let seq = padded_length(rows);
-    let n = rows.len();
-    let mut ids = vec![0i64; n * seq];
-    let mut types = vec![0i64; n * seq];
-    let mut mask = vec![0i64; n * seq];
-    for (r, row) in rows.iter().enumerate() {
-        for (j, (&id, &t)) in row.ids.iter().zip(&row.types).enumerate() {
-            ids[r * seq + j] = id as i64;
-            types[r * seq + j] = t as i64;
-            mask[r * seq + j] = 1;
-        }
-    }
-    AlbertInput::from_rows(n, seq, ids, types, mask, device)
-}
-
-/// The sequence length [`batch_input`] pads `rows` to.
-pub fn padded_length(rows: &[&Encoded]) -> usize {
-    let longest = rows.iter().map(|r| r.ids.len()).max().unwrap_or(1);
-    longest.div_ceil(8) * 8
 }
 
 #[cfg(test)]

@@ -6,12 +6,12 @@
 
 use std::fmt;
 
-use pipeline_tasks::{Examples, KindExample, TaskKind, WrongKind};
+use crate::{Examples, KindExample, TaskKind, WrongKind};
 
 use super::{Decoded, Head, InputSpec, Kind, Limits, Outputs, Run, Scores};
-use crate::api::{Input, InputError, Prediction};
-use crate::data::EncodedSplit;
-use crate::encode::Encoder;
+use crate::kinds::encode::Encoder;
+use crate::kinds::features::EncodedSplit;
+use crate::kinds::io::{Input, InputError, Prediction};
 
 /// A value of one kind given where another kind's was expected: a caller paired a kind with a
 /// protocol, a model or predictions of another.
@@ -309,10 +309,10 @@ impl<K: Kind> AnyKind for K {
 
 #[cfg(test)]
 mod tests {
-    use pipeline_tasks::PairExample;
+    use crate::PairExample;
 
     use super::*;
-    use crate::encode::tests::encoder;
+    use crate::kinds::encode::tests::encoder;
     use crate::kinds::{pair::Pairs, tagging::Tagging};
 
     fn pairs(n: usize) -> Examples {
@@ -383,11 +383,11 @@ mod tests {
 
 #[cfg(test)]
 mod registration_tests {
-    use pipeline_tasks::TaskKind;
+    use crate::TaskKind;
 
     use super::*;
-    use crate::data::Targets;
-    use crate::encode::tests::encoder;
+    use crate::kinds::encode::tests::encoder;
+    use crate::kinds::features::Targets;
 
     /// Every registered kind is the kind it is registered for, and the gold its encoding
     /// makes is what its head trains on (a kind that broke this would fail its first step).

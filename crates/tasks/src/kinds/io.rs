@@ -1,11 +1,11 @@
-//! What a [`super::Predictor`] takes and gives: one [`Input`] per example, in the JSON shape
+//! What the finetune stage's `Predictor` takes and gives: one [`Input`] per example, in the JSON shape
 //! `pipeline predict --json` echoes, and one [`Prediction`] per example, in the shape it prints.
 //! Both are plain data so that the command line, `pipeline serve` and a caller of the library
 //! read and write the same objects.
 
 use std::collections::BTreeMap;
 
-use pipeline_tasks::TaskKind;
+use crate::TaskKind;
 use serde::{Deserialize, Serialize};
 
 /// One example to predict. Which fields a model takes depends on its task kind
@@ -89,7 +89,7 @@ impl Input {
     }
 
     /// The fields that are set, by name.
-    pub(crate) fn given(&self) -> Vec<&'static str> {
+    pub fn given(&self) -> Vec<&'static str> {
         let fields = [
             ("text", self.text.is_some()),
             ("text_a", self.text_a.is_some()),

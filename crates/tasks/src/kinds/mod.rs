@@ -2,7 +2,7 @@
 //!
 //! reader (`pipeline_tasks`: files → examples) → **encode** (examples → features: model rows,
 //! targets, and what maps a prediction back to its example) → head (the [`Head`] the kind
-//! trains, [`crate::task_model::TaskModel`]) → **decode** (the head's outputs on the features
+//! trains, the finetune stage's model) → **decode** (the head's outputs on the features
 //! → one prediction per example) → **score** (metrics.json's blocks) → **write** (the rows of
 //! `predictions.tsv`; `pipeline predict` uses the same encode and decode).
 //!
@@ -14,18 +14,21 @@
 //! STS-B style); [`of`] registers them. The stage, the training loop and
 //! the evaluation are the same for all of them and hold a kind as [`AnyKind`], whose one
 //! implementation (`erased`) converts the values every kind shares to the kind's types, a
-//! value of another kind being a [`KindError`]: a feature's target ([`crate::data::Targets`])
+//! value of another kind being a [`KindError`]: a feature's target ([`crate::kinds::features::Targets`])
 //! picks the loss, the model's head its outputs, and the kind's [`Kind::Features`] how they
 //! map back to examples.
 //!
 //! A kind also serves its fine-tuned models ([`serving`]): the request fields it takes, the
 //! length check of one request, how requests become predictions, and which saved models are
-//! of it ([`from_config`]). The [`crate::api::Predictor`] asks the kind, so outside this
+//! of it ([`from_config`]). The finetune stage's `Predictor` asks the kind, so outside this
 //! module a kind is named only where it is registered ([`of`], [`from_config`]'s order).
 
 pub mod choice;
 pub mod classify;
+pub mod encode;
 mod erased;
+pub mod features;
+pub mod io;
 pub mod pair;
 pub mod pair_regression;
 pub mod reading_choice;
@@ -37,16 +40,16 @@ pub mod tagging;
 use std::any::Any;
 use std::ops::Range;
 
-use pipeline_tasks::correlation::RegressionMetrics;
-use pipeline_tasks::entities::EntityScores;
-use pipeline_tasks::{KindExample, Metrics, MetricsBlock, SpanMetricsBlock, TaskKind};
+use crate::correlation::RegressionMetrics;
+use crate::entities::EntityScores;
+use crate::{KindExample, Metrics, MetricsBlock, SpanMetricsBlock, TaskKind};
 
 pub use erased::{AnyKind, FeatureOutput, KindError, decode_outputs};
-pub use serving::{InputSpec, Limits, Run};
+pub use serving::{InputSpec, Limits, Model, Run};
 
-use crate::api::{Input, InputError, Prediction};
-use crate::data::EncodedSplit;
-use crate::encode::Encoder;
+use crate::kinds::encode::Encoder;
+use crate::kinds::features::EncodedSplit;
+use crate::kinds::io::{Input, InputError, Prediction};
 
 /// The head a kind trains and exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,7 +255,7 @@ impl Scores {
 /// One task kind, typed: its example, its features (what maps outputs back to examples), what
 /// its head gives for one feature, and its prediction for one example are its own types, so a
 /// kind's module never meets another kind's values. The stage sees kinds through [`AnyKind`], which every `Kind` is, and which converts
-/// the shared values ([`pipeline_tasks::Examples`], [`Outputs`], [`Decoded`]) to the kind's
+/// the shared values ([`crate::Examples`], [`Outputs`], [`Decoded`]) to the kind's
 /// types once, with a typed [`KindError`] where they are of another kind.
 pub trait Kind: Sync + 'static {
     /// The kind's name in metrics.json (`pair`, `choice`, `single`, `tagging`, `span`,
@@ -327,7 +330,7 @@ pub trait Kind: Sync + 'static {
     }
 
     /// Whether its contexts are cut into span windows
-    /// ([`pipeline_tasks::span_features::SpanConfig`]): its window params apply, are checked
+    /// ([`crate::span_features::SpanConfig`]): its window params apply, are checked
     /// against the model and recorded, and rows default to the window's length.
     fn span_windows(&self) -> bool {
         false
@@ -369,6 +372,18 @@ pub fn of(kind: TaskKind) -> &'static dyn AnyKind {
         TaskKind::ReadingChoice => &reading_choice::ReadingChoices,
         TaskKind::PairRegression => &pair_regression::PairRegressions,
     }
+}
+
+/// The index of the largest probability, the first on a tie (as numpy's and torch's argmax,
+/// and C3's `best_real_choice`).
+pub fn argmax(p: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, x) in p.iter().enumerate().skip(1) {
+        if x.total_cmp(&p[best]).is_gt() {
+            best = i;
+        }
+    }
+    best
 }
 
 /// Tabs and newlines inside a text would break predictions.tsv's columns.

@@ -1,12 +1,12 @@
 //! Sentence-pair classification (LCQMC, AFQMC, XNLI, …): `[CLS] a [SEP] b [SEP]`,
 //! `AlbertForSequenceClassification`.
 
-use pipeline_tasks::{PairExample, TaskKind};
+use crate::{PairExample, TaskKind};
 
 use super::{Head, InputSpec, Kind, Limits, Run, Scores, classify};
-use crate::api::{Input, InputError, Prediction, PredictionShape};
-use crate::data::EncodedSplit;
-use crate::encode::Encoder;
+use crate::kinds::encode::Encoder;
+use crate::kinds::features::EncodedSplit;
+use crate::kinds::io::{Input, InputError, Prediction, PredictionShape};
 
 /// The pair kind.
 pub struct Pairs;

@@ -7,7 +7,7 @@
 //! does, and trained as CLUE trains them (a padding row is never the answer, so the loss pushes
 //! it down). The padding is never predicted: the decoded probabilities are the softmax over
 //! the real choices only (a padding choice gets 0), so the prediction is
-//! [`pipeline_tasks::c3::best_real_choice`] of the scores (tested below). Scored by accuracy,
+//! [`crate::c3::best_real_choice`] of the scores (tested below). Scored by accuracy,
 //! the classes being the answer positions `0` … `3`.
 //!
 //! Questions whose context had to be cut to fit `max_seq_length` are counted with their ids
@@ -16,14 +16,14 @@
 
 use std::fmt::Write as _;
 
-use pipeline_tasks::TaskKind;
-use pipeline_tasks::c3::{C3_CHOICES, C3Example};
+use crate::TaskKind;
+use crate::c3::{C3_CHOICES, C3Example};
 
 use super::{Head, InputSpec, Kind, Limits, Run, Scores, classify, clean_tsv};
-use crate::api::{ChoicePrediction, Input, InputError, Prediction, PredictionShape};
-use crate::data::{EncodeNotes, EncodedSplit, Targets};
-use crate::encode::Encoder;
-use crate::predict::argmax;
+use crate::kinds::argmax;
+use crate::kinds::encode::Encoder;
+use crate::kinds::features::{EncodeNotes, EncodedSplit, Targets};
+use crate::kinds::io::{ChoicePrediction, Input, InputError, Prediction, PredictionShape};
 
 /// The multiple-choice reading kind.
 pub struct ReadingChoices;
@@ -184,7 +184,7 @@ pub fn choose(
     encode: impl Fn(&[C3Example], &Encoder) -> EncodedSplit,
 ) -> anyhow::Result<Vec<Prediction>> {
     let questions: Vec<C3Example> = inputs.into_iter().map(c3_question).collect();
-    let split = encode(&questions, &run.model.encoder);
+    let split = encode(&questions, run.model.encoder());
     // Questions have up to 4 rows each: a batch of `batch_size` rows.
     let batch = (run.batch_size / C3_CHOICES).max(1);
     let probs = run.predict(&ReadingChoices, &split, batch)?;
@@ -228,7 +228,7 @@ fn c3_question(x: Input) -> C3Example {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pipeline_tasks::c3::best_real_choice;
+    use crate::c3::best_real_choice;
 
     #[test]
     fn the_padding_is_never_predicted_and_the_choice_is_best_real_choice() {

@@ -1,30 +1,32 @@
 //! What a kind needs to serve a fine-tuned model of its own: the shape of the requests it takes
-//! ([`InputSpec`]), the measure a request's length is checked with ([`Limits`]), and the model,
-//! batching and device a prediction runs on ([`Run`]). The kinds' modules hold what differs
-//! (which fields, which length limit, how inputs become rows and predictions); the
-//! [`crate::api::Predictor`] asks its model's kind, so a new kind is served by its own module
-//! and no `match` on the kind elsewhere.
+//! ([`InputSpec`]), the measure a request's length is checked with ([`Limits`]), and the model
+//! and batching a prediction runs on ([`Run`]). The kinds' modules hold what differs (which
+//! fields, which length limit, how inputs become rows and predictions); the finetune stage's
+//! `Predictor` asks its model's kind, so a new kind is served by its own module and no `match`
+//! on the kind elsewhere.
+//!
+//! The model is a [`Model`]: what the kinds need of it (its tokenizer, its labels, the head's
+//! [`Outputs`] on a split), so that the kinds hold no model code and build without one; the
+//! finetune stage implements it on its loaded models.
 
-use burn::tensor::Device;
-use pipeline_albert::parallel::DataParallel;
+use std::path::Path;
 
-use super::{Kind, KindError};
-use crate::api::{InputError, PredictionShape};
-use crate::data::EncodedSplit;
-use crate::encode::Encoder;
-use crate::predict::FineTuned;
+use super::{Head, Kind, KindError, Outputs, decode_outputs};
+use crate::kinds::encode::Encoder;
+use crate::kinds::features::EncodedSplit;
+use crate::kinds::io::{InputError, PredictionShape};
 
 /// What a request to a model of one kind carries, and what it gets back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InputSpec {
-    /// The [`crate::api::Input`] fields it takes, all required, in the order a missing one is
+    /// The [`crate::kinds::io::Input`] fields it takes, all required, in the order a missing one is
     /// named.
     pub fields: &'static [&'static str],
     /// Those fields as an error message names them (`` `text_a` and `text_b` ``).
     pub usage: &'static str,
     /// What the model is, in an error message's words (`a sentence-pair regressor`).
     pub model: &'static str,
-    /// The [`crate::api::Prediction`] it gives for each input.
+    /// The [`crate::kinds::io::Prediction`] it gives for each input.
     pub predicts: PredictionShape,
 }
 
@@ -76,52 +78,68 @@ impl Limits<'_> {
     }
 }
 
+/// A fine-tuned model as the kinds serve it: its tokenizer and labels, and its head's outputs
+/// on the features of a split, its workers, device and progress its own.
+pub trait Model: Sync {
+    /// The directory it was loaded from (named in errors).
+    fn dir(&self) -> &Path;
+
+    /// Its head.
+    fn head(&self) -> Head;
+
+    /// The head's name in errors: transformers' architecture.
+    fn head_name(&self) -> &'static str;
+
+    /// The tokenizer its rows are made with.
+    fn encoder(&self) -> &Encoder;
+
+    /// The class or tag names in id order (none for a span extractor).
+    fn labels(&self) -> &[String];
+
+    /// The head's outputs on every feature of `split`, in order, `batch_size` rows a forward
+    /// pass.
+    fn outputs(&self, split: &EncodedSplit, batch_size: usize) -> Outputs;
+}
+
 /// One prediction's model and batching: a kind encodes its inputs, runs them here, and shapes
 /// the predictions.
 pub struct Run<'a> {
     /// The fine-tuned model, its tokenizer and labels.
-    pub model: &'a FineTuned,
+    pub model: &'a dyn Model,
     /// Rows a forward pass.
     pub batch_size: usize,
-    /// The worker threads a batch is split over.
-    pub workers: &'a DataParallel,
-    /// The device the model is on.
-    pub device: &'a Device,
-    /// Told of each batch's inputs.
-    pub progress: &'a (dyn Fn(usize) + Sync),
 }
 
 impl Run<'_> {
     /// `kind`'s predictions, one per example of `split` (encoded by `kind`), `batch_size`
-    /// features a forward pass.
+    /// features a forward pass; a model whose head gives another kind's outputs is a
+    /// [`KindError`].
     pub fn predict<K: Kind>(
         &self,
         kind: &K,
         split: &EncodedSplit,
         batch_size: usize,
     ) -> Result<Vec<K::Prediction>, KindError> {
-        let (workers, device, progress) = (self.workers, self.device, self.progress);
-        self.model
-            .predict(kind, split, batch_size, workers, device, progress)
+        decode_outputs(kind, split, self.model.outputs(split, batch_size))
     }
 
     /// The error of a model whose head is not the one `expected` (`a sequence classifier`).
     pub fn wrong_head(&self, expected: &str) -> anyhow::Error {
         anyhow::anyhow!(
             "{}: a {} model, where {expected} was expected",
-            self.model.dir.display(),
-            self.model.model.head_name()
+            self.model.dir().display(),
+            self.model.head_name()
         )
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use pipeline_tasks::TaskKind;
+    use crate::TaskKind;
 
     use super::*;
-    use crate::api::Input;
-    use crate::encode::tests::encoder;
+    use crate::kinds::encode::tests::encoder;
+    use crate::kinds::io::Input;
     use crate::kinds::of;
 
     /// Each kind measures a request as the Predictor did when it matched on the kind: a row of

@@ -2,12 +2,12 @@
 //! `[CLS] text [SEP]` with token types 0, `AlbertForSequenceClassification` as for pairs.
 //! `predictions.tsv` keeps the pair columns, `text_b` empty, so one reader serves both.
 
-use pipeline_tasks::{SingleExample, TaskKind};
+use crate::{SingleExample, TaskKind};
 
 use super::{Head, InputSpec, Kind, Limits, Run, Scores, classify};
-use crate::api::{Input, InputError, Prediction, PredictionShape};
-use crate::data::EncodedSplit;
-use crate::encode::Encoder;
+use crate::kinds::encode::Encoder;
+use crate::kinds::features::EncodedSplit;
+use crate::kinds::io::{Input, InputError, Prediction, PredictionShape};
 
 /// The single-text kind.
 pub struct Singles;

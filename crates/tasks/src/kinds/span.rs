@@ -1,6 +1,6 @@
 //! Span extraction (CMRC 2018, any SQuAD v1 file): `AlbertForQuestionAnswering` on windows of
 //! `[CLS] question [SEP] context-window [SEP]`, as transformers' `run_qa.py` builds them
-//! ([`pipeline_tasks::span_features`], which also says why the defaults are 256/64 on a CPU).
+//! ([`crate::span_features`], which also says why the defaults are 256/64 on a CPU).
 //!
 //! - Training: every window of every question, labelled with the first gold answer that is a
 //!   span of the context (its first and last token), or `[CLS]` where the window does not hold
@@ -23,17 +23,17 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use pipeline_tasks::cmrc_eval::{self, GoldQuestion};
-use pipeline_tasks::span_features::{
+use crate::cmrc_eval::{self, GoldQuestion};
+use crate::span_features::{
     SpanConfig, SpanFeature, TokenizedContext, answer_tokens, char_range, decode, encode_with,
 };
-use pipeline_tasks::squad::SquadExample;
-use pipeline_tasks::{SpanMetricsBlock, TaskKind};
+use crate::squad::SquadExample;
+use crate::{SpanMetricsBlock, TaskKind};
 
 use super::{Head, InputSpec, Kind, Limits, Run, Scores, SpanAnswer, clean_tsv};
-use crate::api::{AnswerPrediction, Input, InputError, Prediction, PredictionShape};
-use crate::data::{EncodeNotes, EncodedSplit, Targets};
-use crate::encode::{Encoded, Encoder};
+use crate::kinds::encode::{Encoded, Encoder};
+use crate::kinds::features::{EncodeNotes, EncodedSplit, Targets};
+use crate::kinds::io::{AnswerPrediction, Input, InputError, Prediction, PredictionShape};
 
 /// The span-extraction kind.
 pub struct Spans;
@@ -314,7 +314,7 @@ fn answer_inputs(inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction
             file: 0,
         })
         .collect();
-    let split = encode_questions("predict", &questions, &run.model.encoder);
+    let split = encode_questions("predict", &questions, run.model.encoder());
     let answers = run.predict(&Spans, &split, run.batch_size)?;
     Ok(questions
         .into_iter()

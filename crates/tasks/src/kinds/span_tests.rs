@@ -1,11 +1,11 @@
 use std::sync::Arc;
 
-use pipeline_tasks::squad::{SquadAnswer, SquadExample, locate};
+use crate::squad::{SquadAnswer, SquadExample, locate};
 
 use super::*;
-use crate::encode::tests::encoder;
+use crate::Examples;
+use crate::kinds::encode::tests::encoder;
 use crate::kinds::{AnyKind, Outputs};
-use pipeline_tasks::Examples;
 
 const CONTEXT: &str =
     "周杰，1982年出生于西安，是一位著名的作家。2005年，周杰毕业于浙江大学，随后回到西安工作。";

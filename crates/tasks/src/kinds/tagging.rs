@@ -13,17 +13,19 @@
 //!
 //! Metrics: characters are the classes' examples (accuracy, macro-F1 over tags, the confusion
 //! of tags), and entities are scored as seqeval's default mode does
-//! ([`pipeline_tasks::entities`]); the best epoch is chosen by entity F1.
+//! ([`crate::entities`]); the best epoch is chosen by entity F1.
 
 use std::fmt::Write as _;
 
-use pipeline_tasks::{TagExample, TaskKind, entities, evaluate};
+use crate::{TagExample, TaskKind, entities, evaluate};
 
 use super::{Head, InputSpec, Kind, Limits, Run, Scores, clean_tsv};
-use crate::api::{FoundEntity, Input, InputError, Prediction, PredictionShape, TagPrediction};
-use crate::data::{EncodeNotes, EncodedSplit, Targets, Window};
-use crate::encode::{Encoded, Encoder};
-use crate::predict::argmax;
+use crate::kinds::argmax;
+use crate::kinds::encode::{Encoded, Encoder};
+use crate::kinds::features::{EncodeNotes, EncodedSplit, Targets, Window};
+use crate::kinds::io::{
+    FoundEntity, Input, InputError, Prediction, PredictionShape, TagPrediction,
+};
 
 /// The loss ignores a position with this label (transformers' convention).
 pub const IGNORE: i64 = -100;
@@ -283,9 +285,9 @@ fn tag_inputs(inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction>> 
         .collect();
     let units: Vec<(Vec<String>, Vec<usize>)> = texts.iter().map(|t| units(t)).collect();
     let sentences = units.iter().map(|(u, _)| (&u[..], None));
-    let split = encode_sentences("predict", sentences, &run.model.encoder);
+    let split = encode_sentences("predict", sentences, run.model.encoder());
     let tags = run.predict(&Tagging, &split, run.batch_size)?;
-    let labels = &run.model.labels;
+    let labels = &run.model.labels();
     let name = |t: usize| labels.get(t).cloned().unwrap_or_default();
     Ok(texts
         .into_iter()

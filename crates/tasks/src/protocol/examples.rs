@@ -2,19 +2,22 @@
 //! and the summary metrics.json records.
 
 use std::collections::HashSet;
+use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::{DevSpec, ProtocolSpec};
 use crate::c3::C3Example;
+use crate::error::TaskError;
 use crate::group_split;
 use crate::read::{
     ChoiceExample, FileReport, PairExample, ScoredPairExample, SingleExample, TagExample,
+    read_choice_file, read_pair_file, read_scored_pair_file, read_single_file, read_tag_file,
 };
 use crate::split::{self, Stream};
 use crate::squad::SquadExample;
-use crate::task::TaskKind;
+use crate::task::{Task, TaskKind};
 
 /// The examples of a split, of the task's kind.
 #[derive(Debug, Clone, PartialEq)]
@@ -252,6 +255,84 @@ impl Examples {
 
     pub(super) fn texts_iter(&self) -> Box<dyn Iterator<Item = String> + '_> {
         each!(self, v => Box::new(v.iter().map(SplitExample::texts_key)))
+    }
+}
+
+/// What reading one file gave besides its examples: its report and, for a choice file, its
+/// number of choices and the line of its first example (every file of a protocol must have
+/// the same number).
+pub(super) struct FileRead {
+    pub(super) report: FileReport,
+    pub(super) choices: Option<(usize, usize)>,
+}
+
+impl Examples {
+    /// Reads the file at `path` (`name` as the params give it) in `format` onto the end of
+    /// these examples, numbered as file `id`, labels as `labels` orders them; `None` when the
+    /// format is not of these examples' kind. The reading kinds (whole documents, split by
+    /// group) are read apart ([`super::reading`]).
+    pub(super) fn read_file(
+        &mut self,
+        format: &Task,
+        path: &Path,
+        name: &str,
+        id: usize,
+        labels: &[String],
+    ) -> Result<Option<FileRead>, TaskError> {
+        let plain = |report| {
+            Some(FileRead {
+                report,
+                choices: None,
+            })
+        };
+        Ok(match (format, self) {
+            (Task::Pair(p), Examples::Pair(all)) => {
+                let r = read_pair_file(path, name, p, labels)?;
+                all.extend(
+                    r.examples
+                        .into_iter()
+                        .map(|e| PairExample { file: id, ..e }),
+                );
+                plain(r.report)
+            }
+            (Task::Single(s), Examples::Single(all)) => {
+                let r = read_single_file(path, name, s, labels)?;
+                all.extend(
+                    r.examples
+                        .into_iter()
+                        .map(|e| SingleExample { file: id, ..e }),
+                );
+                plain(r.report)
+            }
+            (Task::Tagging(t), Examples::Tagging(all)) => {
+                let r = read_tag_file(path, name, t, labels)?;
+                all.extend(r.examples.into_iter().map(|e| TagExample { file: id, ..e }));
+                plain(r.report)
+            }
+            (Task::PairRegression(scored), Examples::PairRegression(all)) => {
+                let r = read_scored_pair_file(path, name, &scored.name)?;
+                all.extend(
+                    r.examples
+                        .into_iter()
+                        .map(|e| ScoredPairExample { file: id, ..e }),
+                );
+                plain(r.report)
+            }
+            (Task::Choice(c), Examples::Choice(all)) => {
+                let r = read_choice_file(path, name, c)?;
+                let line = r.examples.first().map_or(1, |e| e.line);
+                all.extend(
+                    r.examples
+                        .into_iter()
+                        .map(|e| ChoiceExample { file: id, ..e }),
+                );
+                Some(FileRead {
+                    report: r.report,
+                    choices: Some((r.num_choices, line)),
+                })
+            }
+            _ => None,
+        })
     }
 }
 

@@ -4,12 +4,10 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use super::examples::FileRead;
 use super::{DevSpec, Examples, FileSpec, Protocol, ProtocolSpec, Split};
 use crate::error::TaskError;
-use crate::read::{
-    ChoiceExample, FileReport, PairExample, ScoredPairExample, SingleExample, TagExample,
-    read_choice_file, read_pair_file, read_scored_pair_file, read_single_file, read_tag_file,
-};
+use crate::read::FileReport;
 use crate::split::{self, Stream};
 use crate::task::{Task, choice_labels, tags_from_label2id};
 
@@ -246,63 +244,22 @@ impl Loader<'_> {
             let resolved = resolve(self.root, &f.path);
             let id = self.files.len();
             let format = f.format.as_ref().unwrap_or(&self.spec.task);
-            let labels = &self.labels;
-            let report = match (format, &mut out) {
-                (Task::Pair(p), Examples::Pair(all)) => {
-                    let r = read_pair_file(&resolved, &f.path, p, labels)?;
-                    all.extend(
-                        r.examples
-                            .into_iter()
-                            .map(|e| PairExample { file: id, ..e }),
-                    );
-                    r.report
-                }
-                (Task::Single(s), Examples::Single(all)) => {
-                    let r = read_single_file(&resolved, &f.path, s, labels)?;
-                    all.extend(
-                        r.examples
-                            .into_iter()
-                            .map(|e| SingleExample { file: id, ..e }),
-                    );
-                    r.report
-                }
-                (Task::Tagging(t), Examples::Tagging(all)) => {
-                    let r = read_tag_file(&resolved, &f.path, t, labels)?;
-                    all.extend(r.examples.into_iter().map(|e| TagExample { file: id, ..e }));
-                    r.report
-                }
-                (Task::PairRegression(scored), Examples::PairRegression(all)) => {
-                    let r = read_scored_pair_file(&resolved, &f.path, &scored.name)?;
-                    all.extend(
-                        r.examples
-                            .into_iter()
-                            .map(|e| ScoredPairExample { file: id, ..e }),
-                    );
-                    r.report
-                }
-                (Task::Choice(c), Examples::Choice(all)) => {
-                    let r = read_choice_file(&resolved, &f.path, c)?;
-                    self.check_choice_count(&f.path, &r)?;
-                    all.extend(
-                        r.examples
-                            .into_iter()
-                            .map(|e| ChoiceExample { file: id, ..e }),
-                    );
-                    r.report
-                }
+            let read = out.read_file(format, &resolved, &f.path, id, &self.labels)?;
+            let Some(FileRead { report, choices }) = read else {
                 // `from_params` checked every format's kind against the task's.
-                _ => {
-                    return Err(TaskError::param(
-                        "task",
-                        format!(
-                            "{}: format {} does not fit task {}",
-                            f.path,
-                            format.name(),
-                            self.spec.task.name()
-                        ),
-                    ));
-                }
+                return Err(TaskError::param(
+                    "task",
+                    format!(
+                        "{}: format {} does not fit task {}",
+                        f.path,
+                        format.name(),
+                        self.spec.task.name()
+                    ),
+                ));
             };
+            if let Some((n, line)) = choices {
+                self.check_choice_count(&f.path, n, line)?;
+            }
             report.check_bad_fraction(self.spec.max_bad_fraction)?;
             self.files.push(report);
             ids.push(id);
@@ -310,24 +267,25 @@ impl Loader<'_> {
         Ok((out, ids))
     }
 
-    /// Every choice file of a protocol has the N of the first.
+    /// Every choice file of a protocol has the N of the first: `found` choices in file
+    /// `path`, whose first example is at `line`.
     fn check_choice_count(
         &mut self,
         path: &str,
-        r: &crate::read::ChoiceFile,
+        found: usize,
+        line: usize,
     ) -> Result<(), TaskError> {
-        let line = r.examples.first().map_or(1, |e| e.line);
         match &self.num_choices {
-            Some((n, from)) if *n != r.num_choices => Err(TaskError::ChoiceCount {
+            Some((n, from)) if *n != found => Err(TaskError::ChoiceCount {
                 path: path.to_string(),
                 line,
-                found: r.num_choices,
+                found,
                 expected: *n,
                 expected_from: from.clone(),
             }),
             Some(_) => Ok(()),
             None => {
-                self.num_choices = Some((r.num_choices, format!("{path}:{line}")));
+                self.num_choices = Some((found, format!("{path}:{line}")));
                 Ok(())
             }
         }

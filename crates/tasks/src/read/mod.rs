@@ -26,7 +26,8 @@
 //! # Scored sentence pairs (TSV)
 //!
 //! `text_a \t text_b \t score`, no header, the score a finite number (STS-B style
-//! regression); a row whose score is not one is bad (`bad_score`). See [`scored`].
+//! regression); a row whose score is not one is bad (`bad_score`). The reader is the
+//! kind's, [`crate::kinds::pair_regression`].
 //!
 //! # Tagging files
 //!
@@ -58,7 +59,6 @@
 //! (`bad_answer`), fewer than 2 choices (`too_few_choices`), or is not valid UTF-8.
 
 mod choice;
-mod scored;
 mod tagging;
 mod tsv;
 
@@ -74,7 +74,10 @@ use crate::error::{TaskError, format_samples};
 #[cfg(doc)]
 use crate::task::{PairFormat, SingleFormat};
 pub use choice::{ChoiceFile, read_choice_file, read_choices};
-pub use scored::{ScoredPairExample, ScoredPairFile, read_scored_pair_file, read_scored_pairs};
+// The scored pairs' reader is its kind's module; here under its old paths.
+pub use crate::kinds::pair_regression::{
+    ScoredPairExample, ScoredPairFile, read_scored_pair_file, read_scored_pairs,
+};
 pub use tagging::{TagFile, read_tag_file, read_tags};
 pub use tsv::{PairFile, SingleFile, read_pair_file, read_pairs, read_single_file, read_singles};
 
@@ -336,7 +339,7 @@ impl FileReport {
         Ok(())
     }
 
-    fn no_examples(&self) -> TaskError {
+    pub(crate) fn no_examples(&self) -> TaskError {
         TaskError::NoExamples {
             path: self.path.clone(),
             rows: self.rows,
@@ -354,7 +357,7 @@ impl FileReport {
     }
 }
 
-fn open(path: &Path, name: &str) -> Result<BufReader<File>, TaskError> {
+pub(crate) fn open(path: &Path, name: &str) -> Result<BufReader<File>, TaskError> {
     // Only regular files: opening a FIFO with no writer blocks forever, and a device such as
     // /dev/zero is one endless line.
     match crate::error::open_regular(path) {
@@ -377,7 +380,7 @@ const MAX_LINE_BYTES: u64 = 16 << 20;
 
 /// Lines as raw bytes, numbered from 1, without the line end and (on line 1) the UTF-8 BOM.
 /// Bytes rather than `String`s so that one invalid line is a bad row, not a failed file.
-struct Lines<R> {
+pub(crate) struct Lines<R> {
     input: R,
     name: String,
     line: usize,
@@ -385,7 +388,7 @@ struct Lines<R> {
 }
 
 impl<R: BufRead> Lines<R> {
-    fn new(input: R, name: &str) -> Self {
+    pub(crate) fn new(input: R, name: &str) -> Self {
         Lines {
             input,
             name: name.to_string(),
@@ -431,7 +434,7 @@ impl<R: BufRead> Lines<R> {
 }
 
 /// What a reader made of one data line.
-enum Parsed<T> {
+pub(crate) enum Parsed<T> {
     Example(T),
     Bad(BadReason, String),
 }
@@ -440,7 +443,7 @@ enum Parsed<T> {
 /// line is a row; a row that is not UTF-8, or that `parse` (given the line number, the row
 /// number from 1 and the text) finds bad, is recorded in the report's bad rows, the one place
 /// where that happens; the rest are the examples. Sets `report.examples`.
-fn collect<R: BufRead, T>(
+pub(crate) fn collect<R: BufRead, T>(
     lines: &mut Lines<R>,
     report: &mut FileReport,
     mut parse: impl FnMut(usize, usize, &str) -> Result<Parsed<T>, TaskError>,
@@ -473,7 +476,7 @@ fn utf8(bytes: &[u8]) -> Result<&str, String> {
     std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8 at byte {}", e.valid_up_to()))
 }
 
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let short: String = s.chars().take(40).collect();
     if short.len() < s.len() {
         format!("{short:?}…")

@@ -45,7 +45,6 @@
 //! get the task's class ids.
 
 mod classify;
-mod regression;
 mod tagging;
 
 use std::collections::BTreeMap;
@@ -55,10 +54,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::TaskError;
+pub use crate::kinds::pair_regression::{REGRESSION_NAMES, ScoredPairFormat};
 use crate::params::{self, closest, show};
 pub(crate) use classify::ClassView;
 pub use classify::{PairFormat, SingleFormat};
-pub use regression::{REGRESSION_NAMES, ScoredPairFormat};
 pub use tagging::{MSRA_TAGS, TagFormat, TagLayout, check_tags, tags_from_label2id};
 
 /// The three NLI classes in XNLI's `label_map.json` order.

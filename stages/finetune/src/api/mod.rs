@@ -3,10 +3,10 @@
 //! time fine-tuning steps ([`bench`]).
 
 pub mod bench;
-mod io;
 mod predictor;
 
-pub use io::{
+// What a Predictor takes and gives belongs to the kinds (each kind's serving makes them).
+pub use pipeline_tasks::kinds::io::{
     AnswerPrediction, ChoicePrediction, ClassPrediction, FoundEntity, Input, InputError,
     Prediction, PredictionShape, ScorePrediction, TagPrediction,
 };

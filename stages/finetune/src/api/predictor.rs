@@ -11,9 +11,9 @@ use pipeline_tasks::TaskKind;
 use pipeline_tasks::c3::C3_CHOICES;
 use serde::Serialize;
 
-use super::io::{Input, InputError, Prediction, PredictionShape};
+use super::{Input, InputError, Prediction, PredictionShape};
 use crate::kinds::{AnyKind, InputSpec, Limits, Run};
-use crate::predict::FineTuned;
+use crate::predict::{FineTuned, Serving};
 
 /// Tagged texts and span contexts are cut into overlapping windows, so they may be longer
 /// than a row; this many rows' worth of characters bounds the work one input can ask for.
@@ -205,12 +205,15 @@ impl Predictor {
             self.shape(input)
                 .with_context(|| format!("input {}", i + 1))?;
         }
-        let run = Run {
+        let model = Serving {
             model: &self.model,
-            batch_size,
             workers: &self.workers,
             device: &self.device.device,
             progress,
+        };
+        let run = Run {
+            model: &model,
+            batch_size,
         };
         self.model_kind().predict_inputs(inputs, &run)
     }
