@@ -309,7 +309,7 @@ mod tests {
     #[test]
     fn published_rows_show_best_and_mean() {
         let p = Published::load().unwrap();
-        let t = finetune("lcqmc", &[], &[], Some(&p.lcqmc));
+        let t = finetune("lcqmc", &[], &[], p.task("lcqmc"));
         let md = t.markdown().unwrap();
         assert!(
             md.contains("| published | BERT | – | – | – | – | 89.4 (88.4) | 86.9 (86.4) |"),
