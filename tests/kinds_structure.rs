@@ -1,23 +1,26 @@
 //! The house rule on task kinds: a kind is one module plus its registration. Outside its own
-//! module (`stages/finetune/src/kinds/<kind>.rs`) a `TaskKind` variant is named only where the
-//! kinds are registered, so that a new kind needs no `match` anywhere else and a place that
-//! decides by the kind cannot creep back in. Test code is not looked at: a test names the kind
-//! it tests.
+//! module (`crates/tasks/src/kinds/<kind>.rs`, or a folder `crates/tasks/src/kinds/<kind>/`)
+//! a `TaskKind` variant is named only where the kinds are registered, so that a new kind needs
+//! no `match` anywhere else and a place that decides by the kind cannot creep back in. Test
+//! code is not looked at: a test names the kind it tests.
 
 use std::path::{Path, PathBuf};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// Where the kinds are registered: the enums and their names (`TaskKind`, `Task`), the
-/// examples of each kind (`Examples`, one variant a kind, each example type answering for
-/// itself beside its reader), the finetune stage's registry ([`stage_finetune::kinds::of`] and
-/// the order saved models are matched in), and the baselines each kind gets.
+/// examples of each kind (`Examples`, one variant a kind, and the reader each format's files
+/// are read with), the kinds' registry (`pipeline_tasks::kinds::of` and the order saved models
+/// are matched in), and the baselines each kind gets.
 const REGISTRATION: [&str; 4] = [
     "crates/tasks/src/task/mod.rs",
     "crates/tasks/src/protocol/examples.rs",
-    "stages/finetune/src/kinds/mod.rs",
+    "crates/tasks/src/kinds/mod.rs",
     "stages/baseline/src/kinds.rs",
 ];
+
+/// Where each kind's own module is: `KINDS/<kind>.rs`, or the folder `KINDS/<kind>/`.
+const KINDS: &str = "crates/tasks/src/kinds/";
 
 /// The variants of `TaskKind`, read from its definition.
 fn variants() -> Vec<String> {
@@ -91,6 +94,16 @@ fn mentions(text: &str, variant: &str) -> Vec<usize> {
         .collect()
 }
 
+/// Whether `file` is (in) the module of kind `variant`: `KINDS/<kind>.rs` or under
+/// `KINDS/<kind>/`.
+fn is_own_module(file: &str, variant: &str) -> bool {
+    let Some(rest) = file.strip_prefix(KINDS) else {
+        return false;
+    };
+    let module = snake(variant);
+    rest == format!("{module}.rs") || rest.starts_with(&format!("{module}/"))
+}
+
 /// Every place outside a kind's module that names a kind, as `file:line: TaskKind::V`.
 fn stray_mentions(variants: &[String], files: &[String]) -> Vec<String> {
     let mut found = Vec::new();
@@ -99,14 +112,8 @@ fn stray_mentions(variants: &[String], files: &[String]) -> Vec<String> {
             continue;
         }
         let text = read(file);
-        let stem = file
-            .rsplit('/')
-            .next()
-            .unwrap_or("")
-            .trim_end_matches(".rs");
         for v in variants {
-            let own = file.starts_with("stages/finetune/src/kinds/") && stem == snake(v);
-            if own {
+            if is_own_module(file, v) {
                 continue;
             }
             for line in mentions(code(&text), v) {
@@ -133,10 +140,15 @@ fn a_kind_is_named_only_in_its_module_and_where_it_is_registered() {
             .iter()
             .any(|f| f == "stages/finetune/src/api/predictor.rs")
     );
+    assert!(
+        files
+            .iter()
+            .any(|f| f == "crates/tasks/src/kinds/pair_regression.rs")
+    );
     let stray = stray_mentions(&variants, &files);
     assert!(
         stray.is_empty(),
-        "a task kind is decided outside its module (stages/finetune/src/kinds/<kind>.rs): ask \
+        "a task kind is decided outside its module (crates/tasks/src/kinds/<kind>.rs): ask \
          the kind (`kinds::of(kind)`, a `Kind` method) instead of matching on it, or register \
          it in one of {REGISTRATION:?}:\n{}",
         stray.join("\n")
@@ -151,4 +163,25 @@ fn a_mention_is_found_and_a_longer_variant_is_not_it() {
     assert_eq!(snake("ReadingChoice"), "reading_choice");
     let with_tests = "fn f() {}\n#[cfg(test)]\nmod tests { TaskKind::Span }";
     assert!(mentions(code(with_tests), "Span").is_empty());
+}
+
+#[test]
+fn a_kinds_module_is_its_file_or_its_folder() {
+    assert!(is_own_module(
+        "crates/tasks/src/kinds/pair_regression.rs",
+        "PairRegression"
+    ));
+    assert!(is_own_module(
+        "crates/tasks/src/kinds/span/windows.rs",
+        "Span"
+    ));
+    assert!(!is_own_module(
+        "crates/tasks/src/kinds/pair.rs",
+        "PairRegression"
+    ));
+    assert!(!is_own_module(
+        "crates/tasks/src/kinds/pair_regression.rs",
+        "Pair"
+    ));
+    assert!(!is_own_module("stages/finetune/src/kinds/pair.rs", "Pair"));
 }
