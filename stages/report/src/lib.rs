@@ -55,6 +55,7 @@
 //! | `bench_dir` | `<publish_dir>/bench` | where the benchmark `*.jsonl` files are read from; `""` reads none |
 //! | `plots` | `true` | draw the SVG figures |
 //! | `main_pretrain` | the pretrain instance with the most tokens seen (among those with fine-tuning runs; ties: the first by name) | the pretraining run whose fine-tuning rows the targets are read off, and the reference of the ablations table |
+//! | `tables` | none | the experiment's own tables: `[{key, title, stages: […], group_by: […], columns: [{key, header, metric, scale, decimals}], note}]`, each the runs of `stages` grouped by the `group_by` coordinates, every column's metric (a path into metrics.json) as mean ± sd (see `declared.rs`) |
 //! | `targets` | none | the experiment's claims, judged on the rows: `[{threshold: …}, {beats_random_init: …}, {beats_baselines: …}, {curve_points: …}, {device_time: …}]` (see `targets/spec.rs`); none: no targets paragraph or table |
 //!
 //! Benchmark files are read from `bench_dir` and from the stage's `inputs:` that end in
@@ -70,6 +71,7 @@ mod bench;
 mod corpus;
 mod curve;
 mod data;
+mod declared;
 mod deps;
 mod figure_runs;
 mod finetune_runs;
@@ -228,6 +230,9 @@ pub fn build(
     s.ablations(&runs, main)?;
     for task in runs.tasks() {
         s.task(&task, &runs)?;
+    }
+    for spec in &p.tables {
+        s.declared(spec, all_deps)?;
     }
     s.throughput(bench_lines, &runs, no_bench_files)?;
 

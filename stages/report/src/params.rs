@@ -9,6 +9,7 @@ use pipeline_tasks::task::BUILTIN_TASKS;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::declared::{self, TableSpec};
 use crate::targets::spec::{self, TargetSpec};
 
 /// Every param the kind takes: the fields of the params as parsed, so the list cannot drift
@@ -56,6 +57,8 @@ pub struct ReportParams {
     pub main_pretrain: Option<String>,
     /// The experiment's targets, judged on the rows in this order (empty: no targets section).
     pub targets: Vec<TargetSpec>,
+    /// The experiment's own tables, each a section after the tasks' (see `declared.rs`).
+    pub tables: Vec<TableSpec>,
 }
 
 /// The params as given, typed (`null` means left out); checked and defaulted into
@@ -72,6 +75,8 @@ struct Given {
     main_pretrain: Option<Text>,
     /// Checked by [`spec::parse`], whose errors name the entry and field.
     targets: Option<Value>,
+    /// Checked by [`declared::parse`], whose errors name the entry and field.
+    tables: Option<Value>,
 }
 
 /// `commit`: one word (a hash or a tag), `None` when blank; an all-digit hash arrives as a
@@ -224,8 +229,13 @@ impl ReportParams {
             Some(v) => spec::parse(v).map_err(|e| e.0)?,
             None => Vec::new(),
         };
+        let tables = match g.tables {
+            Some(v) => declared::parse(v)?,
+            None => Vec::new(),
+        };
         Ok(ReportParams {
             targets,
+            tables,
             publish_dir,
             title,
             commit,

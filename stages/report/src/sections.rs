@@ -281,6 +281,30 @@ impl<'p> Sections<'p> {
         Ok(body)
     }
 
+    /// A table of the `tables` param, after the tasks' sections (left out when none of its
+    /// stages ran).
+    pub fn declared(
+        &mut self,
+        spec: &crate::declared::TableSpec,
+        deps: &[Dep],
+    ) -> anyhow::Result<()> {
+        let title = spec.title.as_ref().map_or(&spec.key.0, |t| &t.0).clone();
+        let body = match crate::declared::table(spec, deps) {
+            Some(t) => self.add_table(&t, Map::new())?,
+            None => {
+                self.left_out.push(spec.key.0.clone());
+                let stages: Vec<String> =
+                    spec.stages.iter().map(|s| format!("`{}`", s.0)).collect();
+                format!(
+                    "Not in this report: no run of {} among the report's deps.\n",
+                    stages.join(", ")
+                )
+            }
+        };
+        self.push(title, body);
+        Ok(())
+    }
+
     /// 4. Throughput.
     pub fn throughput(
         &mut self,

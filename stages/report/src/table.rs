@@ -105,7 +105,7 @@ pub enum Fmt {
 pub struct Col {
     /// The name in the CSV header and the JSON rows (`params_backbone`); rows name their
     /// cells by it.
-    pub key: &'static str,
+    pub key: String,
     /// The Markdown column heading (`Parameters`).
     pub header: String,
     /// How the cells are stored.
@@ -122,9 +122,9 @@ pub struct Col {
 
 impl Col {
     /// A column in the CSV, JSON and Markdown alike.
-    pub fn new(key: &'static str, header: &str, kind: Kind, fmt: Fmt, desc: &str) -> Col {
+    pub fn new(key: &str, header: &str, kind: Kind, fmt: Fmt, desc: &str) -> Col {
         Col {
-            key,
+            key: key.to_string(),
             header: header.to_string(),
             kind,
             fmt,
@@ -228,7 +228,7 @@ impl Table {
             if (markdown && !col.markdown) || (!markdown && !col.data) {
                 continue;
             }
-            let name = PlSmallStr::from_str(col.key);
+            let name = PlSmallStr::from_str(&col.key);
             let cells = self.rows.iter().map(|r| &r[i]);
             let column = match col.kind {
                 Kind::Str => Column::new(
@@ -290,7 +290,7 @@ impl Table {
         for i in 0..df.height() {
             let mut row = Map::new();
             for (col, column) in data_cols.iter().zip(df.columns()) {
-                row.insert(col.key.to_string(), any_to_json(column.get(i)?));
+                row.insert(col.key.clone(), any_to_json(column.get(i)?));
             }
             rows.push(Value::Object(row));
         }

@@ -599,3 +599,57 @@ fn the_full_report_carries_the_golden_numbers() {
     let out = run(root, &deps, json!({"commit": "0123abc"}), &[], "out");
     golden::check("report", &files(&out));
 }
+
+#[test]
+fn a_table_declared_in_the_params_is_a_section_with_its_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let mut deps: Vec<DepArtifact> = [(1, 0.70), (2, 0.72), (3, 0.74)]
+        .into_iter()
+        .map(|(seed, acc)| seeded(root, seed, acc))
+        .collect();
+    deps.push(finetune(root, "xnli", "all", "random", 0.5));
+    let tables = json!([{"key": "by_init", "title": "Test accuracy by init",
+        "stages": ["finetune_lcqmc", "finetune_xnli"], "group_by": ["init"],
+        "columns": [{"key": "test", "header": "Test %", "metric": "eval.test.accuracy",
+                     "scale": 100}]},
+        {"key": "nothing", "stages": ["finetune_c3"],
+         "columns": [{"key": "test", "metric": "eval.test.accuracy"}]}]);
+    let out = run(
+        root,
+        &deps,
+        json!({"publish_dir": "", "tables": tables}),
+        &[],
+        "art",
+    );
+    let t: Value = serde_json::from_str(&text(&out, "by_init.json")).unwrap();
+    let rows = t["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{t:#}");
+    // Test accuracies 68, 70, 72 %: mean 70, sample sd 2; XNLI has no `test` set.
+    assert_eq!(rows[0]["run"], "finetune_lcqmc");
+    assert_eq!(
+        (rows[0]["seeds"].clone(), rows[0]["test"].clone()),
+        (json!(3), json!(70.0))
+    );
+    assert_eq!(rows[0]["test_sd"], json!(2.0));
+    assert_eq!(rows[1]["test"], Value::Null);
+    assert!(text(&out, "by_init.csv").starts_with("run,init,seeds,test,test_sd\n"));
+    let readme = text(&out, "README.md");
+    assert!(readme.contains("## Test accuracy by init"), "{readme}");
+    assert!(
+        readme.contains("| finetune_lcqmc | pretrained | 3 | 70.00 ± 2.00 |"),
+        "{readme}"
+    );
+    assert!(readme.contains("no run of `finetune_c3`"), "{readme}");
+    let bad = ReportStage.validate(
+        json!({"tables": [{"key": "x", "stages": ["a"], "columns": [{"key": "t"}]}]})
+            .as_object()
+            .unwrap(),
+        &Value::Null,
+    );
+    let e = bad.unwrap_err().0;
+    assert!(
+        e.contains("tables[0].columns[0]") && e.contains("metric"),
+        "{e}"
+    );
+}

@@ -158,7 +158,7 @@ fn misspelt(message: &str) -> Option<String> {
 
 /// `T` from a map, errors placed under `at`: `at.by_sd must be a number, not "two"`,
 /// `at.curve_points has no field `at_lest` (did you mean "at_least"?); …`.
-fn typed<T: DeserializeOwned>(v: Value, at: &str) -> Result<T, String> {
+pub(crate) fn typed<T: DeserializeOwned>(v: Value, at: &str) -> Result<T, String> {
     let Value::Object(map) = v else {
         return Err(format!("{at} must be a map, not {v}"));
     };
