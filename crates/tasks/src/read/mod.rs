@@ -58,9 +58,7 @@
 //! (`invalid_json`), has an empty prompt or choice (`empty_text`), an answer out of range
 //! (`bad_answer`), fewer than 2 choices (`too_few_choices`), or is not valid UTF-8.
 
-mod choice;
-mod tagging;
-mod tsv;
+pub(crate) mod tsv;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -73,12 +71,14 @@ use serde::Serialize;
 use crate::error::{TaskError, format_samples};
 #[cfg(doc)]
 use crate::task::{PairFormat, SingleFormat};
-pub use choice::{ChoiceFile, read_choice_file, read_choices};
+// The choice reader is its kind's module; here under its old paths.
+pub use crate::kinds::choice::{ChoiceExample, ChoiceFile, read_choice_file, read_choices};
 // The scored pairs' reader is its kind's module; here under its old paths.
 pub use crate::kinds::pair_regression::{
     ScoredPairExample, ScoredPairFile, read_scored_pair_file, read_scored_pairs,
 };
-pub use tagging::{TagFile, read_tag_file, read_tags};
+// The tagging reader is its kind's module; here under its old paths.
+pub use crate::kinds::tagging::{TagExample, TagFile, read_tag_file, read_tags};
 pub use tsv::{PairFile, SingleFile, read_pair_file, read_pairs, read_single_file, read_singles};
 
 /// A sentence-pair example.
@@ -97,21 +97,6 @@ pub struct PairExample {
     pub line: usize,
 }
 
-/// A multiple-choice example.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ChoiceExample {
-    /// The question or context, trimmed, never empty.
-    pub prompt: String,
-    /// The candidate answers, trimmed, none empty: at least 2, as many on every line of a file.
-    pub choices: Vec<String>,
-    /// Index of the correct choice; also the class id.
-    pub answer: usize,
-    /// As in [`PairExample::file`].
-    pub file: usize,
-    /// 1-based line number in that file.
-    pub line: usize,
-}
-
 /// A single-text example.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SingleExample {
@@ -123,27 +108,6 @@ pub struct SingleExample {
     pub file: usize,
     /// 1-based line number in that file.
     pub line: usize,
-}
-
-/// A tagged sentence: its characters (the units the tags belong to: one character each in
-/// MSRA NER, a whitespace-free token in general) and one tag id per character.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TagExample {
-    /// The sentence's characters (tokens), in order; never empty.
-    pub chars: Vec<String>,
-    /// Tag ids (positions in the task's tag set), one per character.
-    pub tags: Vec<usize>,
-    /// As in [`PairExample::file`].
-    pub file: usize,
-    /// The line of the sentence (of its first character in CoNLL).
-    pub line: usize,
-}
-
-impl TagExample {
-    /// The sentence as one string (the characters joined).
-    pub fn text(&self) -> String {
-        self.chars.concat()
-    }
 }
 
 /// Why a row was skipped.
@@ -397,7 +361,7 @@ impl<R: BufRead> Lines<R> {
         }
     }
 
-    fn next_line(&mut self) -> Result<Option<(usize, &[u8])>, TaskError> {
+    pub(crate) fn next_line(&mut self) -> Result<Option<(usize, &[u8])>, TaskError> {
         self.buf.clear();
         let n = (&mut self.input)
             .take(MAX_LINE_BYTES + 1)
@@ -468,11 +432,11 @@ pub(crate) fn collect<R: BufRead, T>(
     Ok(examples)
 }
 
-fn is_blank(bytes: &[u8]) -> bool {
+pub(crate) fn is_blank(bytes: &[u8]) -> bool {
     bytes.iter().all(u8::is_ascii_whitespace)
 }
 
-fn utf8(bytes: &[u8]) -> Result<&str, String> {
+pub(crate) fn utf8(bytes: &[u8]) -> Result<&str, String> {
     std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8 at byte {}", e.valid_up_to()))
 }
 

@@ -44,7 +44,7 @@ const HEADER_WORDS: &[&str] = &[
 
 /// Whether a row that failed as data is a header: its label cell is a usual header word, or
 /// every cell is an ASCII identifier (`text_a`, `sentence1`), which real Chinese text is not.
-pub(super) fn looks_like_header(cells: &[&str], label_cell: Option<&str>) -> bool {
+pub(crate) fn looks_like_header(cells: &[&str], label_cell: Option<&str>) -> bool {
     let ident = |c: &str| {
         let c = c.trim();
         let mut chars = c.chars();
@@ -56,7 +56,7 @@ pub(super) fn looks_like_header(cells: &[&str], label_cell: Option<&str>) -> boo
 }
 
 /// Where a TSV format's fields are, once the header (if any) is read.
-pub(super) struct TsvColumns {
+pub(crate) struct TsvColumns {
     /// The 0-based position of each field (the label last).
     pub idx: Vec<usize>,
     /// The exact column count a row must have, if known.
@@ -84,7 +84,7 @@ impl TsvColumns {
 /// Reads the header of a file with `header: true` (the first non-blank line) and finds the
 /// named columns in it; `is_label` says whether a cell holds a label, which a header must not.
 /// Without a header, the columns are the given indices.
-pub(super) fn header<R: BufRead>(
+pub(crate) fn header<R: BufRead>(
     lines: &mut Lines<R>,
     report: &mut FileReport,
     format_name: &str,

@@ -100,7 +100,7 @@ impl PairFormat {
         }
     }
 
-    pub(super) fn apply(&mut self, map: &Map<String, Value>, at: &str) -> Result<(), TaskError> {
+    pub(crate) fn apply(&mut self, map: &Map<String, Value>, at: &str) -> Result<(), TaskError> {
         check_keys(map, PAIR_KEYS, at)?;
         let keys = ["text_a", "text_b", "label"];
         let slots = [&mut self.text_a, &mut self.text_b, &mut self.label];
@@ -114,7 +114,7 @@ impl PairFormat {
         )
     }
 
-    pub(super) fn validate(&self, at: &str) -> Result<(), TaskError> {
+    pub(crate) fn validate(&self, at: &str) -> Result<(), TaskError> {
         self.view().validate(at)
     }
 
@@ -142,7 +142,7 @@ impl SingleFormat {
         }
     }
 
-    pub(super) fn apply(&mut self, map: &Map<String, Value>, at: &str) -> Result<(), TaskError> {
+    pub(crate) fn apply(&mut self, map: &Map<String, Value>, at: &str) -> Result<(), TaskError> {
         check_keys(map, SINGLE_KEYS, at)?;
         let keys = ["text", "label"];
         let slots = [&mut self.text, &mut self.label];
@@ -156,7 +156,7 @@ impl SingleFormat {
         )
     }
 
-    pub(super) fn validate(&self, at: &str) -> Result<(), TaskError> {
+    pub(crate) fn validate(&self, at: &str) -> Result<(), TaskError> {
         self.view().validate(at)
     }
 
@@ -246,7 +246,7 @@ fn apply_labels(
 }
 
 /// A list of labels (order = class ids).
-pub(super) fn label_list(v: &Value, at: &str) -> Result<Vec<String>, TaskError> {
+pub(crate) fn label_list(v: &Value, at: &str) -> Result<Vec<String>, TaskError> {
     let list = v.as_array().ok_or_else(|| {
         TaskError::param(
             at,
@@ -263,7 +263,7 @@ pub(super) fn label_list(v: &Value, at: &str) -> Result<Vec<String>, TaskError> 
 }
 
 /// Labels present, at least 2, none twice.
-pub(super) fn check_label_list(labels: &[String], name: &str, at: &str) -> Result<(), TaskError> {
+pub(crate) fn check_label_list(labels: &[String], name: &str, at: &str) -> Result<(), TaskError> {
     if labels.is_empty() {
         return Err(TaskError::param(
             format!("{at}.labels"),
@@ -327,7 +327,7 @@ impl ClassView<'_> {
 }
 
 /// Column names need a header; no two fields in one column; indices within `columns`.
-pub(super) fn check_columns(
+pub(crate) fn check_columns(
     cols: &[(&str, &Column)],
     header: bool,
     column_count: Option<usize>,

@@ -44,8 +44,7 @@
 //! (`format: cmnli` under `task: xnli`), a format's labels must be labels of the task, and rows
 //! get the task's class ids.
 
-mod classify;
-mod tagging;
+pub(crate) mod classify;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -54,11 +53,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::TaskError;
+pub use crate::kinds::choice::ChoiceFormat;
 pub use crate::kinds::pair_regression::{REGRESSION_NAMES, ScoredPairFormat};
+pub use crate::kinds::tagging::{MSRA_TAGS, TagFormat, TagLayout, check_tags, tags_from_label2id};
 use crate::params::{self, closest, show};
 pub(crate) use classify::ClassView;
 pub use classify::{PairFormat, SingleFormat};
-pub use tagging::{MSRA_TAGS, TagFormat, TagLayout, check_tags, tags_from_label2id};
 
 /// The three NLI classes in XNLI's `label_map.json` order.
 pub const NLI_LABELS: [&str; 3] = ["contradiction", "entailment", "neutral"];
@@ -95,8 +95,6 @@ pub const BUILTIN_TASKS: &[&str] = &[
     "pair_regression",
 ];
 
-const CHOICE_KEYS: &[&str] = &["name", "num_choices"];
-
 /// Where a field is in a TSV row: a 0-based index, or a column name looked up in the header.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
@@ -114,15 +112,6 @@ impl fmt::Display for Column {
             Column::Name(n) => write!(f, "column `{n}`"),
         }
     }
-}
-
-/// A multiple-choice JSONL format (see [`crate::read`] for the line format).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChoiceFormat {
-    /// `choice`.
-    pub name: String,
-    /// The number of choices every line must have; `None`: whatever the first line has.
-    pub num_choices: Option<usize>,
 }
 
 /// A reading-comprehension format (SQuAD v1 JSON, C3 JSON): its files carry their own
@@ -292,7 +281,7 @@ fn defaults(name: &str) -> Option<Task> {
 }
 
 /// A label given in YAML may be a number (`labels: [0, 1]`); it means its decimal spelling.
-fn label_string(v: &Value, at: &str) -> Result<String, TaskError> {
+pub(crate) fn label_string(v: &Value, at: &str) -> Result<String, TaskError> {
     let s = match v {
         Value::String(s) => s.trim().to_string(),
         Value::Number(n) => n.to_string(),
@@ -314,7 +303,7 @@ fn label_string(v: &Value, at: &str) -> Result<String, TaskError> {
     Ok(s)
 }
 
-fn column(v: &Value, at: &str) -> Result<Column, TaskError> {
+pub(crate) fn column(v: &Value, at: &str) -> Result<Column, TaskError> {
     match v {
         Value::String(s) if !s.trim().is_empty() => Ok(Column::Name(s.trim().to_string())),
         Value::Number(_) => params::count(v, at).map(Column::Index),
@@ -387,12 +376,7 @@ impl Task {
         })?;
         if let Some(map) = overrides {
             match &mut task {
-                Task::Choice(c) => {
-                    params::check_keys(map, CHOICE_KEYS, at)?;
-                    if let Some(v) = map.get("num_choices") {
-                        c.num_choices = Some(params::count(v, &format!("{at}.num_choices"))?);
-                    }
-                }
+                Task::Choice(c) => c.apply(map, at)?,
                 Task::Pair(p) => p.apply(map, at)?,
                 Task::Single(s) => s.apply(map, at)?,
                 Task::Tagging(t) => t.apply(map, at)?,
@@ -408,17 +392,7 @@ impl Task {
     /// Checks that the task is complete and consistent.
     pub fn validate(&self, at: &str) -> Result<(), TaskError> {
         match self {
-            Task::Choice(c) => {
-                if let Some(n) = c.num_choices
-                    && n < 2
-                {
-                    return Err(TaskError::param(
-                        format!("{at}.num_choices"),
-                        format!("{n}: a choice task needs at least 2 choices"),
-                    ));
-                }
-                Ok(())
-            }
+            Task::Choice(c) => c.validate(at),
             Task::Pair(p) => p.validate(at),
             Task::Single(s) => s.validate(at),
             Task::Tagging(t) => t.validate(at),

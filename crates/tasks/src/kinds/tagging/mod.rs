@@ -1,4 +1,6 @@
-//! Token classification (NER): a tag per character, `AlbertForTokenClassification`.
+//! Token classification (NER): a tag per character, `AlbertForTokenClassification`; the whole
+//! kind: its formats ([`format`]: MSRA NER's rows, CoNLL's columns, the tag set), its example
+//! and reader ([`read`]), and here how it is fine-tuned and served.
 //!
 //! Alignment: every character (a tagging unit) is tokenized on its own; its tag goes to its
 //! first word piece and the other pieces get −100, ignored by the loss as transformers does
@@ -15,17 +17,22 @@
 //! of tags), and entities are scored as seqeval's default mode does
 //! ([`crate::entities`]); the best epoch is chosen by entity F1.
 
+pub mod format;
+pub mod read;
+
 use std::fmt::Write as _;
 
-use crate::{TagExample, TaskKind, entities, evaluate};
+pub use format::{MSRA_TAGS, TagFormat, TagLayout, check_tags, tags_from_label2id};
+pub use read::{TagExample, TagFile, read_tag_file, read_tags};
 
-use super::{Head, InputSpec, Kind, Limits, Run, Scores, clean_tsv};
 use crate::kinds::argmax;
 use crate::kinds::encode::{Encoded, Encoder};
 use crate::kinds::features::{EncodeNotes, EncodedSplit, Targets, Window};
 use crate::kinds::io::{
     FoundEntity, Input, InputError, Prediction, PredictionShape, TagPrediction,
 };
+use crate::kinds::{Head, InputSpec, Kind, Limits, Run, Scores, clean_tsv};
+use crate::{TaskKind, entities, evaluate};
 
 /// The loss ignores a position with this label (transformers' convention).
 pub const IGNORE: i64 = -100;

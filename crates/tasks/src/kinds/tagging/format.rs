@@ -6,10 +6,10 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::classify::{check_columns, label_list};
-use super::{Column, column};
 use crate::error::TaskError;
 use crate::params::{self, check_keys};
+use crate::task::classify::{check_columns, label_list};
+use crate::task::{Column, column};
 
 pub(super) const TAGGING_KEYS: &[&str] = &[
     "name", "layout", "text", "label", "header", "labels", "label2id",
@@ -53,7 +53,7 @@ pub struct TagFormat {
 
 impl TagFormat {
     /// MSRA NER as the shared data has it.
-    pub(super) fn msra() -> TagFormat {
+    pub(crate) fn msra() -> TagFormat {
         TagFormat {
             name: "msra_ner".into(),
             layout: TagLayout::Tsv,
@@ -66,7 +66,7 @@ impl TagFormat {
     }
 
     /// The generic task, tags to be given.
-    pub(super) fn generic() -> TagFormat {
+    pub(crate) fn generic() -> TagFormat {
         TagFormat {
             name: "tagging".into(),
             layout: TagLayout::Tsv,
@@ -78,7 +78,7 @@ impl TagFormat {
         }
     }
 
-    pub(super) fn apply(&mut self, map: &Map<String, Value>, at: &str) -> Result<(), TaskError> {
+    pub(crate) fn apply(&mut self, map: &Map<String, Value>, at: &str) -> Result<(), TaskError> {
         check_keys(map, TAGGING_KEYS, at)?;
         if let Some(v) = map.get("layout") {
             self.layout = match params::string(v, &format!("{at}.layout"))?.trim() {
@@ -126,7 +126,7 @@ impl TagFormat {
         Ok(())
     }
 
-    pub(super) fn validate(&self, at: &str) -> Result<(), TaskError> {
+    pub(crate) fn validate(&self, at: &str) -> Result<(), TaskError> {
         match (&self.label2id, self.labels.is_empty()) {
             (Some(_), false) => {
                 return Err(TaskError::param(

@@ -5,13 +5,32 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use super::tsv::{header, looks_like_header};
-use super::{
-    BadReason, FileReport, Lines, Parsed, TagExample, collect, is_blank, open, quote, utf8,
-};
 use crate::error::TaskError;
 use crate::protocol::SplitExample;
+use crate::read::tsv::{header, looks_like_header};
+use crate::read::{BadReason, FileReport, Lines, Parsed, collect, is_blank, open, quote, utf8};
 use crate::task::{TagFormat, TagLayout};
+
+/// A tagged sentence: its characters (the units the tags belong to: one character each in
+/// MSRA NER, a whitespace-free token in general) and one tag id per character.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TagExample {
+    /// The sentence's characters (tokens), in order; never empty.
+    pub chars: Vec<String>,
+    /// Tag ids (positions in the task's tag set), one per character.
+    pub tags: Vec<usize>,
+    /// As in [`crate::PairExample::file`].
+    pub file: usize,
+    /// The line of the sentence (of its first character in CoNLL).
+    pub line: usize,
+}
+
+impl TagExample {
+    /// The sentence as one string (the characters joined).
+    pub fn text(&self) -> String {
+        self.chars.concat()
+    }
+}
 
 /// A tagging file's sentences and report.
 #[derive(Debug, Clone)]
