@@ -56,7 +56,7 @@
 //! | `plots` | `true` | draw the SVG figures |
 //! | `main_pretrain` | the pretrain instance with the most tokens seen (among those with fine-tuning runs; ties: the first by name) | the pretraining run whose fine-tuning rows the targets are read off, and the reference of the ablations table |
 //! | `tables` | none | the experiment's own tables: `[{key, title, stages: […], group_by: […], columns: [{key, header, metric, scale, decimals}], note}]`, each the runs of `stages` grouped by the `group_by` coordinates, every column's metric (a path into metrics.json) as mean ± sd (see `declared.rs`) |
-//! | `targets` | none | the experiment's claims, judged on the rows: `[{threshold: …}, {beats_random_init: …}, {beats_baselines: …}, {curve_points: …}, {device_time: …}]` (see `targets/spec.rs`); none: no targets paragraph or table |
+//! | `targets` | none | the experiment's claims, judged on the rows: `[{threshold: …}, {beats_random_init: …}, {beats_baselines: …}, {curve_points: …}, {device_time: …}, {cell: …}]` (`cell`: a bound on a figure of a row of a `tables` table) (see `targets/spec.rs`); none: no targets paragraph or table |
 //!
 //! Benchmark files are read from `bench_dir` and from the stage's `inputs:` that end in
 //! `.jsonl`; list them as inputs (`inputs: ["results/bench/*.jsonl"]`) so that a new
@@ -209,11 +209,19 @@ pub fn build(
              have no main run"
         ));
     }
+    // The experiment's own tables first: the targets may state claims on their rows.
+    let declared: Vec<_> = p
+        .tables
+        .iter()
+        .map(|s| declared::table(s, all_deps))
+        .collect();
+    let built: Vec<table::Table> = declared.iter().flatten().cloned().collect();
     let rows = targets::Rows {
         main,
         pretrain: &runs.pretrain,
         finetune: &runs.finetune,
         baselines: &runs.baseline,
+        tables: &built,
     };
     let targets = targets::targets(&p.targets, &rows);
     for d in all_deps.iter().filter(|d| d.kind == DepKind::Other) {
@@ -231,8 +239,8 @@ pub fn build(
     for task in runs.tasks() {
         s.task(&task, &runs)?;
     }
-    for spec in &p.tables {
-        s.declared(spec, all_deps)?;
+    for (spec, t) in p.tables.iter().zip(declared) {
+        s.declared(spec, t)?;
     }
     s.throughput(bench_lines, &runs, no_bench_files)?;
 

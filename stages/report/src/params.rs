@@ -191,6 +191,23 @@ fn notes(given: Option<Notes>) -> Result<BTreeMap<String, String>, String> {
     Ok(notes)
 }
 
+/// Every `cell` target names a table of `tables`.
+fn cell_tables_are_declared(targets: &[TargetSpec], tables: &[TableSpec]) -> Result<(), String> {
+    let keys: Vec<&str> = tables.iter().map(|t| t.key.0.as_str()).collect();
+    for (i, t) in targets.iter().enumerate() {
+        if let spec::Claim::Cell(c) = &t.claim
+            && !keys.contains(&c.table.0.as_str())
+        {
+            return Err(format!(
+                "targets[{i}].cell.table `{}` is not a table of `tables`{}",
+                c.table.0,
+                suggestion(&c.table.0, &keys)
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl ReportParams {
     /// Checks the stage's params and fills in the defaults; the error names the param at fault
     /// (an unknown param, a path outside the workspace, a `notes` key that is no table).
@@ -233,6 +250,7 @@ impl ReportParams {
             Some(v) => declared::parse(v)?,
             None => Vec::new(),
         };
+        cell_tables_are_declared(&targets, &tables)?;
         Ok(ReportParams {
             targets,
             tables,

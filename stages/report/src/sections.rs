@@ -286,10 +286,10 @@ impl<'p> Sections<'p> {
     pub fn declared(
         &mut self,
         spec: &crate::declared::TableSpec,
-        deps: &[Dep],
+        table: Option<Table>,
     ) -> anyhow::Result<()> {
         let title = spec.title.as_ref().map_or(&spec.key.0, |t| &t.0).clone();
-        let body = match crate::declared::table(spec, deps) {
+        let body = match table {
             Some(t) => self.add_table(&t, Map::new())?,
             None => {
                 self.left_out.push(spec.key.0.clone());

@@ -7,8 +7,9 @@
 //! Each kind of target is judged here, the same for every experiment: a threshold on the main
 //! pretraining run's final evaluation (below), pretrained against random init and against the
 //! baselines on named tasks and the points of each task's curve ([`tasks`]), the span of the GPU
-//! work ([`device_time`]).
+//! work ([`device_time`]), a figure of a row of the experiment's own tables ([`cell`]).
 
+mod cell;
 mod device_time;
 pub mod spec;
 mod tasks;
@@ -87,6 +88,8 @@ pub struct Rows<'a> {
     pub pretrain: &'a [&'a Dep],
     pub finetune: &'a [&'a Dep],
     pub baselines: &'a [&'a Dep],
+    /// The experiment's own tables (`tables`) that were built, for `cell` claims.
+    pub tables: &'a [Table],
 }
 
 /// `5,000,000 tokens seen on cuda:0 in 3m 20s wall`: what the run trained on, where, and how
@@ -227,6 +230,7 @@ pub fn targets(specs: &[TargetSpec], rows: &Rows) -> Vec<Target> {
                 Claim::BeatsBaselines(b) => tasks::baselines(rows, b),
                 Claim::CurvePoints(c) => tasks::curve(rows, c),
                 Claim::DeviceTime(d) => device_time::device_time(rows, d.minutes.0 * 60.0),
+                Claim::Cell(c) => cell::cell(rows.tables, c),
             };
             t.key = spec.key.clone();
             if let Some(what) = &spec.what {
@@ -324,6 +328,7 @@ mod tests {
             pretrain: &[],
             finetune: &[],
             baselines: &[],
+            tables: &[],
         }
     }
 

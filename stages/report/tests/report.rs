@@ -615,12 +615,22 @@ fn a_table_declared_in_the_params_is_a_section_with_its_files() {
                      "scale": 100}]},
         {"key": "nothing", "stages": ["finetune_c3"],
          "columns": [{"key": "test", "metric": "eval.test.accuracy"}]}]);
+    // A claim of one's own on a row of it.
+    let targets = json!([{"key": "lcqmc_test", "cell": {"table": "by_init",
+        "row": {"run": "finetune_lcqmc", "init": "pretrained"}, "column": "test",
+        "at_least": 65}}]);
     let out = run(
         root,
         &deps,
-        json!({"publish_dir": "", "tables": tables}),
+        json!({"publish_dir": "", "tables": tables, "targets": targets}),
         &[],
         "art",
+    );
+    let t: Value = serde_json::from_str(&text(&out, "targets.json")).unwrap();
+    assert_eq!(t["rows"][0]["status"], "met", "{t:#}");
+    assert_eq!(
+        t["rows"][0]["evidence"],
+        "`by_init` init = pretrained, run = finetune_lcqmc: test 70 (target ≥ 65)"
     );
     let t: Value = serde_json::from_str(&text(&out, "by_init.json")).unwrap();
     let rows = t["rows"].as_array().unwrap();
@@ -651,5 +661,32 @@ fn a_table_declared_in_the_params_is_a_section_with_its_files() {
     assert!(
         e.contains("tables[0].columns[0]") && e.contains("metric"),
         "{e}"
+    );
+    let undeclared = ReportStage.validate(
+        json!({"targets": [{"cell": {"table": "by_int", "column": "t", "at_most": 1}}],
+               "tables": [{"key": "by_init", "stages": ["a"],
+                           "columns": [{"key": "t", "metric": "m"}]}]})
+        .as_object()
+        .unwrap(),
+        &Value::Null,
+    );
+    let e = undeclared.unwrap_err().0;
+    assert!(
+        e.contains(
+            "targets[0].cell.table `by_int` is not a table of `tables` (did you mean \"by_init\"?)"
+        ),
+        "{e}"
+    );
+    let two_bounds = ReportStage.validate(
+        json!({"targets": [{"cell": {"table": "x", "column": "t", "at_most": 1, "at_least": 0}}]})
+            .as_object()
+            .unwrap(),
+        &Value::Null,
+    );
+    assert!(
+        two_bounds
+            .unwrap_err()
+            .0
+            .contains("targets[0].cell needs one bound")
     );
 }

@@ -238,6 +238,7 @@ mod tests {
                 pretrain: &p,
                 finetune: &f,
                 baselines: &[],
+                tables: &[],
             },
             12.0 * 60.0,
         )

@@ -11,6 +11,7 @@
 //!   - curve_points: {at_least: 3, tasks: [xnli]}
 //!   - device_time: {minutes: 12}
 //!     what: "All GPU work within 12 minutes"   # the row's wording (default: from the spec)
+//!   - cell: {table: finetune_cost, row: {init: pretrained}, column: wall_seconds, at_most: 900}
 //! ```
 //!
 //! The errors name the entry and the field (`targets[1].beats_random_init.by_sd must be a
@@ -23,6 +24,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::cell::CellClaim;
 use crate::params::suggestion;
 
 /// One target as the param states it.
@@ -48,6 +50,8 @@ pub enum Claim {
     CurvePoints(AtLeast),
     /// The GPU work within a wall-clock span.
     DeviceTime(DeviceTime),
+    /// A figure of a row of one of the experiment's own tables (`tables`), and its bound.
+    Cell(CellClaim),
 }
 
 /// An entry as written: `key` and `what` (both optional) and one kind.
@@ -212,6 +216,12 @@ fn entry(mut item: Value, at: &str) -> Result<TargetSpec, String> {
     if let Some(one) = item.get_mut("threshold").filter(|t| t.is_object()) {
         *one = Value::Array(vec![one.take()]);
     }
+    // `cell` is read apart from the other kinds, so that the list of fields a misspelt one
+    // names stays that of the kinds judged on the experiment's fixed rows.
+    let cell = match item.as_object_mut().and_then(|m| m.remove("cell")) {
+        Some(c) => Some(typed::<CellClaim>(c, &format!("{at}.cell"))?),
+        None => None,
+    };
     let e: Entry = typed(item, at)?;
     let given = [
         e.threshold.map(|b| ("threshold", Claim::Threshold(b))),
@@ -222,6 +232,7 @@ fn entry(mut item: Value, at: &str) -> Result<TargetSpec, String> {
         e.curve_points
             .map(|c| ("curve_points", Claim::CurvePoints(c))),
         e.device_time.map(|d| ("device_time", Claim::DeviceTime(d))),
+        cell.map(|c| ("cell", Claim::Cell(c))),
     ];
     let mut given = given.into_iter().flatten();
     let (kind, claim) = match (given.next(), given.next()) {
@@ -232,6 +243,7 @@ fn entry(mut item: Value, at: &str) -> Result<TargetSpec, String> {
                 .iter()
                 .copied()
                 .filter(|f| !["key", "what"].contains(f))
+                .chain(["cell"])
                 .collect();
             return Err(format!(
                 "{at} names no kind of target: one of {}",
@@ -290,6 +302,10 @@ fn check(claim: &Claim, at: &str) -> Result<(), String> {
             ))
         }
         Claim::CurvePoints(c) if c.at_least.0 == 0 => fail(".at_least must be above 0".into()),
+        Claim::Cell(c) => match [c.at_least, c.at_most].map(|x| x.map(|n| n.0)) {
+            [Some(x), None] | [None, Some(x)] if x.is_finite() => Ok(()),
+            _ => fail(" needs one bound, at_least or at_most".into()),
+        },
         Claim::DeviceTime(d) if !(d.minutes.0.is_finite() && d.minutes.0 > 0.0) => {
             fail(format!(".minutes must be above 0, not {}", d.minutes.0))
         }

@@ -389,6 +389,7 @@ mod tests {
             pretrain: &[],
             finetune: &ft,
             baselines: &bl,
+            tables: &[],
         };
         let specs = super::super::spec::parse(json!([
             {"beats_random_init": {"by_sd": 2, "min_seeds": 3, "tasks": tasks()}},
@@ -558,6 +559,7 @@ mod tests {
                 pretrain: &[],
                 finetune: &ft,
                 baselines: &[],
+                tables: &[],
             };
             let specs = super::super::spec::parse(json!([
                 {"key": "half", "beats_random_init": {"by_sd": 0.5, "min_seeds": 2, "tasks": ["xnli"]}},
