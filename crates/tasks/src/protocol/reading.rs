@@ -16,13 +16,13 @@
 use std::path::Path;
 
 use super::load::{count, resolve};
-use super::{DevSpec, Examples, FileSpec, Protocol, ProtocolSpec, Split, SplitExample};
-use crate::c3::{C3_CHOICES, C3Example, read_c3};
+use super::{DevSpec, Examples, FileSpec, Protocol, ProtocolSpec, Split};
+use crate::c3::{C3_CHOICES, read_c3};
 use crate::error::TaskError;
 use crate::group_split::split_by_group;
 use crate::read::{FileReport, ReadingReport};
 use crate::split::Stream;
-use crate::squad::{SquadExample, read_squad};
+use crate::squad::read_squad;
 use crate::task::{Task, choice_labels};
 
 /// The examples of some files, each example's group (article or document, numbered across
@@ -213,35 +213,6 @@ fn describe(files: &[FileReport], ids: &[usize]) -> String {
         .map(|&i| files[i].path.as_str())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// A question has no classes and one stratum: its answer is a span, not a class.
-impl SplitExample for SquadExample {
-    fn push_labels(&self, _out: &mut Vec<usize>) {}
-
-    fn stratum(&self) -> usize {
-        0
-    }
-
-    fn texts_key(&self) -> String {
-        format!("{}\t{}", self.context, self.question)
-    }
-}
-
-/// A C3 question's class is its answer's position; its texts the choices as padded.
-impl SplitExample for C3Example {
-    fn push_labels(&self, out: &mut Vec<usize>) {
-        out.push(self.answer);
-    }
-
-    fn stratum(&self) -> usize {
-        self.answer
-    }
-
-    fn texts_key(&self) -> String {
-        let choices = self.choices.join("\t");
-        format!("{}\t{}\t{choices}", self.context, self.question)
-    }
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ use serde_json::Value;
 
 use crate::group_split::{GroupSplit, GroupSplitError, split_by_group};
 use crate::json_stream::{OpenError, for_each_element, open_data_file};
+use crate::protocol::SplitExample;
 use crate::tally::Tally;
 
 /// Choices per question after padding (C3's maximum).
@@ -415,6 +416,22 @@ fn parse_question(context: Option<&str>, q: &Value) -> Result<Parsed, (C3Issue, 
             C3Issue::AmbiguousAnswer,
             &format!("`{answer}` is {} choices", hits.len()),
         ),
+    }
+}
+
+/// A C3 question's class is its answer's position; its texts the choices as padded.
+impl SplitExample for C3Example {
+    fn push_labels(&self, out: &mut Vec<usize>) {
+        out.push(self.answer);
+    }
+
+    fn stratum(&self) -> usize {
+        self.answer
+    }
+
+    fn texts_key(&self) -> String {
+        let choices = self.choices.join("\t");
+        format!("{}\t{}\t{choices}", self.context, self.question)
     }
 }
 

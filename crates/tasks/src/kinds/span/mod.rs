@@ -23,17 +23,21 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use crate::cmrc_eval::{self, GoldQuestion};
-use crate::span_features::{
+pub mod cmrc_eval;
+pub mod span_features;
+pub mod squad;
+
+use crate::{SpanMetricsBlock, TaskKind};
+use cmrc_eval::GoldQuestion;
+use span_features::{
     SpanConfig, SpanFeature, TokenizedContext, answer_tokens, char_range, decode, encode_with,
 };
-use crate::squad::SquadExample;
-use crate::{SpanMetricsBlock, TaskKind};
+use squad::SquadExample;
 
-use super::{Head, InputSpec, Kind, Limits, Run, Scores, SpanAnswer, clean_tsv};
 use crate::kinds::encode::{Encoded, Encoder};
 use crate::kinds::features::{EncodeNotes, EncodedSplit, Targets};
 use crate::kinds::io::{AnswerPrediction, Input, InputError, Prediction, PredictionShape};
+use crate::kinds::{Head, InputSpec, Kind, Limits, Run, Scores, SpanAnswer, clean_tsv};
 
 /// The span-extraction kind.
 pub struct Spans;
@@ -333,5 +337,4 @@ fn answer_inputs(inputs: Vec<Input>, run: &Run) -> anyhow::Result<Vec<Prediction
 }
 
 #[cfg(test)]
-#[path = "span_tests.rs"]
 mod tests;

@@ -48,6 +48,7 @@ use serde_json::Value;
 
 use crate::group_split::{GroupSplit, GroupSplitError, split_by_group};
 use crate::json_stream::{OpenError, for_each_element, open_data_file};
+use crate::protocol::SplitExample;
 pub use crate::tally::Tally;
 
 /// Everything that stops a SQuAD file from being read; each names the file.
@@ -567,6 +568,19 @@ pub fn locate(context: &str, text: &str, given: Option<i64>) -> Option<Range<usi
         .map(|(b, _)| (b, char_offset(context, b) as i64))
         .min_by_key(|&(_, c)| (c - target).abs())
         .map(|(b, _)| b..b + text.len())
+}
+
+/// A question has no classes and one stratum: its answer is a span, not a class.
+impl SplitExample for SquadExample {
+    fn push_labels(&self, _out: &mut Vec<usize>) {}
+
+    fn stratum(&self) -> usize {
+        0
+    }
+
+    fn texts_key(&self) -> String {
+        format!("{}\t{}", self.context, self.question)
+    }
 }
 
 #[cfg(test)]

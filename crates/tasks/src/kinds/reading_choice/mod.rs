@@ -16,14 +16,16 @@
 
 use std::fmt::Write as _;
 
-use crate::TaskKind;
-use crate::c3::{C3_CHOICES, C3Example};
+pub mod c3;
 
-use super::{Head, InputSpec, Kind, Limits, Run, Scores, classify, clean_tsv};
+use c3::{C3_CHOICES, C3Example};
+
+use crate::TaskKind;
 use crate::kinds::argmax;
 use crate::kinds::encode::Encoder;
 use crate::kinds::features::{EncodeNotes, EncodedSplit, Targets};
 use crate::kinds::io::{ChoicePrediction, Input, InputError, Prediction, PredictionShape};
+use crate::kinds::{Head, InputSpec, Kind, Limits, Run, Scores, classify, clean_tsv};
 
 /// The multiple-choice reading kind.
 pub struct ReadingChoices;
