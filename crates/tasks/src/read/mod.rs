@@ -79,36 +79,10 @@ pub use crate::kinds::pair_regression::{
 };
 // The tagging reader is its kind's module; here under its old paths.
 pub use crate::kinds::tagging::{TagExample, TagFile, read_tag_file, read_tags};
-pub use tsv::{PairFile, SingleFile, read_pair_file, read_pairs, read_single_file, read_singles};
-
-/// A sentence-pair example.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PairExample {
-    /// The first text (the premise in NLI), trimmed, never empty.
-    pub text_a: String,
-    /// The second text (the hypothesis in NLI), trimmed, never empty.
-    pub text_b: String,
-    /// The class id: the label's position in the task's labels.
-    pub label: usize,
-    /// Which file it came from: 0 from a reader, an index into [`crate::Protocol::files`] in a
-    /// protocol.
-    pub file: usize,
-    /// 1-based line number in that file.
-    pub line: usize,
-}
-
-/// A single-text example.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SingleExample {
-    /// The text (a review, a post), trimmed, never empty.
-    pub text: String,
-    /// The class id.
-    pub label: usize,
-    /// As in [`PairExample::file`].
-    pub file: usize,
-    /// 1-based line number in that file.
-    pub line: usize,
-}
+// The sentence-pair and single-text readers are their kinds' modules (on the TSV reading
+// they share, [`tsv`]); here under their old paths.
+pub use crate::kinds::pair::{PairExample, PairFile, read_pair_file, read_pairs};
+pub use crate::kinds::single::{SingleExample, SingleFile, read_single_file, read_singles};
 
 /// Why a row was skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

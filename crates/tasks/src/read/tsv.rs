@@ -4,31 +4,11 @@
 
 use std::collections::HashMap;
 use std::io::BufRead;
-use std::path::Path;
 
-use super::{FileReport, Lines, Parsed, collect, is_blank, open, quote};
+use super::{FileReport, Lines, Parsed, collect, is_blank, quote};
 use crate::error::TaskError;
-use crate::protocol::SplitExample;
-use crate::read::{BadReason, PairExample, SingleExample};
-use crate::task::{ClassView, Column, PairFormat, SingleFormat};
-
-/// A sentence-pair file's examples and report.
-#[derive(Debug, Clone)]
-pub struct PairFile {
-    /// The valid rows, in file order.
-    pub examples: Vec<PairExample>,
-    /// What reading found: header, rows, bad rows, examples per class.
-    pub report: FileReport,
-}
-
-/// A single-text file's examples and report.
-#[derive(Debug, Clone)]
-pub struct SingleFile {
-    /// The valid rows, in file order.
-    pub examples: Vec<SingleExample>,
-    /// What reading found: header, rows, bad rows, examples per class.
-    pub report: FileReport,
-}
+use crate::read::BadReason;
+use crate::task::{ClassView, Column};
 
 /// Header cells that say "this is a header row" when they appear in the label column.
 const HEADER_WORDS: &[&str] = &[
@@ -200,10 +180,10 @@ fn known_labels(format: &ClassView) -> String {
 
 /// One row of a TSV classification file: its texts (as many as the format has text columns,
 /// in order), the class id and the line.
-type ClassRow = (Vec<String>, usize, usize);
+pub(crate) type ClassRow = (Vec<String>, usize, usize);
 
 /// The rows of a TSV classification file and its report.
-fn read_classes(
+pub(crate) fn read_classes(
     input: impl BufRead,
     name: &str,
     format: &ClassView,
@@ -277,99 +257,4 @@ fn read_classes(
         report.label_counts[*label] += 1;
     }
     Ok((rows, report))
-}
-
-/// Reads a sentence-pair TSV file. `name` is the path as the params give it (used in the
-/// report and messages), `labels` the task's class labels (the format's labels must be among
-/// them; rows get their class ids).
-pub fn read_pair_file(
-    path: &Path,
-    name: &str,
-    format: &PairFormat,
-    labels: &[String],
-) -> Result<PairFile, TaskError> {
-    read_pairs(open(path, name)?, name, format, labels)
-}
-
-/// [`read_pair_file`] from any reader.
-pub fn read_pairs(
-    input: impl BufRead,
-    name: &str,
-    format: &PairFormat,
-    labels: &[String],
-) -> Result<PairFile, TaskError> {
-    let (rows, report) = read_classes(input, name, &format.view(), labels)?;
-    let examples = rows
-        .into_iter()
-        .map(|(mut texts, label, line)| {
-            let text_b = texts.pop().unwrap_or_default();
-            let text_a = texts.pop().unwrap_or_default();
-            PairExample {
-                text_a,
-                text_b,
-                label,
-                file: 0,
-                line,
-            }
-        })
-        .collect();
-    Ok(PairFile { examples, report })
-}
-
-/// Reads a single-text TSV file (as [`read_pair_file`]).
-pub fn read_single_file(
-    path: &Path,
-    name: &str,
-    format: &SingleFormat,
-    labels: &[String],
-) -> Result<SingleFile, TaskError> {
-    read_singles(open(path, name)?, name, format, labels)
-}
-
-/// [`read_single_file`] from any reader.
-pub fn read_singles(
-    input: impl BufRead,
-    name: &str,
-    format: &SingleFormat,
-    labels: &[String],
-) -> Result<SingleFile, TaskError> {
-    let (rows, report) = read_classes(input, name, &format.view(), labels)?;
-    let examples = rows
-        .into_iter()
-        .map(|(mut texts, label, line)| SingleExample {
-            text: texts.pop().unwrap_or_default(),
-            label,
-            file: 0,
-            line,
-        })
-        .collect();
-    Ok(SingleFile { examples, report })
-}
-
-impl SplitExample for PairExample {
-    fn push_labels(&self, out: &mut Vec<usize>) {
-        out.push(self.label);
-    }
-
-    fn stratum(&self) -> usize {
-        self.label
-    }
-
-    fn texts_key(&self) -> String {
-        format!("{}\t{}", self.text_a, self.text_b)
-    }
-}
-
-impl SplitExample for SingleExample {
-    fn push_labels(&self, out: &mut Vec<usize>) {
-        out.push(self.label);
-    }
-
-    fn stratum(&self) -> usize {
-        self.label
-    }
-
-    fn texts_key(&self) -> String {
-        self.text.clone()
-    }
 }

@@ -1,77 +1,14 @@
-//! The two TSV classification formats, sentence pairs ([`PairFormat`]) and single texts
-//! ([`SingleFormat`]): their columns, labels and label aliases, and the checks both share.
+//! What the two TSV classification formats, sentence pairs ([`crate::task::PairFormat`], the
+//! pair kind's) and single texts ([`crate::task::SingleFormat`], the single kind's), share:
+//! their view field by field, columns, labels and label aliases, and their checks.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{Column, column, label_string};
 use crate::error::TaskError;
-use crate::params::{self, check_keys, show};
-
-pub(super) const PAIR_KEYS: &[&str] = &[
-    "name",
-    "text_a",
-    "text_b",
-    "label",
-    "header",
-    "columns",
-    "labels",
-    "label_map",
-];
-
-pub(super) const SINGLE_KEYS: &[&str] = &[
-    "name",
-    "text",
-    "label",
-    "header",
-    "columns",
-    "labels",
-    "label_map",
-];
-
-/// A tab-separated sentence-pair file format with its labels.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PairFormat {
-    /// The built-in it came from (`lcqmc`, `xnli`, …) or `pair`.
-    pub name: String,
-    /// The first text's column.
-    pub text_a: Column,
-    /// The second text's column.
-    pub text_b: Column,
-    /// The raw label's column.
-    pub label: Column,
-    /// Whether the first line is a header row (skipped; names columns given by name).
-    pub header: bool,
-    /// The exact number of columns a row must have; `None`: the header's count when there is
-    /// a header, else enough for the highest index.
-    pub columns: Option<usize>,
-    /// Class labels; a label's position is its class id.
-    pub labels: Vec<String>,
-    /// Other raw spellings of labels: raw string → one of `labels`.
-    pub label_map: BTreeMap<String, String>,
-}
-
-/// A tab-separated single-text file format with its labels (ChnSentiCorp, SMP2020-EWECT, or
-/// any `label \t text` file): the same fields as [`PairFormat`] with one text column.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SingleFormat {
-    /// The built-in it came from (`chnsenticorp`, `smp2020_ewect`) or `single`.
-    pub name: String,
-    /// The text's column.
-    pub text: Column,
-    /// The raw label's column.
-    pub label: Column,
-    /// As [`PairFormat::header`].
-    pub header: bool,
-    /// As [`PairFormat::columns`].
-    pub columns: Option<usize>,
-    /// As [`PairFormat::labels`].
-    pub labels: Vec<String>,
-    /// As [`PairFormat::label_map`].
-    pub label_map: BTreeMap<String, String>,
-}
+use crate::params::{self, show};
 
 /// What the pair and single formats have in common, seen field by field.
 pub(crate) struct ClassView<'a> {
@@ -84,94 +21,7 @@ pub(crate) struct ClassView<'a> {
     pub label_map: &'a BTreeMap<String, String>,
 }
 
-impl PairFormat {
-    pub(crate) fn view(&self) -> ClassView<'_> {
-        ClassView {
-            name: &self.name,
-            columns: vec![
-                ("text_a", &self.text_a),
-                ("text_b", &self.text_b),
-                ("label", &self.label),
-            ],
-            header: self.header,
-            column_count: self.columns,
-            labels: &self.labels,
-            label_map: &self.label_map,
-        }
-    }
-
-    pub(crate) fn apply(&mut self, map: &Map<String, Value>, at: &str) -> Result<(), TaskError> {
-        check_keys(map, PAIR_KEYS, at)?;
-        let keys = ["text_a", "text_b", "label"];
-        let slots = [&mut self.text_a, &mut self.text_b, &mut self.label];
-        apply_columns(map, at, &keys, slots, &mut self.header)?;
-        apply_labels(
-            map,
-            at,
-            &mut self.columns,
-            &mut self.labels,
-            &mut self.label_map,
-        )
-    }
-
-    pub(crate) fn validate(&self, at: &str) -> Result<(), TaskError> {
-        self.view().validate(at)
-    }
-
-    /// The raw strings (labels and `label_map` keys) this format accepts, with the label each
-    /// one means.
-    pub fn accepted_labels(&self) -> impl Iterator<Item = (&str, &str)> {
-        accepted(&self.labels, &self.label_map)
-    }
-
-    /// The class id of a raw label in this format's own label order.
-    pub fn label_id(&self, raw: &str) -> Option<usize> {
-        label_id(&self.labels, &self.label_map, raw)
-    }
-}
-
-impl SingleFormat {
-    pub(crate) fn view(&self) -> ClassView<'_> {
-        ClassView {
-            name: &self.name,
-            columns: vec![("text", &self.text), ("label", &self.label)],
-            header: self.header,
-            column_count: self.columns,
-            labels: &self.labels,
-            label_map: &self.label_map,
-        }
-    }
-
-    pub(crate) fn apply(&mut self, map: &Map<String, Value>, at: &str) -> Result<(), TaskError> {
-        check_keys(map, SINGLE_KEYS, at)?;
-        let keys = ["text", "label"];
-        let slots = [&mut self.text, &mut self.label];
-        apply_columns(map, at, &keys, slots, &mut self.header)?;
-        apply_labels(
-            map,
-            at,
-            &mut self.columns,
-            &mut self.labels,
-            &mut self.label_map,
-        )
-    }
-
-    pub(crate) fn validate(&self, at: &str) -> Result<(), TaskError> {
-        self.view().validate(at)
-    }
-
-    /// As [`PairFormat::accepted_labels`].
-    pub fn accepted_labels(&self) -> impl Iterator<Item = (&str, &str)> {
-        accepted(&self.labels, &self.label_map)
-    }
-
-    /// As [`PairFormat::label_id`].
-    pub fn label_id(&self, raw: &str) -> Option<usize> {
-        label_id(&self.labels, &self.label_map, raw)
-    }
-}
-
-fn accepted<'a>(
+pub(crate) fn accepted<'a>(
     labels: &'a [String],
     label_map: &'a BTreeMap<String, String>,
 ) -> impl Iterator<Item = (&'a str, &'a str)> {
@@ -182,7 +32,11 @@ fn accepted<'a>(
     )
 }
 
-fn label_id(labels: &[String], label_map: &BTreeMap<String, String>, raw: &str) -> Option<usize> {
+pub(crate) fn label_id(
+    labels: &[String],
+    label_map: &BTreeMap<String, String>,
+    raw: &str,
+) -> Option<usize> {
     let raw = raw.trim();
     let label = label_map.get(raw).map(String::as_str).unwrap_or(raw);
     labels.iter().position(|l| l == label)
@@ -191,7 +45,7 @@ fn label_id(labels: &[String], label_map: &BTreeMap<String, String>, raw: &str) 
 /// The column overrides of a map (`text_a: 1`, `label: gold`), and `header`: without a header a
 /// built-in's column names fall back to its positions (the order of `keys`), since names only
 /// make sense with a header.
-fn apply_columns<const N: usize>(
+pub(crate) fn apply_columns<const N: usize>(
     map: &Map<String, Value>,
     at: &str,
     keys: &[&str; N],
@@ -218,7 +72,7 @@ fn apply_columns<const N: usize>(
 }
 
 /// `columns`, `labels` and `label_map` of a map.
-fn apply_labels(
+pub(crate) fn apply_labels(
     map: &Map<String, Value>,
     at: &str,
     columns: &mut Option<usize>,
@@ -292,7 +146,7 @@ pub(crate) fn check_label_list(labels: &[String], name: &str, at: &str) -> Resul
 }
 
 impl ClassView<'_> {
-    fn validate(&self, at: &str) -> Result<(), TaskError> {
+    pub(crate) fn validate(&self, at: &str) -> Result<(), TaskError> {
         check_label_list(self.labels, self.name, at)?;
         self.check_label_map(at)?;
         check_columns(&self.columns, self.header, self.column_count, at)

@@ -54,11 +54,12 @@ use serde_json::Value;
 
 use crate::error::TaskError;
 pub use crate::kinds::choice::ChoiceFormat;
+pub use crate::kinds::pair::PairFormat;
 pub use crate::kinds::pair_regression::{REGRESSION_NAMES, ScoredPairFormat};
+pub use crate::kinds::single::SingleFormat;
 pub use crate::kinds::tagging::{MSRA_TAGS, TagFormat, TagLayout, check_tags, tags_from_label2id};
 use crate::params::{self, closest, show};
 pub(crate) use classify::ClassView;
-pub use classify::{PairFormat, SingleFormat};
 
 /// The three NLI classes in XNLI's `label_map.json` order.
 pub const NLI_LABELS: [&str; 3] = ["contradiction", "entailment", "neutral"];
