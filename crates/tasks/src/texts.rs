@@ -24,54 +24,15 @@ pub fn uncapped(spec: &ProtocolSpec) -> ProtocolSpec {
     }
 }
 
-/// Each example's text fields, in order.
+/// Each example's text fields, in order: as its kind gives them
+/// ([`crate::protocol::SplitExample::corpus_texts`]).
 pub fn example_texts(examples: &Examples) -> Result<Vec<Vec<String>>, TaskError> {
-    if let Some(v) = examples.as_singles() {
-        return Ok(v.iter().map(|e| vec![e.text.clone()]).collect());
-    }
-    if let Some(v) = examples.as_pairs() {
-        return Ok(v
-            .iter()
-            .map(|e| vec![e.text_a.clone(), e.text_b.clone()])
-            .collect());
-    }
-    if let Some(v) = examples.as_tagged() {
-        return Ok(v.iter().map(|e| vec![e.text()]).collect());
-    }
-    if let Some(v) = examples.as_choices() {
-        return Ok(v
-            .iter()
-            .map(|e| {
-                std::iter::once(e.prompt.clone())
-                    .chain(e.choices.iter().cloned())
-                    .collect()
-            })
-            .collect());
-    }
-    // Reading comprehension: the context and the question (an answer is a span of the
-    // context); the C3 choices too, padding left out. Contexts repeat across questions:
-    // held_out_texts keeps each once.
-    if let Some(v) = examples.as_spans() {
-        return Ok(v
-            .iter()
-            .map(|e| vec![e.context.to_string(), e.question.clone()])
-            .collect());
-    }
-    if let Some(v) = examples.as_reading_choices() {
-        return Ok(v
-            .iter()
-            .map(|e| {
-                [e.context.clone(), e.question.clone()]
-                    .into_iter()
-                    .chain(e.choices[..e.real_choices].iter().cloned())
-                    .collect()
-            })
-            .collect());
-    }
-    Err(TaskError::param(
-        "task",
-        "this kind of task has no texts for the pretraining corpus",
-    ))
+    examples.corpus_texts().ok_or_else(|| {
+        TaskError::param(
+            "task",
+            "this kind of task has no texts for the pretraining corpus",
+        )
+    })
 }
 
 /// The train split's examples as fields: what fine-tuning trains on, one entry per example.

@@ -217,6 +217,19 @@ impl SplitExample for ChoiceExample {
     fn texts_key(&self) -> String {
         format!("{}\t{}", self.prompt, self.choices.join("\t"))
     }
+
+    fn corpus_texts(examples: &[Self]) -> Option<Vec<Vec<String>>> {
+        Some(
+            examples
+                .iter()
+                .map(|e| {
+                    std::iter::once(e.prompt.clone())
+                        .chain(e.choices.iter().cloned())
+                        .collect()
+                })
+                .collect(),
+        )
+    }
 }
 
 /// The multiple-choice kind.

@@ -177,6 +177,15 @@ impl SplitExample for PairExample {
     fn texts_key(&self) -> String {
         format!("{}\t{}", self.text_a, self.text_b)
     }
+
+    fn corpus_texts(examples: &[Self]) -> Option<Vec<Vec<String>>> {
+        Some(
+            examples
+                .iter()
+                .map(|e| vec![e.text_a.clone(), e.text_b.clone()])
+                .collect(),
+        )
+    }
 }
 
 /// The pair kind.

@@ -89,6 +89,12 @@ impl SplitExample for ScoredPairExample {
     fn texts_key(&self) -> String {
         format!("{}\t{}", self.text_a, self.text_b)
     }
+
+    fn corpus_texts(_examples: &[Self]) -> Option<Vec<Vec<String>>> {
+        // The clean stage takes the classification and reading kinds' texts; scored pairs are
+        // not among them (as before this kind existed), so asking is an error there.
+        None
+    }
 }
 
 /// A scored-pair file's examples and report.

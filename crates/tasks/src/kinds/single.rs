@@ -160,6 +160,10 @@ impl SplitExample for SingleExample {
     fn texts_key(&self) -> String {
         self.text.clone()
     }
+
+    fn corpus_texts(examples: &[Self]) -> Option<Vec<Vec<String>>> {
+        Some(examples.iter().map(|e| vec![e.text.clone()]).collect())
+    }
 }
 
 /// The single-text kind.

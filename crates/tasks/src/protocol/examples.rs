@@ -66,6 +66,13 @@ pub trait SplitExample {
 
     /// Its texts joined by tabs (labels left out): what an overlap between splits counts.
     fn texts_key(&self) -> String;
+
+    /// The text fields of `examples` for the pretraining corpus ([`crate::texts`]), one list
+    /// per example, in order, labels left out; `None` for a kind whose texts the corpus does
+    /// not take.
+    fn corpus_texts(examples: &[Self]) -> Option<Vec<Vec<String>>>
+    where
+        Self: Sized;
 }
 
 /// The example type of one task kind: what that kind's module reads out of [`Examples`]. With
@@ -244,6 +251,12 @@ impl Examples {
         }
     }
 
+    /// Each example's text fields for the pretraining corpus ([`SplitExample::corpus_texts`]);
+    /// `None` for a kind whose texts the corpus does not take.
+    pub fn corpus_texts(&self) -> Option<Vec<Vec<String>>> {
+        each!(self, v => corpus_of(v))
+    }
+
     /// Each example's texts joined (labels left out), for the overlap count.
     pub(super) fn texts(&self) -> HashSet<String> {
         self.texts_iter().collect()
@@ -334,6 +347,11 @@ impl Examples {
             _ => None,
         })
     }
+}
+
+/// The corpus texts of examples of type `E`.
+fn corpus_of<E: SplitExample>(examples: &[E]) -> Option<Vec<Vec<String>>> {
+    E::corpus_texts(examples)
 }
 
 /// The kind of examples of type `E`.

@@ -433,6 +433,21 @@ impl SplitExample for C3Example {
         let choices = self.choices.join("\t");
         format!("{}\t{}\t{choices}", self.context, self.question)
     }
+
+    fn corpus_texts(examples: &[Self]) -> Option<Vec<Vec<String>>> {
+        // The context, the question and the real choices, padding left out.
+        Some(
+            examples
+                .iter()
+                .map(|e| {
+                    [e.context.clone(), e.question.clone()]
+                        .into_iter()
+                        .chain(e.choices[..e.real_choices].iter().cloned())
+                        .collect()
+                })
+                .collect(),
+        )
+    }
 }
 
 #[cfg(test)]

@@ -581,6 +581,17 @@ impl SplitExample for SquadExample {
     fn texts_key(&self) -> String {
         format!("{}\t{}", self.context, self.question)
     }
+
+    fn corpus_texts(examples: &[Self]) -> Option<Vec<Vec<String>>> {
+        // The context and the question (an answer is a span of the context). Contexts repeat
+        // across questions: the held-out texts keep each once.
+        Some(
+            examples
+                .iter()
+                .map(|e| vec![e.context.to_string(), e.question.clone()])
+                .collect(),
+        )
+    }
 }
 
 #[cfg(test)]

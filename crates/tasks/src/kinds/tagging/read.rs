@@ -262,4 +262,8 @@ impl SplitExample for TagExample {
     fn texts_key(&self) -> String {
         self.text()
     }
+
+    fn corpus_texts(examples: &[Self]) -> Option<Vec<Vec<String>>> {
+        Some(examples.iter().map(|e| vec![e.text()]).collect())
+    }
 }
