@@ -5,6 +5,9 @@
 //! [`ProtocolSpec::load`], writes [`Protocol::summary`] into metrics.json, and scores its
 //! predictions with [`metrics::evaluate`].
 //!
+//! - [`kinds`]: the task kinds, each one module holding its format, its example and reader,
+//!   and how it is encoded, decoded, scored and served (the `Kind` trait, without a model: the
+//!   finetune stage gives the head's outputs); [`kinds::of`] registers them;
 //! - [`task`]: the built-in tasks (`lcqmc`, `afqmc`, `xnli`, `cmnli`, `ocnli`, `cnsd_snli`;
 //!   `chnsenticorp`, `smp2020_ewect`; `msra_ner`), the generic `pair`, `single` and `tagging`
 //!   tasks and the `choice` task; class labels (tags) and their order;

@@ -188,9 +188,9 @@ impl Prediction {
     }
 }
 
-/// The shapes of [`Prediction`], without the values: what a model gives
-/// ([`super::Predictor::predicts`]), so that a caller prints or reads by shape and a new task
-/// kind that gives an existing shape needs nothing new there.
+/// The shapes of [`Prediction`], without the values: what a model gives (the finetune stage's
+/// `Predictor::predicts`), so that a caller prints or reads by shape and a new task kind that
+/// gives an existing shape needs nothing new there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PredictionShape {
     /// [`Prediction::Class`].

@@ -1,13 +1,15 @@
 //! The one shape every task kind fills in. A fine-tuning run goes
 //!
-//! reader (`pipeline_tasks`: files → examples) → **encode** (examples → features: model rows,
+//! **read** (files → examples) → **encode** (examples → features: model rows,
 //! targets, and what maps a prediction back to its example) → head (the [`Head`] the kind
 //! trains, the finetune stage's model) → **decode** (the head's outputs on the features
 //! → one prediction per example) → **score** (metrics.json's blocks) → **write** (the rows of
 //! `predictions.tsv`; `pipeline predict` uses the same encode and decode).
 //!
-//! A kind is one module implementing [`Kind`] with its own types (its example, the head's
-//! output for one feature, its prediction for one example): [`pair`] (sentence pairs),
+//! A kind is one module (a file, or a folder for the larger ones) holding all of it: its
+//! format, its example and the reader of its files, and its [`Kind`] with its own types (its
+//! example, the head's output for one feature, its prediction for one example). The kinds are
+//! [`pair`] (sentence pairs),
 //! [`single`] (single texts), [`choice`] (multiple choice), [`tagging`] (token
 //! classification, NER), [`span`] (span extraction, CMRC 2018) and [`reading_choice`]
 //! (multiple choice on a context, C3) and [`pair_regression`] (a score per sentence pair,
@@ -21,7 +23,12 @@
 //! A kind also serves its fine-tuned models ([`serving`]): the request fields it takes, the
 //! length check of one request, how requests become predictions, and which saved models are
 //! of it ([`from_config`]). The finetune stage's `Predictor` asks the kind, so outside this
-//! module a kind is named only where it is registered ([`of`], [`from_config`]'s order).
+//! module a kind is named only where it is registered ([`of`], [`from_config`]'s order; and
+//! outside the kinds, `TaskKind` and `Task` in [`crate::task`], `Examples` in
+//! [`crate::protocol`], and the baselines of each kind).
+//!
+//! The kinds hold no model: a prediction asks a [`Model`] (the finetune stage's loaded model)
+//! for its head's outputs, so the kinds build, and are tested, without burn.
 
 pub mod choice;
 pub mod classify;

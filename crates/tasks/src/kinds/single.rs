@@ -36,7 +36,7 @@ const SINGLE_KEYS: &[&str] = &[
 ];
 
 /// A tab-separated single-text file format with its labels (ChnSentiCorp, SMP2020-EWECT, or
-/// any `label \t text` file): the same fields as [`PairFormat`] with one text column.
+/// any `label \t text` file): the same fields as [`crate::task::PairFormat`] with one text column.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SingleFormat {
     /// The built-in it came from (`chnsenticorp`, `smp2020_ewect`) or `single`.
@@ -118,7 +118,7 @@ pub struct SingleFile {
     pub report: FileReport,
 }
 
-/// Reads a single-text TSV file (as [`read_pair_file`]).
+/// Reads a single-text TSV file (as [`crate::read::read_pair_file`]).
 pub fn read_single_file(
     path: &Path,
     name: &str,

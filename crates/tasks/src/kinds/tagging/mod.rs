@@ -1,5 +1,5 @@
 //! Token classification (NER): a tag per character, `AlbertForTokenClassification`; the whole
-//! kind: its formats ([`format`]: MSRA NER's rows, CoNLL's columns, the tag set), its example
+//! kind: its formats ([`mod@format`]: MSRA NER's rows, CoNLL's columns, the tag set), its example
 //! and reader ([`read`]), and here how it is fine-tuned and served.
 //!
 //! Alignment: every character (a tagging unit) is tokenized on its own; its tag goes to its
