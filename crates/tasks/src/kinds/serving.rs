@@ -139,7 +139,7 @@ mod tests {
 
     use super::*;
     use crate::kinds::encode::tests::encoder;
-    use crate::kinds::io::Input;
+    use crate::kinds::io::{Input, Prediction};
     use crate::kinds::of;
 
     /// Each kind measures a request as the Predictor did when it matched on the kind: a row of
@@ -179,6 +179,89 @@ mod tests {
         let per_row = 3 + limits.tokens(&q.question) + 4;
         let rows = of(TaskKind::ReadingChoice).input_cost(&q, &limits);
         assert_eq!(rows, Ok(2 * per_row.min(16)));
+    }
+
+    /// A model whose head gives fixed outputs: what the kinds' serving is tested against,
+    /// without a network.
+    struct Fixed {
+        encoder: Encoder,
+        head: Head,
+        rows: Vec<Vec<f32>>,
+        labels: Vec<String>,
+    }
+
+    impl Model for Fixed {
+        fn dir(&self) -> &Path {
+            Path::new("fixed")
+        }
+
+        fn head(&self) -> Head {
+            self.head
+        }
+
+        fn head_name(&self) -> &'static str {
+            "fixed-output"
+        }
+
+        fn encoder(&self) -> &Encoder {
+            &self.encoder
+        }
+
+        fn labels(&self) -> &[String] {
+            &self.labels
+        }
+
+        fn outputs(&self, split: &EncodedSplit, _batch_size: usize) -> Outputs {
+            Outputs::Rows(self.rows.iter().take(split.rows.len()).cloned().collect())
+        }
+    }
+
+    fn fixed(head: Head, rows: Vec<Vec<f32>>) -> Fixed {
+        Fixed {
+            encoder: encoder(16),
+            head,
+            rows,
+            labels: vec!["0".into(), "1".into()],
+        }
+    }
+
+    /// A classifier's requests become its labels' probabilities and the argmax label, texts
+    /// echoed; a regressor's its one output, unsquashed; each kind takes only its own head.
+    #[test]
+    fn requests_become_predictions_through_the_model() {
+        let model = fixed(Head::Classes(2), vec![vec![0.2, 0.8], vec![0.7, 0.3]]);
+        let run = Run {
+            model: &model,
+            batch_size: 8,
+        };
+        let inputs = vec![Input::pair("我喜欢汤", "喝汤"), Input::pair("汤", "雨")];
+        let got = of(TaskKind::Pair).predict_inputs(inputs, &run).unwrap();
+        let Prediction::Class(first) = &got[0] else {
+            panic!("{got:?}");
+        };
+        assert_eq!((first.label.as_str(), first.index), ("1", 1));
+        assert_eq!(first.text_a.as_deref(), Some("我喜欢汤"));
+        assert_eq!(first.by_label["0"], 0.2);
+        assert!(matches!(&got[1], Prediction::Class(c) if c.label == "0"));
+
+        let regressor = fixed(Head::Score, vec![vec![3.25]]);
+        let run = Run {
+            model: &regressor,
+            batch_size: 8,
+        };
+        let got = of(TaskKind::PairRegression)
+            .predict_inputs(vec![Input::pair("猫在睡觉", "猫睡着了")], &run)
+            .unwrap();
+        assert!(
+            matches!(&got[0], Prediction::Score(s) if s.score == 3.25 && s.text_b == "猫睡着了")
+        );
+        let err = of(TaskKind::Pair)
+            .predict_inputs(vec![Input::pair("汤", "雨")], &run)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "fixed: a fixed-output model, where a sequence classifier was expected"
+        );
     }
 
     /// The words of every kind's errors, as they were.
