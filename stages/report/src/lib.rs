@@ -32,7 +32,10 @@
 //!   of its weights, pretrained minus random init, mean ± sd over seeds; with two pretraining
 //!   runs or more); `targets` (the `targets` param's claims read off the rows: met, missed, not
 //!   measured, not run, with the evidence; the README's first paragraph says which, the missed
-//!   ones first; only when the param states targets);
+//!   ones first; only when the param states targets); and one per entry of the `tables`
+//!   param (the experiment's own tables, declared as data: `declared.rs`). The built-in tables'
+//!   columns, the task titles and the fixed sentences are data too, in `data/columns.txt` and
+//!   `data/texts.txt`;
 //! - `plots/*.svg`: pretraining loss, MLM and SOP accuracy against steps; dev accuracy per epoch
 //!   of each fine-tuning task; test accuracy against pretraining tokens (`<task>_curve.svg`) for
 //!   every task with runs from intermediate pretraining steps (`pretrain_step`);
