@@ -15,50 +15,17 @@ fn on_gpu(d: &Dep) -> bool {
     d.device().is_some_and(|x| x.starts_with("cuda"))
 }
 
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// Seconds since the Unix epoch of a UTC time as the engine writes its run records:
-/// `2026-11-27T10:00:00.123Z` (RFC 3339, `Z`, fraction optional). Anything else is `None`: the
-/// records come from other machines, and a time we cannot read is not one we may assume.
+/// `2026-11-27T10:00:00.123Z` (RFC 3339, `Z`, fraction optional; humantime, the engine's own
+/// writer of them). Anything else is `None`: the records come from other machines, and a time
+/// we cannot read is not one we may assume.
 fn parse_utc(s: &str) -> Option<f64> {
-    let (date, time) = s.strip_suffix('Z')?.split_once('T')?;
-    let (hms, fraction) = match time.split_once('.') {
-        Some((hms, f)) if !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()) => {
-            (hms, format!("0.{f}").parse::<f64>().ok()?)
-        }
-        Some(_) => return None,
-        None => (time, 0.0),
-    };
-    let fields = |text: &str, sep: char, widths: [usize; 3]| -> Option<[i64; 3]> {
-        let parts: Vec<&str> = text.split(sep).collect();
-        let mut out = [0; 3];
-        if parts.len() != 3 {
-            return None;
-        }
-        for ((o, p), w) in out.iter_mut().zip(&parts).zip(widths) {
-            if p.len() != w || !p.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            *o = p.parse().ok()?;
-        }
-        Some(out)
-    };
-    let [year, month, day] = fields(date, '-', [4, 2, 2])?;
-    let [h, m, sec] = fields(hms, ':', [2, 2, 2])?;
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
+    // humantime takes an empty fraction (`10:00:00.Z`), which no writer of ours makes.
+    if s.ends_with(".Z") {
         return None;
     }
-    let days = days_from_civil(year, month, day);
-    Some((days * 86_400 + h * 3600 + m * 60 + sec) as f64 + fraction)
+    let t = humantime::parse_rfc3339(s).ok()?;
+    Some(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64())
 }
 
 /// One GPU stage's interval, seconds since the epoch.
