@@ -9,11 +9,7 @@ use crate::deps::Dep;
 use crate::recipes::{self, Effect, Recipe};
 use crate::seeds;
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cells, thousands};
-
-fn columns() -> Vec<Col> {
-    crate::data::columns("ablations")
-}
+use crate::table::{Cell, Table, cells, thousands};
 
 /// `+1.23 (> 2 sd)`, `+0.30 (≤ 2 sd)`, `+0.30` without sds.
 fn effect_cell(e: &Effect) -> Option<String> {
@@ -58,7 +54,7 @@ pub fn ablations(
     let mut t = Table::new(
         "ablations",
         "Ablations: pretraining recipes and their downstream effect",
-        columns(),
+        crate::data::columns("ablations"),
     );
     for (p, r, effects) in &runs {
         let changes = changes(p, r, main, reference.as_ref());

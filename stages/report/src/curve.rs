@@ -14,7 +14,7 @@ use crate::deps::Dep;
 use crate::finetune_runs::{resolve, resolve_entry, train_data};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cells};
+use crate::table::{Cell, Table, cells};
 
 /// One budget of one line: the runs fine-tuned from the same pretraining point.
 pub struct Point {
@@ -240,11 +240,6 @@ fn millions(tokens: f64) -> String {
     }
 }
 
-/// The curve table's columns (a data table).
-fn curve_columns() -> Vec<Col> {
-    crate::data::columns("curve")
-}
-
 /// One point of a line: the backbone at a pretraining step, its mean test score over seeds.
 fn point_row(line: &Line, p: &Point) -> Vec<(&'static str, Cell)> {
     cells! {
@@ -307,7 +302,7 @@ pub fn curve(
     let mut t = Table::new(
         &format!("{task}_curve"),
         &format!("{title}: test accuracy against pretraining tokens"),
-        curve_columns(),
+        crate::data::columns("curve"),
     );
     let mut series = Vec::new();
     let mut sentences = Vec::new();

@@ -13,7 +13,7 @@ use crate::published::TaskPublished;
 use crate::runs::{dims, percent};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cells, thousands};
+use crate::table::{Cell, Table, cells, thousands};
 
 pub use crate::protocol_sentence::protocol_sentence_as;
 
@@ -121,7 +121,11 @@ pub fn finetune(
             published,
         );
     }
-    let mut t = Table::new(task, &crate::data::task_title(task), columns());
+    let mut t = Table::new(
+        task,
+        &crate::data::task_title(task),
+        crate::data::columns("task"),
+    );
     let mut ours: Vec<&Dep> = deps.to_vec();
     ours.sort_by_key(|d| {
         let rank = match d.finetune().init.as_deref() {
@@ -166,10 +170,6 @@ pub fn finetune(
         }
     }
     t
-}
-
-fn columns() -> Vec<Col> {
-    crate::data::columns("task")
 }
 
 /// A group of seeds as a row, with the mean and sd over its runs of dev, test, selection and

@@ -213,11 +213,7 @@ fn protocol_caveats(deps: &[&Dep], p: &Value) -> Vec<String> {
     }
     let differ = deps.iter().any(|d| d.protocol().as_ref() != Some(p));
     if differ {
-        out.push(
-            "The runs did not all use the same data protocol (see each run's metrics.json); \
-             the sentence above is the first run's."
-                .into(),
-        );
+        out.push(crate::data::text("task.note_protocols_differ").into());
     }
     out
 }

@@ -111,9 +111,7 @@ fn what_ran(p: &ReportParams, all: &[Dep], pretrain: &[&Dep], finetune: &[&Dep])
         what.push(format!("baselines: `{}`", baseline_stages.join("`, `")));
     }
     let mut intro = if what.is_empty() {
-        "This report has no runs of the experiment yet: only the model-size tables, which need \
-         none."
-            .to_string()
+        crate::data::text("readme.no_runs").to_string()
     } else {
         format!("What ran: {}.", what.join("; "))
     };

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::deps::Dep;
 use crate::published::Published;
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cells, thousands};
+use crate::table::{Cell, Table, cells, thousands};
 
 /// A fraction (0.791) or a percentage (79.1) as a percentage with 2 decimals.
 pub(crate) fn percent(x: Option<f64>) -> Option<f64> {
@@ -76,7 +76,11 @@ pub(crate) fn cpu_hours(d: &Dep) -> Option<f64> {
 }
 
 pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Table {
-    let mut t = Table::new("pretraining", "Pretraining", pretraining_columns());
+    let mut t = Table::new(
+        "pretraining",
+        "Pretraining",
+        crate::data::columns("pretraining"),
+    );
     for d in deps {
         t.push(our_pretraining_row(d, cleans));
     }
@@ -96,11 +100,6 @@ pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Tab
         published.pretraining.protocol, published.pretraining.note
     ));
     t
-}
-
-/// The pretraining table's columns (a data table).
-fn pretraining_columns() -> Vec<Col> {
-    crate::data::columns("pretraining")
 }
 
 /// One of our pretraining runs as a row of the table.

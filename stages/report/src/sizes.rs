@@ -297,19 +297,10 @@ pub fn model_size_grid(published: &Published) -> Table {
             t.push(cells);
         }
     }
-    t.notes.push(
-        "ALBERT-base dimensions (H = 768, 12 layers, FFN 3072) with E = 768 (BERT's embedding \
-         size) or 128 (ALBERT's), and each cross-layer sharing: `none` is BERT, `all` is \
-         ALBERT. Sharing only the attention blocks saves 11 × 2.36M, only the feed-forward \
-         blocks 11 × 4.72M; E = 128 saves (768 − 128) × V in the embeddings."
-            .to_string(),
-    );
-    t.notes.push(
-        "albert_pytorch's model_size is a file size (probably MB of a PyTorch checkpoint); its \
-         README says neither the unit nor what the file holds, so it is shown as published, \
-         without a comparison."
-            .to_string(),
-    );
+    t.notes
+        .push(crate::data::text("model_size_grid.note_dims").to_string());
+    t.notes
+        .push(crate::data::text("model_size_grid.note_albert_pytorch").to_string());
     t
 }
 

@@ -19,7 +19,7 @@ use crate::finetune_runs::{init_cell, model_cell, train_data, train_examples, wi
 use crate::published::{TaskPublished, TaskRow};
 use crate::seeds::{self, MeanSd};
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cells};
+use crate::table::{Cell, Table, cells};
 
 /// EM and F1 (%) of a span block, `None` for a block of another shape.
 fn em_f1(v: Option<&Value>) -> Option<(f64, f64)> {
@@ -55,10 +55,6 @@ fn published_cell(
     ))
 }
 
-fn columns() -> Vec<Col> {
-    crate::data::columns("span")
-}
-
 /// Our runs (seeds folded), the baselines, then the published rows.
 pub fn span_table(
     task: &str,
@@ -67,7 +63,7 @@ pub fn span_table(
     baselines: &[&Dep],
     published: Option<&TaskPublished>,
 ) -> Table {
-    let mut t = Table::new(task, title, columns());
+    let mut t = Table::new(task, title, crate::data::columns("span"));
     let mut ours: Vec<&Dep> = deps.to_vec();
     ours.sort_by_key(|d| {
         let rank = usize::from(d.finetune().init.as_deref() != Some("pretrained"));
@@ -92,11 +88,7 @@ pub fn span_table(
     for r in published.map(|p| &p.rows[..]).unwrap_or_default() {
         t.push(published_row(r));
     }
-    t.notes.push(
-        "EM and F1 are CMRC 2018's official script's (its Chinese tokenisation, punctuation \
-         removed, the maximum over the gold answers), in %."
-            .into(),
-    );
+    t.notes.push(crate::data::text("span.note_em_f1").into());
     t
 }
 

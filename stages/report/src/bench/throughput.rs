@@ -6,12 +6,16 @@ use super::lines::BenchLine;
 use super::rows::{Row, bench_rows, finetune_rows, pretrain_row};
 use crate::deps::Dep;
 use crate::sizes::round;
-use crate::table::{Cell, Col, Table, cells};
+use crate::table::{Cell, Table, cells};
 
 /// The throughput table: the benchmark lines (ours beside transformers' on the same shape),
 /// then our stages' own runs, with ours ÷ transformers where both measured the same shape.
 pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> Table {
-    let mut t = Table::new("throughput", "Throughput", throughput_columns());
+    let mut t = Table::new(
+        "throughput",
+        "Throughput",
+        crate::data::columns("throughput"),
+    );
     let (mut rows, skipped) = bench_rows(lines);
     rows.extend(pretrain.iter().map(|d| pretrain_row(d)));
     rows.extend(finetune_rows(finetune));
@@ -29,11 +33,6 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
             .push(crate::data::text("throughput.note_stage_rows").into());
     }
     t
-}
-
-/// The throughput table's columns (a data table).
-fn throughput_columns() -> Vec<Col> {
-    crate::data::columns("throughput")
 }
 
 /// Ours ÷ transformers where the same shape was measured by both.
