@@ -75,7 +75,9 @@ fn check_key(key: &str, what: &str) -> Result<(), String> {
         ));
     }
     let tasks = pipeline_tasks::task::BUILTIN_TASKS;
-    if NOTE_KEYS.contains(&key) || tasks.contains(&key) || key.ends_with("_curve") {
+    // `published` and `metrics` are files of the report's own (published.json, metrics.json).
+    let own = ["published", "metrics"].contains(&key) || NOTE_KEYS.contains(&key);
+    if own || tasks.contains(&key) || key.ends_with("_curve") {
         return Err(format!(
             "{what} {key:?} is the name of one of the report's own tables"
         ));
@@ -104,7 +106,12 @@ pub fn parse(v: Value) -> Result<Vec<TableSpec>, String> {
             ));
         }
         let mut names: Vec<&str> = vec!["run", "seeds"];
-        names.extend(spec.group_by.iter().map(|g| g.0.as_str()));
+        for (j, g) in spec.group_by.iter().enumerate() {
+            if names.contains(&g.0.as_str()) {
+                return Err(format!("{at}.group_by[{j}] {:?} is taken", g.0));
+            }
+            names.push(&g.0);
+        }
         for (j, c) in spec.columns.iter().enumerate() {
             check_key(&c.key.0, &format!("{at}.columns[{j}].key"))?;
             if names.contains(&c.key.0.as_str()) {
@@ -133,10 +140,9 @@ fn figure(d: &Dep, c: &ColumnSpec) -> Option<f64> {
 /// The table's columns: the run, the grouping coordinates, the seeds, then each figure's
 /// mean and sd (data) and `mean ± sd` (Markdown).
 fn columns(spec: &TableSpec) -> Vec<Col> {
+    let text = |key: &str, desc: &str| Col::new(key, key, Kind::Str, Fmt::Text, desc);
     let mut cols = vec![Col::new("run", "Run", Kind::Str, Fmt::Text, "the stage")];
-    for g in &spec.group_by {
-        cols.push(Col::new(&g.0, &g.0, Kind::Str, Fmt::Text, "a coordinate"));
-    }
+    cols.extend(spec.group_by.iter().map(|g| text(&g.0, "a coordinate")));
     cols.push(Col::new(
         "seeds",
         "Seeds",
@@ -145,21 +151,29 @@ fn columns(spec: &TableSpec) -> Vec<Col> {
         "runs in the row",
     ));
     for c in &spec.columns {
-        let d = decimals(c);
-        let header = c.header.as_ref().map_or(&c.key.0, |h| &h.0);
-        let desc = format!("{}: mean over the row's runs", c.metric.0);
-        let mut mean = Col::new(&c.key.0, header, Kind::Float, Fmt::Fixed(d), &desc);
-        let mut sd = Col::new(
-            &format!("{}_sd", c.key.0),
+        let (k, m) = (&c.key.0, &c.metric.0);
+        let header = c.header.as_ref().map_or(k, |h| &h.0);
+        let number = |key: &str, desc: &str| {
+            let mut col = Col::new(key, header, Kind::Float, Fmt::Fixed(decimals(c)), desc);
+            col.markdown = false;
+            col
+        };
+        let mut md = Col::new(
+            &format!("{k}_md"),
             header,
-            Kind::Float,
-            Fmt::Fixed(d),
-            "",
+            Kind::Str,
+            Fmt::Text,
+            "mean ± sd",
         );
-        sd.desc = format!("{}: sample sd over the row's runs", c.metric.0);
-        let mut md = Col::new(&format!("{}_md", c.key.0), header, Kind::Str, Fmt::Text, "");
-        (mean.markdown, sd.markdown, md.data) = (false, false, false);
-        cols.extend([mean, sd, md]);
+        md.data = false;
+        cols.extend([
+            number(k, &format!("{m}: mean over the row's runs")),
+            number(
+                &format!("{k}_sd"),
+                &format!("{m}: sample sd over the row's runs"),
+            ),
+            md,
+        ]);
     }
     cols
 }
@@ -287,6 +301,12 @@ mod tests {
         let e = err(json!([{"key": "x", "stages": ["a"], "group_by": ["seeds"],
             "columns": [{"key": "seeds", "metric": "m"}]}]));
         assert!(e.contains("is taken"), "{e}");
+        let e = err(json!([{"key": "published", "stages": ["a"],
+            "columns": [{"key": "t", "metric": "m"}]}]));
+        assert!(e.contains("the report's own tables"), "{e}");
+        let e = err(json!([{"key": "x", "stages": ["a"], "group_by": ["run"],
+            "columns": [{"key": "t", "metric": "m"}]}]));
+        assert!(e.contains("tables[0].group_by[0] \"run\" is taken"), "{e}");
         let e = err(json!([{"key": "x", "stages": [], "columns": []}]));
         assert!(e.contains("at least one"), "{e}");
     }
