@@ -10,7 +10,10 @@ fn main() {
         println!("cargo:rerun-if-changed={dir}");
         files.extend(
             std::fs::read_dir(Path::new(dir))
-                .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect::<Vec<_>>())
+                .map(|d| {
+                    d.filter_map(|e| e.ok().map(|e| e.path()))
+                        .collect::<Vec<_>>()
+                })
                 .unwrap_or_default(),
         );
     }
