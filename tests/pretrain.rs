@@ -389,3 +389,46 @@ fn bench_refuses_empty_shapes() {
         );
     }
 }
+
+/// `--tokens`: none (exit 2), more than the row holds (exit 1, both numbers named), and on
+/// `bench finetune`, which has no padded rows (exit 2); a padded train bench runs and says so.
+#[test]
+fn bench_padded_rows_are_checked_and_run() {
+    let bench = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["bench"])
+            .args(args)
+            .args([
+                "--model",
+                "tiny",
+                "--vocab-size",
+                "64",
+                "--runs",
+                "1",
+                "--steps",
+                "1",
+            ])
+            .output()
+            .expect("running pipeline");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        (
+            out.status.code(),
+            text + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, text) = bench(&["train", "--tokens", "0"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("--tokens must be at least 1"), "{text}");
+    let (code, text) = bench(&["infer", "--seq", "8", "--tokens", "9"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("--tokens 9 exceeds --seq 8"), "{text}");
+    let (code, text) = bench(&["finetune", "--seq", "8", "--tokens", "4"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("--tokens is for bench train and infer"),
+        "{text}"
+    );
+    let (code, text) = bench(&["train", "--batch", "2", "--seq", "16", "--tokens", "6"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("batch 2 × seq 16 (6 real tokens)"), "{text}");
+}

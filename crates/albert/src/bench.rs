@@ -29,8 +29,11 @@ pub struct BenchSpec {
     pub vocab_size: Option<usize>,
     /// Rows per batch.
     pub batch: NonZeroUsize,
-    /// Tokens per row (every row full).
+    /// Tokens per row, padding included.
     pub seq: NonZeroUsize,
+    /// Real tokens per row, the rest `[PAD]` with attention mask 0 (short texts padded to
+    /// `seq`); `None`: every row full. Train and infer only.
+    pub real_tokens: Option<NonZeroUsize>,
     /// Masked positions per row (pretraining steps only).
     pub masked: usize,
     /// Steps (or batches) timed per run.
@@ -76,6 +79,14 @@ pub enum BenchError {
         least: usize,
         /// Why it needs them.
         why: &'static str,
+    },
+    /// More real tokens per row than the row has.
+    #[error("--tokens {tokens} exceeds --seq {seq}: the real tokens are part of the row")]
+    TokensOverSeq {
+        /// Real tokens per row asked for.
+        tokens: usize,
+        /// Tokens per row.
+        seq: usize,
     },
     /// Random ids are drawn above the special tokens, so the vocabulary must have more.
     #[error("--vocab-size {0}: a benchmark draws ids above the 5 special tokens; give at least 6")]
@@ -142,7 +153,17 @@ impl BenchSpec {
         Ok(self.precision)
     }
 
-    /// Tokens in one batch (`batch × seq`).
+    /// Real tokens per row: [`BenchSpec::real_tokens`], at most `seq`, else `seq`.
+    pub fn row_tokens(&self) -> Result<usize, BenchError> {
+        let seq = self.seq.get();
+        match self.real_tokens.map(NonZeroUsize::get) {
+            Some(tokens) if tokens > seq => Err(BenchError::TokensOverSeq { tokens, seq }),
+            Some(tokens) => Ok(tokens),
+            None => Ok(seq),
+        }
+    }
+
+    /// Positions in one batch (`batch × seq`, padding included: the work of a step).
     pub fn tokens(&self) -> usize {
         self.batch.get() * self.seq.get()
     }
@@ -301,6 +322,7 @@ mod tests {
             vocab_size: None,
             batch: n(2),
             seq: n(16),
+            real_tokens: None,
             masked: 2,
             steps: n(2),
             runs: n(3),

@@ -80,13 +80,7 @@ pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
     let precision = spec.precision_on(&dev)?;
     let mut trainer = bench_trainer(&c, dev.device.clone().autodiff(), precision);
     let (batch, seq) = (spec.batch.get(), spec.seq.get());
-    let data = synthetic::batch(
-        c.vocab_size,
-        batch,
-        seq,
-        spec.masked,
-        &mut SplitMix64::new(DATA_SEED),
-    );
+    let data = synthetic_batch(&c, spec, spec.masked)?;
     let timing = time_training(&mut trainer, &data, spec)?;
     let s = timing.median();
     let flops = c.training_flops(batch, seq, spec.masked);
@@ -176,7 +170,7 @@ pub fn bench_infer(spec: &BenchSpec) -> Result<InferBench, BenchError> {
     dev.device.seed(1);
     let model = Albert::new(&c, &dev.device);
     let (batch, seq) = (spec.batch.get(), spec.seq.get());
-    let input = synthetic_input(&c, batch, seq, &dev.device);
+    let input = synthetic_input(&c, spec, &dev.device)?;
     let workers = if spec.split {
         DataParallel::per_core()
     } else {
@@ -210,17 +204,35 @@ pub fn bench_infer(spec: &BenchSpec) -> Result<InferBench, BenchError> {
     })
 }
 
-/// The encoder's input for one synthetic batch without masked positions.
-fn synthetic_input(c: &AlbertConfig, batch: usize, seq: usize, device: &Device) -> AlbertInput {
-    let b = synthetic::batch(c.vocab_size, batch, seq, 0, &mut SplitMix64::new(DATA_SEED));
-    AlbertInput::from_rows(
+/// The synthetic batch of `spec`'s shape: rows of [`BenchSpec::row_tokens`] real tokens with
+/// `masked` masked positions each, padded to `seq`.
+fn synthetic_batch(c: &AlbertConfig, spec: &BenchSpec, masked: usize) -> Result<Batch, BenchError> {
+    let (batch, seq, real) = (spec.batch.get(), spec.seq.get(), spec.row_tokens()?);
+    let rows = synthetic::batch(
+        c.vocab_size,
         batch,
-        seq,
+        real,
+        masked,
+        &mut SplitMix64::new(DATA_SEED),
+    );
+    Ok(synthetic::pad_rows(rows, seq))
+}
+
+/// The encoder's input for one synthetic batch without masked positions.
+fn synthetic_input(
+    c: &AlbertConfig,
+    spec: &BenchSpec,
+    device: &Device,
+) -> Result<AlbertInput, BenchError> {
+    let b = synthetic_batch(c, spec, 0)?;
+    Ok(AlbertInput::from_rows(
+        b.batch_size,
+        b.seq_len,
         b.input_ids,
         b.token_type_ids,
         b.attention_mask,
         device,
-    )
+    ))
 }
 
 /// `input`'s `batch` rows in at most `parts` nearly equal, non-empty parts.
@@ -251,6 +263,7 @@ mod tests {
             vocab_size: Some(64),
             batch: n(3),
             seq: n(8),
+            real_tokens: None,
             masked: 2,
             steps: n(1),
             runs: n(2),
@@ -260,6 +273,34 @@ mod tests {
             peak_tflops: 989.0,
             split,
         }
+    }
+
+    /// Padded rows (`--tokens`) train and infer at the row's full shape; more real tokens
+    /// than the row holds is refused.
+    #[test]
+    fn padded_rows_train_and_infer_and_too_many_tokens_are_refused() {
+        let mut padded = spec(false);
+        padded.real_tokens = NonZeroUsize::new(5);
+        let r = bench_train(&padded).expect("a padded bench");
+        assert!((r.tokens_per_s - 24.0 / r.seconds_per_step).abs() < 1e-9 * r.tokens_per_s);
+        let b = synthetic_batch(&r.config, &padded, 2).expect("a batch");
+        assert_eq!(
+            b.attention_mask.iter().sum::<i64>(),
+            15,
+            "5 real tokens in 3 rows"
+        );
+        assert!(
+            b.masked_positions.iter().all(|&p| p < 4),
+            "masked inside the real tokens"
+        );
+        padded.split = true;
+        bench_infer(&padded).expect("a padded inference bench");
+        padded.real_tokens = NonZeroUsize::new(9);
+        let e = bench_train(&padded).expect_err("9 real tokens in rows of 8");
+        assert_eq!(
+            e.to_string(),
+            "--tokens 9 exceeds --seq 8: the real tokens are part of the row"
+        );
     }
 
     #[test]
@@ -286,7 +327,12 @@ mod tests {
     #[test]
     fn split_input_covers_the_rows_in_order() {
         let c = spec(false).model_config().expect("tiny");
-        let input = synthetic_input(&c, 5, 4, &Device::flex());
+        let mut shape = spec(false);
+        (shape.batch, shape.seq) = (
+            NonZeroUsize::new(5).expect("5"),
+            NonZeroUsize::new(4).expect("4"),
+        );
+        let input = synthetic_input(&c, &shape, &Device::flex()).expect("an input");
         let parts = split_input(&input, 5, 2);
         assert_eq!(parts.len(), 2);
         let rows: Vec<usize> = parts.iter().map(|p| p.input_ids.dims()[0]).collect();

@@ -13,6 +13,14 @@ use super::{BenchArgs, report, spec};
 /// `pipeline bench finetune`: training tokens/s of the span-extraction head beside the
 /// sequence-classification head's, same model, batch and sequence length, measured A B A B.
 pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
+    if args.tokens.is_some() {
+        // Fine-tuning pads a batch to its longest row, and the synthetic rows are all as long.
+        return Err(
+            pipeline_engine::UserError::new("--tokens is for bench train and infer")
+                .with_help("bench finetune times full rows of --seq tokens")
+                .into(),
+        );
+    }
     let r = bench_finetune(&spec(args)?)?;
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let commit = commit();

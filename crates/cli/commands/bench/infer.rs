@@ -19,7 +19,7 @@ fn infer_json(args: &BenchArgs, r: &InferBench) -> serde_json::Value {
     let (h, t) = (&r.host, &r.timing);
     json!({
         "bench": "infer", "model": args.model, "device": h.device, "device_model": h.device_model, "batch": args.batch,
-        "seq": args.seq, "runs": args.runs, "batches_per_run": args.steps,
+        "seq": args.seq, "tokens_per_row": args.tokens.unwrap_or(args.seq), "runs": args.runs, "batches_per_run": args.steps,
         "threads": h.threads,
         "seconds_per_batch": r.seconds_per_batch, "runs_seconds_per_batch": t.per_step,
         "sentences_per_s": r.sentences_per_s, "peak_rss_bytes": r.peak_rss_bytes,
@@ -32,11 +32,12 @@ fn infer_json(args: &BenchArgs, r: &InferBench) -> serde_json::Value {
 
 fn infer_line(args: &BenchArgs, r: &InferBench) -> String {
     format!(
-        "infer {} (AlbertModel forward) on {}: batch {} × seq {}: {:.3} s/batch (median of {} runs × {}) = {:.0} sentences/s, {:.3} model TFLOP/s, {:.2} CPU-s per wall-s, peak RSS {:.2} GB",
+        "infer {} (AlbertModel forward) on {}: batch {} × seq {}{}: {:.3} s/batch (median of {} runs × {}) = {:.0} sentences/s, {:.3} model TFLOP/s, {:.2} CPU-s per wall-s, peak RSS {:.2} GB",
         args.model,
         r.host.device,
         args.batch,
         args.seq,
+        super::padding(args),
         r.seconds_per_batch,
         args.runs,
         args.steps,

@@ -50,6 +50,11 @@ pub struct BenchArgs {
     pub batch: usize,
     #[arg(long, default_value_t = 128)]
     pub seq: usize,
+    /// Real tokens per row, the rest padding (attention mask 0), as short texts padded to
+    /// --seq in fine-tuning and predict batches; default: every row full. tokens/s still
+    /// counts every position (train and infer only).
+    #[arg(long, value_name = "N")]
+    pub tokens: Option<usize>,
     /// Masked positions per row (train only).
     #[arg(long, default_value_t = 20)]
     pub masked: usize,
@@ -101,6 +106,10 @@ fn spec(args: &BenchArgs) -> Result<BenchSpec> {
     Ok(BenchSpec {
         batch: at_least_one("--batch", args.batch)?,
         seq: at_least_one("--seq", args.seq)?,
+        real_tokens: args
+            .tokens
+            .map(|t| at_least_one("--tokens", t))
+            .transpose()?,
         steps: at_least_one("--steps", args.steps)?,
         runs: at_least_one("--runs", args.runs)?,
         model: args.model.clone(),
@@ -121,6 +130,13 @@ fn spec(args: &BenchArgs) -> Result<BenchSpec> {
         peak_tflops: args.peak_tflops,
         split: args.split,
     })
+}
+
+/// ` (N real tokens)` with `--tokens N`, for the human line.
+fn padding(args: &BenchArgs) -> String {
+    args.tokens
+        .map(|t| format!(" ({t} real tokens)"))
+        .unwrap_or_default()
 }
 
 /// The JSON object with `--json`, else the human line.

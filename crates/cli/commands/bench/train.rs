@@ -21,7 +21,7 @@ fn train_json(args: &BenchArgs, r: &TrainBench) -> serde_json::Value {
     json!({
         "bench": "train", "model": args.model, "share_type": c.share_type.name(),
         "device": h.device, "device_model": h.device_model, "precision": args.precision, "batch": args.batch, "seq": args.seq,
-        "masked": args.masked, "steps": args.steps, "runs": args.runs,
+        "tokens_per_row": args.tokens.unwrap_or(args.seq), "masked": args.masked, "steps": args.steps, "runs": args.runs,
         "threads": h.threads,
         "seconds_per_step": r.seconds_per_step, "runs_seconds_per_step": t.per_step,
         "tokens_per_s": r.tokens_per_s, "model_tflops_per_s": r.model_tflops_per_s,
@@ -34,12 +34,13 @@ fn train_json(args: &BenchArgs, r: &TrainBench) -> serde_json::Value {
 
 fn train_line(args: &BenchArgs, r: &TrainBench) -> String {
     format!(
-        "train {} (share {}) on {}: batch {} × seq {} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.3} model TFLOP/s{}, {:.2} CPU-s per wall-s, peak RSS {:.2} GB",
+        "train {} (share {}) on {}: batch {} × seq {}{} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.3} model TFLOP/s{}, {:.2} CPU-s per wall-s, peak RSS {:.2} GB",
         args.model,
         r.config.share_type,
         r.host.device,
         args.batch,
         args.seq,
+        super::padding(args),
         args.masked,
         r.seconds_per_step,
         args.runs,

@@ -236,6 +236,7 @@ mod tests {
             vocab_size: Some(64),
             batch: n(2),
             seq: n(8),
+            real_tokens: None,
             masked: 0,
             steps: n(1),
             runs: n(3),
