@@ -227,12 +227,7 @@ pub fn build(
         tables: &built,
     };
     let targets = targets::targets(&p.targets, &rows);
-    for d in all_deps.iter().filter(|d| d.kind == DepKind::Other) {
-        notes.push(format!(
-            "{}: not a pretraining or fine-tuning artifact; not used",
-            d.instance
-        ));
-    }
+    other_dep_notes(all_deps, &mut notes);
 
     let mut s = Sections::new(p, &published);
     s.targets(&targets)?;
@@ -273,4 +268,14 @@ pub fn build(
         "files": files.keys().collect::<Vec<_>>(),
     });
     Ok(Report { files, metrics })
+}
+
+/// A note for each dep that is neither a pretraining nor a fine-tuning artifact.
+fn other_dep_notes(all_deps: &[Dep], notes: &mut Vec<String>) {
+    for d in all_deps.iter().filter(|d| d.kind == DepKind::Other) {
+        notes.push(format!(
+            "{}: not a pretraining or fine-tuning artifact; not used",
+            d.instance
+        ));
+    }
 }
