@@ -15,6 +15,7 @@
 //!     note: Three seeds per row.
 //! ```
 
+use pipeline_engine::ParamError;
 use pipeline_params::{Count, Number, Text};
 use serde::Deserialize;
 use serde_json::Value;
@@ -86,7 +87,12 @@ fn check_key(key: &str, what: &str) -> Result<(), String> {
 }
 
 /// The `tables` param: a list of tables with unique keys; errors name the entry and field.
-pub fn parse(v: Value) -> Result<Vec<TableSpec>, String> {
+pub fn parse(v: Value) -> Result<Vec<TableSpec>, ParamError> {
+    specs(v).map_err(ParamError)
+}
+
+/// [`parse`] with its message as text, for the `?` of the field checks below.
+fn specs(v: Value) -> Result<Vec<TableSpec>, String> {
     let Value::Array(items) = v else {
         return Err(format!(
             "tables must be a list of tables ([{{key: …, stages: […], columns: […]}}), not {v}"
@@ -236,7 +242,7 @@ mod tests {
     use serde_json::json;
 
     fn spec(v: Value) -> Result<Vec<TableSpec>, String> {
-        parse(v)
+        specs(v)
     }
 
     fn lr_sweep() -> TableSpec {
