@@ -49,7 +49,7 @@ impl AlbertForSequenceClassification {
 
     /// `[batch, num_labels]` logits.
     pub fn forward(&self, input: &AlbertInput) -> Tensor<2> {
-        let pooled = self.albert.forward(input).pooler_output;
+        let pooled = self.albert.pooled(input);
         self.classifier.forward(self.dropout.forward(pooled))
     }
 
@@ -62,7 +62,7 @@ impl AlbertForSequenceClassification {
         input: &AlbertInput,
         mask: Option<Tensor<2>>,
     ) -> Tensor<2> {
-        let pooled = self.albert.forward(input).pooler_output;
+        let pooled = self.albert.pooled(input);
         self.classifier.forward(apply_mask(pooled, mask))
     }
 
@@ -107,7 +107,7 @@ impl AlbertForMultipleChoice {
     /// `input` holds `questions × choices` rows, the choices of a question adjacent;
     /// returns `[questions, choices]` scores.
     pub fn forward(&self, input: &AlbertInput, choices: usize) -> Tensor<2> {
-        let pooled = self.albert.forward(input).pooler_output;
+        let pooled = self.albert.pooled(input);
         let [rows, _] = pooled.dims();
         self.classifier
             .forward(self.dropout.forward(pooled))
@@ -122,7 +122,7 @@ impl AlbertForMultipleChoice {
         choices: usize,
         mask: Option<Tensor<2>>,
     ) -> Tensor<2> {
-        let pooled = self.albert.forward(input).pooler_output;
+        let pooled = self.albert.pooled(input);
         let [rows, _] = pooled.dims();
         self.classifier
             .forward(apply_mask(pooled, mask))

@@ -18,6 +18,7 @@ use burn::tensor::{Device, Int, Tensor};
 
 use crate::config::{Activation, AlbertConfig, Layout, LnType};
 
+mod cls_only;
 mod corruption;
 mod input;
 mod ops;
