@@ -12,7 +12,7 @@ use pipeline_albert::parallel::DataParallel;
 use serde::Serialize;
 
 use crate::data::{EncodedSplit, Targets, epoch_batches};
-use crate::encode::Encoded;
+use crate::encode::{Encoded, pad_length};
 use crate::kinds::{AnyKind, Decoded, KindError, Scores};
 use crate::params::TrainParams;
 use crate::predict::outputs;
@@ -202,14 +202,8 @@ pub fn fit(
         for batch in epoch_batches(&lengths, p.batch_size, epoch_seed, p.group_by_length) {
             tuner.device.seed(p.seed.wrapping_add(step));
             let r = train_batch(tuner, train, &batch, step, epoch)?;
-            let longest = batch
-                .iter()
-                .map(|&i| lengths[i])
-                .max()
-                .unwrap_or(0)
-                .div_ceil(8)
-                * 8;
-            padded_tokens += (longest * batch.len()) as u64;
+            let longest = batch.iter().map(|&i| lengths[i]).max().unwrap_or(0);
+            padded_tokens += (pad_length(longest, &tuner.device) * batch.len()) as u64;
             let batch_tokens = batch.iter().map(|&i| lengths[i] as u64).sum::<u64>();
             tokens += batch_tokens;
             sums.add(

@@ -145,7 +145,7 @@ impl FineTuner {
             .iter()
             .map(|r| {
                 let rows: Vec<&Encoded> = batch[r.clone()].iter().flat_map(|x| x.iter()).collect();
-                let seq = padded_length(&rows);
+                let seq = padded_length(&rows, &self.device);
                 (
                     batch_input(&rows, &self.device),
                     self.gold_tensors(gold, r.clone(), seq),
