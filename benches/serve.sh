@@ -13,9 +13,11 @@
 # Per server and round: wrk at a fixed concurrency (C, default 16) for S seconds (default 10)
 # after a warm-up of 3 s gives requests/s, p50 and p99; then an open-loop load at half of that
 # requests/s (benches/serve_load.py rate) for S seconds gives the p99 at half of the maximum.
-# Each measurement is a JSON line of FILE (default results/bench/serve.jsonl) after one line of
-# date, commit, machine and settings; the tables, with the median over rounds of each per-round
-# ratio ours / Python, are printed at the end (benches/serve_load.py summary FILE).
+# Each measurement is a JSON line, after one line of date, commit, machine and settings, in
+# $WORK/run.jsonl while the run lasts; at the end the tables of this run, with the median over
+# rounds of each per-round ratio ours / Python, are printed (benches/serve_load.py summary) and
+# its lines are appended to FILE (default results/bench/serve.jsonl), which keeps every earlier
+# run's.
 #
 # --dry-run: the whole harness once, quickly (1 round, 2 s per measurement, no warm-up), into
 # $WORK/dry-run.jsonl: checks that the tools, models and both servers work; its numbers are not
@@ -201,7 +203,7 @@ start_workload_servers() {
 # cpu_ticks PID: the CPU time the process (all its threads) has used, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-# measure KIND SERVER URL PID ROUND: one JSON line into $OUT.
+# measure KIND SERVER URL PID ROUND: one JSON line into $RUN.
 measure() {
   local kind="$1" server="$2" url="$3" pid="$4" round="$5" closed rate open rss t0 c0 cpu
   export SERVE_BENCH_BODIES="$WORK/$kind.jsonl"
@@ -216,7 +218,7 @@ measure() {
   open=$(python3 benches/serve_load.py rate "$url" --bodies "$SERVE_BENCH_BODIES" --rate "$rate" \
     --duration "$DURATION" --connections 64)
   rss=$(awk '/VmHWM/ {print $2 / 1024}' "/proc/$pid/status")
-  python3 - "$closed" "$open" "$kind" "$server" "$round" "$rss" "$cpu" >> "$OUT" <<'EOF'
+  python3 - "$closed" "$open" "$kind" "$server" "$round" "$rss" "$cpu" >> "$RUN" <<'EOF'
 import json, sys
 closed, open_loop = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 print(json.dumps({
@@ -227,7 +229,7 @@ print(json.dumps({
     "rate_errors": open_loop["errors"], "rss_mb": round(float(sys.argv[6]), 1),
 }))
 EOF
-  tail -1 "$OUT" >&2
+  tail -1 "$RUN" >&2
 }
 
 write_meta() {
@@ -236,7 +238,7 @@ write_meta() {
   # The binary records no commit: HEAD, marked when the checkout's sources differ from it, and
   # the binary's build time.
   git diff --quiet HEAD -- crates stages Cargo.lock Cargo.toml 2>/dev/null || dirty="+dirty"
-  python3 - >> "$OUT" <<EOF
+  python3 - >> "$RUN" <<EOF
 import json, platform
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(json.dumps({
@@ -260,10 +262,14 @@ main() {
     log "this session's autogroup: $(cat "/proc/$$/autogroup")"
   fi
   mkdir -p "$WORK" "$(dirname "$OUT")"
+  if [[ $DRY_RUN == 1 ]]; then : > "$OUT"; fi # a dry run's lines are not results: the last only
   python3 benches/serve_load.py bodies --kind single --data "$DATA" --out "$WORK/single.jsonl"
   python3 benches/serve_load.py bodies --kind pair --data "$DATA" --out "$WORK/pair.jsonl"
   prepare_models
-  : > "$OUT"
+  # This run's lines, kept apart until it ends: a run that fails half-way adds nothing to
+  # $OUT, and the summary reads this run alone.
+  RUN="$WORK/run.jsonl"
+  : > "$RUN"
   write_meta
   local kind model round
   for kind in single pair; do
@@ -276,8 +282,9 @@ main() {
     done
     stop_servers
   done
-  python3 benches/serve_load.py summary "$OUT"
-  log "wrote $OUT"
+  python3 benches/serve_load.py summary "$RUN"
+  cat "$RUN" >> "$OUT"
+  log "appended this run's $(wc -l < "$RUN") lines to $OUT"
 }
 
 main
