@@ -16,10 +16,11 @@ use burn::nn::{
 use burn::tensor::activation::{log_softmax, softmax};
 use burn::tensor::{Device, Int, Tensor};
 
-use crate::config::{Activation, AlbertConfig, Layout, LnType};
+use crate::config::{Activation, AlbertConfig, LnType};
 
 mod cls_only;
 mod corruption;
+mod encoder;
 mod input;
 mod ops;
 mod precision;
@@ -30,6 +31,7 @@ pub use crate::heads::{
     AlbertForTokenClassification, SpanLogits,
 };
 pub use corruption::mlm_by_corruption;
+pub use encoder::AlbertEncoder;
 pub use input::AlbertInput;
 use ops::{activate, decode, linear_rows, norm};
 pub use ops::{gelu_tanh, gelu_tanh_composed};
@@ -289,62 +291,6 @@ impl AlbertLayerOps<'_> {
                 a.clone() + ffn.transform(ffn.norm(a))
             }
         }
-    }
-}
-
-/// The E→H projection and the layers. `attentions` and `ffns` hold one block when shared and
-/// one per layer when not; layer `i` uses block `i % len`.
-#[derive(Module, Debug)]
-pub struct AlbertEncoder {
-    /// E→H; `None` in albert_zh's layout, whose embeddings are H wide already.
-    pub embedding_hidden_mapping_in: Option<Linear>,
-    /// The attention blocks: one when shared (`all`, `attention`), one per layer otherwise.
-    pub attentions: Vec<AlbertAttention>,
-    /// The feed-forward blocks: one when shared (`all`, `ffn`), one per layer otherwise.
-    pub ffns: Vec<AlbertFfn>,
-    /// How many layers the blocks are applied as.
-    #[module(skip)]
-    pub num_layers: usize,
-    /// Where the LayerNorms sit.
-    #[module(skip)]
-    pub ln_type: LnType,
-    /// The dtype of the E→H projection.
-    #[module(skip)]
-    pub precision: MatmulPrecision,
-}
-
-impl AlbertEncoder {
-    /// A freshly initialised encoder of config `c`, with as many blocks as its sharing asks.
-    pub fn new(c: &AlbertConfig, device: &Device) -> Self {
-        let (n_attn, n_ffn) = c.share_type.blocks(c.num_hidden_layers);
-        AlbertEncoder {
-            embedding_hidden_mapping_in: (c.layout == Layout::Google)
-                .then(|| linear(c.embedding_size, c.hidden_size, c, device)),
-            attentions: (0..n_attn)
-                .map(|_| AlbertAttention::new(c, device))
-                .collect(),
-            ffns: (0..n_ffn).map(|_| AlbertFfn::new(c, device)).collect(),
-            num_layers: c.num_hidden_layers,
-            ln_type: c.ln_type,
-            precision: MatmulPrecision::Fp32,
-        }
-    }
-
-    /// `[batch, seq, E]` → `[batch, seq, H]`.
-    pub fn forward(&self, embedded: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
-        let mut x = match &self.embedding_hidden_mapping_in {
-            Some(l) => dense_in(self.precision, l, embedded),
-            None => embedded,
-        };
-        for i in 0..self.num_layers {
-            let layer = AlbertLayerOps {
-                attention: &self.attentions[i % self.attentions.len()],
-                ffn: &self.ffns[i % self.ffns.len()],
-                ln_type: self.ln_type,
-            };
-            x = layer.forward(x, bias.clone());
-        }
-        x
     }
 }
 

@@ -31,20 +31,12 @@ impl Albert {
 impl AlbertEncoder {
     /// `[batch, seq, E]` → `[batch, 1, H]`: the last hidden state of the first position.
     pub fn forward_cls(&self, embedded: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
-        let mut x = match &self.embedding_hidden_mapping_in {
-            Some(l) => dense_in(self.precision, l, embedded),
-            None => embedded,
-        };
+        let mut x = self.project(embedded);
         for i in 0..self.num_layers {
-            let layer = AlbertLayerOps {
-                attention: &self.attentions[i % self.attentions.len()],
-                ffn: &self.ffns[i % self.ffns.len()],
-                ln_type: self.ln_type,
-            };
             x = if i + 1 == self.num_layers {
-                layer.forward_first(x, bias.clone())
+                self.layer(i).forward_first(x, bias.clone())
             } else {
-                layer.forward(x, bias.clone())
+                self.layer(i).forward(x, bias.clone())
             };
         }
         // No layers: the first position of the input itself.

@@ -1,0 +1,73 @@
+//! [`AlbertEncoder`]: the E→H projection and the layers, with the sharing of their blocks.
+
+use burn::module::Module;
+use burn::nn::Linear;
+use burn::tensor::{Device, Tensor};
+
+use super::{AlbertAttention, AlbertFfn, AlbertLayerOps, MatmulPrecision, dense_in, linear};
+use crate::config::{AlbertConfig, Layout, LnType};
+
+/// The E→H projection and the layers. `attentions` and `ffns` hold one block when shared and
+/// one per layer when not; layer `i` uses block `i % len`.
+#[derive(Module, Debug)]
+pub struct AlbertEncoder {
+    /// E→H; `None` in albert_zh's layout, whose embeddings are H wide already.
+    pub embedding_hidden_mapping_in: Option<Linear>,
+    /// The attention blocks: one when shared (`all`, `attention`), one per layer otherwise.
+    pub attentions: Vec<AlbertAttention>,
+    /// The feed-forward blocks: one when shared (`all`, `ffn`), one per layer otherwise.
+    pub ffns: Vec<AlbertFfn>,
+    /// How many layers the blocks are applied as.
+    #[module(skip)]
+    pub num_layers: usize,
+    /// Where the LayerNorms sit.
+    #[module(skip)]
+    pub ln_type: LnType,
+    /// The dtype of the E→H projection.
+    #[module(skip)]
+    pub precision: MatmulPrecision,
+}
+
+impl AlbertEncoder {
+    /// A freshly initialised encoder of config `c`, with as many blocks as its sharing asks.
+    pub fn new(c: &AlbertConfig, device: &Device) -> Self {
+        let (n_attn, n_ffn) = c.share_type.blocks(c.num_hidden_layers);
+        AlbertEncoder {
+            embedding_hidden_mapping_in: (c.layout == Layout::Google)
+                .then(|| linear(c.embedding_size, c.hidden_size, c, device)),
+            attentions: (0..n_attn)
+                .map(|_| AlbertAttention::new(c, device))
+                .collect(),
+            ffns: (0..n_ffn).map(|_| AlbertFfn::new(c, device)).collect(),
+            num_layers: c.num_hidden_layers,
+            ln_type: c.ln_type,
+            precision: MatmulPrecision::Fp32,
+        }
+    }
+
+    /// `[batch, seq, E]` → `[batch, seq, H]`.
+    pub fn forward(&self, embedded: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+        let mut x = self.project(embedded);
+        for i in 0..self.num_layers {
+            x = self.layer(i).forward(x, bias.clone());
+        }
+        x
+    }
+
+    /// `[batch, seq, E]` → `[batch, seq, H]`: the E→H projection (none in albert_zh's layout).
+    pub fn project(&self, embedded: Tensor<3>) -> Tensor<3> {
+        match &self.embedding_hidden_mapping_in {
+            Some(l) => dense_in(self.precision, l, embedded),
+            None => embedded,
+        }
+    }
+
+    /// Layer `i`'s blocks (block `i % len` of each list).
+    pub fn layer(&self, i: usize) -> AlbertLayerOps<'_> {
+        AlbertLayerOps {
+            attention: &self.attentions[i % self.attentions.len()],
+            ffn: &self.ffns[i % self.ffns.len()],
+            ln_type: self.ln_type,
+        }
+    }
+}
