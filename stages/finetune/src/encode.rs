@@ -43,3 +43,33 @@ pub fn pad_length(longest: usize, device: &Device) -> usize {
         longest.div_ceil(8) * 8
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(n: usize) -> Encoded {
+        Encoded {
+            ids: (0..n as u32).collect(),
+            types: vec![0; n],
+        }
+    }
+
+    /// On the CPU a batch is as long as its longest row, with no rounding; shorter rows are
+    /// padded with id 0 and attention mask 0.
+    #[test]
+    fn a_cpu_batch_is_padded_to_its_longest_row_alone() {
+        let device = Device::flex();
+        let (short, long) = (row(3), row(13));
+        assert_eq!(padded_length(&[&short, &long], &device), 13);
+        let input = batch_input(&[&short, &long], &device);
+        assert_eq!(input.input_ids.dims(), [2, 13]);
+        let mask = input
+            .attention_mask
+            .into_data()
+            .try_to_vec::<f32>()
+            .unwrap();
+        assert_eq!(mask[..13].iter().sum::<f32>(), 3.0);
+        assert_eq!(mask[13..].iter().sum::<f32>(), 13.0);
+    }
+}
