@@ -39,13 +39,8 @@ impl AlbertEncoder {
                 self.layer(i).forward(x, bias.clone())
             };
         }
-        // No layers: the first position of the input itself.
-        let [b, s, h] = x.dims();
-        if s == 1 {
-            x
-        } else {
-            x.narrow(1, 0, 1).reshape([b, 1, h])
-        }
+        // One position already after the last layer; with no layers, the input's first.
+        x.narrow(1, 0, 1)
     }
 }
 
