@@ -2,56 +2,47 @@
 //! inference on flex.
 //!
 //! Why: burn computes it as several passes with libm's scalar `erff` (7 % of a server's time
-//! on a model with this activation, perf at AVX2). Here `erf` is Cephes' single-precision
-//! `erff`/`erfcf`, branch-free so that it vectorises: for |x| < 1 an odd polynomial (evaluated
-//! as `x + x·r(x²)`, so that its largest term is exact), above it `erfc(x) = e^(−x²)/x·R(1/x²)`
-//! (two polynomials, split at 2). Within 9e-8 of an f64 `erf` (the tests sweep it; libm's
-//! `erff` is within 3e-8), so outputs match burn's `gelu` to ~1e-7. `1 + erf(u)` for u < 0 is
-//! taken as `erfc(|u|)` itself, not `1 − erf(|u|)`: no cancellation in GELU's negative tail.
+//! on a model with this activation, perf at AVX2). Here `erf` is the rational approximation
+//! TensorFlow's Eigen and XLA use for float32, `x·P(x²)/Q(x²)` on x clamped to [−4, 4] (beyond
+//! it erf is ±1 to within 2e-8): two short polynomials and one division, no `exp` and no
+//! branch, so it vectorises. It replaced Cephes' `erff`/`erfcf` (three polynomials and an
+//! `exp`, all evaluated for every lane so the loop had no branches): 2.4× faster per element
+//! at AVX-512 and 3.0× at AVX2 (2026-11-29, a million values, min of 30 runs), which took the
+//! GELU from 7.2 % of `pipeline serve`'s time under load (perf) to ~3 %. The price: within
+//! 3.6e-7 of an f64 `erf` instead of 9e-8 (the tests sweep it; the largest errors are near
+//! |x| = 3.4, where erf is 1 − 2e-6), and `1 + erf(u)` is no longer accurate *relative* to
+//! its size in GELU's negative tail, only absolutely: gelu(x) is within 2.5e-7·max(|x|, 1) of
+//! f64's everywhere, far inside the 1e-5 that parity with transformers asks of a layer's
+//! output (torch's own vectorised `erf` is Abramowitz–Stegun 7.1.26, within 1.5e-7).
 //! Compiled per [`CpuLevel`] by [`multiversion!`]; no `mul_add`, so every level computes the
 //! same bits.
 
-use super::{CpuLevel, exp};
+use super::CpuLevel;
 
-/// `erf(x)/x − 1` for |x| < 1 as a polynomial in x² (Cephes `erff`'s `T`, its constant term
-/// less one), highest degree first.
-const SMALL: [f32; 7] = [
-    7.853_861_4e-5,
-    -8.010_193_6e-4,
-    5.188_327_7e-3,
-    -2.685_381_2e-2,
-    1.128_358_5e-1,
-    -3.761_262_6e-1,
-    1.283_791_7e-1,
+/// The numerator's coefficients, a polynomial in x² multiplied by x, highest degree first
+/// (Eigen's `generic_fast_erf_float`).
+const NUMERATOR: [f32; 7] = [
+    -2.726_142_4e-10,
+    2.770_681_5e-8,
+    -2.101_024e-6,
+    -5.692_506_2e-5,
+    -7.349_906_4e-4,
+    -2.954_6e-3,
+    -1.609_603_3e-2,
 ];
 
-/// `erfc(x)·x·e^(x²)` for 1 ≤ x < 2, a polynomial in 1/x² (Cephes `erfcf`'s `P`).
-const MID: [f32; 9] = [
-    2.326_82e-2,
-    -1.387_039_4e-1,
-    3.687_424_7e-1,
-    -5.824_733e-1,
-    6.210_004_6e-1,
-    -4.944_515_3e-1,
-    3.404_88e-1,
-    -2.741_127e-1,
-    5.638_259_4e-1,
+/// The denominator's, a polynomial in x², highest degree first.
+const DENOMINATOR: [f32; 5] = [
+    -1.456_607_15e-5,
+    -2.133_740_5e-4,
+    -1.682_827e-3,
+    -7.373_329_3e-3,
+    -1.426_473_9e-2,
 ];
 
-/// The same for x ≥ 2 (Cephes `erfcf`'s `R`).
-const LARGE: [f32; 8] = [
-    -1.047_766_4e1,
-    1.297_72e1,
-    -7.495_518_7,
-    2.921_019,
-    -1.015_265_3,
-    4.218_463_4e-1,
-    -2.820_767_4e-1,
-    5.641_895e-1,
-];
-
-/// Beyond this `erfc` is below 1e-44 and `e^(−x²)` saturates: inputs are clamped to it.
-const LIMIT: f32 = 10.0;
+/// Beyond this the approximation is no longer fitted and erf is ±1 in float32 to within
+/// 2e-8: inputs are clamped to it.
+const LIMIT: f32 = 4.0;
 
 #[inline(always)]
 fn horner<const N: usize>(c: &[f32; N], x: f32) -> f32 {
@@ -62,35 +53,18 @@ fn horner<const N: usize>(c: &[f32; N], x: f32) -> f32 {
     p
 }
 
-/// `(erf(a), erfc(a))` for `a ≥ 0`, each computed where it is accurate; both branches are
-/// evaluated and one selected, so the loop has no branches and vectorises.
+/// `erf(x)` in single precision, branch-free.
 #[inline(always)]
-fn erf_erfc(a: f32) -> (f32, f32) {
-    let a = a.min(LIMIT);
-    let a2 = a * a;
-    let small = a + a * horner(&SMALL, a2);
-    let q = 1.0 / a.max(1.0);
-    let w = q * q;
-    let tail = if a < 2.0 {
-        horner(&MID, w)
-    } else {
-        horner(&LARGE, w)
-    };
-    let large = exp(-a2) * q * tail;
-    if a < 1.0 {
-        (small, 1.0 - small)
-    } else {
-        (1.0 - large, large)
-    }
+fn erf(x: f32) -> f32 {
+    let x = x.clamp(-LIMIT, LIMIT);
+    let x2 = x * x;
+    x * horner(&NUMERATOR, x2) / horner(&DENOMINATOR, x2)
 }
 
 /// The exact GELU of one value: `0.5·x·(1 + erf(x/√2))`.
 #[inline(always)]
 fn gelu_erf(x: f32) -> f32 {
-    let u = x * std::f32::consts::FRAC_1_SQRT_2;
-    let (erf, erfc) = erf_erfc(u.abs());
-    let one_plus = if u < 0.0 { erfc } else { 1.0 + erf };
-    0.5 * x * one_plus
+    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
 #[inline(always)]
@@ -110,11 +84,6 @@ pub(super) fn gelu_erf_in_place(v: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `erf(x)`, single precision, as the GELU computes it.
-    fn erf(x: f32) -> f32 {
-        erf_erfc(x.abs()).0.copysign(x)
-    }
 
     /// `erfc(a)` for `a ≥ 0` in f64 (`std` has no `erf`): `1 −` the Taylor series of `erf`
     /// below 3, the continued fraction of `erfc` above it (to ~1e-15 relative there).
@@ -160,10 +129,10 @@ mod tests {
         }
     }
 
-    /// Within 1e-7 of an f64 `erf` at every 1/4096 from −12 to 12 (both branches, the switch
-    /// at 1 and 2, the clamp), and odd.
+    /// Within 3.6e-7 of an f64 `erf` at every 1/4096 from −12 to 12 (the fitted range, the
+    /// clamp at 4 and beyond it), and odd.
     #[test]
-    fn erf_is_within_1e7_of_f64() {
+    fn erf_is_within_4e7_of_f64() {
         let mut worst = 0.0_f64;
         for i in -12 * 4096..=12 * 4096 {
             let x = i as f32 / 4096.0;
@@ -171,11 +140,11 @@ mod tests {
             worst = worst.max((f64::from(y) - reference).abs());
             assert_eq!(erf(-x).to_bits(), (-y).to_bits(), "erf is odd at {x}");
         }
-        assert!(worst < 1e-7, "erf is off by {worst}");
+        assert!(worst < 3.6e-7, "erf is off by {worst}");
     }
 
-    /// The GELU within 1e-7·max(|x|, 1) of f64's, and relative 1e-6·x² in the negative tail
-    /// (where it is small), at every level the CPU has, with the baseline's bits.
+    /// The GELU within 2.5e-7·max(|x|, 1) of f64's, exactly 0 at 0, at every level the CPU
+    /// has, with the baseline's bits.
     #[test]
     fn every_available_level_computes_the_same_exact_gelu() {
         let input: Vec<f32> = (-9000..9000).map(|i| i as f32 / 997.0).collect();
@@ -186,16 +155,11 @@ mod tests {
             let reference = 0.5 * x64 * one_plus_erf64(x64 * std::f64::consts::FRAC_1_SQRT_2);
             let error = (f64::from(*y) - reference).abs();
             assert!(
-                error <= 1e-7 * x64.abs().max(1.0),
+                error <= 2.5e-7 * x64.abs().max(1.0),
                 "gelu({x}) = {y}, f64 {reference}"
             );
-            // Relative in the tail, where `1 + erf` would cancel: only the rounding of x/√2
-            // (amplified by e^(−x²/2) as x grows) is left.
-            if *x < -1.0 {
-                let tolerance = 1e-6 * (x64 * x64) * reference.abs();
-                assert!(error <= tolerance, "gelu({x}) = {y}, f64 {reference}");
-            }
         }
+        assert_eq!(gelu_erf(0.0), 0.0);
         for level in CpuLevel::ALL.into_iter().filter(|l| l.available()) {
             let mut v = input.clone();
             gelu_erf_at(level, &mut v);
