@@ -132,6 +132,16 @@ impl DataParallel {
         })
     }
 
+    /// Runs `f` on worker `worker`'s own thread (on the calling thread when there are no
+    /// worker threads): a whole batch on one core, for a caller that keeps several batches in
+    /// flight, one per worker, instead of splitting each batch across them (`pipeline serve`).
+    pub fn run_on<T: Send>(&self, worker: usize, f: impl FnOnce() -> T + Send) -> T {
+        match self.pools.get(worker) {
+            Some(pool) => pool.install(f),
+            None => f(),
+        }
+    }
+
     /// Forward and backward of `parts` micro-batches in parallel: `loss(replica, k)` returns
     /// micro-batch `k`'s loss (already weighted by its share of the batch) and whatever the
     /// caller wants back from it. Returns the gradients summed over the micro-batches, keyed by

@@ -201,13 +201,43 @@ impl Predictor {
         batch_size: usize,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Result<Vec<Prediction>> {
+        self.predict_split(inputs, batch_size, &self.workers, progress)
+    }
+
+    /// How many batches [`Predictor::predict_on_worker`] can run at once: one per core on a
+    /// CPU, one on a GPU.
+    pub fn worker_count(&self) -> usize {
+        self.workers.workers()
+    }
+
+    /// Predictions for `inputs` as one batch, the whole batch on worker `worker`'s core
+    /// (`worker < worker_count()`) instead of split across every core: a server with a batch
+    /// in flight per core keeps each core busy, where one batch split in two leaves a core
+    /// idle whenever the halves differ or the batch is a single input.
+    pub fn predict_on_worker(&self, worker: usize, inputs: &[Input]) -> Result<Vec<Prediction>> {
+        let inputs = inputs.to_vec();
+        let batch_size = inputs.len().max(1);
+        let whole = DataParallel::new(1);
+        self.workers.run_on(worker, || {
+            self.predict_split(inputs, batch_size, &whole, &|_| {})
+        })
+    }
+
+    /// [`Predictor::predict_with`], each forward pass split across `workers`.
+    fn predict_split(
+        &self,
+        inputs: Vec<Input>,
+        batch_size: usize,
+        workers: &DataParallel,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Prediction>> {
         for (i, input) in inputs.iter().enumerate() {
             self.shape(input)
                 .with_context(|| format!("input {}", i + 1))?;
         }
         let model = Serving {
             model: &self.model,
-            workers: &self.workers,
+            workers,
             device: &self.device.device,
             progress,
         };
