@@ -195,6 +195,24 @@ mod tests {
     use burn::nn::{Linear, LinearConfig};
     use burn::tensor::Distribution;
 
+    /// `run_on` runs on that worker's own single thread, where the backend's rayon sees one
+    /// thread; without worker threads, on the caller's.
+    #[test]
+    fn run_on_runs_on_the_workers_own_single_thread() {
+        let where_and_threads = || {
+            let name = std::thread::current().name().map(str::to_string);
+            (name, rayon::current_num_threads())
+        };
+        let parallel = DataParallel::new(2);
+        for worker in 0..2 {
+            let (name, threads) = parallel.run_on(worker, where_and_threads);
+            assert_eq!(name, Some(format!("data-parallel-{worker}")));
+            assert_eq!(threads, 1);
+        }
+        let caller = std::thread::current().name().map(str::to_string);
+        assert_eq!(DataParallel::new(1).run_on(0, where_and_threads).0, caller);
+    }
+
     #[test]
     fn split_covers_every_row_once() {
         for rows in 0..40 {
