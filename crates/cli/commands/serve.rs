@@ -112,7 +112,7 @@ impl Served {
     /// uneven (9 inputs on average, 8 % of them a single input, `/metrics`), and a batch split
     /// across 2 cores leaves one idle for as long as the halves differ (the whole batch, for a
     /// single input) and starts two threads per batch. Measured at `tiny` on 2 cores in
-    /// docs/serving.md.
+    /// results/bench/serve.md.
     fn new(predictor: Predictor, workers: usize) -> Served {
         let cores = predictor.worker_count();
         let idle_cores = (workers >= 2 && cores >= 2).then(|| IdleCores::new(cores));
