@@ -24,7 +24,7 @@
 //! 2 ulp of libm's over the range that matters, so outputs match burn's ops to ~1e-7.
 
 use burn::nn::LayerNorm;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Tensor, TensorData};
 
 use crate::cpu_level::CpuLevel;
 
@@ -95,16 +95,44 @@ pub fn log_softmax_tracked<const D: usize>(x: Tensor<D>) -> Fused<D> {
 }
 
 /// The attention core `softmax(Q·Kᵀ·scale + bias)·V` of `heads` heads side by side in
-/// `q`, `k`, `v` `[batch, seq, H]`, as one op on flex: with a fused backward when training,
-/// the context alone when not (inference); `None` for anything else (a tracked `bias`, other
-/// shapes, other backends or dtypes). Per head two gemms and the softmax, reading the heads in
-/// place: no split or merge copies, no zeroed-then-copied product buffers (see `attention`).
+/// `q`, `k`, `v` `[batch, seq, H]`, as one op on flex or libtorch: with a fused backward when
+/// training, the context alone when not (inference); `None` for anything else (a tracked
+/// `bias`, other shapes, other backends or dtypes). On flex, per head two gemms and the
+/// softmax, reading the heads in place: no split or merge copies, no zeroed-then-copied product
+/// buffers (see `attention`); on libtorch, torch's scaled-dot-product attention (`torch`).
 pub fn attention_core(
-    [q, k, v]: [&Tensor<3>; 3],
+    qkv: [&Tensor<3>; 3],
     bias: &Tensor<4>,
     heads: usize,
     scale: f32,
 ) -> Option<Tensor<3>> {
+    attention_applies(qkv, bias, heads).then(|| {
+        let [q, k, v] = qkv.map(|t| t.clone());
+        tracked::attention([q, k, v], bias.clone(), heads, scale)
+    })
+}
+
+/// [`attention_core`] in bf16 mixed precision, on libtorch only: Q, K, V and the mask cast to
+/// bf16 for torch's SDPA (its flash kernels on a GPU take nothing else), the context cast back
+/// to float32 — what transformers' `sdpa` attention does under `torch.autocast`. `None` on flex
+/// (no bf16 products) and wherever `attention_core` would refuse.
+pub fn attention_core_bf16(
+    qkv: [&Tensor<3>; 3],
+    bias: &Tensor<4>,
+    heads: usize,
+    scale: f32,
+) -> Option<Tensor<3>> {
+    let on_libtorch = qkv[0].device().without_autodiff() != Device::flex();
+    (on_libtorch && attention_applies(qkv, bias, heads)).then(|| {
+        let [q, k, v] = qkv.map(|t| t.clone().cast(FloatDType::BF16));
+        let mask = bias.clone().cast(FloatDType::BF16);
+        tracked::attention([q, k, v], mask, heads, scale).cast(FloatDType::F32)
+    })
+}
+
+/// Whether the fused attention core takes these inputs: matching `[batch, seq, H]` shapes,
+/// whole heads, an untracked `[batch, 1, 1, seq]` mask, and tensors the fused ops apply to.
+fn attention_applies([q, k, v]: [&Tensor<3>; 3], bias: &Tensor<4>, heads: usize) -> bool {
     let [b, s, h] = q.dims();
     let shapes = k.dims() == [b, s, h]
         && v.dims() == [b, s, h]
@@ -112,14 +140,7 @@ pub fn attention_core(
         && heads > 0
         && h % heads == 0;
     let applies = [q, k, v].iter().all(|t| tracked::applies(*t)) && tracked::applies(bias);
-    (shapes && !bias.is_tracked() && applies).then(|| {
-        tracked::attention(
-            [q.clone(), k.clone(), v.clone()],
-            bias.clone(),
-            heads,
-            scale,
-        )
-    })
+    shapes && !bias.is_tracked() && applies
 }
 
 /// `x·W + b` (`x·Wᵀ + b` when `transposed`: `W` stored `[d_out, d_in]`) as one op on flex,
@@ -332,6 +353,11 @@ mod attention;
 mod dense;
 mod erf;
 mod kernels;
+#[cfg(feature = "tch")]
+mod torch;
+// The extension names burn's libtorch backend in a `tch` build, which burn marks deprecated;
+// it is the one that builds offline (as in `device`).
+#[cfg_attr(feature = "tch", allow(deprecated))]
 mod tracked;
 
 #[cfg(test)]

@@ -194,10 +194,15 @@ impl AlbertAttention {
         let [q, k] = [&self.query, &self.key].map(|l| dense_in(p, l, x.clone()));
         let v = dense_in(p, &self.value, x);
         let scale = 1.0 / (d as f64).sqrt();
-        // One op on flex where no dropout on the probabilities applies (off autodiff, none does).
+        // One op on flex and libtorch where no dropout on the probabilities applies (off
+        // autodiff, none does); in bf16 on libtorch only.
         let no_dropout = self.attention_dropout.prob == 0.0 || !q.device().is_autodiff();
-        let fused = (p == MatmulPrecision::Fp32 && no_dropout)
-            .then(|| crate::fused::attention_core([&q, &k, &v], &bias, heads, scale as f32))
+        let core = match p {
+            MatmulPrecision::Fp32 => crate::fused::attention_core,
+            MatmulPrecision::Bf16 => crate::fused::attention_core_bf16,
+        };
+        let fused = no_dropout
+            .then(|| core([&q, &k, &v], &bias, heads, scale as f32))
             .flatten();
         let context = fused.unwrap_or_else(|| {
             let split = |t: Tensor<3>| t.reshape([b, s, heads, d]).swap_dims(1, 2);

@@ -8,6 +8,8 @@
 //! AdamW is compared with `torch.optim.AdamW`, LAMB with google-research/albert's
 //! `LAMBOptimizer` transcribed into tests/fixtures/train_reference.py (transformers has none).
 //! Without a Python that has torch and transformers the tests train ours only and say so.
+//! `ALBERT_TEST_DEVICE` picks our side's device (default `flex`; `tch-cpu` in a `tch` build
+//! checks libtorch's fused ops the same way).
 
 #[path = "../../../tests/fixtures/train_reference.rs"]
 mod reference;
@@ -153,12 +155,22 @@ fn optim(kind: OptimizerKind, learning_rate: f64) -> OptimConfig {
     }
 }
 
+/// The device under test: `ALBERT_TEST_DEVICE` (`flex`, `tch-cpu`, `cuda:0`…), else flex.
+fn test_device() -> Device {
+    let name = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
+    let choice = pipeline_albert::device::DeviceChoice::parse(&name)
+        .unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE: {e}"));
+    pipeline_albert::device::resolve(choice)
+        .unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE={name}: {e}"))
+        .device
+}
+
 /// Trains `STEPS` steps with the stage's trainer and compares with the reference.
 fn check(name: &str, optim: OptimConfig, tol: Tolerance) {
     let tmp = tempfile::tempdir().unwrap();
     let (init_dir, ours_dir) = (tmp.path().join("init"), tmp.path().join("ours"));
     let config = config();
-    let device = Device::flex().autodiff();
+    let device = test_device().autodiff();
     device.seed(3);
     let model = AlbertForPreTraining::new(&config, &device);
     hf::save_pretraining(&init_dir, &config, &model.valid()).unwrap();

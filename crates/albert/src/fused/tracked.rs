@@ -5,8 +5,9 @@
 //! Why: burn's autodiff records a composed expression one op at a time, so a training step runs
 //! each of these as several passes forward and several more backward, with a scalar libm `expf`
 //! (a third of a CPU training step at AVX2, `results/bench/cpu_avx2.md`). Here each is one op in
-//! the graph: one pass forward, one backward ([`super::kernels`]). Only on flex with float32:
-//! other backends (libtorch) and dtypes keep burn's ops.
+//! the graph: one pass forward, one backward ([`super::kernels`]). On libtorch (`tch` builds)
+//! the same ops are torch's fused kernels with torch's backward (`super::torch`). Float32 only,
+//! except the attention core in bf16 on libtorch (`super::attention_core_bf16`).
 
 use burn::backend::TensorMetadata;
 use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
@@ -19,9 +20,10 @@ use burn::tensor::{DType, Device, Shape, Tensor, TensorData};
 
 use super::{attention, dense, kernels};
 
-/// The fused training ops, implemented for flex and for autodiff over flex (nothing else: the
-/// callers check the device first, and an unlisted backend would panic).
-#[backend_extension(Flex, Autodiff)]
+/// The fused training ops, implemented for flex and libtorch (`super::torch`) and for autodiff
+/// over each (nothing else: the callers check the device first, and an unlisted backend would
+/// panic).
+#[backend_extension(Flex, LibTorch: cfg(feature = "tch"), Autodiff)]
 pub trait FusedOps: Backend {
     /// tanh-GELU (see [`super::gelu_tanh`]).
     fn fused_gelu_tanh(x: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -61,13 +63,12 @@ pub trait FusedOps: Backend {
     ) -> FloatTensor<Self>;
 }
 
-/// Whether `t` is non-empty float32 on flex (under autodiff or not): the fused ops apply. Not
-/// empty: the kernels walk rows of the last dimension, which must then be at least one wide.
+/// Whether `t` is non-empty float32 on flex or libtorch (under autodiff or not): the fused
+/// ops apply. Not empty: the kernels walk rows of the last dimension, which must then be at
+/// least one wide. (A `tch` build has only these two backends, so not flex is libtorch.)
 pub(super) fn applies<const D: usize>(t: &Tensor<D>) -> bool {
-    D > 0
-        && t.dims().iter().all(|&n| n > 0)
-        && t.dtype() == DType::F32
-        && t.device().without_autodiff() == Device::flex()
+    let backend = cfg!(feature = "tch") || t.device().without_autodiff() == Device::flex();
+    D > 0 && t.dims().iter().all(|&n| n > 0) && t.dtype() == DType::F32 && backend
 }
 
 /// [`FusedOps::fused_gelu_tanh`] on a tensor [`applies`] accepts.

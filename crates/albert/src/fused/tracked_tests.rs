@@ -1,7 +1,9 @@
 //! The fused training ops against burn's composed ops on autodiff flex: the forward values and
 //! every gradient, on random inputs, with a random weighting of the output (a plain sum would
 //! give the softmax a zero gradient and hide a wrong backward). The kernels run at the active
-//! level; `kernels_tests.rs` checks that every level computes the same bits.
+//! level; `kernels_tests.rs` checks that every level computes the same bits. In a `tch` build
+//! with `ALBERT_TEST_DEVICE=tch-cpu` (or `cuda:0`) the autodiff tests run on that device, and
+//! check libtorch's fused ops (`torch.rs`) the same way.
 
 use burn::module::Param;
 use burn::nn::LayerNormConfig;
@@ -24,8 +26,14 @@ fn leaf<const D: usize>(t: &Tensor<D>) -> Tensor<D> {
     Tensor::from_data(t.to_data(), &t.device()).require_grad()
 }
 
+/// The device under test (`ALBERT_TEST_DEVICE`, else flex), with autodiff.
 fn autodiff() -> Device {
-    let device = Device::flex().autodiff();
+    let name = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
+    let choice = crate::device::DeviceChoice::parse(&name)
+        .unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE: {e}"));
+    let resolved =
+        crate::device::resolve(choice).unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE={name}: {e}"));
+    let device = resolved.device.autodiff();
     device.seed(23);
     device
 }

@@ -1,0 +1,143 @@
+//! libtorch's fused ops without autodiff (inference) against burn's composed ops on libtorch's
+//! CPU, and the head padding of the GPU attention path. Their autodiff side runs in
+//! `tracked_tests.rs` with `ALBERT_TEST_DEVICE=tch-cpu`.
+
+use burn::tensor::{Device, Distribution, Tensor};
+
+use super::*;
+
+/// `max |a − b| ≤ 1e-5·max |b|`.
+fn assert_close<const D: usize>(a: Tensor<D>, b: Tensor<D>, what: &str) {
+    let scale = b.clone().abs().max().into_scalar::<f32>().max(1e-12);
+    let diff = (a - b).abs().max().into_scalar::<f32>();
+    assert!(
+        diff <= 1e-5 * scale,
+        "{what}: differs by {diff} (scale {scale})"
+    );
+}
+
+fn libtorch_cpu() -> Device {
+    let device = Device::libtorch();
+    device.seed(37);
+    device
+}
+
+/// A padding mask's additive bias `[b, 1, 1, s]`: 0 for kept keys, -1e9 for padded ones.
+fn padding_bias(b: usize, s: usize, device: &Device) -> Tensor<4> {
+    let mask = Tensor::<2>::random([b, s], Distribution::Bernoulli(0.7), device);
+    (mask.neg().add_scalar(1.0) * -1e9).reshape([b, 1, 1, s])
+}
+
+#[test]
+fn untracked_attention_is_sdpa_and_matches_burns_ops() {
+    let device = libtorch_cpu();
+    let normal = Distribution::Normal(0.0, 1.0);
+    for [b, s, heads, d] in [[2, 9, 3, 4], [3, 37, 12, 26]] {
+        let (h, scale) = (heads * d, 1.0 / (d as f32).sqrt());
+        let [q, k, v] = [0; 3].map(|_| Tensor::<3>::random([b, s, h], normal, &device));
+        let bias = padding_bias(b, s, &device);
+        let split = |t: &Tensor<3>| t.clone().reshape([b, s, heads, d]).swap_dims(1, 2);
+        let scores = split(&q)
+            .matmul(split(&k).swap_dims(2, 3))
+            .mul_scalar(scale);
+        let probs = burn::tensor::activation::softmax(scores + bias.clone(), 3);
+        let composed = probs.matmul(split(&v)).swap_dims(1, 2).reshape([b, s, h]);
+        let fused = crate::fused::attention_core([&q, &k, &v], &bias, heads, scale);
+        let fused = fused.expect("libtorch, float32: the fused op");
+        assert!(!fused.is_tracked());
+        assert_close(
+            fused,
+            composed,
+            &format!("attention [{b}, {s}, {heads}×{d}]"),
+        );
+    }
+}
+
+#[test]
+fn untracked_linear_matches_burns_ops_both_ways_round() {
+    let device = libtorch_cpu();
+    let normal = Distribution::Normal(0.0, 1.0);
+    for transposed in [false, true] {
+        let (n, d_in, d_out) = (11, 7, 5);
+        let x = Tensor::<2>::random([n, d_in], normal, &device);
+        let stored = if transposed {
+            [d_out, d_in]
+        } else {
+            [d_in, d_out]
+        };
+        let w = Tensor::<2>::random(stored, normal, &device);
+        let b = Tensor::<1>::random([d_out], normal, &device);
+        let fused = crate::fused::linear(&x, &w, &b, transposed).expect("fused");
+        let used = if transposed { w.transpose() } else { w };
+        let composed = x.matmul(used) + b.reshape([1, d_out]);
+        assert_close(
+            fused,
+            composed,
+            &format!("linear, transposed: {transposed}"),
+        );
+    }
+}
+
+/// What the GPU path does with `tiny`'s 26-wide heads: padded to 32 with zero columns, the
+/// context is the same (run here on the CPU, where the padding is otherwise off).
+#[test]
+fn zero_padded_heads_give_the_same_context() {
+    let (b, s, heads, d) = (2i64, 13i64, 3usize, 26i64);
+    let h = heads as i64 * d;
+    let opts = (Kind::Float, tch::Device::Cpu);
+    let [q, k, v] = [0; 3].map(|_| tch::Tensor::randn([b, s, h], opts));
+    let bias = tch::Tensor::zeros([b, 1, 1, s], opts);
+    let _ = bias.narrow(3, s - 4, 4).fill_(-1e9);
+    let scale = 1.0 / (d as f32).sqrt();
+    let plain = attention_at_width([&q, &k, &v], &bias, heads, scale, d);
+    let padded = attention_at_width([&q, &k, &v], &bias, heads, scale, 32);
+    assert_eq!(padded.size(), vec![b, s, h]);
+    let diff = (&plain - &padded).abs().max().double_value(&[]);
+    assert!(diff < 1e-5, "padding changed the context by {diff}");
+    assert_eq!(padded_head_width(26, tch::Device::Cpu), 26);
+    assert_eq!(padded_head_width(26, tch::Device::Cuda(0)), 32);
+    assert_eq!(padded_head_width(64, tch::Device::Cuda(0)), 64);
+}
+
+/// Mixed precision: the bf16 attention core against float32 burn ops, values and the
+/// gradients of Q, K and V, within bf16's precision (8 bits of mantissa: 2⁻⁸ ≈ 0.4 %, a few
+/// roundings deep), and its output back in float32.
+#[test]
+fn bf16_attention_tracks_float32_within_bf16_precision() {
+    let device = Device::libtorch().autodiff();
+    device.seed(41);
+    let normal = Distribution::Normal(0.0, 1.0);
+    let [b, s, heads, d] = [2, 11, 3, 8];
+    let (h, scale) = (heads * d, 1.0 / (d as f32).sqrt());
+    let qkv = [0; 3].map(|_| Tensor::<3>::random([b, s, h], normal, &device).require_grad());
+    let w = Tensor::<3>::random([b, s, h], normal, &device);
+    let bias = padding_bias(b, s, &device);
+    let [q, k, v] = &qkv;
+    let fused = crate::fused::attention_core_bf16([q, k, v], &bias, heads, scale).expect("bf16");
+    assert_eq!(fused.dtype(), burn::tensor::DType::F32);
+    let exact = crate::fused::attention_core([q, k, v], &bias, heads, scale).expect("f32");
+    let g1 = (fused.clone() * w.clone()).sum().backward();
+    let g2 = (exact.clone() * w).sum().backward();
+    let within = |a: Tensor<3>, e: Tensor<3>, what: &str| {
+        let scale = e.clone().abs().max().into_scalar::<f32>();
+        let diff = (a - e).abs().max().into_scalar::<f32>();
+        assert!(
+            diff <= 3e-2 * scale,
+            "{what}: differs by {diff} (scale {scale})"
+        );
+    };
+    let rounding = (fused.clone() - exact.clone())
+        .abs()
+        .max()
+        .into_scalar::<f32>();
+    assert!(rounding > 1e-6, "the products ran in float32, not bf16");
+    within(fused, exact, "bf16 context");
+    for (name, t) in ["dq", "dk", "dv"].into_iter().zip(&qkv) {
+        let (a, e) = (t.grad(&g1).expect("grad"), t.grad(&g2).expect("grad"));
+        within(a, e, name);
+    }
+    let flex = Tensor::<3>::ones([1, 2, 4], &Device::flex());
+    let flex_bias = Tensor::<4>::zeros([1, 1, 1, 2], &Device::flex());
+    let refused = crate::fused::attention_core_bf16([&flex, &flex, &flex], &flex_bias, 2, 1.0);
+    assert!(refused.is_none(), "flex has no bf16 products");
+}
