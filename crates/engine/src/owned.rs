@@ -20,6 +20,9 @@
 //! - **proof**: the [`MARK`] file, in a `tmp/` entry itself, or in the instance folder the
 //!   store made for a deeper entry (or in the entry); an artifact is also recognised by its
 //!   own `MANIFEST.json` naming its folder's fingerprint (artifacts committed before markers).
+//!   A `tmp/` entry that is empty needs none: a run or pull killed between making its
+//!   directory and marking it leaves one, and it goes by `std::fs::remove_dir`, which removes
+//!   only an empty directory, so nothing in it can be lost.
 //!
 //! An entry that fails any of these is left in place and reported (`gc` and `verify` list it
 //! as left alone). [`recognise`] applies the rule, [`remove`] deletes only what it accepts
@@ -86,19 +89,38 @@ pub fn may_remove(ws: &Workspace, path: &Path) -> Result<(), Refused> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => entry_parts(ws, path)
             .map(|_| ())
             .map_err(|why| refused(path, why)),
-        _ => recognise(ws, path).map_err(|why| refused(path, why)),
+        _ => match recognise(ws, path) {
+            Err(NotOwned::NoProof { in_tmp: true, .. }) if is_empty_dir(path) => Ok(()),
+            other => other.map_err(|why| refused(path, why)),
+        },
     }
 }
 
-/// Deletes `path` if the store made it ([`recognise`]); a path that does not exist is fine.
+/// Deletes `path` if the store made it ([`recognise`]), or if it is an empty `tmp/` entry of a
+/// store name (see the module doc); a path that does not exist is fine.
 pub fn remove(ws: &Workspace, path: &Path) -> Result<(), Refused> {
-    may_remove(ws, path)?;
-    match std::fs::remove_dir_all(path) {
+    let removed = match recognise(ws, path) {
+        Err(NotOwned::NoProof { in_tmp: true, .. }) => {
+            may_remove(ws, path)?;
+            // Not remove_dir_all: should a file have appeared in it since, it stays.
+            std::fs::remove_dir(path)
+        }
+        _ => {
+            may_remove(ws, path)?;
+            std::fs::remove_dir_all(path)
+        }
+    };
+    match removed {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             Err(refused(path, format!("removing it failed: {e}")))
         }
         _ => Ok(()),
     }
+}
+
+/// Whether `dir` is a directory with nothing in it.
+fn is_empty_dir(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none())
 }
 
 fn refused(path: &Path, why: impl std::fmt::Display) -> Refused {
@@ -378,6 +400,37 @@ mod tests {
         std::os::unix::fs::symlink(ours.parent().unwrap(), ws.artifacts().join("d")).unwrap();
         assert!(why(&ws.artifacts().join("d").join(FP)).contains("a folder on its path"));
         assert!(remove(&ws, &ws.artifacts().join("d").join(FP)).is_err() && ours.exists());
+    }
+
+    /// A pull or run killed between making its `tmp/` directory and marking it leaves it
+    /// empty and unmarked: the next run's clearing removes it; with anything in it, or with a
+    /// name the store does not give, it stays.
+    #[test]
+    fn an_empty_unmarked_tmp_entry_of_a_store_name_goes_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path());
+        let killed = ws.tmp().join("pull-12-1732770000123456789");
+        std::fs::create_dir_all(&killed).unwrap();
+        may_remove(&ws, &killed).unwrap();
+        remove(&ws, &killed).unwrap();
+        assert!(!killed.exists());
+
+        let holding = ws.tmp().join(format!("a-{FP}-7"));
+        std::fs::create_dir_all(&holding).unwrap();
+        std::fs::write(holding.join("notes.txt"), "a user's").unwrap();
+        let e = remove(&ws, &holding).unwrap_err();
+        assert!(e.why.contains("no .pipeline-owned marker"), "{e}");
+        assert!(holding.join("notes.txt").exists());
+
+        let foreign = ws.tmp().join("scratch");
+        std::fs::create_dir_all(&foreign).unwrap();
+        assert!(remove(&ws, &foreign).is_err() && foreign.is_dir());
+        let deeper = ws.work_dir("a", FP);
+        std::fs::create_dir_all(&deeper).unwrap();
+        assert!(
+            remove(&ws, &deeper).is_err() && deeper.is_dir(),
+            "only tmp/ entries"
+        );
     }
 
     #[test]
