@@ -118,8 +118,16 @@ stage() {
   # shellcheck disable=SC2046 # the sets are words on purpose
   (cd "$ws" && "$ROOT/pipeline" run clean vocab $(baseline_targets) $(scale_sets) \
     && "$ROOT/pipeline" push clean vocab $(baseline_targets) --remote "$REMOTE" $(scale_sets))
-  tar -C "$ROOT" -czf .gpu/remote.tgz remote
-  du -sh "$REMOTE" .gpu/*
+  tar -C "$ROOT" -czf "$(remote_archive)" remote
+  du -sh "$REMOTE" .gpu/* "$(remote_archive)"
+}
+
+# Where `stage` packs the remote and `evidence` unpacks it: .gpu/remote.tgz at GPU scale (it
+# travels), beside the workspace for a SMALL dry run, so that a dry run never leaves .gpu/
+# holding the dry run's data (a real sitting would then find none of its own and make it all
+# on device time).
+remote_archive() {
+  if [[ -n "${SMALL:-}" ]]; then echo "$ROOT/remote-small.tgz"; else echo .gpu/remote.tgz; fi
 }
 
 baseline_targets() {
@@ -138,7 +146,7 @@ evidence() {
   local deadline="${DEADLINE:-560}" start=$SECONDS bin="$ROOT/pipeline"
   rm -rf "$WS" "$REMOTE"
   unpack
-  tar -C "$ROOT" -xzf .gpu/remote.tgz
+  tar -C "$ROOT" -xzf "$(remote_archive)"
   torch_libs
   # fp32 matmuls on TF32 tensor cores for the sitting (not for the fp32 bench rows below,
   # which are measured both ways).
