@@ -143,6 +143,26 @@ fn attention_applies([q, k, v]: [&Tensor<3>; 3], bias: &Tensor<4>, heads: usize)
     shapes && !bias.is_tracked() && applies
 }
 
+pub use lamb::LambStep;
+
+/// Whether [`lamb_step`] takes a weight and its gradient: float32 on flex or libtorch, same
+/// shape, not empty.
+pub fn lamb_applies<const D: usize>(w: &Tensor<D>, g: &Tensor<D>) -> bool {
+    w.dims() == g.dims() && tracked::applies(w) && tracked::applies(g)
+}
+
+/// One step of google-research/albert's LAMB (`crate::train::AlbertLamb`) of `w` with gradient
+/// `g` and moments `(m, v)` (zeros at the first step) as one op: the new weight and moments.
+/// The caller checks [`lamb_applies`] first.
+pub fn lamb_step<const D: usize>(
+    w: Tensor<D>,
+    g: Tensor<D>,
+    (m, v): (Tensor<D>, Tensor<D>),
+    step: &LambStep,
+) -> [Tensor<D>; 3] {
+    tracked::lamb([w, g, m, v], step.packed())
+}
+
 /// `x·W + b` (`x·Wᵀ + b` when `transposed`: `W` stored `[d_out, d_in]`) as one op on flex,
 /// with a fused backward when training; `None` for anything else (the caller uses burn's
 /// ops). Saves flex's zeroed-then-copied output buffer and the separate bias pass (see
@@ -353,6 +373,7 @@ mod attention;
 mod dense;
 mod erf;
 mod kernels;
+mod lamb;
 #[cfg(feature = "tch")]
 mod torch;
 // The extension names burn's libtorch backend in a `tch` build, which burn marks deprecated;

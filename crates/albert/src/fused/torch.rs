@@ -160,6 +160,18 @@ impl FusedOps for LibTorch {
     fn fused_layer_norm(x: TchTensor, gamma: TchTensor, beta: TchTensor, eps: f32) -> TchTensor {
         TchTensor::new(layer_norm(&x.tensor, &gamma.tensor, &beta.tensor, eps))
     }
+
+    fn fused_lamb(
+        w: TchTensor,
+        g: TchTensor,
+        m: TchTensor,
+        v: TchTensor,
+        hyper: [f32; 6],
+    ) -> (TchTensor, TchTensor, TchTensor) {
+        let tensors = [&w.tensor, &g.tensor, &m.tensor, &v.tensor];
+        let (w, m, v) = tch::no_grad(|| super::lamb::step_torch(tensors, hyper));
+        (TchTensor::new(w), TchTensor::new(m), TchTensor::new(v))
+    }
 }
 
 /// One fused op's torch graph: the detached inputs it was computed from, whether each gets a
@@ -296,6 +308,19 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
         tracked::<C, _>([x, gamma, beta], [false; 3], |[x, g, b]| {
             layer_norm(x, g, b, eps)
         })
+    }
+
+    fn fused_lamb(
+        w: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        hyper: [f32; 6],
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [w, g, m, v] = [w, g, m, v].map(|t| t.into_primitive());
+        let (w, m, v) = LibTorch::fused_lamb(w, g, m, v, hyper);
+        let constant = super::tracked::constant::<LibTorch, C>;
+        (constant(w), constant(m), constant(v))
     }
 }
 

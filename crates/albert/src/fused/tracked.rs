@@ -61,6 +61,16 @@ pub trait FusedOps: Backend {
         beta: FloatTensor<Self>,
         epsilon: f32,
     ) -> FloatTensor<Self>;
+    /// One LAMB step of a parameter (`super::lamb`): the new weight and moments from the weight
+    /// `w`, its gradient `g` and the moments `m`, `v`; `hyper` as `LambStep::packed` gives it.
+    /// Not differentiable (an optimiser's step).
+    fn fused_lamb(
+        w: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        hyper: [f32; 6],
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
 }
 
 /// Whether `t` is non-empty float32 on flex or libtorch (under autodiff or not): the fused
@@ -115,6 +125,21 @@ pub(super) fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>, transposed: bool)
 /// [`FusedOps::fused_log_softmax`] on a tensor [`applies`] accepts.
 pub(super) fn log_softmax<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_log_softmax(x.into_dispatch()))
+}
+
+/// [`FusedOps::fused_lamb`] on tensors [`applies`] accepts: the new weight and moments.
+pub(super) fn lamb<const D: usize>(
+    [w, g, m, v]: [Tensor<D>; 4],
+    hyper: [f32; 6],
+) -> [Tensor<D>; 3] {
+    let (w, m, v) = <Dispatch as FusedOps>::fused_lamb(
+        w.into_dispatch(),
+        g.into_dispatch(),
+        m.into_dispatch(),
+        v.into_dispatch(),
+        hyper,
+    );
+    [w, m, v].map(Tensor::from_dispatch)
 }
 
 /// [`FusedOps::fused_layer_norm`] on tensors [`applies`] accepts.
@@ -265,6 +290,16 @@ impl FusedOps for Flex {
         eps: f32,
     ) -> FlexTensor {
         layer_norm_forward(x, gamma, beta, eps).0
+    }
+
+    fn fused_lamb(
+        w: FlexTensor,
+        g: FlexTensor,
+        m: FlexTensor,
+        v: FlexTensor,
+        hyper: [f32; 6],
+    ) -> (FlexTensor, FlexTensor, FlexTensor) {
+        super::lamb::step_flex([w, g, m, v], hyper)
     }
 }
 
@@ -527,6 +562,39 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             OpsKind::UnTracked(prep) => prep.finish(layer_norm_forward(x, gamma, beta, eps).0),
         }
     }
+
+    fn fused_lamb(
+        w: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        hyper: [f32; 6],
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [w, g, m, v] = [w, g, m, v].map(|t| t.into_primitive());
+        let (w, m, v) = super::lamb::step_flex([w, g, m, v], hyper);
+        (
+            constant::<Flex, C>(w),
+            constant::<Flex, C>(m),
+            constant::<Flex, C>(v),
+        )
+    }
+}
+
+/// A tensor outside the graph (no gradient flows through it), as autodiff over `B` holds it.
+#[derive(Debug)]
+pub(super) struct Constant;
+
+impl<B: Backend> Backward<B, 0> for Constant {
+    type State = ();
+
+    fn backward(self, _: Ops<(), 0>, _: &mut Gradients, _: &mut Checkpointer) {}
+}
+
+/// `t` as an autodiff tensor outside the graph: an optimiser's results.
+pub(super) fn constant<B: Backend, C: CheckpointStrategy>(
+    t: B::FloatTensorPrimitive,
+) -> FloatTensor<Autodiff<B, C>> {
+    Constant.prepare::<C>([]).compute_bound().stateless(t)
 }
 
 #[cfg(test)]

@@ -206,6 +206,29 @@ impl Optimizer for AlbertLamb {
         grad: Tensor<D>,
         state: Option<LambState<D>>,
     ) -> (Tensor<D>, Option<LambState<D>>) {
+        if crate::fused::lamb_applies(&tensor, &grad) {
+            self.fused_step(lr, tensor, grad, state)
+        } else {
+            self.composed_step(lr, tensor, grad, state)
+        }
+    }
+
+    fn to_device<const D: usize>(mut state: LambState<D>, device: &Device) -> LambState<D> {
+        state.moment_1 = state.moment_1.to_device(device);
+        state.moment_2 = state.moment_2.to_device(device);
+        state
+    }
+}
+
+impl AlbertLamb {
+    /// [`Optimizer::step`] in burn's tensor ops, on any backend and dtype.
+    fn composed_step<const D: usize>(
+        &self,
+        lr: LearningRate,
+        tensor: Tensor<D>,
+        grad: Tensor<D>,
+        state: Option<LambState<D>>,
+    ) -> (Tensor<D>, Option<LambState<D>>) {
         let (b1, b2) = (self.beta_1, self.beta_2);
         let state = match state {
             Some(s) => LambState {
@@ -240,10 +263,34 @@ impl Optimizer for AlbertLamb {
         (tensor - update.mul_scalar(lr), Some(state))
     }
 
-    fn to_device<const D: usize>(mut state: LambState<D>, device: &Device) -> LambState<D> {
-        state.moment_1 = state.moment_1.to_device(device);
-        state.moment_2 = state.moment_2.to_device(device);
-        state
+    /// [`Optimizer::step`] as one op (`crate::fused::lamb_step`: one pass each for the moments
+    /// and the update on flex, no burn op between torch's on libtorch); the same arithmetic.
+    fn fused_step<const D: usize>(
+        &self,
+        lr: LearningRate,
+        tensor: Tensor<D>,
+        grad: Tensor<D>,
+        state: Option<LambState<D>>,
+    ) -> (Tensor<D>, Option<LambState<D>>) {
+        let (time, moments) = match state {
+            Some(s) => (s.time + 1, (s.moment_1, s.moment_2)),
+            None => (1, (grad.zeros_like(), grad.zeros_like())),
+        };
+        let step = crate::fused::LambStep {
+            lr: lr as f32,
+            beta_1: self.beta_1,
+            beta_2: self.beta_2,
+            epsilon: self.epsilon,
+            weight_decay: self.weight_decay,
+            layer_adaptation: self.layer_adaptation,
+        };
+        let [tensor, moment_1, moment_2] = crate::fused::lamb_step(tensor, grad, moments, &step);
+        let state = LambState {
+            time,
+            moment_1,
+            moment_2,
+        };
+        (tensor, Some(state))
     }
 }
 
@@ -413,6 +460,53 @@ mod tests {
         let got = b.into_data().try_to_vec::<f32>().unwrap();
         for x in got {
             assert!((f64::from(x) + expected).abs() < 1e-5, "{x} vs -{expected}");
+        }
+    }
+
+    /// The fused step (one op) against the same step in burn's ops: weight and both moments
+    /// over five steps, with and without weight decay and the trust ratio, on flex (and on
+    /// `ALBERT_TEST_DEVICE` where that is libtorch).
+    #[test]
+    fn fused_lamb_matches_the_composed_step() {
+        let name = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
+        let choice = crate::device::DeviceChoice::parse(&name).expect("ALBERT_TEST_DEVICE");
+        let device = crate::device::resolve(choice)
+            .expect("the test device")
+            .device;
+        device.seed(43);
+        let normal = burn::tensor::Distribution::Normal(0.0, 1.0);
+        for (weight_decay, layer_adaptation) in [(0.01, true), (0.0, false), (0.01, false)] {
+            let opt = AlbertLamb {
+                beta_1: 0.9,
+                beta_2: 0.999,
+                epsilon: 1e-6,
+                weight_decay,
+                layer_adaptation,
+            };
+            let w0 = Tensor::<2>::random([37, 53], normal, &device);
+            assert!(crate::fused::lamb_applies(&w0, &w0));
+            let (mut fused, mut composed) = ((w0.clone(), None), (w0, None));
+            for step in 0..5 {
+                let g = Tensor::<2>::random([37, 53], normal, &device).mul_scalar(0.1);
+                let lr = 1e-2 / (step + 1) as f64;
+                fused = opt.fused_step(lr, fused.0, g.clone(), fused.1);
+                composed = opt.composed_step(lr, composed.0, g, composed.1);
+            }
+            let (f, c) = (fused.1.unwrap(), composed.1.unwrap());
+            assert_eq!(f.time, c.time);
+            let what = format!("wd {weight_decay}, adaptation {layer_adaptation}");
+            for (a, b, part) in [
+                (fused.0, composed.0, "weight"),
+                (f.moment_1, c.moment_1, "first moment"),
+                (f.moment_2, c.moment_2, "second moment"),
+            ] {
+                let scale = b.clone().abs().max().into_scalar::<f32>();
+                let d = (a - b).abs().max().into_scalar::<f32>();
+                assert!(
+                    d <= 1e-6 * scale.max(1e-12),
+                    "{what}: {part} differs by {d}"
+                );
+            }
         }
     }
 

@@ -1,0 +1,181 @@
+//! One step of google-research/albert's LAMB for one parameter as one op: on flex two passes
+//! over the weight, its gradient and the two moments; on libtorch a dozen aten calls with no
+//! burn op between them. `crate::train::AlbertLamb` says what the step computes.
+//!
+//! Why: written with burn's tensor ops the step is 22 ops a parameter (moments, root, division,
+//! weight decay, two norms, the trust ratio and its guard, the update), each a pass over the
+//! tensor on flex and a dispatch through burn on libtorch. On flex that was ~30 ms of a training
+//! step spent on one core while the other waited (`perf`, AVX2, tiny, 2026-11-29: 1.6 % of the
+//! samples, all on the main thread); on a GPU it is ~700 small ops a step of `tiny`, each paid
+//! for on the host.
+
+use burn::backend::flex::FlexTensor;
+
+use super::CpuLevel;
+use super::tracked::{contiguous, values};
+
+/// The step's hyperparameters, in the order [`Self::packed`] gives them to the backend op.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LambStep {
+    /// The learning rate of this step.
+    pub lr: f32,
+    /// The first moment's decay.
+    pub beta_1: f32,
+    /// The second moment's decay.
+    pub beta_2: f32,
+    /// Added to the second moment's root.
+    pub epsilon: f32,
+    /// `weight_decay · w` added to the update.
+    pub weight_decay: f32,
+    /// Whether the trust ratio `|w| / |update|` scales the update.
+    pub layer_adaptation: bool,
+}
+
+impl LambStep {
+    /// As the backend op takes them (`layer_adaptation` as 1 or 0).
+    pub(super) fn packed(&self) -> [f32; 6] {
+        let adapt = if self.layer_adaptation { 1.0 } else { 0.0 };
+        [
+            self.lr,
+            self.beta_1,
+            self.beta_2,
+            self.epsilon,
+            self.weight_decay,
+            adapt,
+        ]
+    }
+
+    /// From [`Self::packed`].
+    pub(super) fn unpacked(p: [f32; 6]) -> LambStep {
+        LambStep {
+            lr: p[0],
+            beta_1: p[1],
+            beta_2: p[2],
+            epsilon: p[3],
+            weight_decay: p[4],
+            layer_adaptation: p[5] != 0.0,
+        }
+    }
+
+    /// The trust ratio from the squared norms of the weight and the update: `|w| / |u|`, 1
+    /// when either is 0 or the ratio is off.
+    fn ratio(&self, w2: f32, u2: f32) -> f32 {
+        if self.layer_adaptation && w2 > 0.0 && u2 > 0.0 {
+            w2.sqrt() / u2.sqrt()
+        } else {
+            1.0
+        }
+    }
+}
+
+/// The moments in place and `norms ← [Σ w², Σ u²]` with `u = m / (√v + ε) + wd·w` (16 lanes
+/// each, as the other kernels sum).
+#[inline(always)]
+fn moments_slice(
+    w: &[f32],
+    g: &[f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    h: &[f32; 6],
+    norms: &mut [f32; 2],
+) {
+    let (b1, b2, eps, wd) = (h[1], h[2], h[3], h[4]);
+    let (mut w2, mut u2) = ([0.0_f32; 16], [0.0_f32; 16]);
+    for (i, (((w, g), m), v)) in w
+        .iter()
+        .zip(g)
+        .zip(m.iter_mut())
+        .zip(v.iter_mut())
+        .enumerate()
+    {
+        *m = *m * b1 + *g * (1.0 - b1);
+        *v = *v * b2 + *g * *g * (1.0 - b2);
+        let u = *m / (v.sqrt() + eps) + wd * *w;
+        w2[i % 16] += *w * *w;
+        u2[i % 16] += u * u;
+    }
+    *norms = [w2.iter().sum(), u2.iter().sum()];
+}
+
+/// `w ← w − scale·u`, `u` recomputed from the updated moments and the old `w` (`h` packed,
+/// `scale` = lr · ratio in `h[0]`).
+#[inline(always)]
+fn apply_slice(w: &mut [f32], m: &[f32], v: &[f32], h: &[f32; 6]) {
+    let (scale, eps, wd) = (h[0], h[3], h[4]);
+    for ((w, m), v) in w.iter_mut().zip(m).zip(v) {
+        let u = *m / (v.sqrt() + eps) + wd * *w;
+        *w -= scale * u;
+    }
+}
+
+multiversion!(
+    moments_at,
+    moments_slice,
+    (w: &[f32], g: &[f32], m: &mut [f32], v: &mut [f32], h: &[f32; 6], norms: &mut [f32; 2])
+);
+multiversion!(apply_at, apply_slice, (w: &mut [f32], m: &[f32], v: &[f32], h: &[f32; 6]));
+
+/// The step on flex: the new weight and moments (written in place where nothing else holds
+/// them).
+pub(super) fn step_flex(
+    [w, g, m, v]: [FlexTensor; 4],
+    packed: [f32; 6],
+) -> (FlexTensor, FlexTensor, FlexTensor) {
+    let h = LambStep::unpacked(packed);
+    let level = CpuLevel::active();
+    let g = contiguous(g);
+    let (mut w, mut m, mut v) = (owned(w), owned(m), owned(v));
+    let mut norms = [0.0; 2];
+    moments_at(
+        level,
+        values(&w),
+        values(&g),
+        m.storage_mut::<f32>(),
+        v.storage_mut::<f32>(),
+        &packed,
+        &mut norms,
+    );
+    let mut apply = packed;
+    apply[0] = h.lr * h.ratio(norms[0], norms[1]);
+    apply_at(
+        level,
+        w.storage_mut::<f32>(),
+        values(&m),
+        values(&v),
+        &apply,
+    );
+    (w, m, v)
+}
+
+/// `t` contiguous and owned alone (a copy only if it is shared, as a parameter's value is while
+/// the module still holds it).
+fn owned(t: FlexTensor) -> FlexTensor {
+    FlexTensor::from_data(t.into_data())
+}
+
+/// The step on libtorch, out of place (burn may still hold the inputs), no read-back.
+#[cfg(feature = "tch")]
+pub(super) fn step_torch(
+    [w, g, m, v]: [&tch::Tensor; 4],
+    packed: [f32; 6],
+) -> (tch::Tensor, tch::Tensor, tch::Tensor) {
+    let h = LambStep::unpacked(packed);
+    let (b1, b2) = (f64::from(h.beta_1), f64::from(h.beta_2));
+    // lerp: m + (1 − b1)(g − m) = b1·m + (1 − b1)·g.
+    let m = m.lerp(g, 1.0 - b1);
+    let v = v.lerp(&(g * g), 1.0 - b2);
+    let denom = v.sqrt() + f64::from(h.epsilon);
+    // u = wd·w + m / (√v + ε).
+    let u = (w * f64::from(h.weight_decay)).addcdiv(&m, &denom);
+    let lr = f64::from(h.lr);
+    let w = if h.layer_adaptation {
+        let (wn, un) = (w.norm(), u.norm());
+        let valid = wn.gt(0.0).logical_and(&un.gt(0.0));
+        let ratio =
+            (&wn / un.clamp_min(f64::from(f32::MIN_POSITIVE))).where_self(&valid, &wn.ones_like());
+        w - u * (ratio * lr)
+    } else {
+        w - u * lr
+    };
+    (w, m, v)
+}
