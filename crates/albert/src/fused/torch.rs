@@ -319,7 +319,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let [w, g, m, v] = [w, g, m, v].map(|t| t.into_primitive());
         let (w, m, v) = LibTorch::fused_lamb(w, g, m, v, hyper);
-        let constant = super::tracked::constant::<LibTorch, C>;
+        let constant = super::lamb::constant::<LibTorch, C>;
         (constant(w), constant(m), constant(v))
     }
 }

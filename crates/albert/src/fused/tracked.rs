@@ -572,29 +572,9 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let [w, g, m, v] = [w, g, m, v].map(|t| t.into_primitive());
         let (w, m, v) = super::lamb::step_flex([w, g, m, v], hyper);
-        (
-            constant::<Flex, C>(w),
-            constant::<Flex, C>(m),
-            constant::<Flex, C>(v),
-        )
+        let constant = super::lamb::constant::<Flex, C>;
+        (constant(w), constant(m), constant(v))
     }
-}
-
-/// A tensor outside the graph (no gradient flows through it), as autodiff over `B` holds it.
-#[derive(Debug)]
-pub(super) struct Constant;
-
-impl<B: Backend> Backward<B, 0> for Constant {
-    type State = ();
-
-    fn backward(self, _: Ops<(), 0>, _: &mut Gradients, _: &mut Checkpointer) {}
-}
-
-/// `t` as an autodiff tensor outside the graph: an optimiser's results.
-pub(super) fn constant<B: Backend, C: CheckpointStrategy>(
-    t: B::FloatTensorPrimitive,
-) -> FloatTensor<Autodiff<B, C>> {
-    Constant.prepare::<C>([]).compute_bound().stateless(t)
 }
 
 #[cfg(test)]
