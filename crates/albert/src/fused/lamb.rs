@@ -18,7 +18,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend};
 
 use super::CpuLevel;
-use super::tracked::{contiguous, values};
+use super::tracked::{contiguous, owned, values};
 
 /// The step's hyperparameters, in the order [`Self::packed`] gives them to the backend op.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -151,12 +151,6 @@ pub(super) fn step_flex(
         &apply,
     );
     (w, m, v)
-}
-
-/// `t` contiguous and owned alone (a copy only if it is shared, as a parameter's value is while
-/// the module still holds it).
-fn owned(t: FlexTensor) -> FlexTensor {
-    FlexTensor::from_data(t.into_data())
 }
 
 /// The step on libtorch, out of place (burn may still hold the inputs), no read-back.

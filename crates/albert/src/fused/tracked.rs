@@ -173,8 +173,9 @@ pub(super) fn values(t: &FlexTensor) -> &[f32] {
 }
 
 /// `t` contiguous and owned by the caller alone, to be written in place: no copy when it is
-/// already (the usual case for a fresh activation or gradient).
-fn owned(t: FlexTensor) -> FlexTensor {
+/// already (the usual case for a fresh activation or gradient; a parameter's value the module
+/// still holds is copied).
+pub(super) fn owned(t: FlexTensor) -> FlexTensor {
     FlexTensor::from_data(t.into_data())
 }
 
