@@ -390,6 +390,27 @@ fn bench_refuses_empty_shapes() {
     }
 }
 
+/// An unknown `--precision` or `--device` is a mistake in the command line: exit 2, naming it.
+#[test]
+fn bench_refuses_unknown_precision_and_device() {
+    for (flag, value, says) in [
+        (
+            "--precision",
+            "fp16",
+            "--precision fp16: expected fp32 or bf16",
+        ),
+        ("--device", "gpu7", "--device:"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["bench", "train", "--model", "tiny", flag, value])
+            .output()
+            .expect("running pipeline");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+}
+
 /// `--tokens`: none (exit 2), more than the row holds (exit 1, both numbers named), and on
 /// `bench finetune`, which has no padded rows (exit 2); a padded train bench runs and says so.
 #[test]

@@ -11,7 +11,7 @@
 use std::num::NonZeroUsize;
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use pipeline_albert::ShareType;
 use pipeline_albert::device::DeviceChoice;
@@ -121,11 +121,15 @@ fn spec(args: &BenchArgs) -> Result<BenchSpec> {
         vocab_size: args.vocab_size,
         masked: args.masked,
         warmup: args.warmup,
-        device: DeviceChoice::parse(&args.device)?,
+        device: DeviceChoice::parse(&args.device)
+            .map_err(|e| pipeline_engine::UserError::new(format!("--device: {e}")))?,
         precision: match args.precision.as_str() {
             "fp32" => MatmulPrecision::Fp32,
             "bf16" => MatmulPrecision::Bf16,
-            other => bail!("--precision {other}: expected fp32 or bf16"),
+            other => {
+                let what = format!("--precision {other}: expected fp32 or bf16");
+                return Err(pipeline_engine::UserError::new(what).into());
+            }
         },
         peak_tflops: args.peak_tflops,
         split: args.split,
