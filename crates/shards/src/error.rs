@@ -283,6 +283,12 @@ pub enum ShardError {
         /// The batch size.
         batch_size: usize,
     },
+    /// The thread of a [`crate::Prefetch`] could not be started.
+    #[error("cannot start the batch-reading thread")]
+    Thread(#[source] std::io::Error),
+    /// The thread of a [`crate::Prefetch`] panicked (a bug): its batches end there.
+    #[error("the batch-reading thread panicked: {0}")]
+    ThreadPanicked(String),
     /// A saved [`crate::ReaderPosition`] does not fit these shards or this config.
     #[error("cannot resume: {0}")]
     Resume(String),

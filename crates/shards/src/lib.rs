@@ -35,12 +35,14 @@
 //! targets. `seq_len` is the batch's longest row rounded up to a multiple of 8 (tensor-core
 //! friendly, and fewer distinct shapes to compile), capped at `max_seq_length`; or
 //! `max_seq_length` itself with `pad_to_max`. The order is seeded per (seed, epoch, shard) and
-//! independent of thread count; a [`ReaderPosition`] resumes it exactly.
+//! independent of thread count; a [`ReaderPosition`] resumes it exactly. [`Prefetch`] runs a
+//! reader on a thread of its own, a few batches ahead of the training step.
 
 #![warn(missing_docs)]
 
 mod batch;
 mod error;
+mod prefetch;
 mod read;
 pub mod rng;
 pub mod schema;
@@ -49,6 +51,7 @@ mod writer;
 
 pub use batch::{Batch, BatchReader, BatchReaderConfig, ReaderPosition};
 pub use error::{InstanceError, ShardError};
+pub use prefetch::Prefetch;
 pub use read::{list_shards, read_shard, shard_instances, shard_metadata};
 pub use schema::Metadata;
 pub use writer::{Instance, ShardInfo, ShardWriter, validate_instance};

@@ -16,7 +16,7 @@ use crate::*;
 
 /// A valid instance whose second token is `id` (so rows can be told apart), `len` tokens long
 /// (at least 3) with up to `masks` masked positions.
-fn inst(id: u32, len: usize, masks: usize) -> Instance {
+pub(crate) fn inst(id: u32, len: usize, masks: usize) -> Instance {
     let len = len.max(3);
     let mut input_ids: Vec<u32> = (0..len as u32).map(|i| 1000 + i).collect();
     input_ids[0] = 2; // [CLS]
@@ -42,7 +42,12 @@ fn meta() -> BTreeMap<String, String> {
     m
 }
 
-fn write(dir: &Path, prefix: &str, per_shard: usize, insts: &[Instance]) -> Vec<ShardInfo> {
+pub(crate) fn write(
+    dir: &Path,
+    prefix: &str,
+    per_shard: usize,
+    insts: &[Instance],
+) -> Vec<ShardInfo> {
     let mut w = ShardWriter::create(dir, prefix, per_shard, meta()).unwrap();
     for i in insts {
         w.write(i).unwrap();
@@ -57,18 +62,18 @@ fn corpus(n: u32) -> Vec<Instance> {
         .collect()
 }
 
-fn paths(dir: &Path, infos: &[ShardInfo]) -> Vec<PathBuf> {
+pub(crate) fn paths(dir: &Path, infos: &[ShardInfo]) -> Vec<PathBuf> {
     infos.iter().map(|s| dir.join(&s.file)).collect()
 }
 
 /// The ids (second token) of a batch's rows.
-fn row_ids(b: &Batch) -> Vec<u32> {
+pub(crate) fn row_ids(b: &Batch) -> Vec<u32> {
     (0..b.batch_size)
         .map(|r| b.input_ids[r * b.seq_len + 1] as u32)
         .collect()
 }
 
-fn cfg(batch_size: usize) -> BatchReaderConfig {
+pub(crate) fn cfg(batch_size: usize) -> BatchReaderConfig {
     BatchReaderConfig {
         seed: 7,
         ..BatchReaderConfig::new(batch_size, 64, 8)
@@ -405,7 +410,7 @@ fn rows_over_the_limits_are_errors_naming_the_shard() {
 }
 
 /// Three shards of uneven sizes (7, 7, 3 rows).
-fn three_shards(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn three_shards(dir: &Path) -> Vec<PathBuf> {
     paths(dir, &write(dir, "t", 7, &corpus(17)))
 }
 
