@@ -12,6 +12,7 @@
 //!   out (read with `pipeline-tfckpt`), [`albert_zh_layout`] for albert_zh's own architecture;
 //! - [`device`]: the `device` param (`auto`, `cpu`, `cuda:0`) and the backends this build has;
 //! - [`parallel`]: one micro-batch per CPU core, gradients summed;
+//! - [`memory`]: a libtorch device running out of memory as a value, for batch-size probes;
 //! - [`cpu_level`]: the vector instructions the hand-written CPU kernels run with;
 //! - [`bench`]: what the model benchmarks share (their spec, config, device and timing).
 
@@ -25,6 +26,7 @@ pub mod device;
 mod fused;
 pub mod heads;
 pub mod hf;
+pub mod memory;
 pub mod model;
 pub mod parallel;
 pub mod safetensors_header;

@@ -1,0 +1,111 @@
+//! Running out of device memory as a value rather than the end of the process, for probes that
+//! look for the largest batch a device holds (`batch_size: auto`).
+//!
+//! libtorch reports a failed allocation (CUDA's caching allocator: "CUDA out of memory"; its
+//! CPU allocator: "not enough memory") as a C++ exception, which tch returns as an error and
+//! burn's libtorch backend unwraps into a panic. [`unless_out_of_memory`] catches that panic
+//! and only that one: any other panic carries on unwinding. Tensors the failed closure made are
+//! dropped as the panic unwinds, and the caching allocator reuses their blocks, as PyTorch's
+//! own batch-size finders (Lightning's `BatchSizeFinder`, Accelerate's
+//! `find_executable_batch_size`) rely on after catching `torch.OutOfMemoryError`.
+//!
+//! On flex (burn's CPU backend) a failed allocation aborts the process, as Rust's allocator
+//! does: nothing there can be caught, so probes run only on libtorch devices.
+
+use std::cell::Cell;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
+
+/// How libtorch's allocators word a failed allocation (CUDA, then CPU).
+const OUT_OF_MEMORY: [&str; 2] = ["out of memory", "not enough memory"];
+
+thread_local! {
+    /// Whether this thread is inside [`unless_out_of_memory`]: its out-of-memory panics are
+    /// expected, and the panic hook keeps them off stderr.
+    static PROBING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// `f()`, or `None` when it ran out of memory on a libtorch device. Any other panic of `f`
+/// continues (it is a bug or another failure, not an answer to "does it fit").
+pub fn unless_out_of_memory<T>(f: impl FnOnce() -> T) -> Option<T> {
+    install_quiet_hook();
+    let was = PROBING.with(|p| p.replace(true));
+    let result = panic::catch_unwind(AssertUnwindSafe(f));
+    PROBING.with(|p| p.set(was));
+    match result {
+        Ok(value) => Some(value),
+        Err(payload) if is_out_of_memory(payload_text(payload.as_ref())) => None,
+        Err(payload) => panic::resume_unwind(payload),
+    }
+}
+
+/// Whether a panic's message is libtorch's failed allocation.
+pub fn is_out_of_memory(message: &str) -> bool {
+    OUT_OF_MEMORY.iter().any(|m| message.contains(m))
+}
+
+/// The text of a panic payload (`panic!` with a literal or a formatted message).
+fn payload_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("")
+}
+
+/// Wraps the process's panic hook once: a probing thread's out-of-memory panic prints nothing
+/// (it is an answer, and the probe says what it found); every other panic goes to the hook
+/// that was there before.
+fn install_quiet_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            let expected =
+                PROBING.with(Cell::get) && is_out_of_memory(payload_text(info.payload()));
+            if !expected {
+                previous(info);
+            }
+        }));
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_out_of_memory_panic_is_none_and_the_value_passes_through() {
+        assert_eq!(unless_out_of_memory(|| 7), Some(7));
+        let oom = unless_out_of_memory(|| -> u8 {
+            panic!("Torch(\"CUDA out of memory. Tried to allocate 2.00 GiB\")")
+        });
+        assert_eq!(oom, None);
+        let cpu = unless_out_of_memory(|| -> u8 {
+            panic!("DefaultCPUAllocator: not enough memory: you tried to allocate 1 bytes")
+        });
+        assert_eq!(cpu, None);
+    }
+
+    #[test]
+    fn any_other_panic_carries_on() {
+        let other = panic::catch_unwind(|| unless_out_of_memory(|| -> u8 { panic!("a bug") }));
+        let payload = other.expect_err("the panic continues");
+        assert_eq!(payload_text(payload.as_ref()), "a bug");
+        assert!(!PROBING.with(Cell::get), "the flag is reset after a panic");
+    }
+
+    /// A real failed allocation on libtorch's CPU: far more than any machine has, refused at
+    /// once by the allocator (nothing is touched).
+    #[cfg(feature = "tch")]
+    #[test]
+    #[allow(deprecated)] // burn marks its libtorch backend deprecated; it is the one that builds offline.
+    fn libtorch_refusing_an_allocation_is_caught() {
+        use burn::tensor::{Device, Tensor};
+        let device = Device::libtorch();
+        let huge = unless_out_of_memory(|| Tensor::<1>::zeros([1usize << 42], &device).dims());
+        assert_eq!(huge, None);
+        let small = unless_out_of_memory(|| Tensor::<1>::zeros([4], &device).dims());
+        assert_eq!(small, Some([4]));
+    }
+}
