@@ -273,6 +273,37 @@ fn a_nan_loss_stops_the_stage_naming_the_step_and_keeps_the_checkpoint() {
     assert_eq!(m["steps"], 12);
 }
 
+/// `batch_size: auto` on a CPU: 32 rows unless the step's rows need a smaller power of two,
+/// the accumulation follows `effective_batch_size`, and the choice is logged and recorded.
+#[test]
+fn auto_batch_on_a_cpu_divides_the_effective_batch_and_is_recorded() {
+    let ws = Ws::new(
+        &yaml("      steps: 3\n      effective_batch_size: 48")
+            .replace("      batch_size: 8\n", "      batch_size: auto\n"),
+    );
+    let v = ws.run_ok(&["pretrain"]);
+    let dir = artifact(&v, "pretrain");
+    let m = json_file(dir.join(".log/metrics.json"));
+    assert_eq!(
+        m["batch_size"], 16,
+        "the largest power of two dividing 48, at most 32"
+    );
+    assert_eq!(m["grad_accum_steps"], 3);
+    assert_eq!(m["effective_batch_size"], 48);
+    let auto = &m["batch_size_auto"];
+    assert_eq!(auto["rows"], 16);
+    assert_eq!(
+        auto["tried"],
+        serde_json::json!([]),
+        "nothing probed on a CPU"
+    );
+    let log = read(dir.join(".log/train.log"));
+    assert!(
+        log.contains("batch_size auto: 16 rows per micro-batch") && log.contains("3 micro-batch"),
+        "{log}"
+    );
+}
+
 fn expect_failure(ws: &Ws, code: i32, needles: &[&str]) {
     let out = ws.run(&["run", "pretrain"]);
     out.expect_code(code).assert_no_panic();
@@ -300,6 +331,11 @@ fn bad_pretrain_params_are_errors_at_their_line() {
         ("      steps: 5\n      learning_rat: 0.1", "learning_rate"),
         ("      num_attention_heads: 5", "not divisible"),
         ("      device: gpu", "unknown device \"gpu\""),
+        ("      batch_size: max", "must be a number of rows or auto"),
+        (
+            "      effective_batch_size: 20",
+            "effective_batch_size 20 is not a multiple of batch_size 8",
+        ),
     ] {
         // The override replaces the base yaml's line for the same key.
         let key = params.trim().split(':').next().unwrap();

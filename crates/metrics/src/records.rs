@@ -48,6 +48,10 @@ pub struct PretrainRecord {
     /// Rows per optimiser step (`batch_size × grad_accum_steps`).
     #[serde(deserialize_with = "count")]
     pub effective_batch_size: Option<u64>,
+    /// Under `batch_size: auto`, what was chosen and how (the stage's `FoundBatch`: `rows`,
+    /// `fits`, `device`, `device_model`, `seq_len`, `tried`); left out for a number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_size_auto: Option<Value>,
     /// The longest sequence of the mask stage's instances, in tokens.
     #[serde(deserialize_with = "count")]
     pub max_seq_length: Option<u64>,

@@ -16,8 +16,9 @@
 //! | `device` | `auto` | `auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N` (`tch` builds only) |
 //! | `precision` | `fp32` | `fp32`, or `bf16`: mixed precision as `torch.autocast` does it, the matrix products (projections, both attention products, the MLM decoder) in bfloat16 on float32 master weights, LayerNorm, softmax, GELU and the losses in float32; libtorch devices only (`tch-cpu`, `cuda:N`), refused on `flex` |
 //! | `steps` | 1000 | optimiser steps |
-//! | `batch_size` | 32 | rows per micro-batch |
+//! | `batch_size` | 32 | rows per micro-batch, or `auto`: on a GPU the largest power of two whose training steps fit its memory (probed once, recorded in the work area and `metrics.json`; see `auto_batch`), on a CPU 32 |
 //! | `grad_accum_steps` | 1 | micro-batches per optimiser step |
+//! | `effective_batch_size` | `batch_size × grad_accum_steps` | rows per optimiser step, instead of `grad_accum_steps`: the accumulation follows from it and `batch_size`, so with `batch_size: auto` every device trains the same recipe |
 //! | `optimizer` | `lamb` | `lamb` or `adamw` |
 //! | `learning_rate` | 1e-3 | peak learning rate |
 //! | `warmup_steps` | steps/10 | linear warmup, then linear decay to 0 |
@@ -59,6 +60,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+mod auto_batch;
 mod data;
 mod metrics;
 mod on_device;
@@ -114,7 +116,8 @@ fn run(ctx: &StageContext, p: &PretrainParams) -> anyhow::Result<()> {
     let (config, model) = initial_model(p, data.vocab_size, &device.device.clone().autodiff())?;
     let model = (config, model.with_precision(matmul_precision(p.precision)));
     data.check_fits(&model.0)?;
-    let mut training = TrainingRun::start(ctx, p, &data, model, device)?;
+    let (p, batch) = auto_batch::resolve(ctx.work_dir, p, &data, (&model.0, &model.1), &device)?;
+    let mut training = TrainingRun::start(ctx, &p, &data, model, device, batch)?;
     training.train()?;
     training.export()
 }

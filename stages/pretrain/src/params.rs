@@ -24,8 +24,10 @@ struct StageParams {
     init_from: Option<PathText>,
     device: Text,
     precision: Text,
-    batch_size: Count,
-    grad_accum_steps: Count,
+    batch_size: BatchSize,
+    /// Default 1, or `effective_batch_size / batch_size`.
+    grad_accum_steps: Option<Count>,
+    effective_batch_size: Option<Count>,
     steps: Count,
     learning_rate: Number,
     /// Default `steps / 10`.
@@ -56,8 +58,9 @@ impl Default for StageParams {
             init_from: None,
             device: text("auto"),
             precision: text("fp32"),
-            batch_size: Count(32),
-            grad_accum_steps: Count(1),
+            batch_size: BatchSize(Some(32)),
+            grad_accum_steps: None,
+            effective_batch_size: None,
             steps: Count(1000),
             learning_rate: Number(1e-3),
             warmup_steps: None,
@@ -90,6 +93,26 @@ impl TryFrom<Value> for PathText {
         match v {
             Value::String(s) => Ok(PathText(s)),
             v => Err(format!("must be a path, not {v}")),
+        }
+    }
+}
+
+/// `batch_size`: a number of rows, or `auto` (`None`).
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "Value")]
+struct BatchSize(Option<u64>);
+
+impl TryFrom<Value> for BatchSize {
+    type Error = String;
+    fn try_from(v: Value) -> Result<Self, String> {
+        match v {
+            Value::String(s) if s == "auto" => Ok(BatchSize(None)),
+            v => v.as_u64().map(|n| BatchSize(Some(n))).ok_or_else(|| {
+                format!(
+                    "must be a number of rows or auto (the largest power of two that fits the \
+                     device), not {v}"
+                )
+            }),
         }
     }
 }
@@ -169,10 +192,13 @@ pub struct PretrainParams {
     pub device_name: String,
     /// The numeric precision.
     pub precision: Precision,
-    /// Rows per micro-batch.
+    /// Rows per micro-batch. Under `batch_size: auto`, the CPU's choice until
+    /// [`PretrainParams::with_micro_batch`] sets the one found on a GPU.
     pub batch_size: usize,
     /// Micro-batches per optimiser step.
     pub grad_accum_steps: usize,
+    /// `batch_size: auto`: what the micro-batch is chosen under; `None` for a number.
+    pub auto_batch: Option<AutoBatch>,
     /// The optimiser, its schedule and the number of steps (`total_steps`).
     pub optim: OptimConfig,
     /// Evaluate every this many steps (and at the end).
@@ -194,6 +220,94 @@ pub struct PretrainParams {
     /// Train the sentence-order head (ALBERT's MLM + SOP); `false` trains the masked LM alone
     /// (the SOP ablation of the ALBERT paper's Table 5).
     pub sop: bool,
+}
+
+/// `batch_size: auto`: the micro-batch is the largest power of two that fits the device
+/// (`crate::auto_batch`), divides `effective_batch_size` when one is given, and is at most
+/// [`AUTO_BATCH_MAX`] rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoBatch {
+    /// Rows per optimiser step, when the params fix them: the accumulation makes up the rest.
+    pub effective: Option<usize>,
+}
+
+/// The largest micro-batch `batch_size: auto` tries without an `effective_batch_size`. Why a
+/// bound at all: the probe costs two steps per size tried, and a micro-batch is the optimiser's
+/// batch unless accumulation is asked for, so an unbounded one would change the recipe with
+/// the GPU's memory.
+pub const AUTO_BATCH_MAX: usize = 4096;
+
+/// The micro-batch `batch_size: auto` takes on a CPU, where nothing is probed: host memory
+/// holds any batch a CPU trains at a useful speed, and more rows per micro-batch do not train
+/// faster there (docs/performance.md, "Batch size on a CPU": tiny at 16 to 128 rows
+/// trained at 5,400–6,100 tokens/s, the spread within a size as large as between sizes).
+pub const AUTO_BATCH_CPU: usize = 32;
+
+impl AutoBatch {
+    /// The micro-batch for `fits` rows (a power of two): at most `fits`, and the largest power
+    /// of two dividing the effective batch when there is one.
+    pub fn micro_batch(&self, fits: usize) -> usize {
+        let fits = fits.max(1);
+        let pow2 = 1usize << (usize::BITS - 1 - fits.leading_zeros());
+        match self.effective {
+            // The lowest set bit of e is the largest power of two that divides it.
+            Some(e) => pow2.min(e & e.wrapping_neg()),
+            None => pow2,
+        }
+    }
+
+    /// The most rows worth trying: the effective batch, else [`AUTO_BATCH_MAX`].
+    pub fn cap(&self) -> usize {
+        self.effective.unwrap_or(AUTO_BATCH_MAX)
+    }
+}
+
+/// The micro-batch and accumulation the three batch params give: `batch_size` (a number, or
+/// `None` for `auto`), `grad_accum_steps` and `effective_batch_size`, of which the last two
+/// are exclusive (each follows from the other and `batch_size`).
+fn batching(
+    batch_size: Option<u64>,
+    grad_accum: Option<Count>,
+    effective: Option<Count>,
+) -> Result<(usize, usize, Option<AutoBatch>), ParamError> {
+    let grad_accum = grad_accum
+        .map(|g| at_least_one("grad_accum_steps", g))
+        .transpose()?;
+    let effective = effective
+        .map(|e| at_least_one("effective_batch_size", e))
+        .transpose()?;
+    if let (Some(g), Some(e)) = (grad_accum, effective) {
+        return Err(format!(
+            "grad_accum_steps ({g}) and effective_batch_size ({e}) are both given: each follows \
+             from the other and batch_size, so give one of them"
+        )
+        .into());
+    }
+    let Some(rows) = batch_size else {
+        let auto = AutoBatch {
+            effective: effective.map(|e| e as usize),
+        };
+        let rows = auto.micro_batch(AUTO_BATCH_CPU);
+        let accum = match auto.effective {
+            Some(e) => e / rows,
+            None => grad_accum.unwrap_or(1) as usize,
+        };
+        return Ok((rows, accum, Some(auto)));
+    };
+    let rows = at_least_one("batch_size", Count(rows))?;
+    let accum = match effective {
+        Some(e) if !e.is_multiple_of(rows) => {
+            return Err(format!(
+                "effective_batch_size {e} is not a multiple of batch_size {rows}: the rows of a \
+                 step are batch_size × grad_accum_steps (or use batch_size: auto, which picks a \
+                 micro-batch that divides it)"
+            )
+            .into());
+        }
+        Some(e) => e / rows,
+        None => grad_accum.unwrap_or(1),
+    };
+    Ok((rows as usize, accum as usize, None))
 }
 
 /// `save_steps`: distinct step numbers in `1 .. steps` (sorted here).
@@ -254,8 +368,8 @@ impl PretrainParams {
             "bf16" => Precision::Bf16,
             other => return Err(format!("precision {other:?}: expected fp32 or bf16").into()),
         };
-        let batch_size = at_least_one("batch_size", s.batch_size)? as usize;
-        let grad_accum_steps = at_least_one("grad_accum_steps", s.grad_accum_steps)? as usize;
+        let (batch_size, grad_accum_steps, auto_batch) =
+            batching(s.batch_size.0, s.grad_accum_steps, s.effective_batch_size)?;
         let steps = at_least_one("steps", s.steps)?;
         let optim = OptimConfig {
             optimizer: OptimizerKind::parse(&s.optimizer.0)?,
@@ -286,6 +400,7 @@ impl PretrainParams {
             precision,
             batch_size,
             grad_accum_steps,
+            auto_batch,
             optim,
             eval_interval: s.eval_interval.map_or((steps / 5).max(1), |c| c.0),
             eval_batches: s.eval_batches.0,
@@ -303,6 +418,21 @@ impl PretrainParams {
             params.model_config(None)?;
         }
         Ok(params)
+    }
+
+    /// These params with `rows` rows per micro-batch, as `batch_size: auto` found them: the
+    /// accumulation keeps `effective_batch_size` when one is given.
+    pub fn with_micro_batch(&self, rows: usize) -> PretrainParams {
+        let rows = rows.max(1);
+        let grad_accum_steps = match self.auto_batch.and_then(|a| a.effective) {
+            Some(e) => (e / rows).max(1),
+            None => self.grad_accum_steps,
+        };
+        PretrainParams {
+            batch_size: rows,
+            grad_accum_steps,
+            ..self.clone()
+        }
     }
 
     /// Batches per evaluation. `auto` spends about [`EVAL_BUDGET`] of the training time on all
@@ -386,6 +516,82 @@ mod tests {
         assert_eq!(c.vocab_size, 1291);
         assert_eq!(c.share_type, pipeline_albert::ShareType::Ffn);
         assert_eq!(c.hidden_size, 312);
+    }
+
+    #[test]
+    fn batch_params_give_the_micro_batch_and_the_accumulation() {
+        let batching = |v: Value| {
+            let p = parse(v)?;
+            Ok::<_, String>((p.batch_size, p.grad_accum_steps, p.auto_batch))
+        };
+        assert_eq!(batching(json!({})), Ok((32, 1, None)));
+        assert_eq!(
+            batching(json!({"batch_size": 16, "effective_batch_size": 64})),
+            Ok((16, 4, None))
+        );
+        assert_eq!(
+            batching(json!({"batch_size": 16, "grad_accum_steps": 3})),
+            Ok((16, 3, None))
+        );
+        // auto: the CPU's 32 rows until a GPU's probe says otherwise, dividing the step's rows.
+        let auto = |e| Some(AutoBatch { effective: e });
+        assert_eq!(
+            batching(json!({"batch_size": "auto"})),
+            Ok((32, 1, auto(None)))
+        );
+        assert_eq!(
+            batching(json!({"batch_size": "auto", "effective_batch_size": 256})),
+            Ok((32, 8, auto(Some(256))))
+        );
+        assert_eq!(
+            batching(json!({"batch_size": "auto", "effective_batch_size": 24})),
+            Ok((8, 3, auto(Some(24))))
+        );
+        for (v, want) in [
+            (
+                json!({"batch_size": 32, "effective_batch_size": 100}),
+                "effective_batch_size 100 is not a multiple of batch_size 32",
+            ),
+            (
+                json!({"grad_accum_steps": 2, "effective_batch_size": 64}),
+                "give one of them",
+            ),
+            (
+                json!({"batch_size": "max"}),
+                "must be a number of rows or auto",
+            ),
+            (
+                json!({"effective_batch_size": 0}),
+                "effective_batch_size must be at least 1",
+            ),
+        ] {
+            let e = batching(v.clone()).expect_err("refused");
+            assert!(e.contains(want), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn auto_micro_batches_are_powers_of_two_that_divide_the_step() {
+        let free = AutoBatch { effective: None };
+        assert_eq!(free.micro_batch(1024), 1024);
+        assert_eq!(free.micro_batch(1000), 512, "a power of two");
+        assert_eq!(free.cap(), AUTO_BATCH_MAX);
+        let fixed = AutoBatch {
+            effective: Some(384),
+        };
+        assert_eq!(
+            fixed.micro_batch(1024),
+            128,
+            "the largest power of two dividing 384"
+        );
+        assert_eq!(fixed.micro_batch(64), 64);
+        assert_eq!(fixed.cap(), 384);
+        let p = parse(json!({"batch_size": "auto", "effective_batch_size": 384})).unwrap();
+        let found = p.with_micro_batch(128);
+        assert_eq!((found.batch_size, found.grad_accum_steps), (128, 3));
+        let p = parse(json!({"batch_size": "auto", "grad_accum_steps": 2})).unwrap();
+        let found = p.with_micro_batch(512);
+        assert_eq!((found.batch_size, found.grad_accum_steps), (512, 2));
     }
 
     #[test]

@@ -12,10 +12,11 @@ use pipeline_albert::train::{Checkpoint, remove_checkpoint};
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining, hf};
 use pipeline_engine::stage::StageContext;
 use pipeline_metrics::PretrainRecord;
-use pipeline_shards::{BatchReader, BatchReaderConfig, ReaderPosition};
+use pipeline_shards::{BatchReader, BatchReaderConfig, Prefetch, ReaderPosition};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::auto_batch::FoundBatch;
 use crate::data::Data;
 use crate::metrics::{
     MetricsLog, Timings, eval_line, eval_summary, floor_sentence, round, step_line, time_split,
@@ -40,19 +41,25 @@ struct TrainState {
     config: AlbertConfig,
 }
 
+/// Training batches read ahead of the step: two keep one ready while the next is decoded.
+const READ_AHEAD: usize = 2;
+
 /// The run in progress.
 pub struct TrainingRun<'a> {
     ctx: &'a StageContext<'a>,
     p: &'a PretrainParams,
     data: &'a Data,
     trainer: Trainer,
-    reader: BatchReader,
+    /// The training batches, read [`READ_AHEAD`] ahead on a thread of their own.
+    reader: Prefetch,
     state: TrainState,
     checkpoint: Checkpoint,
     metrics: MetricsLog,
     device_name: String,
     /// The GPU's model, when it trains on one ([`ResolvedDevice::model`]).
     device_model: Option<String>,
+    /// What `batch_size: auto` chose; `None` for a number.
+    auto_batch: Option<FoundBatch>,
     resumed_from: Option<u64>,
     started: Instant,
     /// Tokens and start of the current `log_interval` window, for the tokens/s of the log.
@@ -70,6 +77,7 @@ impl<'a> TrainingRun<'a> {
         data: &'a Data,
         (config, model): (AlbertConfig, AlbertForPreTraining),
         device: ResolvedDevice,
+        auto_batch: Option<FoundBatch>,
     ) -> anyhow::Result<TrainingRun<'a>> {
         let ad = device.device.clone().autodiff();
         let mut trainer = Trainer::new(config.clone(), model, p.optim.clone(), ad);
@@ -83,7 +91,10 @@ impl<'a> TrainingRun<'a> {
             p,
             data,
             trainer,
-            reader: BatchReader::open(&data.train, reader_config.clone())?,
+            reader: Prefetch::spawn(
+                BatchReader::open(&data.train, reader_config.clone())?,
+                READ_AHEAD,
+            )?,
             state: TrainState {
                 step: 0,
                 position: None,
@@ -97,6 +108,7 @@ impl<'a> TrainingRun<'a> {
             metrics: MetricsLog::new(ctx.work_dir),
             device_name: device.name,
             device_model: device.model,
+            auto_batch,
             resumed_from: None,
             started: Instant::now(),
             window: (Instant::now(), 0),
@@ -127,7 +139,10 @@ impl<'a> TrainingRun<'a> {
             .position
             .clone()
             .context("the checkpoint has no data position")?;
-        self.reader = BatchReader::resume(&self.data.train, reader_config, &position)?;
+        self.reader = Prefetch::spawn(
+            BatchReader::resume(&self.data.train, reader_config, &position)?,
+            READ_AHEAD,
+        )?;
         self.metrics.keep_up_to(saved.step)?;
         self.log(&format!(
             "resumed from the checkpoint at step {} of {}",
@@ -153,6 +168,14 @@ impl<'a> TrainingRun<'a> {
             self.trainer.parallel.workers(),
             p.eval_batches_for(),
         ));
+        if let Some(found) = &self.auto_batch {
+            self.log(&format!(
+                "{}; {} micro-batch(es) per step of {} rows",
+                found.describe(),
+                p.grad_accum_steps,
+                p.batch_size * p.grad_accum_steps
+            ));
+        }
         if self.data.eval.is_empty() {
             self.log("no eval shard in the mask artifact (eval_fraction 0?): no evaluation");
         } else if self.data.floor.is_none() {
@@ -434,6 +457,11 @@ impl<'a> TrainingRun<'a> {
             batch_size: Some(p.batch_size as u64),
             grad_accum_steps: Some(p.grad_accum_steps as u64),
             effective_batch_size: Some(rows_per_step),
+            batch_size_auto: self
+                .auto_batch
+                .as_ref()
+                .map(serde_json::to_value)
+                .transpose()?,
             max_seq_length: Some(self.data.max_seq_length as u64),
             optimizer: Some(serde_json::to_value(&p.optim)?),
             tokens_seen: Some(s.tokens_seen),
