@@ -18,6 +18,7 @@
 use std::path::Path;
 
 use anyhow::{Context, bail};
+use burn::tensor::Device;
 use pipeline_albert::device::ResolvedDevice;
 use pipeline_albert::memory::unless_out_of_memory;
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining};
@@ -137,26 +138,14 @@ fn probe(
     let cap = auto
         .cap()
         .min(usize::try_from(instances).unwrap_or(usize::MAX));
-    let ad = device.device.clone().autodiff();
     let (seq, masked) = (data.max_seq_length, data.max_predictions);
     let (fits, tried) = largest_power_of_two(cap, |rows| {
-        let batch = synthetic::batch(
-            config.vocab_size,
-            rows,
-            seq,
-            masked,
-            &mut SplitMix64::new(PROBE_SEED),
-        );
-        let mut trainer = Trainer::new(config.clone(), model.clone(), p.optim.clone(), ad.clone());
-        trainer.sop = p.sop;
-        // Two steps: the first also allocates the optimiser's moments. A non-finite loss on
-        // random rows still ran, which is all the probe asks.
-        Ok(unless_out_of_memory(|| {
-            for step in 0..2 {
-                let _ = trainer.step(step, std::slice::from_ref(&batch));
-            }
-        })
-        .is_some())
+        Ok(steps_fit(
+            p,
+            (config, model),
+            &device.device,
+            [rows, seq, masked],
+        ))
     })?;
     if fits == 0 {
         bail!(
@@ -173,6 +162,35 @@ fn probe(
         seq_len: seq,
         tried,
     })
+}
+
+/// Whether two training steps of `[rows, seq, masked]` (rows, tokens a row, masked positions
+/// a row) run on `device` without running out of memory: the run's model (not changed: the
+/// steps train a copy, whose tensors are dropped after), `p`'s optimiser and SOP setting, a
+/// synthetic batch. The first step also allocates the optimiser's moments; a non-finite loss
+/// on random rows still ran, which is all this asks.
+pub fn steps_fit(
+    p: &PretrainParams,
+    (config, model): (&AlbertConfig, &AlbertForPreTraining),
+    device: &Device,
+    [rows, seq, masked]: [usize; 3],
+) -> bool {
+    let batch = synthetic::batch(
+        config.vocab_size,
+        rows,
+        seq,
+        masked,
+        &mut SplitMix64::new(PROBE_SEED),
+    );
+    let ad = device.clone().autodiff();
+    let mut trainer = Trainer::new(config.clone(), model.clone(), p.optim.clone(), ad);
+    trainer.sop = p.sop;
+    unless_out_of_memory(|| {
+        for step in 0..2 {
+            let _ = trainer.step(step, std::slice::from_ref(&batch));
+        }
+    })
+    .is_some()
 }
 
 /// The largest power of two `n ≤ cap` with `fits(n)`, trying 1, 2, 4, … and stopping at the
@@ -217,7 +235,63 @@ fn record(work_dir: &Path, found: &FoundBatch) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    fn small() -> AlbertConfig {
+        let mut c = AlbertConfig::named("tiny").expect("tiny");
+        (c.vocab_size, c.embedding_size, c.hidden_size) = (40, 8, 16);
+        (c.num_attention_heads, c.intermediate_size) = (2, 32);
+        (c.num_hidden_layers, c.max_position_embeddings) = (1, 16);
+        c
+    }
+
+    /// The device the tests run on: `ALBERT_TEST_DEVICE=tch-cpu` (a `tch` build) probes on
+    /// libtorch, where running out of memory is what the probe catches.
+    fn test_device() -> Device {
+        let choice = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
+        pipeline_albert::device::DeviceChoice::parse(&choice)
+            .ok()
+            .and_then(|c| pipeline_albert::device::resolve(c).ok())
+            .map_or_else(Device::flex, |d| d.device)
+    }
+
+    #[test]
+    fn a_probe_trains_a_copy_and_leaves_the_run_s_model_as_it_was() {
+        let (c, device) = (small(), test_device());
+        let model = AlbertForPreTraining::new(&c, &device.clone().autodiff());
+        let weights =
+            |m: &AlbertForPreTraining| m.albert.embeddings.word_embeddings.weight.val().into_data();
+        let before = weights(&model);
+        let p = PretrainParams::parse(
+            json!({"batch_size": "auto"})
+                .as_object()
+                .expect("an object"),
+            Path::new("."),
+        )
+        .expect("params");
+        assert!(steps_fit(&p, (&c, &model), &device, [4, 16, 3]));
+        assert_eq!(weights(&model), before);
+    }
+
+    #[test]
+    fn a_size_that_runs_out_of_memory_ends_the_probe() {
+        let (found, tried) = largest_power_of_two(1024, |rows| {
+            Ok(unless_out_of_memory(|| {
+                assert!(
+                    rows <= 8,
+                    "CUDA out of memory. Tried to allocate {rows} GiB"
+                );
+            })
+            .is_some())
+        })
+        .expect("probed");
+        assert_eq!(
+            (found, tried.last().map(|t| (t.rows, t.fits))),
+            (8, Some((16, false)))
+        );
+    }
 
     #[test]
     fn the_probe_doubles_until_a_size_does_not_fit() {
