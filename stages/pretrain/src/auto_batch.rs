@@ -135,6 +135,9 @@ fn probe(
         .map(|f| shard_instances(f))
         .sum::<Result<u64, _>>()
         .context("counting the training instances for batch_size: auto")?;
+    if instances == 0 {
+        bail!("batch_size auto: the training shards hold no instances");
+    }
     let cap = auto
         .cap()
         .min(usize::try_from(instances).unwrap_or(usize::MAX));
