@@ -142,6 +142,11 @@ fn probe(
         .cap()
         .min(usize::try_from(instances).unwrap_or(usize::MAX));
     let (seq, masked) = (data.max_seq_length, data.max_predictions);
+    tracing::info!(
+        target: "pretrain",
+        "batch_size auto: trying 1, 2, 4, … up to {cap} rows of {seq} tokens on {}",
+        device.name
+    );
     let (fits, tried) = largest_power_of_two(cap, |rows| {
         Ok(steps_fit(
             p,
