@@ -16,8 +16,16 @@ use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
 
-/// How libtorch's allocators word a failed allocation (CUDA, then CPU).
-const OUT_OF_MEMORY: [&str; 2] = ["out of memory", "not enough memory"];
+/// How libtorch words a failed allocation: CUDA's caching allocator ("CUDA out of memory.
+/// Tried to allocate …"), cuBLAS's workspace, and the CPU allocator (torch 2.11: "[enforce fail
+/// at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to
+/// allocate … bytes", seen in this module's test; older releases said "not enough memory").
+const OUT_OF_MEMORY: [&str; 4] = [
+    "out of memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "can't allocate memory",
+    "not enough memory",
+];
 
 thread_local! {
     /// Whether this thread is inside [`unless_out_of_memory`]: its out-of-memory panics are
@@ -82,7 +90,7 @@ mod tests {
         });
         assert_eq!(oom, None);
         let cpu = unless_out_of_memory(|| -> u8 {
-            panic!("DefaultCPUAllocator: not enough memory: you tried to allocate 1 bytes")
+            panic!("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes")
         });
         assert_eq!(cpu, None);
     }
