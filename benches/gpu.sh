@@ -60,8 +60,10 @@ for config in $CONFIGS; do
   done
 done
 
-# The largest batch that fits: ours by running steps in a child process (libtorch's OOM aborts
-# it) with doubling then bisection, transformers by its own search.
+# The largest batch that fits: ours by running steps in a child process per size (each starts
+# from an empty GPU, and running out of memory ends only the child) with doubling then
+# bisection, transformers by its own search. `pretrain`'s `batch_size: auto` probes in process
+# instead, powers of two only.
 fits() {
   "$BIN" bench train --model "$1" --batch "$3" --seq "$2" --masked $(( $2 * 15 / 100 )) \
     --steps 2 --runs 1 --warmup 0 --device "$DEVICE" --precision "$PRECISION" --json \
