@@ -107,10 +107,11 @@ mod tests {
     /// once by the allocator (nothing is touched).
     #[cfg(feature = "tch")]
     #[test]
-    #[allow(deprecated)] // burn marks its libtorch backend deprecated; it is the one that builds offline.
     fn libtorch_refusing_an_allocation_is_caught() {
-        use burn::tensor::{Device, Tensor};
-        let device = Device::libtorch();
+        use burn::tensor::Tensor;
+        let device = crate::device::resolve(crate::device::DeviceChoice::TchCpu)
+            .expect("a tch build has libtorch's CPU")
+            .device;
         let huge = unless_out_of_memory(|| Tensor::<1>::zeros([1usize << 42], &device).dims());
         assert_eq!(huge, None);
         let small = unless_out_of_memory(|| Tensor::<1>::zeros([4], &device).dims());
