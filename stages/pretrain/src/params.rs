@@ -256,6 +256,13 @@ impl AutoBatch {
         }
     }
 
+    /// The micro-batch for `fits` rows ([`AutoBatch::micro_batch`]) and the micro-batches per
+    /// optimiser step: as many as make up the effective batch, else `grad_accum`.
+    pub fn split(&self, fits: usize, grad_accum: usize) -> (usize, usize) {
+        let rows = self.micro_batch(fits);
+        (rows, self.effective.map_or(grad_accum, |e| e / rows))
+    }
+
     /// The most rows worth trying: the effective batch, else [`AUTO_BATCH_MAX`].
     pub fn cap(&self) -> usize {
         self.effective.unwrap_or(AUTO_BATCH_MAX)
@@ -287,11 +294,7 @@ fn batching(
         let auto = AutoBatch {
             effective: effective.map(|e| e as usize),
         };
-        let rows = auto.micro_batch(AUTO_BATCH_CPU);
-        let accum = match auto.effective {
-            Some(e) => e / rows,
-            None => grad_accum.unwrap_or(1) as usize,
-        };
+        let (rows, accum) = auto.split(AUTO_BATCH_CPU, grad_accum.unwrap_or(1) as usize);
         return Ok((rows, accum, Some(auto)));
     };
     let rows = at_least_one("batch_size", Count(rows))?;
@@ -420,14 +423,14 @@ impl PretrainParams {
         Ok(params)
     }
 
-    /// These params with `rows` rows per micro-batch, as `batch_size: auto` found them: the
-    /// accumulation keeps `effective_batch_size` when one is given.
+    /// These params with the micro-batch `batch_size: auto` takes where `rows` rows fit
+    /// ([`AutoBatch::split`]): the accumulation keeps `effective_batch_size` when one is given.
+    /// Params with a numeric `batch_size` stay as they are.
     pub fn with_micro_batch(&self, rows: usize) -> PretrainParams {
-        let rows = rows.max(1);
-        let grad_accum_steps = match self.auto_batch.and_then(|a| a.effective) {
-            Some(e) => (e / rows).max(1),
-            None => self.grad_accum_steps,
+        let Some(auto) = self.auto_batch else {
+            return self.clone();
         };
+        let (rows, grad_accum_steps) = auto.split(rows, self.grad_accum_steps);
         PretrainParams {
             batch_size: rows,
             grad_accum_steps,
