@@ -1,6 +1,6 @@
 //! The fused ops on libtorch (`tch` builds): each is torch's own fused kernel forward —
 //! scaled-dot-product attention, `layer_norm`, the tanh `gelu`, `log_softmax`, `addmm` — and
-//! torch's own autograd for that one op backward.
+//! torch's own backward kernels for that one op.
 //!
 //! Why: burn's libtorch backend runs a composed expression one aten op at a time, and burn's
 //! autodiff records and replays each of them, so a training step of `tiny` on a GPU is a long
@@ -11,13 +11,16 @@
 //! each way: the attention is torch's SDPA (memory-efficient or flash kernels on a GPU, the
 //! fused CPU kernel on libtorch's CPU), as transformers' `sdpa` attention is.
 //!
-//! The backward: the forward runs under torch's autograd on detached copies of the inputs that
-//! require a gradient (`tch::with_grad`), and the op's node keeps that small torch graph; the
-//! backward asks torch for the gradient of `Σ output·g` with respect to those inputs, which is
-//! exactly the vector-Jacobian product with `g`, through torch's native backward kernels
-//! (`tch` 0.22 wraps `run_backward` but neither `native_layer_norm_backward` nor the SDPA
-//! variants' backward, and the latter differ by kernel). The price is an elementwise product
-//! and a sum per op backward.
+//! The backward, two ways. The linear layers, the GELU and the loss's `log_softmax` are
+//! differentiated by hand ([`Saved::vjp`]): two products and a column sum for a linear layer,
+//! torch's `gelu_backward` and `_log_softmax_backward_data` kernels for the others, called
+//! directly. The attention and LayerNorm, whose backward kernels `tch` 0.22 does not wrap
+//! (`native_layer_norm_backward`, the SDPA variants' backward, which differ by kernel), run
+//! their forward under torch's autograd on detached copies of the inputs that require a
+//! gradient (`tch::with_grad`), and the op's node keeps that small torch graph; the backward
+//! asks torch for the gradient of `Σ output·g` with respect to those inputs, which is exactly
+//! the vector-Jacobian product with `g`, through torch's native backward kernels. The price is
+//! an elementwise product and a sum per op backward, and a call into torch's autograd engine.
 
 // burn marks its libtorch backend deprecated; it is the one that builds offline (device.rs).
 #![allow(deprecated)]
@@ -218,6 +221,116 @@ impl<const N: usize> Backward<LibTorch, N> for TorchBackward {
     }
 }
 
+/// What an op differentiated by hand kept for its backward ([`Saved::vjp`]). Each tensor is a
+/// clone of burn's, sharing its storage count, for the reason [`TorchGraph`] gives.
+#[derive(Debug, Clone)]
+enum Saved {
+    /// `x·W + b` (`x·Wᵀ + b` when `transposed`): its input and weight.
+    Linear {
+        x: TchTensor,
+        w: TchTensor,
+        transposed: bool,
+    },
+    /// The tanh GELU: its input.
+    GeluTanh { x: TchTensor },
+    /// `log_softmax` over the last dimension: its output.
+    LogSoftmax { output: TchTensor },
+}
+
+/// `g` in the dtype of `like` (under bf16 an op's gradient may arrive in float32).
+fn same_kind(g: &Tensor, like: &Tensor) -> Tensor {
+    if g.kind() == like.kind() {
+        g.shallow_clone()
+    } else {
+        g.to_kind(like.kind())
+    }
+}
+
+impl Saved {
+    /// The vector-Jacobian products with `g` of the inputs that `wanted(i)` asks for, in the
+    /// op's input order: the two products and the column sum of a linear layer, torch's own
+    /// `gelu_backward` and `_log_softmax_backward_data` kernels.
+    fn vjp(&self, g: &Tensor, wanted: impl Fn(usize) -> bool) -> Vec<Option<Tensor>> {
+        match self {
+            Saved::Linear { x, w, transposed } => {
+                let (x, w) = (&x.tensor, &w.tensor);
+                let g = same_kind(g, x);
+                let dx = wanted(0).then(|| if *transposed { g.mm(w) } else { g.mm(&w.tr()) });
+                let dw = wanted(1).then(|| {
+                    if *transposed {
+                        g.tr().mm(x)
+                    } else {
+                        x.tr().mm(&g)
+                    }
+                });
+                let db = wanted(2).then(|| g.sum_dim_intlist([0_i64].as_slice(), false, g.kind()));
+                vec![dx, dw, db]
+            }
+            Saved::GeluTanh { x } => {
+                let x = &x.tensor;
+                vec![wanted(0).then(|| x.gelu_backward(&same_kind(g, x), "tanh"))]
+            }
+            Saved::LogSoftmax { output } => {
+                let out = &output.tensor;
+                let g = same_kind(g, out);
+                vec![
+                    wanted(0).then(|| {
+                        Tensor::internal_log_softmax_backward_data(&g, out, -1, out.kind())
+                    }),
+                ]
+            }
+        }
+    }
+}
+
+/// The backward of the ops differentiated by hand: [`Saved::vjp`], no torch autograd.
+#[derive(Debug)]
+struct DirectBackward;
+
+impl<const N: usize> Backward<LibTorch, N> for DirectBackward {
+    type State = Saved;
+
+    fn backward(self, ops: Ops<Saved, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<LibTorch>(&ops.node);
+        let wanted = |i: usize| ops.parents[i].is_some();
+        let results = tch::no_grad(|| ops.state.vjp(&grad.tensor, wanted));
+        for (parent, result) in ops.parents.iter().zip(results) {
+            if let (Some(parent), Some(result)) = (parent, result) {
+                grads.register::<LibTorch>(parent.id, TchTensor::new(result));
+            }
+        }
+    }
+}
+
+/// Runs `op` on `inputs` as one node of burn's graph whose backward is [`Saved::vjp`]: `op`
+/// returns the output and what the backward needs (clones of the inputs it saves, or of the
+/// output, so that burn sees them shared).
+///
+/// Why not [`tracked`] for these: its backward is a call into torch's autograd engine per op
+/// (a graph task, and on CUDA a hand-off to the engine's device thread and back) plus the
+/// product and sum that make the objective, for ops whose backward is one to three kernels.
+/// On a model as small as `tiny` the host sets a GPU step's pace, and that engine call was the
+/// largest single share of the host's time (`perf` of a training step on `tch-cpu`: the
+/// backward 59 % of the step, the engine's `thread_main` half of that; `docs/gpu.md`).
+fn direct<C: CheckpointStrategy, const N: usize>(
+    inputs: [FloatTensor<Autodiff<LibTorch, C>>; N],
+    op: impl FnOnce(&[TchTensor; N]) -> (TchTensor, Saved),
+) -> FloatTensor<Autodiff<LibTorch, C>> {
+    let nodes = inputs.each_ref().map(|t| t.node());
+    let primitives = inputs.map(|t| t.into_primitive());
+    match DirectBackward
+        .prepare::<C>(nodes)
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let (output, saved) = tch::no_grad(|| op(&primitives));
+            prep.finish(saved, output)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(tch::no_grad(|| op(&primitives)).0),
+    }
+}
+
 /// Runs `forward` on `inputs` as one node of burn's graph: under torch's autograd when any
 /// input is tracked (`constant[i]`: input `i` never gets a gradient), plainly otherwise.
 fn tracked<C: CheckpointStrategy, const N: usize>(
@@ -256,7 +369,10 @@ fn tracked<C: CheckpointStrategy, const N: usize>(
 
 impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
     fn fused_gelu_tanh(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        tracked::<C, _>([x], [false], |[x]| x.gelu("tanh"))
+        direct::<C, _>([x], |[x]| {
+            let output = TchTensor::new(x.tensor.gelu("tanh"));
+            (output, Saved::GeluTanh { x: x.clone() })
+        })
     }
 
     fn fused_attention_softmax(
@@ -290,13 +406,18 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
         b: FloatTensor<Self>,
         transposed: bool,
     ) -> FloatTensor<Self> {
-        tracked::<C, _>([x, w, b], [false; 3], |[x, w, b]| {
-            linear(x, w, b, transposed)
+        direct::<C, _>([x, w, b], |[x, w, b]| {
+            let output = TchTensor::new(linear(&x.tensor, &w.tensor, &b.tensor, transposed));
+            let (x, w) = (x.clone(), w.clone());
+            (output, Saved::Linear { x, w, transposed })
         })
     }
 
     fn fused_log_softmax(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        tracked::<C, _>([x], [false], |[x]| x.log_softmax(-1, x.kind()))
+        direct::<C, _>([x], |[x]| {
+            let output = TchTensor::new(x.tensor.log_softmax(-1, x.tensor.kind()));
+            (output.clone(), Saved::LogSoftmax { output })
+        })
     }
 
     fn fused_layer_norm(
@@ -305,6 +426,11 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
         beta: FloatTensor<Self>,
         eps: f32,
     ) -> FloatTensor<Self> {
+        // LayerNorm stays on torch's autograd: `tch` 0.22 does not wrap
+        // `native_layer_norm_backward` (its `bool[3]` argument), and the same backward in a
+        // dozen of torch's ops took more host time than the engine call it saved (2 cores,
+        // 2026-11-29, three alternating rounds of the host-overhead proxy in docs/gpu.md:
+        // 5.3–5.6 ms a step against 4.4–5.4 ms).
         tracked::<C, _>([x, gamma, beta], [false; 3], |[x, g, b]| {
             layer_norm(x, g, b, eps)
         })
