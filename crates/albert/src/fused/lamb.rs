@@ -154,6 +154,12 @@ pub(super) fn step_flex(
 }
 
 /// The step on libtorch, out of place (burn may still hold the inputs), no read-back.
+///
+/// Written in as few aten calls as give the same arithmetic (15 with the trust ratio, 8 without
+/// weight decay or ratio, against 19 and 9 before): on a GPU each call is a kernel launch paid
+/// on the host, for every parameter tensor, every step. `where(min(|w|, |u|) > 0, |w|/|u|, 1)` is
+/// google's nested `tf.where` in four calls (the quotient's inf or NaN when `|u|` is 0 is never
+/// selected), and the update is one `addcmul` with `−lr·ratio`.
 #[cfg(feature = "tch")]
 pub(super) fn step_torch(
     [w, g, m, v]: [&tch::Tensor; 4],
@@ -163,17 +169,20 @@ pub(super) fn step_torch(
     let (b1, b2) = (f64::from(h.beta_1), f64::from(h.beta_2));
     // lerp: m + (1 − b1)(g − m) = b1·m + (1 − b1)·g.
     let m = m.lerp(g, 1.0 - b1);
-    let v = v.lerp(&(g * g), 1.0 - b2);
+    let v = v.lerp(&g.square(), 1.0 - b2);
     let denom = v.sqrt() + f64::from(h.epsilon);
     // u = wd·w + m / (√v + ε).
-    let u = (w * f64::from(h.weight_decay)).addcdiv(&m, &denom);
+    let u = if h.weight_decay == 0.0 {
+        &m / &denom
+    } else {
+        (w * f64::from(h.weight_decay)).addcdiv(&m, &denom)
+    };
     let lr = f64::from(h.lr);
     let w = if h.layer_adaptation {
         let (wn, un) = (w.norm(), u.norm());
-        let valid = wn.gt(0.0).logical_and(&un.gt(0.0));
-        let ratio =
-            (&wn / un.clamp_min(f64::from(f32::MIN_POSITIVE))).where_self(&valid, &wn.ones_like());
-        w - u * (ratio * lr)
+        let valid = wn.minimum(&un).gt(0.0);
+        let ratio = (&wn / &un).where_scalarother(&valid, 1.0);
+        w.addcmul(&u, &(ratio * -lr))
     } else {
         w - u * lr
     };

@@ -475,7 +475,13 @@ mod tests {
             .device;
         device.seed(43);
         let normal = burn::tensor::Distribution::Normal(0.0, 1.0);
-        for (weight_decay, layer_adaptation) in [(0.01, true), (0.0, false), (0.01, false)] {
+        // The last case starts from a zero weight: its first trust ratio is google's 1.
+        let cases = [
+            (0.01, true, false),
+            (0.0, false, false),
+            (0.01, false, false),
+        ];
+        for (weight_decay, layer_adaptation, zero) in cases.into_iter().chain([(0.0, true, true)]) {
             let opt = AlbertLamb {
                 beta_1: 0.9,
                 beta_2: 0.999,
@@ -484,6 +490,7 @@ mod tests {
                 layer_adaptation,
             };
             let w0 = Tensor::<2>::random([37, 53], normal, &device);
+            let w0 = if zero { w0.zeros_like() } else { w0 };
             assert!(crate::fused::lamb_applies(&w0, &w0));
             let (mut fused, mut composed) = ((w0.clone(), None), (w0, None));
             for step in 0..5 {
@@ -494,7 +501,7 @@ mod tests {
             }
             let (f, c) = (fused.1.unwrap(), composed.1.unwrap());
             assert_eq!(f.time, c.time);
-            let what = format!("wd {weight_decay}, adaptation {layer_adaptation}");
+            let what = format!("wd {weight_decay}, adaptation {layer_adaptation}, zero {zero}");
             for (a, b, part) in [
                 (fused.0, composed.0, "weight"),
                 (f.moment_1, c.moment_1, "first moment"),
