@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The host's cost of a training step on libtorch, ours against transformers: what sets the pace
+# of a model as small as `tiny` on a GPU (the host queues kernels faster than they run only if
+# it has little to do per op), measured on libtorch's CPU, without a GPU.
+#
+#   scripts/build-tch.sh && benches/host_overhead.sh         # target/tch/release/pipeline
+#   BIN=/tmp/other-build/pipeline ROUNDS=3 benches/host_overhead.sh
+#
+# The model is albert_zh tiny's structure (4 layers, 12 heads, post-LN, one shared layer)
+# shrunk to H 24, E 16, FFN 48 and a vocabulary of 64, trained on batches of 1 × 8 tokens, so
+# that the arithmetic is next to nothing and a step's time is the op stream's own: dispatch,
+# autograd bookkeeping, the optimiser's per-tensor calls. Both sides run on one thread. A
+# step's CPU time is the difference between a run of STEPS + 50 steps and one of 50, divided
+# by STEPS (start-up, model building and warm-up cancel out); ours and transformers alternate,
+# and each round prints both and the ratio, then the median ratio.
+#
+# transformers trains with AdamW (benches/hf_baseline.py), which on a CPU loops over the
+# tensors one op at a time; on CUDA torch's foreach AdamW needs far fewer launches, so this
+# proxy flatters ours on the optimiser's share. Ours trains with LAMB.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN="${BIN:-target/tch/release/pipeline}"
+ROUNDS="${ROUNDS:-5}"
+STEPS="${STEPS:-2000}"
+PY="${PY:-.venv-torch/bin/python}"
+[[ -x "$BIN" ]] || { echo "host_overhead: no $BIN (scripts/build-tch.sh builds it)" >&2; exit 2; }
+"$PY" -c "import torch, transformers" 2>/dev/null ||
+  { echo "host_overhead: $PY has no torch and transformers (scripts/setup-python.sh)" >&2; exit 2; }
+export LD_LIBRARY_PATH
+LD_LIBRARY_PATH="$(scripts/build-tch.sh --print-libdir)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cat >"$work/mini.json" <<'JSON'
+{"hidden_size": 24, "embedding_size": 16, "intermediate_size": 48, "vocab_size": 64,
+ "num_hidden_layers": 4, "num_attention_heads": 12, "max_position_embeddings": 64,
+ "type_vocab_size": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
+ "attention_probs_dropout_prob": 0.0, "initializer_range": 0.02, "ln_type": "postln"}
+JSON
+
+# CPU seconds (user + system) of a command and its children.
+cpu_seconds() {
+  "$PY" -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(r.ru_utime + r.ru_stime)' "$@"
+}
+shape=(--batch 1 --seq 8 --masked 1 --runs 1 --warmup 5)
+ours() { cpu_seconds "$BIN" bench train --device tch-cpu --model "$work/mini.json" "${shape[@]}" --steps "$1"; }
+theirs() {
+  cpu_seconds "$PY" benches/hf_baseline.py train --config "$work/mini.json" "${shape[@]}" \
+    --threads 1 --steps "$1"
+}
+
+ratios=()
+for round in $(seq "$ROUNDS"); do
+  a0=$(ours 50); a1=$(ours $((STEPS + 50)))
+  b0=$(theirs 50); b1=$(theirs $((STEPS + 50)))
+  line=$("$PY" -c "a = ($a1 - $a0) / $STEPS * 1e3; b = ($b1 - $b0) / $STEPS * 1e3
+print(f'{a:.3f} {b:.3f} {b / a:.3f}')")
+  read -r a b ratio <<<"$line"
+  echo "round $round: ours $a ms, transformers $b ms of CPU a step: transformers/ours $ratio"
+  ratios+=("$ratio")
+done
+"$PY" -c "import statistics, sys; print(f'median transformers/ours: {statistics.median(map(float, sys.argv[1:])):.2f} ({len(sys.argv) - 1} rounds)')" "${ratios[@]}"
