@@ -174,6 +174,26 @@ pub fn linear(x: &Tensor<2>, w: &Tensor<2>, b: &Tensor<1>, transposed: bool) -> 
     (shapes && applies).then(|| tracked::linear(x.clone(), w.clone(), b.clone(), transposed))
 }
 
+/// [`linear`] in bf16 mixed precision (`crate::model::precision`: the product's operands in
+/// bf16, the result and the bias in float32) as one op on libtorch, for float32 tensors of
+/// matching shapes there; `None` elsewhere (the caller then casts with burn's ops).
+///
+/// Why: written with burn's ops it is six nodes of burn's graph (two casts, the product, the
+/// cast back, the bias's reshape and sum), each an op forward and more backward on the host.
+pub fn linear_bf16(
+    x: &Tensor<2>,
+    w: &Tensor<2>,
+    b: &Tensor<1>,
+    transposed: bool,
+) -> Option<Tensor<2>> {
+    let ([_, d_in], [wr, wc], [d_out]) = (x.dims(), w.dims(), b.dims());
+    let shapes = if transposed { [wc, wr] } else { [wr, wc] } == [d_in, d_out];
+    let on_libtorch = x.device().without_autodiff() != Device::flex();
+    let applies = tracked::applies(x) && tracked::applies(w) && tracked::applies(b);
+    (shapes && on_libtorch && applies)
+        .then(|| tracked::linear_bf16(x.clone(), w.clone(), b.clone(), transposed))
+}
+
 /// `ln(x)` (LayerNorm over the last dimension, `epsilon` the one `ln` was configured with),
 /// fused with its backward when `x` is tracked on flex; burn's `LayerNorm` otherwise (whose
 /// untracked forward on flex is one pass already).

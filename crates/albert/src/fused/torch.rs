@@ -116,6 +116,21 @@ fn linear(x: &Tensor, w: &Tensor, b: &Tensor, transposed: bool) -> Tensor {
     }
 }
 
+/// `x` and `w` in bf16, as the bf16 linear layers multiply them.
+fn bf16_operands(x: &Tensor, w: &Tensor) -> (Tensor, Tensor) {
+    (x.to_kind(Kind::BFloat16), w.to_kind(Kind::BFloat16))
+}
+
+/// `x·W` (`x·Wᵀ` when `transposed`) of bf16 operands, in float32, plus `b`.
+fn linear_bf16(xb: &Tensor, wb: &Tensor, b: &Tensor, transposed: bool) -> Tensor {
+    let product = if transposed {
+        xb.mm(&wb.tr())
+    } else {
+        xb.mm(wb)
+    };
+    product.to_kind(Kind::Float) + b
+}
+
 /// LayerNorm over the last dimension.
 fn layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f32) -> Tensor {
     let d = *x
@@ -154,6 +169,11 @@ impl FusedOps for LibTorch {
 
     fn fused_linear(x: TchTensor, w: TchTensor, b: TchTensor, transposed: bool) -> TchTensor {
         TchTensor::new(linear(&x.tensor, &w.tensor, &b.tensor, transposed))
+    }
+
+    fn fused_linear_bf16(x: TchTensor, w: TchTensor, b: TchTensor, transposed: bool) -> TchTensor {
+        let (xb, wb) = bf16_operands(&x.tensor, &w.tensor);
+        TchTensor::new(linear_bf16(&xb, &wb, &b.tensor, transposed))
     }
 
     fn fused_log_softmax(x: TchTensor) -> TchTensor {
@@ -231,6 +251,13 @@ enum Saved {
         w: TchTensor,
         transposed: bool,
     },
+    /// [`Saved::Linear`] in bf16 mixed precision: the bf16 copies of the input and weight that
+    /// the product multiplied (fresh tensors, not burn's).
+    LinearBf16 {
+        xb: TchTensor,
+        wb: TchTensor,
+        transposed: bool,
+    },
     /// The tanh GELU: its input.
     GeluTanh { x: TchTensor },
     /// `log_softmax` over the last dimension: its output.
@@ -265,6 +292,30 @@ impl Saved {
                 });
                 let db = wanted(2).then(|| g.sum_dim_intlist([0_i64].as_slice(), false, g.kind()));
                 vec![dx, dw, db]
+            }
+            Saved::LinearBf16 { xb, wb, transposed } => {
+                // As the composed casts differentiate: the products in bf16, each gradient
+                // cast back to float32; the bias, added in float32, sums `g` in float32.
+                let (x, w) = (&xb.tensor, &wb.tensor);
+                let gb = g.to_kind(Kind::BFloat16);
+                let dx = wanted(0).then(|| {
+                    if *transposed {
+                        gb.mm(w)
+                    } else {
+                        gb.mm(&w.tr())
+                    }
+                });
+                let dw = wanted(1).then(|| {
+                    if *transposed {
+                        gb.tr().mm(x)
+                    } else {
+                        x.tr().mm(&gb)
+                    }
+                });
+                let float = |t: Option<Tensor>| t.map(|t| t.to_kind(Kind::Float));
+                let db =
+                    wanted(2).then(|| g.sum_dim_intlist([0_i64].as_slice(), false, Kind::Float));
+                vec![float(dx), float(dw), db]
             }
             Saved::GeluTanh { x } => {
                 let x = &x.tensor;
@@ -410,6 +461,20 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
             let output = TchTensor::new(linear(&x.tensor, &w.tensor, &b.tensor, transposed));
             let (x, w) = (x.clone(), w.clone());
             (output, Saved::Linear { x, w, transposed })
+        })
+    }
+
+    fn fused_linear_bf16(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        transposed: bool,
+    ) -> FloatTensor<Self> {
+        direct::<C, _>([x, w, b], |[x, w, b]| {
+            let (xb, wb) = bf16_operands(&x.tensor, &w.tensor);
+            let output = TchTensor::new(linear_bf16(&xb, &wb, &b.tensor, transposed));
+            let (xb, wb) = (TchTensor::new(xb), TchTensor::new(wb));
+            (output, Saved::LinearBf16 { xb, wb, transposed })
         })
     }
 

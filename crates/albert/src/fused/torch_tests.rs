@@ -141,3 +141,60 @@ fn bf16_attention_tracks_float32_within_bf16_precision() {
     let refused = crate::fused::attention_core_bf16([&flex, &flex, &flex], &flex_bias, 2, 1.0);
     assert!(refused.is_none(), "flex has no bf16 products");
 }
+
+/// `max |a − b| ≤ 1e-2·max |b|`: a bf16 rounding of an element (2⁻⁸ relative) either way. The
+/// fused op and burn's casts may accumulate a product in another order, and a last float32 bit
+/// can then round to the neighbouring bf16 value; a wrong formula differs by far more.
+fn assert_within_bf16<const D: usize>(a: Tensor<D>, b: Tensor<D>, what: &str) {
+    let scale = b.clone().abs().max().into_scalar::<f32>().max(1e-12);
+    let diff = (a - b).abs().max().into_scalar::<f32>();
+    assert!(
+        diff <= 1e-2 * scale,
+        "{what}: differs by {diff} (scale {scale})"
+    );
+}
+
+/// The bf16 linear layer as one op against burn's casts around the product
+/// (`MatmulPrecision::Bf16`), tracked, both layouts of the weight: the output and the gradients
+/// of the input, the weight and the bias agree, and the output is not the float32 one.
+#[test]
+fn bf16_linear_is_the_composed_casts_in_one_op() {
+    let device = libtorch_cpu().autodiff();
+    let normal = Distribution::Normal(0.0, 1.0);
+    for transposed in [false, true] {
+        let (n, d_in, d_out) = (33, 64, 17);
+        let stored = if transposed {
+            [d_out, d_in]
+        } else {
+            [d_in, d_out]
+        };
+        let x = Tensor::<2>::random([n, d_in], normal, &device).require_grad();
+        let w = Tensor::<2>::random(stored, normal, &device).require_grad();
+        let b = Tensor::<1>::random([d_out], normal, &device).require_grad();
+        let g = Tensor::<2>::random([n, d_out], normal, &device);
+        let fused = crate::fused::linear_bf16(&x, &w, &b, transposed).expect("libtorch: fused");
+        assert!(fused.is_tracked());
+
+        let leaf = |t: &Tensor<2>| Tensor::<2>::from_data(t.to_data(), &device).require_grad();
+        let (x2, w2) = (leaf(&x), leaf(&w));
+        let b2 = Tensor::<1>::from_data(b.to_data(), &device).require_grad();
+        let used = if transposed {
+            w2.clone().transpose()
+        } else {
+            w2.clone()
+        };
+        let composed = crate::model::MatmulPrecision::Bf16.matmul(x2.clone(), used.clone())
+            + b2.clone().unsqueeze();
+        let what = format!("transposed {transposed}");
+        assert_within_bf16(fused.clone(), composed.clone(), &what);
+        let fp32 = x2.clone().matmul(used) + b2.clone().unsqueeze();
+        let off = (fused.clone() - fp32).abs().max().into_scalar::<f32>();
+        assert!(off > 0.0, "{what}: the output is float32's, not bf16's");
+
+        let g1 = (fused * g.clone()).sum().backward();
+        let g2 = (composed * g).sum().backward();
+        assert_within_bf16(x.grad(&g1).expect("dx"), x2.grad(&g2).expect("dx"), &what);
+        assert_within_bf16(w.grad(&g1).expect("dW"), w2.grad(&g2).expect("dW"), &what);
+        assert_within_bf16(b.grad(&g1).expect("db"), b2.grad(&g2).expect("db"), &what);
+    }
+}

@@ -52,6 +52,16 @@ pub trait FusedOps: Backend {
         b: FloatTensor<Self>,
         transposed: bool,
     ) -> FloatTensor<Self>;
+    /// [`Self::fused_linear`] of float32 tensors in bf16 mixed precision
+    /// (`crate::model::precision`): `x` and `W` cast to bf16 for the product, which is cast
+    /// back to float32 before `b` is added. libtorch only: flex has no bf16 products
+    /// (`precision: bf16` is refused there) and its impls panic.
+    fn fused_linear_bf16(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        transposed: bool,
+    ) -> FloatTensor<Self>;
     /// `log_softmax` over the last dimension.
     fn fused_log_softmax(x: FloatTensor<Self>) -> FloatTensor<Self>;
     /// LayerNorm over the last dimension, `(x − mean)/√(var + ε)·γ + β`.
@@ -115,6 +125,16 @@ pub(super) fn attention(
 /// [`FusedOps::fused_linear`] on tensors [`applies`] accepts.
 pub(super) fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>, transposed: bool) -> Tensor<2> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_linear(
+        x.into_dispatch(),
+        w.into_dispatch(),
+        b.into_dispatch(),
+        transposed,
+    ))
+}
+
+/// [`FusedOps::fused_linear_bf16`] on libtorch tensors [`applies`] accepts.
+pub(super) fn linear_bf16(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>, transposed: bool) -> Tensor<2> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_linear_bf16(
         x.into_dispatch(),
         w.into_dispatch(),
         b.into_dispatch(),
@@ -278,6 +298,10 @@ impl FusedOps for Flex {
 
     fn fused_linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, transposed: bool) -> FlexTensor {
         dense::forward(&x, &w, &b, transposed)
+    }
+
+    fn fused_linear_bf16(_: FlexTensor, _: FlexTensor, _: FlexTensor, _: bool) -> FlexTensor {
+        unreachable!("bf16 products run on libtorch only (fused::linear_bf16 checks the device)")
     }
 
     fn fused_log_softmax(x: FlexTensor) -> FlexTensor {
@@ -523,6 +547,15 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             OpsKind::Tracked(prep) => prep.finish((x, w, transposed), y),
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
+    }
+
+    fn fused_linear_bf16(
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: bool,
+    ) -> FloatTensor<Self> {
+        unreachable!("bf16 products run on libtorch only (fused::linear_bf16 checks the device)")
     }
 
     fn fused_log_softmax(x: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -41,15 +41,30 @@ pub(super) fn norm<const D: usize>(ln: &LayerNorm, x: Tensor<D>, epsilon: f64) -
     crate::fused::layer_norm(ln, x, epsilon)
 }
 
-/// `l` applied to `[n, d]` rows in `precision`: the fused dense op on flex in float32 (training
-/// and inference), burn's `Linear` (or the bf16 casts) otherwise.
+/// `l` applied to `[n, d]` rows in `precision`: the fused dense op (float32 on flex and libtorch,
+/// bf16 on libtorch; training and inference), burn's `Linear` (or the bf16 casts) otherwise.
 pub(super) fn linear_rows(precision: MatmulPrecision, l: &Linear, x: Tensor<2>) -> Tensor<2> {
-    if let (MatmulPrecision::Fp32, Some(b)) = (precision, &l.bias)
-        && let Some(y) = crate::fused::linear(&x, &l.weight.val(), &b.val(), false)
+    if let Some(b) = &l.bias
+        && let Some(y) = fused_linear(precision, &x, &l.weight.val(), &b.val(), false)
     {
         return y;
     }
     precision.linear(l, x)
+}
+
+/// The fused dense op in `precision` where it applies (float32 on flex and libtorch, bf16 on
+/// libtorch).
+fn fused_linear(
+    precision: MatmulPrecision,
+    x: &Tensor<2>,
+    w: &Tensor<2>,
+    b: &Tensor<1>,
+    transposed: bool,
+) -> Option<Tensor<2>> {
+    match precision {
+        MatmulPrecision::Fp32 => crate::fused::linear(x, w, b, transposed),
+        MatmulPrecision::Bf16 => crate::fused::linear_bf16(x, w, b, transposed),
+    }
 }
 
 /// The MLM decoder, `x·Eᵀ + bias` with the tied word embeddings `E` `[V, E]`, in `precision`.
@@ -59,9 +74,7 @@ pub(super) fn decode(
     embeddings: Tensor<2>,
     bias: Tensor<1>,
 ) -> Tensor<2> {
-    if precision == MatmulPrecision::Fp32
-        && let Some(y) = crate::fused::linear(&x, &embeddings, &bias, true)
-    {
+    if let Some(y) = fused_linear(precision, &x, &embeddings, &bias, true) {
         return y;
     }
     let [v] = bias.dims();
