@@ -392,6 +392,7 @@ multiversion!(
 mod attention;
 mod dense;
 mod erf;
+mod flex_values;
 mod kernels;
 mod lamb;
 #[cfg(feature = "tch")]

@@ -13,7 +13,7 @@ use burn::backend::TensorMetadata;
 use burn::backend::flex::FlexTensor;
 
 use super::dense::{Mat, gemm_strided};
-use super::tracked::{contiguous, tensor, values};
+use super::flex_values::{contiguous, tensor, values};
 use super::{CpuLevel, kernels, softmax_at};
 
 /// `[batch, seq, H]` split into `heads` heads of width `d`.

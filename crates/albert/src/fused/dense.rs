@@ -12,7 +12,7 @@ use burn::backend::TensorMetadata;
 use burn::backend::flex::FlexTensor;
 use gemm::Parallelism;
 
-use super::tracked::{contiguous, tensor, values};
+use super::flex_values::{contiguous, tensor, values};
 
 /// Products of at least this many multiply-adds run on rayon's threads (flex's own threshold).
 const PARALLEL_THRESHOLD: usize = 192 * 192 * 192;

@@ -18,7 +18,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend};
 
 use super::CpuLevel;
-use super::tracked::{contiguous, owned, values};
+use super::flex_values::{contiguous, owned, values};
 
 /// The step's hyperparameters, in the order [`Self::packed`] gives them to the backend op.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -16,8 +16,9 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Dispatch, Flex, backend_extension};
-use burn::tensor::{DType, Device, Shape, Tensor, TensorData};
+use burn::tensor::{DType, Device, Tensor};
 
+use super::flex_values::{contiguous, owned, tensor, values};
 use super::{attention, dense, kernels};
 
 /// The fused training ops, implemented for flex and libtorch (`super::torch`) and for autodiff
@@ -175,33 +176,6 @@ pub(super) fn layer_norm<const D: usize>(
         beta.into_dispatch(),
         epsilon,
     ))
-}
-
-/// `t` contiguous from offset 0, so that [`values`] can read it (a copy only if it is not).
-pub(super) fn contiguous(t: FlexTensor) -> FlexTensor {
-    if t.as_slice::<f32>().is_some() {
-        t
-    } else {
-        t.to_contiguous()
-    }
-}
-
-/// The values of a tensor [`contiguous`] returned.
-pub(super) fn values(t: &FlexTensor) -> &[f32] {
-    t.as_slice::<f32>()
-        .expect("a contiguous float32 tensor (the callers check the dtype)")
-}
-
-/// `t` contiguous and owned by the caller alone, to be written in place: no copy when it is
-/// already (the usual case for a fresh activation or gradient; a parameter's value the module
-/// still holds is copied).
-pub(super) fn owned(t: FlexTensor) -> FlexTensor {
-    FlexTensor::from_data(t.into_data())
-}
-
-/// A new float32 tensor.
-pub(super) fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
-    FlexTensor::from_data(TensorData::new(values, shape))
 }
 
 /// `gelu(x)`, in place when `x` is not shared.
