@@ -168,10 +168,16 @@ pub fn lamb_step<const D: usize>(
 /// ops). Saves flex's zeroed-then-copied output buffer and the separate bias pass (see
 /// `dense`), in training and inference alike.
 pub fn linear(x: &Tensor<2>, w: &Tensor<2>, b: &Tensor<1>, transposed: bool) -> Option<Tensor<2>> {
+    linear_applies(x, w, b, transposed)
+        .then(|| tracked::linear(x.clone(), w.clone(), b.clone(), transposed))
+}
+
+/// Whether the fused dense ops take these: `x` `[n, d_in]`, `W` `[d_in, d_out]` (`[d_out,
+/// d_in]` when `transposed`) and `b` `[d_out]`, all tensors the fused ops apply to.
+fn linear_applies(x: &Tensor<2>, w: &Tensor<2>, b: &Tensor<1>, transposed: bool) -> bool {
     let ([_, d_in], [wr, wc], [d_out]) = (x.dims(), w.dims(), b.dims());
     let shapes = if transposed { [wc, wr] } else { [wr, wc] } == [d_in, d_out];
-    let applies = tracked::applies(x) && tracked::applies(w) && tracked::applies(b);
-    (shapes && applies).then(|| tracked::linear(x.clone(), w.clone(), b.clone(), transposed))
+    shapes && tracked::applies(x) && tracked::applies(w) && tracked::applies(b)
 }
 
 /// [`linear`] in bf16 mixed precision (`crate::model::precision`: the product's operands in
@@ -186,11 +192,8 @@ pub fn linear_bf16(
     b: &Tensor<1>,
     transposed: bool,
 ) -> Option<Tensor<2>> {
-    let ([_, d_in], [wr, wc], [d_out]) = (x.dims(), w.dims(), b.dims());
-    let shapes = if transposed { [wc, wr] } else { [wr, wc] } == [d_in, d_out];
     let on_libtorch = x.device().without_autodiff() != Device::flex();
-    let applies = tracked::applies(x) && tracked::applies(w) && tracked::applies(b);
-    (shapes && on_libtorch && applies)
+    (on_libtorch && linear_applies(x, w, b, transposed))
         .then(|| tracked::linear_bf16(x.clone(), w.clone(), b.clone(), transposed))
 }
 
