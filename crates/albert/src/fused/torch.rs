@@ -282,40 +282,19 @@ impl Saved {
             Saved::Linear { x, w, transposed } => {
                 let (x, w) = (&x.tensor, &w.tensor);
                 let g = same_kind(g, x);
-                let dx = wanted(0).then(|| if *transposed { g.mm(w) } else { g.mm(&w.tr()) });
-                let dw = wanted(1).then(|| {
-                    if *transposed {
-                        g.tr().mm(x)
-                    } else {
-                        x.tr().mm(&g)
-                    }
-                });
+                let [dx, dw] = linear_products(&g, x, w, *transposed, &wanted);
                 let db = wanted(2).then(|| g.sum_dim_intlist([0_i64].as_slice(), false, g.kind()));
                 vec![dx, dw, db]
             }
             Saved::LinearBf16 { xb, wb, transposed } => {
                 // As the composed casts differentiate: the products in bf16, each gradient
                 // cast back to float32; the bias, added in float32, sums `g` in float32.
-                let (x, w) = (&xb.tensor, &wb.tensor);
                 let gb = g.to_kind(Kind::BFloat16);
-                let dx = wanted(0).then(|| {
-                    if *transposed {
-                        gb.mm(w)
-                    } else {
-                        gb.mm(&w.tr())
-                    }
-                });
-                let dw = wanted(1).then(|| {
-                    if *transposed {
-                        gb.tr().mm(x)
-                    } else {
-                        x.tr().mm(&gb)
-                    }
-                });
-                let float = |t: Option<Tensor>| t.map(|t| t.to_kind(Kind::Float));
+                let products = linear_products(&gb, &xb.tensor, &wb.tensor, *transposed, &wanted);
+                let [dx, dw] = products.map(|t| t.map(|t| t.to_kind(Kind::Float)));
                 let db =
                     wanted(2).then(|| g.sum_dim_intlist([0_i64].as_slice(), false, Kind::Float));
-                vec![float(dx), float(dw), db]
+                vec![dx, dw, db]
             }
             Saved::GeluTanh { x } => {
                 let x = &x.tensor;
@@ -332,6 +311,26 @@ impl Saved {
             }
         }
     }
+}
+
+/// A linear layer's gradients of its input and weight, `[g·Wᵀ, xᵀ·g]` (`[g·W, gᵀ·x]` when the
+/// weight is stored `transposed`), each where `wanted` asks for it.
+fn linear_products(
+    g: &Tensor,
+    x: &Tensor,
+    w: &Tensor,
+    transposed: bool,
+    wanted: impl Fn(usize) -> bool,
+) -> [Option<Tensor>; 2] {
+    let dx = wanted(0).then(|| if transposed { g.mm(w) } else { g.mm(&w.tr()) });
+    let dw = wanted(1).then(|| {
+        if transposed {
+            g.tr().mm(x)
+        } else {
+            x.tr().mm(g)
+        }
+    });
+    [dx, dw]
 }
 
 /// The backward of the ops differentiated by hand: [`Saved::vjp`], no torch autograd.
