@@ -29,7 +29,7 @@ use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::Checkpoi
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::libtorch::TchTensor;
-use burn::backend::tensor::FloatTensor;
+use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Autodiff, LibTorch};
 use tch::{Kind, Tensor};
 
@@ -193,6 +193,21 @@ impl FusedOps for LibTorch {
     ) -> (TchTensor, TchTensor, TchTensor) {
         let tensors = [&w.tensor, &g.tensor, &m.tensor, &v.tensor];
         let (w, m, v) = tch::no_grad(|| super::lamb::step_torch(tensors, hyper));
+        (TchTensor::new(w), TchTensor::new(m), TchTensor::new(v))
+    }
+
+    fn fused_lamb_flat(
+        w: TchTensor,
+        g: TchTensor,
+        m: TchTensor,
+        v: TchTensor,
+        lengths: TchTensor,
+        per_param: TchTensor,
+        hyper: [f32; 6],
+    ) -> (TchTensor, TchTensor, TchTensor) {
+        let tensors = [&w.tensor, &g.tensor, &m.tensor, &v.tensor];
+        let per = [&lengths.tensor, &per_param.tensor];
+        let (w, m, v) = tch::no_grad(|| super::lamb::step_torch_flat(tensors, per, hyper));
         (TchTensor::new(w), TchTensor::new(m), TchTensor::new(v))
     }
 }
@@ -509,6 +524,21 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let [w, g, m, v] = [w, g, m, v].map(|t| t.into_primitive());
         let (w, m, v) = LibTorch::fused_lamb(w, g, m, v, hyper);
+        let constant = super::lamb::constant::<LibTorch, C>;
+        (constant(w), constant(m), constant(v))
+    }
+
+    fn fused_lamb_flat(
+        w: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        lengths: IntTensor<Self>,
+        per_param: FloatTensor<Self>,
+        hyper: [f32; 6],
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [w, g, m, v, p] = [w, g, m, v, per_param].map(|t| t.into_primitive());
+        let (w, m, v) = LibTorch::fused_lamb_flat(w, g, m, v, lengths, p, hyper);
         let constant = super::lamb::constant::<LibTorch, C>;
         (constant(w), constant(m), constant(v))
     }

@@ -10,16 +10,19 @@
 //! except the attention core in bf16 on libtorch (`super::attention_core_bf16`).
 
 use burn::backend::TensorMetadata;
-use burn::backend::autodiff::checkpoint::{base::Checkpointer, strategy::CheckpointStrategy};
-use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::ops::{Backward, OpsKind};
 use burn::backend::flex::FlexTensor;
-use burn::backend::tensor::FloatTensor;
+use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Autodiff, Backend, Dispatch, Flex, backend_extension};
 use burn::tensor::{DType, Device, Tensor};
 
 use super::flex_values::{contiguous, owned, tensor, values};
 use super::{attention, dense, kernels};
+use backward::{
+    AttentionBackward, GeluBackward, LayerNormBackward, LinearBackward, LogSoftmaxBackward,
+    SoftmaxBackward,
+};
 
 /// The fused training ops, implemented for flex and libtorch (`super::torch`) and for autodiff
 /// over each (nothing else: the callers check the device first, and an unlisted backend would
@@ -80,6 +83,18 @@ pub trait FusedOps: Backend {
         g: FloatTensor<Self>,
         m: FloatTensor<Self>,
         v: FloatTensor<Self>,
+        hyper: [f32; 6],
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+    /// [`Self::fused_lamb`] of many parameters laid end to end in `w`, `g`, `m`, `v`: one value a
+    /// parameter in `lengths` (int) and in each row of `per_param` `[2, parameters]`, its
+    /// weight decay and its trust-ratio switch (1 or 0) (`super::lamb_flat_step`).
+    fn fused_lamb_flat(
+        w: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        lengths: IntTensor<Self>,
+        per_param: FloatTensor<Self>,
         hyper: [f32; 6],
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
 }
@@ -300,139 +315,17 @@ impl FusedOps for Flex {
     ) -> (FlexTensor, FlexTensor, FlexTensor) {
         super::lamb::step_flex([w, g, m, v], hyper)
     }
-}
 
-#[derive(Debug)]
-struct GeluBackward;
-
-impl Backward<Flex, 1> for GeluBackward {
-    /// The input.
-    type State = FlexTensor;
-
-    fn backward(self, ops: Ops<FlexTensor, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        if let Some(parent) = parent {
-            let x = contiguous(ops.state);
-            let mut g = owned(grad);
-            kernels::gelu_grad(values(&x), g.storage_mut::<f32>());
-            grads.register::<Flex>(parent.id, g);
-        }
-    }
-}
-
-#[derive(Debug)]
-struct SoftmaxBackward;
-
-impl Backward<Flex, 1> for SoftmaxBackward {
-    /// The probabilities and the scale.
-    type State = (FlexTensor, f32);
-
-    fn backward(self, ops: Ops<(FlexTensor, f32), 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        if let Some(parent) = parent {
-            let (p, scale) = ops.state;
-            let p = contiguous(p);
-            let row = p.shape()[3];
-            let mut g = owned(grad);
-            kernels::softmax_grad(values(&p), g.storage_mut::<f32>(), row, scale);
-            grads.register::<Flex>(parent.id, g);
-        }
-    }
-}
-
-#[derive(Debug)]
-struct AttentionBackward;
-
-/// What the attention's backward needs: Q, K, V, the probabilities, the heads and the scale.
-type AttentionState = ([FlexTensor; 4], usize, f32);
-
-impl Backward<Flex, 3> for AttentionBackward {
-    type State = AttentionState;
-
-    fn backward(self, ops: Ops<AttentionState, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<Flex>(&ops.node);
-        let ([q, k, v, p], heads, scale) = ops.state;
-        let results = attention::backward([&q, &k, &v, &p], grad, heads, scale);
-        for (parent, result) in ops.parents.into_iter().zip(results) {
-            if let Some(parent) = parent {
-                grads.register::<Flex>(parent.id, result);
-            }
-        }
-    }
-}
-
-#[derive(Debug)]
-struct LinearBackward;
-
-impl Backward<Flex, 3> for LinearBackward {
-    /// The input, the weight and whether it is used transposed.
-    type State = (FlexTensor, FlexTensor, bool);
-
-    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<Flex>(&ops.node);
-        let (x, w, transposed) = ops.state;
-        let want = [0, 1, 2].map(|i| ops.parents[i].is_some());
-        let results = dense::backward(&x, &w, grad, transposed, want);
-        for (parent, result) in ops.parents.into_iter().zip(results) {
-            if let (Some(parent), Some(result)) = (parent, result) {
-                grads.register::<Flex>(parent.id, result);
-            }
-        }
-    }
-}
-
-#[derive(Debug)]
-struct LogSoftmaxBackward;
-
-impl Backward<Flex, 1> for LogSoftmaxBackward {
-    /// The output.
-    type State = FlexTensor;
-
-    fn backward(self, ops: Ops<FlexTensor, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        if let Some(parent) = parent {
-            let y = contiguous(ops.state);
-            let row = y.shape()[y.shape().num_dims() - 1];
-            let mut g = owned(grad);
-            kernels::log_softmax_grad(values(&y), g.storage_mut::<f32>(), row);
-            grads.register::<Flex>(parent.id, g);
-        }
-    }
-}
-
-#[derive(Debug)]
-struct LayerNormBackward;
-
-impl Backward<Flex, 3> for LayerNormBackward {
-    type State = NormState;
-
-    fn backward(self, ops: Ops<NormState, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [px, pgamma, pbeta] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        let NormState { xhat, rstd, gamma } = ops.state;
-        let d = gamma.layout().num_elements();
-        let (mut dgamma, mut dbeta) = (vec![0.0; d], vec![0.0; d]);
-        let mut g = owned(grad);
-        kernels::layer_norm_grad(
-            values(&xhat),
-            &rstd,
-            values(&gamma),
-            g.storage_mut::<f32>(),
-            &mut dgamma,
-            &mut dbeta,
-        );
-        if let Some(node) = px {
-            grads.register::<Flex>(node.id, g);
-        }
-        if let Some(node) = pgamma {
-            grads.register::<Flex>(node.id, tensor(dgamma, gamma.shape()));
-        }
-        if let Some(node) = pbeta {
-            grads.register::<Flex>(node.id, tensor(dbeta, gamma.shape()));
-        }
+    fn fused_lamb_flat(
+        w: FlexTensor,
+        g: FlexTensor,
+        m: FlexTensor,
+        v: FlexTensor,
+        lengths: FlexTensor,
+        per_param: FlexTensor,
+        hyper: [f32; 6],
+    ) -> (FlexTensor, FlexTensor, FlexTensor) {
+        super::lamb::step_flex_flat([w, g, m, v], [lengths, per_param], hyper)
     }
 }
 
@@ -583,7 +476,25 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         let constant = super::lamb::constant::<Flex, C>;
         (constant(w), constant(m), constant(v))
     }
+
+    fn fused_lamb_flat(
+        w: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        lengths: IntTensor<Self>,
+        per_param: FloatTensor<Self>,
+        hyper: [f32; 6],
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [w, g, m, v, p] = [w, g, m, v, per_param].map(|t| t.into_primitive());
+        let (w, m, v) = super::lamb::step_flex_flat([w, g, m, v], [lengths, p], hyper);
+        let constant = super::lamb::constant::<Flex, C>;
+        (constant(w), constant(m), constant(v))
+    }
 }
+
+#[path = "flex_backward.rs"]
+mod backward;
 
 #[cfg(test)]
 #[path = "tracked_tests.rs"]
