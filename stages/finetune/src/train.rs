@@ -4,11 +4,10 @@
 //! (`pipeline_albert::parallel`), with the classifier's dropout masks drawn on the calling
 //! thread in a fixed order so that a run is reproducible whatever the thread timing.
 
-use burn::optim::ModuleOptimizer;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use pipeline_albert::AlbertInput;
 use pipeline_albert::parallel::DataParallel;
-use pipeline_albert::train::{OptimConfig, clip_global_norm};
+use pipeline_albert::train::{OptimConfig, TrainingOptimizer, clip_global_norm};
 
 use crate::encode::{Encoded, batch_input, padded_length};
 use crate::kinds::tagging::IGNORE;
@@ -58,7 +57,7 @@ pub struct FineTuner {
     /// The model being trained (on the autodiff device).
     pub model: TaskModel,
     /// The optimiser and its state, built from `optim_config`.
-    pub optim: ModuleOptimizer,
+    pub optim: TrainingOptimizer,
     /// The optimiser's settings and the learning-rate schedule (warmup, then linear decay).
     pub optim_config: OptimConfig,
     /// The autodiff device.
@@ -81,7 +80,7 @@ impl FineTuner {
         hidden_dropout: bool,
     ) -> FineTuner {
         FineTuner {
-            optim: optim_config.build(),
+            optim: optim_config.build(&device),
             parallel: if hidden_dropout {
                 DataParallel::new(1)
             } else {
@@ -186,7 +185,9 @@ impl FineTuner {
         if result.loss.is_finite() {
             let (grads, norm) =
                 clip_global_norm(&self.model, grads, self.optim_config.max_grad_norm);
-            result.grad_norm = norm;
+            // Read back every step: the stage reports each step's norm (and steps rarely
+            // enough that the wait does not count; pretraining keeps it on the device).
+            result.grad_norm = norm.map_or(0.0, |n| n.into_scalar::<f64>());
             self.model = self.optim.step(lr, self.model.clone(), grads);
         }
         Ok(result)

@@ -3,10 +3,10 @@
 
 use anyhow::bail;
 use burn::module::Module;
-use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use pipeline_albert::parallel::DataParallel;
-use pipeline_albert::train::OptimConfig;
+use pipeline_albert::train::{OptimConfig, TrainingOptimizer};
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining, AlbertInput, MlmTargets};
 use pipeline_shards::{Batch, BatchReader};
 use serde::{Deserialize, Serialize};
@@ -178,7 +178,7 @@ pub struct Trainer {
     /// The model being trained.
     pub model: AlbertForPreTraining,
     /// Its optimiser.
-    pub optim: ModuleOptimizer,
+    pub optim: TrainingOptimizer,
     /// The optimiser's settings and schedule.
     pub optim_config: OptimConfig,
     /// The autodiff device the model lives on.
@@ -198,7 +198,7 @@ pub struct Trainer {
     /// Steps enqueued and not yet read.
     pending: Vec<Pending>,
     /// The model and optimiser as the last flush found them, taken at the first step after it.
-    last_good: Option<(AlbertForPreTraining, ModuleOptimizer)>,
+    last_good: Option<(AlbertForPreTraining, TrainingOptimizer)>,
 }
 
 /// A step whose values are still on the device.
@@ -219,7 +219,7 @@ impl Trainer {
         device: Device,
     ) -> Trainer {
         Trainer {
-            optim: optim_config.build(),
+            optim: optim_config.build(&device),
             parallel: data_parallel_for(&config, &device),
             config,
             model,
@@ -280,17 +280,18 @@ impl Trainer {
                 .config
                 .training_flops(b.batch_size, b.seq_len, b.max_predictions);
         }
-        let (grads, norm) = on_device::clip_global_norm(
-            &self.model,
+        let (model, norm) = self.optim.step_clipped(
+            lr,
+            self.model.clone(),
             accumulator.grads(),
             self.optim_config.max_grad_norm,
         );
+        self.model = model;
         let values = match (values, norm) {
             (Some(v), Some(n)) => Tensor::cat(vec![v, n], 0),
             // No batch or no gradient: nothing to report, and NaN refuses the step.
             _ => Tensor::full([on_device::STEP_VALUES], f64::NAN, &self.device),
         };
-        self.model = self.optim.step(lr, self.model.clone(), grads);
         self.pending.push(Pending {
             step,
             stats,

@@ -4,9 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use burn::module::Module;
-use burn::optim::ModuleOptimizer;
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use serde::{Deserialize, Serialize};
+
+use super::TrainingOptimizer;
 
 /// Why a training checkpoint could not be saved or loaded.
 #[derive(Debug, thiserror::Error)]
@@ -108,7 +109,7 @@ impl Checkpoint {
     pub fn save<M: Module + ModuleSnapshot, S: Serialize>(
         &self,
         model: &M,
-        optim: &ModuleOptimizer,
+        optim: &TrainingOptimizer,
         state: &S,
     ) -> Result<(), CheckpointError> {
         let tmp = self.dir.with_extension("tmp");
@@ -123,7 +124,7 @@ impl Checkpoint {
             .save_into(&mut store)
             .map_err(|e| CheckpointError::SaveModel(e.to_string()))?;
         optim
-            .save(tmp.join("optimizer.bpk"))
+            .save(&tmp.join("optimizer.bpk"))
             .map_err(|e| CheckpointError::SaveOptimizer(e.to_string()))?;
         std::fs::write(
             tmp.join("state.json"),
@@ -148,8 +149,8 @@ impl Checkpoint {
     pub fn load<M: Module + ModuleSnapshot, S: for<'de> Deserialize<'de>>(
         &self,
         mut model: M,
-        optim: ModuleOptimizer,
-    ) -> Result<(M, ModuleOptimizer, S), CheckpointError> {
+        optim: TrainingOptimizer,
+    ) -> Result<(M, TrainingOptimizer, S), CheckpointError> {
         // A kill between the two renames of `save` leaves the previous checkpoint in `.old`.
         let old = self.dir.with_extension("old");
         if !self.exists() && old.join("state.json").is_file() {
@@ -186,7 +187,7 @@ impl Checkpoint {
         // Loaded tensors come back without gradient tracking; training them needs it.
         let model = model.set_require_grad(true);
         let optim = optim
-            .load(self.dir.join("optimizer.bpk"))
+            .load(&self.dir.join("optimizer.bpk"))
             .map_err(|e| CheckpointError::LoadOptimizer(e.to_string()))?;
         Ok((model, optim, state))
     }
