@@ -120,11 +120,6 @@ fn evaluation_counts_predictions_by_corruption_in_the_same_read() {
     );
 }
 
-fn trainer(total_steps: u64) -> Trainer {
-    let [t, _] = trainers(total_steps, [false, false]);
-    t
-}
-
 /// Two trainers of the same model, each with the flat LAMB (what libtorch trains with) where
 /// `flat` says so. One model, cloned: tests running at the same time draw from the device's
 /// generator, so two models built after the same seed can differ.
