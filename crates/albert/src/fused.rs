@@ -404,6 +404,7 @@ mod torch;
 // it is the one that builds offline (as in `device`).
 #[cfg_attr(feature = "tch", allow(deprecated))]
 mod tracked;
+pub mod upload;
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,8 @@
 //! - [`parallel`]: one micro-batch per CPU core, gradients summed;
 //! - [`memory`]: a libtorch device running out of memory as a value, for batch-size probes;
 //! - [`cpu_level`]: the vector instructions the hand-written CPU kernels run with;
-//! - [`bench`]: what the model benchmarks share (their spec, config, device and timing).
+//! - [`bench`]: what the model benchmarks share (their spec, config, device and timing);
+//! - [`upload`]: host data onto the device without waiting for it (pinned memory on CUDA).
 
 #![warn(missing_docs)]
 
@@ -36,6 +37,7 @@ pub mod train;
 pub use config::{
     Activation, AlbertConfig, ConfigError, Layout, LnType, ParameterCount, ShareType,
 };
+pub use fused::upload;
 pub use heads::{
     AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForSequenceClassification,
     AlbertForTokenClassification, SpanLogits,

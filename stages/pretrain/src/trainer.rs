@@ -7,14 +7,14 @@ use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use pipeline_albert::parallel::DataParallel;
 use pipeline_albert::train::{OptimConfig, TrainingOptimizer};
-use pipeline_albert::{AlbertConfig, AlbertForPreTraining, AlbertInput, MlmTargets};
+use pipeline_albert::{AlbertConfig, AlbertForPreTraining, AlbertInput, MlmTargets, upload};
 use pipeline_shards::{Batch, BatchReader};
 use serde::{Deserialize, Serialize};
 
 use crate::on_device;
 
-/// A shards [`Batch`] as tensors on `device`; with `mask_id` the forward pass also counts its
-/// MLM predictions by corruption.
+/// A shards [`Batch`] as tensors on `device`, copied there without waiting for it ([`upload`]);
+/// with `mask_id` the forward pass also counts its MLM predictions by corruption.
 pub fn batch_tensors(
     b: &Batch,
     device: &Device,
@@ -30,12 +30,12 @@ pub fn batch_tensors(
         device,
     );
     let mlm = MlmTargets {
-        positions: Tensor::from_data(TensorData::new(b.masked_positions.clone(), [n, m]), device),
-        ids: Tensor::from_data(TensorData::new(b.masked_ids.clone(), [n, m]), device),
-        weights: Tensor::from_data(TensorData::new(b.masked_weights.clone(), [n, m]), device),
+        positions: upload::ints(TensorData::new(b.masked_positions.clone(), [n, m]), device),
+        ids: upload::ints(TensorData::new(b.masked_ids.clone(), [n, m]), device),
+        weights: upload::floats(TensorData::new(b.masked_weights.clone(), [n, m]), device),
         mask_id,
     };
-    let sop = Tensor::from_data(
+    let sop = upload::ints(
         TensorData::new(b.sentence_order_labels.clone(), [n]),
         device,
     );

@@ -97,6 +97,11 @@ pub trait FusedOps: Backend {
         per_param: FloatTensor<Self>,
         hyper: [f32; 6],
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+    /// `x`, on libtorch's CPU, as it is (`cuda` `None`) or on CUDA device `cuda`, copied from
+    /// pinned memory without waiting for the device (`crate::upload`); on flex as it is.
+    fn fused_upload_int(x: IntTensor<Self>, cuda: Option<usize>) -> IntTensor<Self>;
+    /// [`Self::fused_upload_int`] of a float tensor (outside the graph).
+    fn fused_upload_float(x: FloatTensor<Self>, cuda: Option<usize>) -> FloatTensor<Self>;
 }
 
 /// Whether `t` is non-empty float32 on flex or libtorch (under autodiff or not): the fused
@@ -327,6 +332,14 @@ impl FusedOps for Flex {
     ) -> (FlexTensor, FlexTensor, FlexTensor) {
         super::lamb::step_flex_flat([w, g, m, v], [lengths, per_param], hyper)
     }
+
+    fn fused_upload_int(x: FlexTensor, _: Option<usize>) -> FlexTensor {
+        x
+    }
+
+    fn fused_upload_float(x: FlexTensor, _: Option<usize>) -> FlexTensor {
+        x
+    }
 }
 
 impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
@@ -490,6 +503,14 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         let (w, m, v) = super::lamb::step_flex_flat([w, g, m, v], [lengths, p], hyper);
         let constant = super::lamb::constant::<Flex, C>;
         (constant(w), constant(m), constant(v))
+    }
+
+    fn fused_upload_int(x: IntTensor<Self>, _: Option<usize>) -> IntTensor<Self> {
+        x
+    }
+
+    fn fused_upload_float(x: FloatTensor<Self>, _: Option<usize>) -> FloatTensor<Self> {
+        super::lamb::constant::<Flex, C>(x.into_primitive())
     }
 }
 

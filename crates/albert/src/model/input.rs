@@ -3,7 +3,10 @@
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-/// Token ids and masks for a batch, as tensors on the model's device.
+use crate::upload;
+
+/// Token ids and masks for a batch, as tensors on the model's device (copied there without
+/// waiting for it: [`upload`]).
 #[derive(Debug, Clone)]
 pub struct AlbertInput {
     /// `[batch, seq]`.
@@ -25,13 +28,11 @@ impl AlbertInput {
         device: &Device,
     ) -> AlbertInput {
         let mask: Vec<f32> = attention_mask.iter().map(|&m| m as f32).collect();
+        let shape = [batch, seq];
         AlbertInput {
-            input_ids: Tensor::from_data(TensorData::new(input_ids, [batch, seq]), device),
-            token_type_ids: Tensor::from_data(
-                TensorData::new(token_type_ids, [batch, seq]),
-                device,
-            ),
-            attention_mask: Tensor::from_data(TensorData::new(mask, [batch, seq]), device),
+            input_ids: upload::ints(TensorData::new(input_ids, shape), device),
+            token_type_ids: upload::ints(TensorData::new(token_type_ids, shape), device),
+            attention_mask: upload::floats(TensorData::new(mask, shape), device),
         }
     }
 
