@@ -5,6 +5,7 @@
 #
 #   scripts/build-tch.sh && benches/host_overhead.sh         # target/tch/release/pipeline
 #   BIN=/tmp/other-build/pipeline ROUNDS=3 benches/host_overhead.sh
+#   AGAINST=/tmp/before/pipeline benches/host_overhead.sh   # ours against another build of ours
 #
 # The model is albert_zh tiny's structure (4 layers, 12 heads, post-LN, one shared layer)
 # shrunk to H 24, E 16, FFN 48 and a vocabulary of 64, trained on batches of 1 × 8 tokens, so
@@ -12,7 +13,8 @@
 # autograd bookkeeping, the optimiser's per-tensor calls. Both sides run on one thread. A
 # step's CPU time is the difference between a run of STEPS + 50 steps and one of 50, divided
 # by STEPS (start-up, model building and warm-up cancel out); ours and transformers alternate,
-# and each round prints both and the ratio, then the median ratio.
+# and each round prints both and the ratio, then the median ratio. With AGAINST, the other
+# side is that build of ours instead of transformers (a change's before and after).
 #
 # transformers trains with AdamW (benches/hf_baseline.py), which on a CPU loops over the
 # tensors one op at a time; on CUDA torch's foreach AdamW needs far fewer launches, so this
@@ -50,9 +52,15 @@ print(r.ru_utime + r.ru_stime)' "$@"
 shape=(--batch 1 --seq 8 --masked 1 --runs 1 --warmup 5)
 ours() { cpu_seconds "$BIN" bench train --device tch-cpu --model "$work/mini.json" "${shape[@]}" --steps "$1"; }
 theirs() {
+  if [[ -n "${AGAINST:-}" ]]; then
+    cpu_seconds "$AGAINST" bench train --device tch-cpu --model "$work/mini.json" "${shape[@]}" \
+      --steps "$1"
+    return
+  fi
   cpu_seconds "$PY" benches/hf_baseline.py train --config "$work/mini.json" "${shape[@]}" \
     --threads 1 --steps "$1"
 }
+other="${AGAINST:-transformers}"
 
 ratios=()
 for round in $(seq "$ROUNDS"); do
@@ -61,7 +69,7 @@ for round in $(seq "$ROUNDS"); do
   line=$("$PY" -c "a = ($a1 - $a0) / $STEPS * 1e3; b = ($b1 - $b0) / $STEPS * 1e3
 print(f'{a:.3f} {b:.3f} {b / a:.3f}')")
   read -r a b ratio <<<"$line"
-  echo "round $round: ours $a ms, transformers $b ms of CPU a step: transformers/ours $ratio"
+  echo "round $round: ours $a ms, $other $b ms of CPU a step: $other/ours $ratio"
   ratios+=("$ratio")
 done
-"$PY" -c "import statistics, sys; print(f'median transformers/ours: {statistics.median(map(float, sys.argv[1:])):.2f} ({len(sys.argv) - 1} rounds)')" "${ratios[@]}"
+"$PY" -c "import statistics, sys; print(f'median {sys.argv[1]}/ours: {statistics.median(map(float, sys.argv[2:])):.2f} ({len(sys.argv) - 2} rounds)')" "$other" "${ratios[@]}"
