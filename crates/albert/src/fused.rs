@@ -143,7 +143,7 @@ fn attention_applies([q, k, v]: [&Tensor<3>; 3], bias: &Tensor<4>, heads: usize)
     shapes && !bias.is_tracked() && applies
 }
 
-pub use lamb::{LambStep, lamb_flat_step};
+pub use {lamb::LambStep, tracked::lamb_flat_step};
 
 /// Whether [`lamb_step`] takes a weight and its gradient: float32 on flex or libtorch, same
 /// shape, not empty.

@@ -15,12 +15,10 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops};
 use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Autodiff, Backend, Dispatch};
-use burn::tensor::{Int, Tensor};
+use burn::backend::{Autodiff, Backend};
 
 use super::CpuLevel;
 use super::flex_values::{contiguous, owned, values};
-use super::tracked::FusedOps;
 
 /// The step's hyperparameters, in the order [`Self::packed`] gives them to the backend op.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -284,31 +282,6 @@ pub(super) fn step_torch_flat(
     let ratio = (&wn / &un).where_scalarother(&valid, 1.0);
     let w = w.addcmul(&u, &(per_element(&ratio) * -f64::from(h.lr)));
     (w, m, v)
-}
-
-/// The new weights and moments of many parameters laid end to end in `w` (gradient `g`,
-/// moments `m`, `v`, zeros at the first step), as one op: what [`lamb_step`](super::lamb_step)
-/// computes for each parameter, with each one's length in `lengths` and its weight decay and
-/// trust-ratio switch (1 or 0) in the rows of `per_param` `[2, parameters]`; `step`'s own
-/// `weight_decay` and `layer_adaptation` are not used. The caller checks
-/// [`lamb_applies`](super::lamb_applies) on `w` and `g` first.
-pub fn lamb_flat_step(
-    [w, g]: [Tensor<1>; 2],
-    (m, v): (Tensor<1>, Tensor<1>),
-    lengths: &Tensor<1, Int>,
-    per_param: &Tensor<2>,
-    step: &LambStep,
-) -> [Tensor<1>; 3] {
-    let (w, m, v) = <Dispatch as FusedOps>::fused_lamb_flat(
-        w.into_dispatch(),
-        g.into_dispatch(),
-        m.into_dispatch(),
-        v.into_dispatch(),
-        lengths.clone().into_dispatch(),
-        per_param.clone().into_dispatch(),
-        step.packed(),
-    );
-    [w, m, v].map(Tensor::from_dispatch)
 }
 
 /// A tensor outside the graph (no gradient flows through it), as autodiff over `B` holds it.

@@ -15,7 +15,7 @@ use burn::backend::autodiff::ops::{Backward, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Autodiff, Backend, Dispatch, Flex, backend_extension};
-use burn::tensor::{DType, Device, Tensor};
+use burn::tensor::{DType, Device, Int, Tensor};
 
 use super::flex_values::{contiguous, owned, tensor, values};
 use super::{attention, dense, kernels};
@@ -179,6 +179,31 @@ pub(super) fn lamb<const D: usize>(
         m.into_dispatch(),
         v.into_dispatch(),
         hyper,
+    );
+    [w, m, v].map(Tensor::from_dispatch)
+}
+
+/// The new weights and moments of many parameters laid end to end in `w` (gradient `g`,
+/// moments `m`, `v`, zeros at the first step), as one op: what [`lamb_step`](super::lamb_step)
+/// computes for each parameter, with each one's length in `lengths` and its weight decay and
+/// trust-ratio switch (1 or 0) in the rows of `per_param` `[2, parameters]`; `step`'s own
+/// `weight_decay` and `layer_adaptation` are not used. The caller checks
+/// [`lamb_applies`](super::lamb_applies) on `w` and `g` first.
+pub fn lamb_flat_step(
+    [w, g]: [Tensor<1>; 2],
+    (m, v): (Tensor<1>, Tensor<1>),
+    lengths: &Tensor<1, Int>,
+    per_param: &Tensor<2>,
+    step: &super::LambStep,
+) -> [Tensor<1>; 3] {
+    let (w, m, v) = <Dispatch as FusedOps>::fused_lamb_flat(
+        w.into_dispatch(),
+        g.into_dispatch(),
+        m.into_dispatch(),
+        v.into_dispatch(),
+        lengths.clone().into_dispatch(),
+        per_param.clone().into_dispatch(),
+        step.packed(),
     );
     [w, m, v].map(Tensor::from_dispatch)
 }
