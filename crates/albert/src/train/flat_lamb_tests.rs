@@ -187,7 +187,8 @@ fn checkpoints_cross_between_the_flat_and_the_per_parameter_optimiser() {
     let want = train(&mut per_parameter(), start.clone(), 0..4);
     let dir = tempfile::tempdir().expect("a temp dir");
     let file = dir.path().join("optimizer.bpk");
-    let orders: [(&str, fn() -> TrainingOptimizer, fn() -> TrainingOptimizer); 2] = [
+    type Build = fn() -> TrainingOptimizer;
+    let orders: [(&str, Build, Build); 2] = [
         ("flat, then per parameter", flat, per_parameter),
         ("per parameter, then flat", per_parameter, flat),
     ];
