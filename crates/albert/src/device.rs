@@ -194,6 +194,17 @@ fn tch_device(choice: DeviceChoice) -> Result<ResolvedDevice, DeviceError> {
     }
 }
 
+/// The device the crate's tests run on: `ALBERT_TEST_DEVICE` (any `device` name, e.g.
+/// `tch-cpu` in a `tch` build), else flex; without autodiff.
+#[cfg(test)]
+pub(crate) fn under_test() -> Device {
+    let name = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
+    let choice = DeviceChoice::parse(&name).unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE: {e}"));
+    resolve(choice)
+        .unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE={name}: {e}"))
+        .device
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

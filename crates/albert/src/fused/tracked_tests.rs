@@ -28,12 +28,7 @@ fn leaf<const D: usize>(t: &Tensor<D>) -> Tensor<D> {
 
 /// The device under test (`ALBERT_TEST_DEVICE`, else flex), with autodiff.
 fn autodiff() -> Device {
-    let name = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
-    let choice = crate::device::DeviceChoice::parse(&name)
-        .unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE: {e}"));
-    let resolved =
-        crate::device::resolve(choice).unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE={name}: {e}"));
-    let device = resolved.device.autodiff();
+    let device = crate::device::under_test().autodiff();
     device.seed(23);
     device
 }

@@ -41,14 +41,7 @@ fn staging(device: &Device) -> (Device, Option<usize>) {
 mod tests {
     use super::*;
 
-    /// The device under test (`ALBERT_TEST_DEVICE`, else flex).
-    fn device() -> Device {
-        let name = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
-        let choice = crate::device::DeviceChoice::parse(&name).expect("ALBERT_TEST_DEVICE");
-        crate::device::resolve(choice)
-            .expect("the test device")
-            .device
-    }
+    use crate::device::under_test as device;
 
     #[test]
     fn uploads_hold_what_from_data_holds() {

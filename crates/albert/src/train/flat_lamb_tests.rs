@@ -14,12 +14,7 @@ use crate::{AlbertConfig, AlbertForPreTraining};
 
 /// The device under test (`ALBERT_TEST_DEVICE`, else flex), with autodiff.
 fn device() -> Device {
-    let name = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
-    let choice = crate::device::DeviceChoice::parse(&name).expect("ALBERT_TEST_DEVICE");
-    let device = crate::device::resolve(choice)
-        .expect("the test device")
-        .device;
-    device.autodiff()
+    crate::device::under_test().autodiff()
 }
 
 /// The largest difference the two optimisers may show, relative to the largest weight.

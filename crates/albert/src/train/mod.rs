@@ -444,11 +444,7 @@ mod tests {
     /// `ALBERT_TEST_DEVICE` where that is libtorch).
     #[test]
     fn fused_lamb_matches_the_composed_step() {
-        let name = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
-        let choice = crate::device::DeviceChoice::parse(&name).expect("ALBERT_TEST_DEVICE");
-        let device = crate::device::resolve(choice)
-            .expect("the test device")
-            .device;
+        let device = crate::device::under_test();
         device.seed(43);
         let normal = burn::tensor::Distribution::Normal(0.0, 1.0);
         // The last case starts from a zero weight: its first trust ratio is google's 1.
