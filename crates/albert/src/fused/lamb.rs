@@ -300,3 +300,14 @@ pub(super) fn constant<B: Backend, C: CheckpointStrategy>(
 ) -> FloatTensor<Autodiff<B, C>> {
     Constant.prepare::<C>([]).compute_bound().stateless(t)
 }
+
+/// A step's new weight and moments, on a backend `B`.
+type Stepped<B> = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>);
+
+/// A LAMB step's new weight and moments as autodiff tensors outside the graph.
+pub(super) fn constants<B: Backend, C: CheckpointStrategy>(
+    (w, m, v): Stepped<B>,
+) -> Stepped<Autodiff<B, C>> {
+    let c = constant::<B, C>;
+    (c(w), c(m), c(v))
+}

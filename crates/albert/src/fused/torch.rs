@@ -571,9 +571,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
         hyper: [f32; 6],
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let [w, g, m, v] = [w, g, m, v].map(|t| t.into_primitive());
-        let (w, m, v) = LibTorch::fused_lamb(w, g, m, v, hyper);
-        let constant = super::lamb::constant::<LibTorch, C>;
-        (constant(w), constant(m), constant(v))
+        super::lamb::constants::<LibTorch, C>(LibTorch::fused_lamb(w, g, m, v, hyper))
     }
 
     fn fused_lamb_flat(
@@ -586,9 +584,9 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
         hyper: [f32; 6],
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let [w, g, m, v, p] = [w, g, m, v, per_param].map(|t| t.into_primitive());
-        let (w, m, v) = LibTorch::fused_lamb_flat(w, g, m, v, lengths, p, hyper);
-        let constant = super::lamb::constant::<LibTorch, C>;
-        (constant(w), constant(m), constant(v))
+        super::lamb::constants::<LibTorch, C>(LibTorch::fused_lamb_flat(
+            w, g, m, v, lengths, p, hyper,
+        ))
     }
 
     fn fused_upload_int(x: IntTensor<Self>, cuda: Option<usize>) -> IntTensor<Self> {

@@ -510,9 +510,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         hyper: [f32; 6],
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let [w, g, m, v] = [w, g, m, v].map(|t| t.into_primitive());
-        let (w, m, v) = super::lamb::step_flex([w, g, m, v], hyper);
-        let constant = super::lamb::constant::<Flex, C>;
-        (constant(w), constant(m), constant(v))
+        super::lamb::constants::<Flex, C>(super::lamb::step_flex([w, g, m, v], hyper))
     }
 
     fn fused_lamb_flat(
@@ -525,9 +523,11 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         hyper: [f32; 6],
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let [w, g, m, v, p] = [w, g, m, v, per_param].map(|t| t.into_primitive());
-        let (w, m, v) = super::lamb::step_flex_flat([w, g, m, v], [lengths, p], hyper);
-        let constant = super::lamb::constant::<Flex, C>;
-        (constant(w), constant(m), constant(v))
+        super::lamb::constants::<Flex, C>(super::lamb::step_flex_flat(
+            [w, g, m, v],
+            [lengths, p],
+            hyper,
+        ))
     }
 
     fn fused_upload_int(x: IntTensor<Self>, _: Option<usize>) -> IntTensor<Self> {
