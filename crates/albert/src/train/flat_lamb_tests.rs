@@ -242,3 +242,21 @@ fn clipped_steps_agree_with_the_per_parameter_clipping() {
         "the clipping changed nothing"
     );
 }
+
+#[test]
+fn a_damaged_optimiser_file_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let file = dir.path().join("optimizer.bpk");
+    let mut opt = flat();
+    let _ = train(&mut opt, model(&device()), 0..1);
+    opt.save(&file).expect("saved");
+    let whole = std::fs::read(&file).expect("read");
+    for damaged in [
+        whole[..whole.len() / 2].to_vec(),
+        b"not a burnpack file".to_vec(),
+    ] {
+        std::fs::write(&file, damaged).expect("written");
+        assert!(flat().load(&file).is_err());
+    }
+    assert!(flat().load(&dir.path().join("missing.bpk")).is_err());
+}
