@@ -433,7 +433,7 @@ fn bench_refuses_unknown_precision_and_device() {
         (
             "--precision",
             "fp16",
-            "--precision fp16: expected fp32 or bf16",
+            "--precision \"fp16\": expected fp32 or bf16",
         ),
         ("--device", "gpu7", "--device:"),
     ] {

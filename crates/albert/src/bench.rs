@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use crate::config::{AlbertConfig, ConfigError, ShareType};
 use crate::cpu_level::CpuLevel;
-use crate::device::{DeviceChoice, DeviceError, ResolvedDevice, has_bf16, resolve};
+use crate::device::{DeviceChoice, DeviceError, ResolvedDevice, resolve};
 use crate::model::MatmulPrecision;
 
 /// A benchmark's model, batch shape, schedule and device: the flags of `pipeline bench`,
@@ -145,12 +145,9 @@ impl BenchSpec {
 
     /// The precision on `dev`: bf16 only where the backend has bf16 products.
     pub fn precision_on(&self, dev: &ResolvedDevice) -> Result<MatmulPrecision, BenchError> {
-        if self.precision == MatmulPrecision::Bf16 && !has_bf16(&dev.device) {
-            return Err(BenchError::NoBf16 {
-                device: dev.name.clone(),
-            });
-        }
-        Ok(self.precision)
+        self.precision
+            .on(dev)
+            .map_err(|e| BenchError::NoBf16 { device: e.device })
     }
 
     /// Real tokens per row: [`BenchSpec::real_tokens`], at most `seq`, else `seq`.

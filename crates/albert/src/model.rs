@@ -35,7 +35,7 @@ pub use encoder::AlbertEncoder;
 pub use input::AlbertInput;
 use ops::{activate, decode, linear_rows, norm};
 pub use ops::{gelu_tanh, gelu_tanh_composed};
-pub use precision::MatmulPrecision;
+pub use precision::{MatmulPrecision, NoBf16, UnknownPrecision};
 
 pub(crate) fn linear(d_in: usize, d_out: usize, c: &AlbertConfig, device: &Device) -> Linear {
     // transformers initialises weights N(0, initializer_range) and biases with zeros.

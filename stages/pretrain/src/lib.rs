@@ -71,14 +71,12 @@ pub mod trainer;
 
 use std::path::Path;
 
-use anyhow::bail;
 use pipeline_albert::device::{self, ResolvedDevice};
-use pipeline_albert::model::MatmulPrecision;
 use pipeline_engine::stage::{Stage, StageContext};
 use serde_json::{Map, Value};
 
 pub use data::{Data, initial_model};
-pub use params::{EVAL_BUDGET, ParamError, Precision, PretrainParams, known_params};
+pub use params::{EVAL_BUDGET, ParamError, PretrainParams, known_params};
 use run::TrainingRun;
 
 /// The `pretrain` stage kind.
@@ -114,7 +112,7 @@ fn run(ctx: &StageContext, p: &PretrainParams) -> anyhow::Result<()> {
     let data = Data::from_deps(ctx)?;
     let device = training_device(p)?;
     let (config, model) = initial_model(p, data.vocab_size, &device.device.clone().autodiff())?;
-    let model = (config, model.with_precision(matmul_precision(p.precision)));
+    let model = (config, model.with_precision(p.precision));
     data.check_fits(&model.0)?;
     let (p, batch) = auto_batch::resolve(ctx.work_dir, p, &data, (&model.0, &model.1), &device)?;
     let mut training = TrainingRun::start(ctx, &p, &data, model, device, batch)?;
@@ -125,21 +123,8 @@ fn run(ctx: &StageContext, p: &PretrainParams) -> anyhow::Result<()> {
 /// The device the `device` param names, refusing a precision it cannot train in.
 fn training_device(p: &PretrainParams) -> anyhow::Result<ResolvedDevice> {
     let device = device::resolve(p.device)?;
-    if p.precision == Precision::Bf16 && !device::has_bf16(&device.device) {
-        // Refused rather than silently trained in fp32 under a bf16 label.
-        bail!(
-            "param `precision`: bf16 needs a libtorch device (device: tch-cpu or cuda:N), and \
-             device {} has no bf16 products; use precision: fp32 there",
-            device.name
-        );
-    }
+    p.precision
+        .on(&device)
+        .map_err(|e| anyhow::anyhow!("param `precision`: {e}"))?;
     Ok(device)
-}
-
-/// The model's matrix-product dtype for the `precision` param.
-fn matmul_precision(p: Precision) -> MatmulPrecision {
-    match p {
-        Precision::Fp32 => MatmulPrecision::Fp32,
-        Precision::Bf16 => MatmulPrecision::Bf16,
-    }
 }

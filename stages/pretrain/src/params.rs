@@ -9,6 +9,7 @@ use pipeline_albert::AlbertConfig;
 use pipeline_albert::config::NAMED_CONFIGS;
 use pipeline_albert::config::override_keys;
 use pipeline_albert::device::DeviceChoice;
+use pipeline_albert::model::MatmulPrecision;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
 pub use pipeline_params::ParamError;
 use pipeline_params::{Count, Flag, Number, Text, from_object, struct_fields};
@@ -166,15 +167,6 @@ pub fn known_params() -> &'static [&'static str] {
 /// The share of a run's training time that `eval_batches: auto` spends on evaluation.
 pub const EVAL_BUDGET: f64 = 0.08;
 
-/// Numeric precision of training.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Precision {
-    /// float32 throughout.
-    Fp32,
-    /// bfloat16 activations and matmuls with fp32 master weights (CUDA only).
-    Bf16,
-}
-
 /// The params, checked.
 #[derive(Debug, Clone)]
 pub struct PretrainParams {
@@ -190,8 +182,8 @@ pub struct PretrainParams {
     pub device: DeviceChoice,
     /// `device:` as given.
     pub device_name: String,
-    /// The numeric precision.
-    pub precision: Precision,
+    /// The matrix products' dtype: float32, or bf16 mixed precision (libtorch devices only).
+    pub precision: MatmulPrecision,
     /// Rows per micro-batch. Under `batch_size: auto`, the CPU's choice until
     /// [`PretrainParams::with_micro_batch`] sets the one found on a GPU.
     pub batch_size: usize,
@@ -366,11 +358,7 @@ impl PretrainParams {
         let model = s.model.0;
         let model_file = model_file(&model, root)?;
         let device = DeviceChoice::parse(&s.device.0)?;
-        let precision = match s.precision.0.as_str() {
-            "fp32" => Precision::Fp32,
-            "bf16" => Precision::Bf16,
-            other => return Err(format!("precision {other:?}: expected fp32 or bf16").into()),
-        };
+        let precision: MatmulPrecision = s.precision.0.parse().map_err(|e| format!("{e}"))?;
         let (batch_size, grad_accum_steps, auto_batch) =
             batching(s.batch_size.0, s.grad_accum_steps, s.effective_batch_size)?;
         let steps = at_least_one("steps", s.steps)?;

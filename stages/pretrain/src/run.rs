@@ -21,7 +21,7 @@ use crate::data::Data;
 use crate::metrics::{
     MetricsLog, Timings, eval_line, eval_summary, floor_sentence, round, step_line, time_split,
 };
-use crate::params::{Precision, PretrainParams};
+use crate::params::PretrainParams;
 use crate::snapshots;
 use crate::trainer::{EvalStats, StepStats, Trainer};
 
@@ -476,13 +476,7 @@ impl<'a> TrainingRun<'a> {
             model_tflops_per_s: Some(round(flops / train_s / 1e12)),
             device: Some(self.device_name.clone()),
             device_model: self.device_model.clone(),
-            precision: Some(
-                match p.precision {
-                    Precision::Fp32 => "fp32",
-                    Precision::Bf16 => "bf16",
-                }
-                .into(),
-            ),
+            precision: Some(p.precision.name().into()),
             threads: Some(std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
             data_parallel_workers: Some(self.trainer.parallel.workers() as u64),
             eval_batches: Some(p.eval_batches_for()),

@@ -19,6 +19,7 @@ use burn::nn::Linear;
 use burn::tensor::{FloatDType, Tensor};
 
 use super::{Albert, AlbertForPreTraining};
+use crate::device::{ResolvedDevice, has_bf16};
 
 /// The dtype of the model's matrix products.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -30,7 +31,55 @@ pub enum MatmulPrecision {
     Bf16,
 }
 
+/// A precision that is neither `fp32` nor `bf16`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("precision {0:?}: expected fp32 or bf16")]
+pub struct UnknownPrecision(pub String);
+
+/// A precision the device cannot train in: bf16 where the backend has no bf16 products.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "bf16 needs a libtorch device (device: tch-cpu or cuda:N), and device {device} has no bf16 \
+     products; use precision: fp32 there"
+)]
+pub struct NoBf16 {
+    /// The device's name.
+    pub device: String,
+}
+
+impl std::str::FromStr for MatmulPrecision {
+    type Err = UnknownPrecision;
+
+    /// `fp32` or `bf16`, as the stages' `precision` param and `--precision` take it.
+    fn from_str(s: &str) -> Result<Self, UnknownPrecision> {
+        match s {
+            "fp32" => Ok(MatmulPrecision::Fp32),
+            "bf16" => Ok(MatmulPrecision::Bf16),
+            other => Err(UnknownPrecision(other.into())),
+        }
+    }
+}
+
 impl MatmulPrecision {
+    /// Its name, as the params take it and metrics.json records it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MatmulPrecision::Fp32 => "fp32",
+            MatmulPrecision::Bf16 => "bf16",
+        }
+    }
+
+    /// This precision, or the error of one `device` cannot train in. Refused rather than
+    /// silently trained in float32 under a bf16 label.
+    pub fn on(self, device: &ResolvedDevice) -> Result<MatmulPrecision, NoBf16> {
+        if self == MatmulPrecision::Bf16 && !has_bf16(&device.device) {
+            return Err(NoBf16 {
+                device: device.name.clone(),
+            });
+        }
+        Ok(self)
+    }
+
     /// `a · b` in this precision, the result in float32.
     pub fn matmul<const D: usize>(self, a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
         match self {
@@ -92,6 +141,23 @@ mod tests {
     use super::*;
     use burn::nn::LinearConfig;
     use burn::tensor::{Device, Distribution};
+
+    #[test]
+    fn the_names_parse_back_and_others_are_refused() {
+        for p in [MatmulPrecision::Fp32, MatmulPrecision::Bf16] {
+            assert_eq!(p.name().parse::<MatmulPrecision>(), Ok(p));
+        }
+        let e = "fp16".parse::<MatmulPrecision>().unwrap_err();
+        assert_eq!(e.to_string(), "precision \"fp16\": expected fp32 or bf16");
+    }
+
+    #[test]
+    fn bf16_is_refused_on_flex_and_fp32_is_not() {
+        let flex = crate::device::resolve(crate::device::DeviceChoice::Flex).unwrap();
+        assert_eq!(MatmulPrecision::Fp32.on(&flex), Ok(MatmulPrecision::Fp32));
+        let e = MatmulPrecision::Bf16.on(&flex).unwrap_err();
+        assert!(e.to_string().contains("device flex has no bf16"), "{e}");
+    }
 
     #[test]
     fn fp32_is_the_plain_product() {

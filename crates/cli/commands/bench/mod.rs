@@ -15,7 +15,6 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use pipeline_albert::ShareType;
 use pipeline_albert::device::DeviceChoice;
-use pipeline_albert::model::MatmulPrecision;
 use stage_pretrain::api::BenchSpec;
 
 pub mod finetune;
@@ -123,14 +122,10 @@ fn spec(args: &BenchArgs) -> Result<BenchSpec> {
         warmup: args.warmup,
         device: DeviceChoice::parse(&args.device)
             .map_err(|e| pipeline_engine::UserError::new(format!("--device: {e}")))?,
-        precision: match args.precision.as_str() {
-            "fp32" => MatmulPrecision::Fp32,
-            "bf16" => MatmulPrecision::Bf16,
-            other => {
-                let what = format!("--precision {other}: expected fp32 or bf16");
-                return Err(pipeline_engine::UserError::new(what).into());
-            }
-        },
+        precision: args
+            .precision
+            .parse()
+            .map_err(|e| pipeline_engine::UserError::new(format!("--{e}")))?,
         peak_tflops: args.peak_tflops,
         split: args.split,
     })
