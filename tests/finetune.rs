@@ -386,6 +386,22 @@ fn bad_finetune_and_predict_input_are_clear_errors() {
     out.expect_code(1);
     assert!(out.stderr.contains("no pairs"), "{}", out.describe());
 
+    // bf16 where the device has no bf16 products: refused, not trained in float32 under a
+    // bf16 label (the pretrain dep is cached from above).
+    ws.set_yaml(&yaml(&LCQMC.replace(
+        "epochs: 3",
+        "epochs: 1\n      device: flex\n      precision: bf16",
+    )));
+    let out = ws.run(&["run", "finetune_lcqmc"]);
+    out.expect_code(1).assert_no_panic();
+    assert!(
+        out.stdout
+            .contains("param `precision`: bf16 needs a libtorch device")
+            && out.stdout.contains("device flex has no bf16 products"),
+        "{}",
+        out.describe()
+    );
+
     // Bad training params, at their line.
     let ws = Ws::new(&yaml(&LCQMC.replace("epochs: 3", "epochs: 0")));
     let out = ws.run(&["run"]);

@@ -242,6 +242,9 @@ pub struct FinetuneRecord {
     pub wall_seconds: Option<f64>,
     /// The device trained on.
     pub device: Option<String>,
+    /// The encoder's matrix products: `fp32` or `bf16` (absent in records written before
+    /// fine-tuning had the choice: those are `fp32`).
+    pub precision: Option<String>,
     /// Data-parallel workers on the CPU, 1 on a GPU.
     #[serde(deserialize_with = "count")]
     pub data_parallel_workers: Option<u64>,

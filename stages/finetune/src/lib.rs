@@ -15,6 +15,7 @@
 //! | `pretrain_step` | none | with `init: pretrained`, fine-tune the model the `pretrain` dep saved at this step (one of its `save_steps`) instead of its final one: a matrix over it gives downstream accuracy against pretraining tokens |
 //! | `init_from` | none | a Hugging Face ALBERT directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt, tokenizer.json), or a TensorFlow checkpoint of albert_zh or google-research/albert (directory, prefix or .index; albert_config.json and vocab.txt beside it) |
 //! | `device` | `auto` | `auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N` |
+//! | `precision` | `fp32` | `fp32`, or `bf16`: mixed precision as `torch.autocast` does it, the encoder's matrix products in bfloat16 on float32 master weights, LayerNorm, softmax, GELU, the heads and the loss in float32; libtorch devices only (`tch-cpu`, `cuda:N`), refused on `flex`; dev and the evaluation sets are predicted in it too |
 //! | `epochs` | 3 | passes over the training set; the best on dev (accuracy; entity F1 for tagging; F1 for span extraction) is kept |
 //! | `batch_size` | 32 | |
 //! | `eval_batch_size` | 64 | |
@@ -132,6 +133,9 @@ fn run(ctx: &StageContext, p: &TrainParams, spec: &ProtocolSpec) -> anyhow::Resu
     let started = Instant::now();
     let log = |line: &str| stage_log(ctx, line);
     let device = device::resolve(p.device)?;
+    p.precision
+        .on(&device)
+        .map_err(|e| anyhow::anyhow!("param `precision`: {e}"))?;
     let protocol = load_protocol(ctx, spec, &log)?;
     let kind = kinds::of(spec.task.kind());
     let source = Source::of(ctx, p)?;
@@ -342,7 +346,7 @@ fn announce(
     } = *s;
     log(&format!(
         "{} ({}): {} train / {} dev examples, {} evaluation sets; init {} from {}; {} steps on {} \
-         with {} data-parallel worker(s)",
+         in {} with {} data-parallel worker(s)",
         ctx.instance,
         protocol.spec.task.name(),
         sets.train.examples,
@@ -352,6 +356,7 @@ fn announce(
         source.dir.display(),
         total_steps,
         device.name,
+        p.precision.name(),
         tuner.parallel.workers(),
     ));
     ctx.progress.set_style(
@@ -539,6 +544,7 @@ fn summary(
         eval_sentences_per_s: Some(evaluated.rate),
         wall_seconds: Some(started.elapsed().as_secs_f64()),
         device: Some(device.name.clone()),
+        precision: Some(p.precision.name().into()),
         data_parallel_workers: Some(tuner.parallel.workers() as u64),
         threads: Some(std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
         span_features: None,

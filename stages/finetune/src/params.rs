@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use pipeline_albert::device::DeviceChoice;
+use pipeline_albert::model::MatmulPrecision;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
 use pipeline_engine::ParamError;
 use pipeline_params::{Count, Flag, Number, Text};
@@ -75,6 +76,8 @@ pub struct TrainParams {
     pub pretrain_step: Option<u64>,
     /// Where it trains (`auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N`).
     pub device: DeviceChoice,
+    /// The encoder's matrix products: float32, or bf16 mixed precision (libtorch devices only).
+    pub precision: MatmulPrecision,
     /// Passes over the training split, ≥ 1; the best on dev is kept.
     pub epochs: usize,
     /// Training examples per optimiser step, ≥ 1.
@@ -119,6 +122,7 @@ struct Given {
     init_from: Option<PathText>,
     pretrain_step: Option<SavedStep>,
     device: Text,
+    precision: Text,
     epochs: Count,
     batch_size: Count,
     eval_batch_size: Count,
@@ -145,6 +149,7 @@ impl Default for Given {
             init_from: None,
             pretrain_step: None,
             device: Text("auto".into()),
+            precision: Text("fp32".into()),
             epochs: Count(3),
             batch_size: Count(32),
             eval_batch_size: Count(64),
@@ -323,6 +328,7 @@ impl TrainParams {
             init,
             pretrain_step,
             device: DeviceChoice::parse(&g.device.0)?,
+            precision: g.precision.0.parse().map_err(|e| format!("{e}"))?,
             epochs: at_least("epochs", g.epochs.0, 1)? as usize,
             batch_size: at_least("batch_size", g.batch_size.0, 1)? as usize,
             eval_batch_size: at_least("eval_batch_size", g.eval_batch_size.0, 1)? as usize,
@@ -429,6 +435,14 @@ mod tests {
         assert!(err(json!({"init": "random", "pretrain_step": 5})).contains("does not go with"));
         assert!(err(json!({"dropout": 1.0})).contains("must be in [0, 1)"));
         assert!(err(json!({"learning_rate": 0})).contains("positive"));
+        assert_eq!(
+            err(json!({"precision": "fp16"})),
+            "precision \"fp16\": expected fp32 or bf16"
+        );
+        assert_eq!(
+            parse(json!({"precision": "bf16"})).unwrap().precision,
+            MatmulPrecision::Bf16
+        );
         assert!(err(json!({"task": "lcqmc", "doc_stride": 64})).contains("span-extraction"));
         assert!(err(json!({"task": "cmrc2018", "max_seq_length": 128})).contains("doc_stride"));
     }
@@ -458,6 +472,7 @@ mod tests {
             ),
             ("init_from", "none".into()),
             ("device", "auto".into()),
+            ("precision", p.precision.name().into()),
             ("optimizer", format!("{:?}", p.optimizer).to_lowercase()),
             (
                 "max_seq_length",

@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use burn::module::Module;
 use burn::nn::DropoutConfig;
 use burn::tensor::{Device, Distribution, Int, Tensor};
-use pipeline_albert::model::weighted_cross_entropy;
+use pipeline_albert::model::{MatmulPrecision, weighted_cross_entropy};
 use pipeline_albert::{
     Albert, AlbertConfig, AlbertForMultipleChoice, AlbertForQuestionAnswering,
     AlbertForSequenceClassification, AlbertForTokenClassification, AlbertInput, hf,
@@ -266,7 +266,20 @@ impl TaskModel {
                 backbone, &config, 1, p.dropout, device,
             )),
         };
-        Ok((config, model))
+        Ok((config, model.with_precision(p.precision)))
+    }
+
+    /// The model with its encoder's products in `precision`. The heads stay float32: each is
+    /// one small product (`[H, labels]` at most), as the pooler is.
+    pub fn with_precision(mut self, precision: MatmulPrecision) -> TaskModel {
+        let albert = match &mut self {
+            TaskModel::Pair(m) | TaskModel::Score(m) => &mut m.albert,
+            TaskModel::Choice(m) => &mut m.albert,
+            TaskModel::Tags(m) => &mut m.albert,
+            TaskModel::Span(m) => &mut m.albert,
+        };
+        *albert = albert.clone().with_precision(precision);
+        self
     }
 
     /// Whether it is a multiple-choice model, whose examples are several rows (one per choice)

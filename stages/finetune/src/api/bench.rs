@@ -4,13 +4,14 @@
 //! on the same rows, alternately (A B A B …: each round times one run of each), so that a drift
 //! of the machine (another job, thermal) shows in both and cancels in their ratio.
 //!
-//! The model runs in float32 whatever [`BenchSpec::precision`] says, and
-//! [`BenchSpec::masked`] and [`BenchSpec::split`] are not used.
+//! The encoder runs in [`BenchSpec::precision`] (bf16 on libtorch devices only), as the stage's
+//! `precision` param has it; [`BenchSpec::masked`] and [`BenchSpec::split`] are not used.
 
 use std::time::Instant;
 
 use burn::tensor::Device;
 use pipeline_albert::bench::{BenchHost, median, peak_rss};
+use pipeline_albert::model::MatmulPrecision;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
 use pipeline_albert::{AlbertConfig, AlbertForQuestionAnswering, AlbertForSequenceClassification};
 use pipeline_shards::rng::SplitMix64;
@@ -52,6 +53,7 @@ pub struct FinetuneBench {
 pub fn bench_finetune(spec: &BenchSpec) -> Result<FinetuneBench, BenchError> {
     let c = spec.model_config()?;
     let dev = spec.resolve_device()?;
+    let precision = spec.precision_on(&dev)?;
     let (batch, seq) = (spec.batch.get(), spec.seq.get());
     if seq < 3 {
         return Err(BenchError::SeqTooShort {
@@ -63,7 +65,8 @@ pub fn bench_finetune(spec: &BenchSpec) -> Result<FinetuneBench, BenchError> {
     let mut rng = SplitMix64::new(7);
     let rows = synthetic_rows(&c, batch, seq, &mut rng);
     let examples: Vec<&[Encoded]> = rows.iter().map(std::slice::from_ref).collect();
-    let mut heads = heads(&c, batch, seq, &dev.device.clone().autodiff(), &mut rng);
+    let ad = dev.device.clone().autodiff();
+    let mut heads = heads(&c, (batch, seq), (&ad, precision), &mut rng);
     let t = time_heads(&mut heads, spec, &examples)?;
     let [cls, span] = t.rates;
     Ok(FinetuneBench {
@@ -138,9 +141,8 @@ fn synthetic_rows(
 /// the last `[SEP]`).
 fn heads(
     c: &AlbertConfig,
-    batch: usize,
-    seq: usize,
-    ad: &Device,
+    (batch, seq): (usize, usize),
+    (ad, precision): (&Device, MatmulPrecision),
     rng: &mut SplitMix64,
 ) -> [Head; 2] {
     let optim = OptimConfig {
@@ -154,7 +156,10 @@ fn heads(
         total_steps: 1_000_000,
         max_grad_norm: 1.0,
     };
-    let tuner = |model| FineTuner::new(model, optim.clone(), ad.clone(), c.hidden_size, false);
+    let tuner = |model: TaskModel| {
+        let model = model.with_precision(precision);
+        FineTuner::new(model, optim.clone(), ad.clone(), c.hidden_size, false)
+    };
     ad.seed(1);
     let classify = TaskModel::Pair(AlbertForSequenceClassification::new(c, 2, 0.1, ad));
     ad.seed(1);
@@ -288,7 +293,12 @@ mod tests {
         let mut rng = SplitMix64::new(7);
         let rows = synthetic_rows(&c, 4, 6, &mut rng);
         assert!(rows.iter().all(|r| r.ids.len() == 6 && r.types.len() == 6));
-        let [_, span] = heads(&c, 4, 6, &Device::flex().autodiff(), &mut rng);
+        let [_, span] = heads(
+            &c,
+            (4, 6),
+            (&Device::flex().autodiff(), MatmulPrecision::Fp32),
+            &mut rng,
+        );
         for (s, e) in span.spans {
             assert!(1 <= s && s <= e && e <= 4, "({s}, {e})");
         }
