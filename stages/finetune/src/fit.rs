@@ -17,7 +17,7 @@ use crate::kinds::{AnyKind, Decoded, KindError, Scores};
 use crate::params::TrainParams;
 use crate::predict::outputs;
 use crate::task_model::TaskModel;
-use crate::train::{FineTuner, Gold, StepResult};
+use crate::train::{FineTuner, Gold, StepResult, read_steps};
 
 /// One epoch, as `metrics.jsonl` and `metrics.json`'s history record it.
 #[derive(Debug, Clone, Serialize)]
@@ -102,7 +102,14 @@ pub fn predict_split(
     kind.decode(split, out)
 }
 
-/// Running sums of one epoch's training.
+/// Steps between two reads of the training steps' losses: each read waits for the device to
+/// finish every step queued, so reading each step kept a GPU idle while the host prepared the
+/// next; 32 steps bound the steps a loss that is not finite goes unnoticed (the run stops at
+/// the read, naming the step).
+const READ_EVERY: usize = 32;
+
+/// Running sums of one epoch's training, fed steps on the device and read [`READ_EVERY`]
+/// steps at a time.
 #[derive(Default)]
 struct EpochSums {
     loss: f64,
@@ -113,35 +120,67 @@ struct EpochSums {
     steps: usize,
     tokens: u64,
     learning_rate: f64,
+    /// Steps not read yet: each with its number, its examples and its learning rate.
+    pending: Vec<(StepResult, u64, usize, f64)>,
 }
 
 impl EpochSums {
-    /// Adds one step: its loss (a mean over the batch), accuracy counts, gradient norm and
-    /// real tokens; the learning rate is the last step's.
-    fn add(&mut self, r: &StepResult, examples: usize, tokens: u64, learning_rate: f64) {
+    /// Adds one step: its real tokens now, the rest when it is read (at once every
+    /// [`READ_EVERY`] steps); a step read with a loss that is not finite is the error.
+    fn add(
+        &mut self,
+        r: StepResult,
+        (step, examples): (u64, usize),
+        tokens: u64,
+        learning_rate: f64,
+        epoch: usize,
+    ) -> anyhow::Result<()> {
         self.tokens += tokens;
-        self.grad_norm += r.grad_norm;
-        self.steps += 1;
-        self.learning_rate = learning_rate;
-        self.loss += r.loss * examples as f64;
-        self.correct += r.correct;
-        self.counted += r.counted;
-        self.examples += examples;
+        self.pending.push((r, step, examples, learning_rate));
+        if self.pending.len() >= READ_EVERY {
+            self.read(epoch)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the pending steps in one go and adds them: their loss (a mean over the batch,
+    /// weighted by its examples), accuracy counts and gradient norm; the learning rate is the
+    /// last step's. The first with a loss that is not finite stops training with the
+    /// learning rate that caused it.
+    fn read(&mut self, epoch: usize) -> anyhow::Result<()> {
+        let pending = std::mem::take(&mut self.pending);
+        let results: Vec<StepResult> = pending.iter().map(|p| p.0.clone()).collect();
+        for (v, (_, step, examples, learning_rate)) in read_steps(&results).iter().zip(pending) {
+            if !v.loss.is_finite() {
+                bail!(
+                    "epoch {epoch}, step {}: the loss is {} (learning rate {learning_rate:.3e}); \
+                     training stopped: lower learning_rate",
+                    step + 1,
+                    v.loss,
+                );
+            }
+            self.grad_norm += v.grad_norm;
+            self.steps += 1;
+            self.learning_rate = learning_rate;
+            self.loss += v.loss * examples as f64;
+            self.correct += v.correct;
+            self.counted += v.counted;
+            self.examples += examples;
+        }
+        Ok(())
     }
 }
 
-/// One optimiser step on a batch (row indices of `train`) with its gold targets; a loss that
-/// is not finite stops training with the learning rate that caused it, and gold the model's
-/// head does not train on stops it with both named.
+/// One optimiser step on a batch (row indices of `train`) with its gold targets, left on the
+/// device; gold the model's head does not train on stops training with both named.
 fn train_batch(
     tuner: &mut FineTuner,
     train: &EncodedSplit,
     batch: &[usize],
     step: u64,
-    epoch: usize,
 ) -> anyhow::Result<StepResult> {
     let rows: Vec<&[Encoded]> = batch.iter().map(|&i| &train.rows[i][..]).collect();
-    let r = match &train.targets {
+    Ok(match &train.targets {
         Targets::Classes(c) => {
             let classes: Vec<usize> = batch.iter().map(|&i| c[i]).collect();
             tuner.try_step(step, &rows, Gold::Classes(&classes))
@@ -158,17 +197,7 @@ fn train_batch(
             let scores: Vec<f32> = batch.iter().map(|&i| s[i]).collect();
             tuner.try_step(step, &rows, Gold::Scores(&scores))
         }
-    }?;
-    if !r.loss.is_finite() {
-        bail!(
-            "epoch {epoch}, step {}: the loss is {} (learning rate {:.3e}); training \
-             stopped: lower learning_rate",
-            step + 1,
-            r.loss,
-            tuner.optim_config.lr_at(step)
-        );
-    }
-    Ok(r)
+    }?)
 }
 
 /// The task being fitted: its kind and labels (tags).
@@ -201,20 +230,18 @@ pub fn fit(
         let mut sums = EpochSums::default();
         for batch in epoch_batches(&lengths, p.batch_size, epoch_seed, p.group_by_length) {
             tuner.device.seed(p.seed.wrapping_add(step));
-            let r = train_batch(tuner, train, &batch, step, epoch)?;
+            let r = train_batch(tuner, train, &batch, step)?;
             let longest = batch.iter().map(|&i| lengths[i]).max().unwrap_or(0);
             padded_tokens += (pad_length(longest, &tuner.device) * batch.len()) as u64;
             let batch_tokens = batch.iter().map(|&i| lengths[i] as u64).sum::<u64>();
             tokens += batch_tokens;
-            sums.add(
-                &r,
-                batch.len(),
-                batch_tokens,
-                tuner.optim_config.lr_at(step),
-            );
+            let lr = tuner.optim_config.lr_at(step);
+            sums.add(r, (step, batch.len()), batch_tokens, lr, epoch)?;
             step += 1;
             progress(step);
         }
+        // The epoch's time includes the device's work: the read waits for its last step.
+        sums.read(epoch)?;
         let seconds = t0.elapsed().as_secs_f64();
         train_seconds += seconds;
         let model = tuner.model.valid();
@@ -287,5 +314,60 @@ fn record(
         learning_rate: sums.learning_rate,
         grad_norm: sums.grad_norm / sums.steps.max(1) as f64,
         tokens_per_s: sums.tokens as f64 / seconds.max(1e-9),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{Device, Tensor};
+
+    use super::*;
+
+    /// A step's result on flex: its loss, correct count out of 4, gradient norm.
+    fn step(loss: f32, correct: f32, norm: f32) -> StepResult {
+        let one = |v: f32| Tensor::<1>::from_floats([v], &Device::flex());
+        StepResult {
+            loss: one(loss),
+            correct: one(correct),
+            counted: 4.0,
+            grad_norm: one(norm),
+        }
+    }
+
+    #[test]
+    fn steps_are_read_in_windows_and_summed_as_each_step_was() {
+        let mut sums = EpochSums::default();
+        for k in 0..READ_EVERY as u64 + 2 {
+            let lr = 1e-3 * (k + 1) as f64;
+            sums.add(step(2.0, 3.0, 0.5), (k, 4), 10, lr, 1).unwrap();
+        }
+        // One window read; the two steps after it wait for the epoch's end.
+        assert_eq!((sums.steps, sums.pending.len()), (READ_EVERY, 2));
+        sums.read(1).unwrap();
+        let n = READ_EVERY + 2;
+        assert_eq!((sums.steps, sums.examples), (n, 4 * n));
+        assert_eq!(sums.tokens, 10 * n as u64);
+        assert_eq!((sums.loss, sums.correct), (8.0 * n as f64, 3.0 * n as f64));
+        assert_eq!(
+            (sums.counted, sums.grad_norm),
+            (4.0 * n as f64, 0.5 * n as f64)
+        );
+        assert_eq!(sums.learning_rate, 1e-3 * n as f64);
+    }
+
+    #[test]
+    fn a_loss_that_is_not_finite_stops_training_at_its_step_with_its_learning_rate() {
+        let mut sums = EpochSums::default();
+        sums.add(step(1.0, 1.0, 1.0), (6, 4), 10, 1e-4, 2).unwrap();
+        sums.add(step(f32::NAN, 0.0, 1.0), (7, 4), 10, 2e-4, 2)
+            .unwrap();
+        sums.add(step(f32::INFINITY, 0.0, 1.0), (8, 4), 10, 3e-4, 2)
+            .unwrap();
+        let e = sums.read(2).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "epoch 2, step 8: the loss is NaN (learning rate 2.000e-4); training stopped: \
+             lower learning_rate"
+        );
     }
 }

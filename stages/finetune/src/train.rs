@@ -7,7 +7,7 @@
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use pipeline_albert::AlbertInput;
 use pipeline_albert::parallel::DataParallel;
-use pipeline_albert::train::{OptimConfig, TrainingOptimizer, clip_global_norm};
+use pipeline_albert::train::{OptimConfig, TrainingOptimizer};
 
 use crate::encode::{Encoded, batch_input, padded_length};
 use crate::kinds::tagging::IGNORE;
@@ -39,17 +39,62 @@ impl Gold<'_> {
     }
 }
 
-/// What one step did.
-#[derive(Debug, Clone, Copy, Default)]
+/// What one step did, still on the device: nothing is read back while training, so that a
+/// GPU never waits for the host between steps ([`read_steps`] reads many at once).
+#[derive(Debug, Clone)]
 pub struct StepResult {
-    /// Mean cross-entropy over the batch's examples (over its labelled positions, tagging).
+    /// `[1]`: the mean cross-entropy over the batch's examples (over its labelled positions,
+    /// tagging).
+    pub loss: Tensor<1>,
+    /// `[1]`: correct argmax predictions in the batch.
+    pub correct: Tensor<1>,
+    /// What `correct` is out of: the examples, or the labelled positions.
+    pub counted: f64,
+    /// `[1]`: the global gradient norm before clipping (0 when no parameter had a gradient).
+    pub grad_norm: Tensor<1>,
+}
+
+/// A [`StepResult`] read back.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepValues {
+    /// The mean cross-entropy over the batch's examples (over its labelled positions, tagging).
     pub loss: f64,
     /// Correct argmax predictions in the batch.
     pub correct: f64,
     /// What `correct` is out of: the examples, or the labelled positions.
     pub counted: f64,
-    /// The global gradient norm before clipping (0 when the step was refused).
+    /// The global gradient norm before clipping.
     pub grad_norm: f64,
+}
+
+impl StepResult {
+    /// Its values (waits for the step to finish).
+    pub fn read(&self) -> StepValues {
+        read_steps(std::slice::from_ref(self))[0]
+    }
+}
+
+/// The values of `steps`, in order, in one read: one copy from the device, one wait.
+pub fn read_steps(steps: &[StepResult]) -> Vec<StepValues> {
+    if steps.is_empty() {
+        return Vec::new();
+    }
+    let parts = steps
+        .iter()
+        .flat_map(|s| [s.loss.clone(), s.correct.clone(), s.grad_norm.clone()])
+        .collect();
+    let values = Tensor::cat(parts, 0).into_data().convert::<f64>();
+    let values = values.as_slice::<f64>().unwrap_or(&[]);
+    steps
+        .iter()
+        .zip(values.chunks_exact(3))
+        .map(|(s, v)| StepValues {
+            loss: v[0],
+            correct: v[1],
+            counted: s.counted,
+            grad_norm: v[2],
+        })
+        .collect()
 }
 
 /// The model, its optimiser and the workers.
@@ -162,35 +207,33 @@ impl FineTuner {
                 // backward pass still needs a loss, and the error is returned after it.
                 Err(e) => return (Tensor::zeros([1], &self.device), Err(e)),
             };
-            let loss_v = loss.clone().detach().into_scalar::<f64>();
-            let correct = correct.into_scalar::<f64>();
-            let part = StepResult {
-                loss: loss_v * share,
-                correct,
-                counted: 0.0,
-                grad_norm: 0.0,
-            };
+            let part = (loss.clone().detach().mul_scalar(*share), correct.detach());
             (loss.mul_scalar(*share), Ok(part))
         });
-        let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let mut result = results
-            .iter()
-            .fold(StepResult::default(), |a, r| StepResult {
-                loss: a.loss + r.loss,
-                correct: a.correct + r.correct,
-                counted: 0.0,
-                grad_norm: 0.0,
+        let parts = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let (loss, correct) = parts
+            .into_iter()
+            .reduce(|(l, c), (pl, pc)| (l + pl, c + pc))
+            .unwrap_or_else(|| {
+                let zero = Tensor::zeros([1], &self.device);
+                (zero.clone(), zero)
             });
-        result.counted = total;
-        if result.loss.is_finite() {
-            let (grads, norm) =
-                clip_global_norm(&self.model, grads, self.optim_config.max_grad_norm);
-            // Read back every step: the stage reports each step's norm (and steps rarely
-            // enough that the wait does not count; pretraining keeps it on the device).
-            result.grad_norm = norm.map_or(0.0, |n| n.into_scalar::<f64>());
-            self.model = self.optim.step(lr, self.model.clone(), grads);
-        }
-        Ok(result)
+        // A step with a loss that is not finite still steps: the caller finds it when it
+        // reads the step back and stops training there, naming it. Skipping it here would
+        // need the loss on the host, a wait for the device at every step.
+        let (model, norm) = self.optim.step_clipped(
+            lr,
+            self.model.clone(),
+            grads,
+            self.optim_config.max_grad_norm,
+        );
+        self.model = model;
+        Ok(StepResult {
+            loss,
+            correct,
+            counted: total,
+            grad_norm: norm.unwrap_or_else(|| Tensor::zeros([1], &self.device)),
+        })
     }
 
     /// The gold of the examples `r` as tensors: a class and weight 1 per example; for tags
@@ -282,7 +325,10 @@ mod tests {
         let tags: [&[i64]; 1] = [&[IGNORE, 1, 2, IGNORE]];
         assert!(tuner.try_step(0, &batch, Gold::Tags(&tags)).is_err());
         // Its own gold trains, with a finite loss.
-        let r = tuner.try_step(0, &batch, Gold::Spans(&[(1, 2)])).unwrap();
+        let r = tuner
+            .try_step(0, &batch, Gold::Spans(&[(1, 2)]))
+            .unwrap()
+            .read();
         assert!(r.loss.is_finite() && r.loss > 0.0, "{r:?}");
     }
 
@@ -310,7 +356,7 @@ mod tests {
             .map(|k| {
                 let (rows, labels) = &batches[k as usize % batches.len()];
                 let examples: Vec<&[Encoded]> = rows.iter().map(std::slice::from_ref).collect();
-                tuner.step(k, &examples, labels).unwrap().loss
+                tuner.step(k, &examples, labels).unwrap().read().loss
             })
             .collect()
     }

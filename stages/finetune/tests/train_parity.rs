@@ -148,7 +148,8 @@ fn fine_tuning_a_pair_classifier_follows_transformers() {
         steps_json.push(json!([batch_json(&x, &y)]));
         let r = tuner
             .step(k as u64, &x, &y)
-            .expect("a sequence classifier trains on classes");
+            .expect("a sequence classifier trains on classes")
+            .read();
         ours.push(OurStep {
             loss: r.loss,
             grad_norm: Some(r.grad_norm),

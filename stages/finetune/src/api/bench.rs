@@ -21,7 +21,7 @@ pub use pipeline_albert::bench::{BenchError, BenchSpec};
 
 use crate::encode::Encoded;
 use crate::task_model::TaskModel;
-use crate::train::{FineTuner, Gold};
+use crate::train::{FineTuner, Gold, read_steps};
 
 /// What [`bench_finetune`] measured: tokens trained per second with each head.
 #[derive(Debug, Clone)]
@@ -92,25 +92,31 @@ struct Head {
 }
 
 impl Head {
-    /// One optimiser step; a non-finite loss stops the benchmark.
-    fn step(&mut self, step: u64, rows: &[&[Encoded]]) -> Result<(), BenchError> {
+    /// `steps` optimiser steps from step number `first`, their losses read once at the end
+    /// (which waits for the device to finish them, so a timing around this call is of the
+    /// device's work too); a loss that is not finite stops the benchmark.
+    fn steps(&mut self, first: u64, steps: usize, rows: &[&[Encoded]]) -> Result<(), BenchError> {
         let gold = if self.spans.is_empty() {
             Gold::Classes(&self.classes)
         } else {
             Gold::Spans(&self.spans)
         };
-        let at = || format!("{} step {step}", self.name);
-        let r = self
-            .tuner
-            .try_step(step, rows, gold)
-            .map_err(|e| BenchError::Step {
-                step: at(),
-                message: e.to_string(),
-            })?;
-        if !r.loss.is_finite() {
+        let at = |step: u64| format!("{} step {step}", self.name);
+        let results = (first..first + steps as u64)
+            .map(|step| {
+                self.tuner
+                    .try_step(step, rows, gold)
+                    .map_err(|e| BenchError::Step {
+                        step: at(step),
+                        message: e.to_string(),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let read = read_steps(&results);
+        if let Some((k, v)) = read.iter().enumerate().find(|(_, v)| !v.loss.is_finite()) {
             return Err(BenchError::Step {
-                step: at(),
-                message: format!("loss {}", r.loss),
+                step: at(first + k as u64),
+                message: format!("loss {}", v.loss),
             });
         }
         Ok(())
@@ -200,10 +206,8 @@ fn time_heads(
 ) -> Result<HeadTiming, BenchError> {
     let mut step = 0u64;
     for h in heads.iter_mut() {
-        for _ in 0..spec.warmup {
-            h.step(step, rows)?;
-            step += 1;
-        }
+        h.steps(step, spec.warmup, rows)?;
+        step += spec.warmup as u64;
     }
     let tokens = spec.tokens() as f64;
     let steps = spec.steps.get();
@@ -212,10 +216,8 @@ fn time_heads(
         let mut round = [0.0; 2];
         for (k, h) in heads.iter_mut().enumerate() {
             let t0 = Instant::now();
-            for _ in 0..steps {
-                h.step(step, rows)?;
-                step += 1;
-            }
+            h.steps(step, steps, rows)?;
+            step += steps as u64;
             round[k] = tokens * steps as f64 / t0.elapsed().as_secs_f64();
             rates[k].push(round[k]);
         }
