@@ -6,6 +6,7 @@
 #   scripts/build-tch.sh && benches/host_overhead.sh         # target/tch/release/pipeline
 #   BIN=/tmp/other-build/pipeline ROUNDS=3 benches/host_overhead.sh
 #   AGAINST=/tmp/before/pipeline benches/host_overhead.sh   # ours against another build of ours
+#   TASK=finetune AGAINST=/tmp/before/pipeline benches/host_overhead.sh   # fine-tuning steps
 #
 # The model is albert_zh tiny's structure (4 layers, 12 heads, post-LN, one shared layer)
 # shrunk to H 24, E 16, FFN 48 and a vocabulary of 64, trained on batches of 1 × 8 tokens, so
@@ -19,10 +20,24 @@
 # transformers trains with AdamW (benches/hf_baseline.py), which on a CPU loops over the
 # tensors one op at a time; on CUDA torch's foreach AdamW needs far fewer launches, so this
 # proxy flatters ours on the optimiser's share. Ours trains with LAMB.
+#
+# TASK=finetune times `pipeline bench finetune` instead (AdamW, the classification and the span
+# head in turn, both counted in a step's average); transformers' side has no fine-tuning bench,
+# so it needs AGAINST.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BIN="${BIN:-target/tch/release/pipeline}"
+TASK="${TASK:-train}"
+case "$TASK" in
+  train) heads=1 ;;
+  finetune)
+    heads=2
+    [[ -n "${AGAINST:-}" ]] || {
+      echo "host_overhead: TASK=finetune needs AGAINST=<another build of ours>" >&2; exit 2; }
+    ;;
+  *) echo "host_overhead: TASK=$TASK: expected train or finetune" >&2; exit 2 ;;
+esac
 ROUNDS="${ROUNDS:-5}"
 STEPS="${STEPS:-2000}"
 PY="${PY:-.venv-torch/bin/python}"
@@ -50,10 +65,10 @@ r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(r.ru_utime + r.ru_stime)' "$@"
 }
 shape=(--batch 1 --seq 8 --masked 1 --runs 1 --warmup 5)
-ours() { cpu_seconds "$BIN" bench train --device tch-cpu --model "$work/mini.json" "${shape[@]}" --steps "$1"; }
+ours() { cpu_seconds "$BIN" bench "$TASK" --device tch-cpu --model "$work/mini.json" "${shape[@]}" --steps "$1"; }
 theirs() {
   if [[ -n "${AGAINST:-}" ]]; then
-    cpu_seconds "$AGAINST" bench train --device tch-cpu --model "$work/mini.json" "${shape[@]}" \
+    cpu_seconds "$AGAINST" bench "$TASK" --device tch-cpu --model "$work/mini.json" "${shape[@]}" \
       --steps "$1"
     return
   fi
@@ -66,7 +81,7 @@ ratios=()
 for round in $(seq "$ROUNDS"); do
   a0=$(ours 50); a1=$(ours $((STEPS + 50)))
   b0=$(theirs 50); b1=$(theirs $((STEPS + 50)))
-  line=$("$PY" -c "a = ($a1 - $a0) / $STEPS * 1e3; b = ($b1 - $b0) / $STEPS * 1e3
+  line=$("$PY" -c "a = ($a1 - $a0) / ($STEPS * $heads) * 1e3; b = ($b1 - $b0) / ($STEPS * $heads) * 1e3
 print(f'{a:.3f} {b:.3f} {b / a:.3f}')")
   read -r a b ratio <<<"$line"
   echo "round $round: ours $a ms, $other $b ms of CPU a step: $other/ours $ratio"

@@ -6,9 +6,11 @@
 
 mod checkpoint;
 mod clip;
+mod flat;
+mod flat_adamw;
 mod flat_lamb;
 #[cfg(test)]
-mod flat_lamb_tests;
+mod flat_tests;
 mod optimizer;
 
 use burn::module::ParamGroup;
@@ -18,7 +20,9 @@ use serde::{Deserialize, Serialize};
 
 pub use checkpoint::{Checkpoint, CheckpointError, remove_checkpoint};
 pub use clip::{clip_global_norm, clip_scale, global_grad_norm};
-pub use flat_lamb::FlatLamb;
+pub use flat::FlatOptimizer;
+use flat_adamw::FlatAdamW;
+use flat_lamb::FlatLamb;
 pub use optimizer::TrainingOptimizer;
 
 /// Which optimiser.
@@ -110,22 +114,33 @@ fn no_decay_group() -> ParamGroup {
 
 impl OptimConfig {
     /// The optimiser for parameters on `device`: one instance with weight decay for the weight
-    /// matrices and embeddings, one without for [`NO_DECAY_REGEX`]. LAMB on libtorch steps all
-    /// parameters as one vector ([`FlatLamb`]: the same arithmetic in a few kernels instead of
-    /// a dozen per tensor); on flex, and AdamW anywhere, burn's `ModuleOptimizer` steps one
-    /// parameter at a time.
+    /// matrices and embeddings, one without for [`NO_DECAY_REGEX`]. On libtorch it steps all
+    /// parameters as one vector ([`FlatOptimizer`]: the same arithmetic in a few kernels
+    /// instead of a dozen per tensor); on flex burn's `ModuleOptimizer` steps one parameter at
+    /// a time.
     pub fn build(&self, device: &Device) -> TrainingOptimizer {
-        let torch = device.clone().without_autodiff() != Device::flex();
-        match self.optimizer {
-            OptimizerKind::Lamb if torch => TrainingOptimizer::Flat(Box::new(self.build_flat())),
-            _ => TrainingOptimizer::PerParameter(self.build_per_parameter()),
+        if device.clone().without_autodiff() == Device::flex() {
+            return TrainingOptimizer::PerParameter(self.build_per_parameter());
         }
+        TrainingOptimizer::Flat(Box::new(self.build_flat()))
     }
 
-    /// LAMB as [`FlatLamb`] on any device (what [`Self::build`] picks on libtorch).
-    pub fn build_flat(&self) -> FlatLamb {
-        let (with, without) = self.lamb_groups();
-        FlatLamb::new(with, without, no_decay_group())
+    /// The optimiser as a [`FlatOptimizer`], on any device (what [`Self::build`] picks on
+    /// libtorch).
+    pub fn build_flat(&self) -> FlatOptimizer {
+        let rule = match self.optimizer {
+            OptimizerKind::Lamb => {
+                let (decayed, excluded) = self.lamb_groups();
+                flat::FlatRule::Lamb(FlatLamb { decayed, excluded })
+            }
+            OptimizerKind::Adamw => flat::FlatRule::AdamW(FlatAdamW {
+                beta_1: self.beta_1 as f32,
+                beta_2: self.beta_2 as f32,
+                epsilon: self.epsilon as f32,
+                weight_decay: self.weight_decay as f32,
+            }),
+        };
+        FlatOptimizer::new(rule, no_decay_group())
     }
 
     /// burn's `ModuleOptimizer`, one parameter at a time (what [`Self::build`] picks on flex).

@@ -1,6 +1,6 @@
 //! The optimiser a trainer holds: burn's `ModuleOptimizer`, which steps one parameter at a time
-//! (AdamW, and LAMB on flex), or [`FlatLamb`], which steps them all as one vector (LAMB on
-//! libtorch). Both save the same checkpoint file.
+//! (on flex), or [`FlatOptimizer`], which steps them all as one vector (on libtorch). Both save
+//! the same checkpoint file.
 
 use std::path::Path;
 
@@ -10,15 +10,15 @@ use burn::store::RecordError;
 use burn::tensor::Tensor;
 
 use super::clip::clip_global_norm;
-use super::flat_lamb::FlatLamb;
+use super::flat::FlatOptimizer;
 
 /// The optimiser [`super::OptimConfig::build`] chose for a device.
 #[derive(Clone)]
 pub enum TrainingOptimizer {
     /// One parameter at a time.
     PerParameter(ModuleOptimizer),
-    /// LAMB over all parameters at once (boxed: its tensors make it ~1 kB).
-    Flat(Box<FlatLamb>),
+    /// All parameters at once (boxed: its tensors make it ~1 kB).
+    Flat(Box<FlatOptimizer>),
 }
 
 impl TrainingOptimizer {
@@ -32,7 +32,7 @@ impl TrainingOptimizer {
 
     /// [`Self::step`] with the gradients clipped to the global norm `max_norm` first (0: not
     /// clipped), and that norm before clipping, both without a read-back (`None` when no
-    /// parameter has a gradient). The flat LAMB clips its one flat gradient: a few ops in all
+    /// parameter has a gradient). The flat optimiser clips its one flat gradient: a few ops in all
     /// instead of three per tensor.
     pub fn step_clipped<M: Module>(
         &mut self,

@@ -1,9 +1,11 @@
-//! The flat LAMB against burn's `ModuleOptimizer` of the same [`AlbertLamb`]s, on a small
-//! ALBERT: the same weights after a few steps (one of which leaves some parameters without a
-//! gradient), and checkpoints that either one writes and the other resumes from. On flex the
-//! flat step runs the per-parameter kernels segment by segment, so the weights must be the same
-//! bits; on libtorch (`ALBERT_TEST_DEVICE=tch-cpu`) each parameter's two norms are one
-//! segmented sum instead of `norm()`, so they agree to rounding.
+//! The flat optimiser against burn's `ModuleOptimizer` of the same optimiser, LAMB
+//! ([`super::AlbertLamb`]) and AdamW, on a small ALBERT: the same weights after a few steps
+//! (one of which leaves some parameters without a gradient, so that their step counts differ),
+//! and checkpoints that either one writes and the other resumes from. On flex the flat LAMB
+//! runs the per-parameter kernels segment by segment and the flat AdamW burn's ops in burn's
+//! order, so the weights must be the same bits; on libtorch (`ALBERT_TEST_DEVICE=tch-cpu`)
+//! LAMB's two norms of each parameter are one segmented sum instead of `norm()`, so they agree
+//! to rounding.
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
@@ -26,9 +28,12 @@ fn tolerance(device: &Device) -> f32 {
     }
 }
 
-fn config() -> OptimConfig {
+/// Both optimisers: every test runs for each.
+const KINDS: [OptimizerKind; 2] = [OptimizerKind::Lamb, OptimizerKind::Adamw];
+
+fn config(optimizer: OptimizerKind) -> OptimConfig {
     OptimConfig {
-        optimizer: OptimizerKind::Lamb,
+        optimizer,
         learning_rate: 1e-2,
         weight_decay: 0.01,
         beta_1: 0.9,
@@ -144,30 +149,33 @@ fn train(
 ) -> AlbertForPreTraining {
     for step in steps {
         let g = grads(&m, step, step == 1);
-        m = opt.step(config().lr_at(step), m, g);
+        // Both kinds share the schedule.
+        m = opt.step(config(OptimizerKind::Lamb).lr_at(step), m, g);
     }
     m
 }
 
-fn per_parameter() -> TrainingOptimizer {
-    TrainingOptimizer::PerParameter(config().build_per_parameter())
+fn per_parameter(kind: OptimizerKind) -> TrainingOptimizer {
+    TrainingOptimizer::PerParameter(config(kind).build_per_parameter())
 }
 
-fn flat() -> TrainingOptimizer {
-    TrainingOptimizer::Flat(Box::new(config().build_flat()))
+fn flat(kind: OptimizerKind) -> TrainingOptimizer {
+    TrainingOptimizer::Flat(Box::new(config(kind).build_flat()))
 }
 
 #[test]
-fn flat_lamb_steps_as_the_per_parameter_optimiser() {
+fn the_flat_optimiser_steps_as_the_per_parameter_one() {
     let device = device();
     let start = model(&device);
-    let want = train(&mut per_parameter(), start.clone(), 0..4);
-    let got = train(&mut flat(), start.clone(), 0..4);
-    let worst = worst(&want, &got);
-    assert!(worst <= tolerance(&device), "differs by {worst}");
-    // The pooler missed a step: it moved, but not as far as a pooler stepped every time.
-    let moved = train(&mut flat(), start.clone(), 0..1);
-    assert!(worst_pooler(&start, &moved) > 0.0);
+    for kind in KINDS {
+        let want = train(&mut per_parameter(kind), start.clone(), 0..4);
+        let got = train(&mut flat(kind), start.clone(), 0..4);
+        let worst = worst(&want, &got);
+        assert!(worst <= tolerance(&device), "{kind:?} differs by {worst}");
+        // The first step moved the pooler, which the second leaves out.
+        let moved = train(&mut flat(kind), start.clone(), 0..1);
+        assert!(worst_pooler(&start, &moved) > 0.0, "{kind:?}");
+    }
 }
 
 fn worst_pooler(a: &AlbertForPreTraining, b: &AlbertForPreTraining) -> f32 {
@@ -179,23 +187,28 @@ fn worst_pooler(a: &AlbertForPreTraining, b: &AlbertForPreTraining) -> f32 {
 fn checkpoints_cross_between_the_flat_and_the_per_parameter_optimiser() {
     let device = device();
     let start = model(&device);
-    let want = train(&mut per_parameter(), start.clone(), 0..4);
     let dir = tempfile::tempdir().expect("a temp dir");
     let file = dir.path().join("optimizer.bpk");
-    type Build = fn() -> TrainingOptimizer;
+    type Build = fn(OptimizerKind) -> TrainingOptimizer;
     let orders: [(&str, Build, Build); 2] = [
         ("flat, then per parameter", flat, per_parameter),
         ("per parameter, then flat", per_parameter, flat),
     ];
-    for (order, first, then) in orders {
-        let mut opt = first();
-        // Saved after the step without the pooler: its state is kept apart then.
-        let half = train(&mut opt, start.clone(), 0..2);
-        opt.save(&file).expect("saved");
-        let mut resumed = then().load(&file).expect("loaded");
-        let got = train(&mut resumed, half, 2..4);
-        let worst = worst(&want, &got);
-        assert!(worst <= tolerance(&device), "{order}: differs by {worst}");
+    for kind in KINDS {
+        let want = train(&mut per_parameter(kind), start.clone(), 0..4);
+        for (order, first, then) in orders {
+            let mut opt = first(kind);
+            // Saved after the step without the pooler: its state is kept apart then.
+            let half = train(&mut opt, start.clone(), 0..2);
+            opt.save(&file).expect("saved");
+            let mut resumed = then(kind).load(&file).expect("loaded");
+            let got = train(&mut resumed, half, 2..4);
+            let worst = worst(&want, &got);
+            assert!(
+                worst <= tolerance(&device),
+                "{kind:?}, {order}: differs by {worst}"
+            );
+        }
     }
 }
 
@@ -204,10 +217,29 @@ fn a_fresh_optimiser_differs_from_a_resumed_one() {
     // The check above can fail: without the saved moments the steps after 2 differ.
     let device = device();
     let start = model(&device);
-    let want = train(&mut per_parameter(), start.clone(), 0..4);
-    let half = train(&mut flat(), start, 0..2);
-    let got = train(&mut flat(), half, 2..4);
-    assert!(worst(&want, &got) > 1e-4);
+    for kind in KINDS {
+        let want = train(&mut per_parameter(kind), start.clone(), 0..4);
+        let half = train(&mut flat(kind), start.clone(), 0..2);
+        let got = train(&mut flat(kind), half, 2..4);
+        assert!(worst(&want, &got) > 1e-4, "{kind:?}");
+    }
+}
+
+#[test]
+fn a_checkpoint_of_the_other_optimiser_is_not_taken_for_its_own() {
+    // LAMB's state and AdamW's are recorded under other names: neither resumes the other's
+    // moments (each starts afresh, as burn's loader does), so the steps after differ.
+    let device = device();
+    let start = model(&device);
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let file = dir.path().join("optimizer.bpk");
+    let mut lamb = flat(OptimizerKind::Lamb);
+    let half = train(&mut lamb, start.clone(), 0..2);
+    lamb.save(&file).expect("saved");
+    let want = train(&mut flat(OptimizerKind::Adamw), half.clone(), 2..4);
+    let mut adamw = flat(OptimizerKind::Adamw).load(&file).expect("loaded");
+    let got = train(&mut adamw, half, 2..4);
+    assert_eq!(worst(&want, &got), 0.0);
 }
 
 #[test]
@@ -216,38 +248,40 @@ fn clipped_steps_agree_with_the_per_parameter_clipping() {
     // two round differently, so the norms and weights agree to rounding, on any device.
     let device = device();
     let start = model(&device);
-    let mut norms = Vec::new();
-    let mut models = Vec::new();
-    for mut opt in [per_parameter(), flat()] {
-        let mut m = start.clone();
-        let mut seen = Vec::new();
-        for step in 0..3 {
-            let g = grads(&m, step, step == 1);
-            // A bound below the random gradients' norm (~20), so that every step clips.
-            let (next, norm) = opt.step_clipped(config().lr_at(step), m, g, 0.5);
-            m = next;
-            seen.push(norm.expect("a norm").into_scalar::<f64>());
+    for kind in KINDS {
+        let mut norms = Vec::new();
+        let mut models = Vec::new();
+        for mut opt in [per_parameter(kind), flat(kind)] {
+            let mut m = start.clone();
+            let mut seen = Vec::new();
+            for step in 0..3 {
+                let g = grads(&m, step, step == 1);
+                // A bound below the random gradients' norm (~20), so that every step clips.
+                let (next, norm) = opt.step_clipped(config(kind).lr_at(step), m, g, 0.5);
+                m = next;
+                seen.push(norm.expect("a norm").into_scalar::<f64>());
+            }
+            norms.push(seen);
+            models.push(m);
         }
-        norms.push(seen);
-        models.push(m);
+        for (a, b) in norms[0].iter().zip(&norms[1]) {
+            assert!(*a > 0.5 && (a - b).abs() <= 1e-5 * a, "norms {a} and {b}");
+        }
+        let differs = worst(&models[0], &models[1]);
+        assert!(differs <= 1e-5, "{kind:?} differs by {differs}");
+        let unclipped = train(&mut flat(kind), start.clone(), 0..3);
+        assert!(
+            worst(&models[1], &unclipped) > 1e-4,
+            "{kind:?}: the clipping changed nothing"
+        );
     }
-    for (a, b) in norms[0].iter().zip(&norms[1]) {
-        assert!(*a > 0.5 && (a - b).abs() <= 1e-5 * a, "norms {a} and {b}");
-    }
-    let differs = worst(&models[0], &models[1]);
-    assert!(differs <= 1e-5, "differs by {differs}");
-    let unclipped = train(&mut flat(), start, 0..3);
-    assert!(
-        worst(&models[1], &unclipped) > 1e-4,
-        "the clipping changed nothing"
-    );
 }
 
 #[test]
 fn a_damaged_optimiser_file_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let file = dir.path().join("optimizer.bpk");
-    let mut opt = flat();
+    let mut opt = flat(OptimizerKind::Lamb);
     let _ = train(&mut opt, model(&device()), 0..1);
     opt.save(&file).expect("saved");
     let whole = std::fs::read(&file).expect("read");
@@ -256,7 +290,8 @@ fn a_damaged_optimiser_file_is_an_error_not_a_panic() {
         b"not a burnpack file".to_vec(),
     ] {
         std::fs::write(&file, damaged).expect("written");
-        assert!(flat().load(&file).is_err());
+        assert!(flat(OptimizerKind::Lamb).load(&file).is_err());
     }
-    assert!(flat().load(&dir.path().join("missing.bpk")).is_err());
+    let missing = dir.path().join("missing.bpk");
+    assert!(flat(OptimizerKind::Adamw).load(&missing).is_err());
 }
