@@ -7,7 +7,7 @@
 #
 # On the GPU machine (torch and transformers installed there), with the tch build carried over:
 #   benches/gpu.sh                      # device cuda:0, fp32 on both sides
-#   PRECISION=bf16 benches/gpu.sh       # transformers under autocast; ours once bf16 exists
+#   PRECISION=bf16 benches/gpu.sh       # both in bf16 mixed precision (transformers under autocast)
 #   DEVICE=tch-cpu HF_DEVICE=cpu CONFIGS=tiny SEQS=64 MAXBATCH_CONFIGS= STEPS=1 RUNS=1 benches/gpu.sh
 #                                       # a dry run of the script itself on a CPU
 set -euo pipefail
