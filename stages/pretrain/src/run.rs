@@ -85,72 +85,59 @@ impl<'a> TrainingRun<'a> {
         trainer.mask_id = data.mask_id;
         trainer.nan_at_step = fault_injected_step().and_then(|n| n.checked_sub(1));
         let checkpoint = Checkpoint::new(ctx.work_dir.join("checkpoint"));
+        let fresh = TrainState {
+            step: 0,
+            position: None,
+            tokens_seen: 0,
+            padded_tokens_seen: 0,
+            timings: Timings::default(),
+            last_eval: None,
+            config,
+        };
+        let resumed = if checkpoint.exists() || ctx.work_dir.join("checkpoint.old").exists() {
+            Some(resume(&checkpoint, &mut trainer, &fresh.config)?)
+        } else {
+            None
+        };
+        // The reader starts where the checkpoint left the data, or at the start.
         let reader_config = data.reader_config(p);
+        let reader = match resumed.as_ref().map(|s| s.position.as_ref()) {
+            Some(position) => {
+                let position = position.context("the checkpoint has no data position")?;
+                BatchReader::resume(&data.train, reader_config, position)?
+            }
+            None => BatchReader::open(&data.train, reader_config)?,
+        };
+        let resumed_from = resumed.as_ref().map(|s| s.step);
         let mut run = TrainingRun {
             ctx,
             p,
             data,
             trainer,
-            reader: Prefetch::spawn(
-                BatchReader::open(&data.train, reader_config.clone())?,
-                READ_AHEAD,
-            )?,
-            state: TrainState {
-                step: 0,
-                position: None,
-                tokens_seen: 0,
-                padded_tokens_seen: 0,
-                timings: Timings::default(),
-                last_eval: None,
-                config,
-            },
+            reader: Prefetch::spawn(reader, READ_AHEAD)?,
+            state: resumed.unwrap_or(fresh),
             checkpoint,
             metrics: MetricsLog::new(ctx.work_dir),
             device_name: device.name,
             device_model: device.model,
             auto_batch,
-            resumed_from: None,
+            resumed_from,
             started: Instant::now(),
             window: (Instant::now(), 0),
             interval: Vec::new(),
         };
-        if run.checkpoint.exists() || ctx.work_dir.join("checkpoint.old").exists() {
-            run.resume(reader_config)?;
-        } else {
-            run.metrics.start_over();
+        match resumed_from {
+            Some(step) => {
+                run.metrics.keep_up_to(step)?;
+                run.log(&format!(
+                    "resumed from the checkpoint at step {step} of {}",
+                    p.optim.total_steps
+                ));
+            }
+            None => run.metrics.start_over(),
         }
         run.announce();
         Ok(run)
-    }
-
-    fn resume(&mut self, reader_config: BatchReaderConfig) -> anyhow::Result<()> {
-        let (model, optim, saved): (_, _, TrainState) = self
-            .checkpoint
-            .load(self.trainer.model.clone(), self.trainer.optim.clone())?;
-        if saved.config != self.state.config {
-            anyhow::bail!(
-                "the checkpoint in {} was made for another model config; remove it to start over",
-                self.checkpoint.dir.display()
-            );
-        }
-        self.trainer.model = model;
-        self.trainer.optim = optim;
-        let position = saved
-            .position
-            .clone()
-            .context("the checkpoint has no data position")?;
-        self.reader = Prefetch::spawn(
-            BatchReader::resume(&self.data.train, reader_config, &position)?,
-            READ_AHEAD,
-        )?;
-        self.metrics.keep_up_to(saved.step)?;
-        self.log(&format!(
-            "resumed from the checkpoint at step {} of {}",
-            saved.step, self.p.optim.total_steps
-        ));
-        self.resumed_from = Some(saved.step);
-        self.state = saved;
-        Ok(())
     }
 
     fn announce(&self) {
@@ -507,6 +494,26 @@ fn fault_injected_step() -> Option<u64> {
     std::env::var("PIPELINE_FAULT_NAN_AT_STEP")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// The model and optimiser of `checkpoint` put into `trainer`, and the training state saved
+/// with them; an error when it was made for another model config than `config`.
+fn resume(
+    checkpoint: &Checkpoint,
+    trainer: &mut Trainer,
+    config: &AlbertConfig,
+) -> anyhow::Result<TrainState> {
+    let (model, optim, saved): (_, _, TrainState) =
+        checkpoint.load(trainer.model.clone(), trainer.optim.clone())?;
+    if &saved.config != config {
+        anyhow::bail!(
+            "the checkpoint in {} was made for another model config; remove it to start over",
+            checkpoint.dir.display()
+        );
+    }
+    trainer.model = model;
+    trainer.optim = optim;
+    Ok(saved)
 }
 
 fn resumed_or_saved(c: &Checkpoint) -> String {
