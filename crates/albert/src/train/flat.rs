@@ -20,11 +20,12 @@ use std::path::Path;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamGroup, ParamId};
 use burn::optim::{GradientsParams, StateSink, StateSource};
 use burn::store::RecordError;
-use burn::tensor::{Device, Int, Shape, Tensor, TensorData};
+use burn::tensor::{Device, Shape, Tensor, TensorData};
 
 use super::clip::clip_scale;
 use super::flat_adamw::FlatAdamW;
 use super::flat_lamb::FlatLamb;
+use super::flat_layout::{Layout, Moments, Slot};
 
 /// The scalar under which burn's `ModuleOptimizer` records each parameter's rank (its private
 /// `RANK_KEY`), written and read here so that the two read each other's files.
@@ -100,56 +101,12 @@ pub struct FlatOptimizer {
     parked: HashMap<ParamId, Moments>,
 }
 
-/// One parameter's state, its moments as flat vectors.
-#[derive(Debug, Clone)]
-pub(super) struct Moments {
-    /// The module path it was found at, which picks its group when burn loads the file.
-    pub(super) path: Option<String>,
-    pub(super) dims: Vec<usize>,
-    /// Steps taken (the `time` of burn's states).
-    pub(super) time: usize,
-    pub(super) m: Tensor<1>,
-    pub(super) v: Tensor<1>,
-}
-
 /// The moments of a run of parameters end to end, and their layout.
 #[derive(Debug, Clone)]
 struct Flat {
     layout: Layout,
     m: Tensor<1>,
     v: Tensor<1>,
-}
-
-/// What a step needs to know of each parameter of a [`Flat`]: its place, length and the
-/// rule's values.
-#[derive(Debug, Clone)]
-pub(super) struct Layout {
-    pub(super) slots: Vec<Slot>,
-    /// `[parameters]`: each one's number of elements.
-    pub(super) lengths: Tensor<1, Int>,
-    /// `[rows, parameters]`: the rule's values of each parameter ([`FlatRule::per_param`]).
-    pub(super) per_param: Tensor<2>,
-    /// [`Self::per_param`] as the host made it, row-major.
-    pub(super) per_param_values: Vec<f32>,
-    /// `[elements]`: the parameter each element belongs to, for a rule that needs it (made
-    /// once by the rule's first step on this layout).
-    pub(super) segments: Option<Tensor<1, Int>>,
-}
-
-/// One parameter's place in a [`Flat`].
-#[derive(Debug, Clone)]
-pub(super) struct Slot {
-    id: ParamId,
-    path: String,
-    dims: Vec<usize>,
-    /// Steps taken before this one.
-    pub(super) time: usize,
-}
-
-impl Slot {
-    pub(super) fn len(&self) -> usize {
-        self.dims.iter().product()
-    }
 }
 
 impl FlatOptimizer {
@@ -421,21 +378,6 @@ fn check_rank(rank: usize) -> Result<(), RecordError> {
         "an optimiser state of rank {rank} (1 to 4 are written)"
     )))
 }
-
-/// `at::<D>(args)` for the rank `rank` (1 to 4), `None` for another: burn's states are typed
-/// by their rank.
-macro_rules! by_rank {
-    ($rank:expr, $at:ident ($($arg:expr),*)) => {
-        match $rank {
-            1 => $at::<1>($($arg),*),
-            2 => $at::<2>($($arg),*),
-            3 => $at::<3>($($arg),*),
-            4 => $at::<4>($($arg),*),
-            _ => None,
-        }
-    };
-}
-pub(super) use by_rank;
 
 /// Collects, in the module's order, each parameter that has a gradient: its place, its value
 /// and its gradient as flat vectors (a parameter used twice is taken once: its gradient is

@@ -11,7 +11,7 @@
 use burn::optim::{AdamWState, AdaptiveMomentumState, RecordState, StateSink, StateSource};
 use burn::tensor::{Device, Int, Shape, Tensor, TensorData};
 
-use super::flat::{Layout, Moments, by_rank};
+use super::flat_layout::{Layout, Moments, Slot, by_rank};
 
 /// AdamW's hyper-parameters; the parameters excluded from weight decay (LayerNorm and biases)
 /// get none.
@@ -82,7 +82,7 @@ impl FlatAdamW {
 }
 
 /// `[elements]`: the index of the parameter each element of the flat vector belongs to.
-fn segments(slots: &[super::flat::Slot], device: &Device) -> Tensor<1, Int> {
+fn segments(slots: &[Slot], device: &Device) -> Tensor<1, Int> {
     let index: Vec<i64> = slots
         .iter()
         .enumerate()

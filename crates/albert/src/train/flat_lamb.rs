@@ -6,7 +6,7 @@ use burn::optim::{LambState, RecordState, StateSink, StateSource};
 use burn::tensor::{Device, Shape, Tensor};
 
 use super::AlbertLamb;
-use super::flat::{Layout, Moments, by_rank};
+use super::flat_layout::{Layout, Moments, by_rank};
 use crate::fused::{LambStep, lamb_applies, lamb_flat_step};
 
 /// One [`AlbertLamb`] for the parameters excluded from weight decay (LayerNorm and biases:

@@ -9,6 +9,7 @@ mod clip;
 mod flat;
 mod flat_adamw;
 mod flat_lamb;
+mod flat_layout;
 #[cfg(test)]
 mod flat_tests;
 mod optimizer;

@@ -1,0 +1,66 @@
+//! What the flat optimiser and its rules share (`super::flat`, `super::flat_lamb`,
+//! `super::flat_adamw`): where each parameter lies in the flat vector, and one parameter's
+//! state between a checkpoint and the flat moments.
+
+use burn::module::ParamId;
+use burn::tensor::{Int, Tensor};
+
+/// One parameter's state, its moments as flat vectors.
+#[derive(Debug, Clone)]
+pub(super) struct Moments {
+    /// The module path it was found at, which picks its group when burn loads the file.
+    pub(super) path: Option<String>,
+    pub(super) dims: Vec<usize>,
+    /// Steps taken (the `time` of burn's states).
+    pub(super) time: usize,
+    pub(super) m: Tensor<1>,
+    pub(super) v: Tensor<1>,
+}
+
+/// What a step needs to know of each parameter of a flat vector: its place, length and the
+/// rule's values.
+#[derive(Debug, Clone)]
+pub(super) struct Layout {
+    pub(super) slots: Vec<Slot>,
+    /// `[parameters]`: each one's number of elements.
+    pub(super) lengths: Tensor<1, Int>,
+    /// `[rows, parameters]`: the values its rule keeps of each parameter.
+    pub(super) per_param: Tensor<2>,
+    /// [`Self::per_param`] as the host made it, row-major.
+    pub(super) per_param_values: Vec<f32>,
+    /// `[elements]`: the parameter each element belongs to, for a rule that needs it (made
+    /// once by the rule's first step on this layout).
+    pub(super) segments: Option<Tensor<1, Int>>,
+}
+
+/// One parameter's place in a flat vector.
+#[derive(Debug, Clone)]
+pub(super) struct Slot {
+    pub(super) id: ParamId,
+    /// The module path it was found at (the no-decay group matches it).
+    pub(super) path: String,
+    pub(super) dims: Vec<usize>,
+    /// Steps taken before this one.
+    pub(super) time: usize,
+}
+
+impl Slot {
+    pub(super) fn len(&self) -> usize {
+        self.dims.iter().product()
+    }
+}
+
+/// `at::<D>(args)` for the rank `rank` (1 to 4), `None` for another: burn's states are typed
+/// by their rank.
+macro_rules! by_rank {
+    ($rank:expr, $at:ident ($($arg:expr),*)) => {
+        match $rank {
+            1 => $at::<1>($($arg),*),
+            2 => $at::<2>($($arg),*),
+            3 => $at::<3>($($arg),*),
+            4 => $at::<4>($($arg),*),
+            _ => None,
+        }
+    };
+}
+pub(super) use by_rank;
