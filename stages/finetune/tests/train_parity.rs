@@ -19,7 +19,7 @@ use burn::tensor::Device;
 use pipeline_albert::model::MatmulPrecision;
 use pipeline_albert::{Activation, AlbertConfig, AlbertForPreTraining, hf};
 use pipeline_text::vocab::Vocab;
-use reference::{OurStep, Tolerance, compare, job, run_reference};
+use reference::{OurStep, Tolerance, compare, job, run_reference, test_device};
 use serde_json::{Value, json};
 use stage_finetune::TrainParams;
 use stage_finetune::data::epoch_batches;
@@ -96,16 +96,6 @@ fn batch_json(rows: &[&[Encoded]], labels: &[usize], device: &Device) -> Value {
             .collect::<Vec<_>>(),
         "labels": labels,
     })
-}
-
-/// The device under test: `ALBERT_TEST_DEVICE` (`flex`, `tch-cpu`, `cuda:0`…), else flex.
-fn test_device() -> Device {
-    let name = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
-    let choice = pipeline_albert::device::DeviceChoice::parse(&name)
-        .unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE: {e}"));
-    pipeline_albert::device::resolve(choice)
-        .unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE={name}: {e}"))
-        .device
 }
 
 #[test]

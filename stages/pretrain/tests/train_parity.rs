@@ -20,13 +20,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use burn::module::Module;
-use burn::tensor::Device;
 use pipeline_albert::model::MatmulPrecision;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
 use pipeline_albert::{Activation, AlbertConfig, AlbertForPreTraining, hf};
 use pipeline_shards::rng::SplitMix64;
 use pipeline_shards::{Batch, BatchReader, BatchReaderConfig, Instance, ShardWriter};
-use reference::{OurStep, Tolerance, compare, job, run_reference};
+use reference::{OurStep, Tolerance, compare, job, run_reference, test_device};
 use serde_json::{Value, json};
 use stage_pretrain::trainer::Trainer;
 
@@ -156,16 +155,6 @@ fn optim(kind: OptimizerKind, learning_rate: f64) -> OptimConfig {
         // Below the gradient norms of the first steps, so that clipping acts there and not later.
         max_grad_norm: 1.0,
     }
-}
-
-/// The device under test: `ALBERT_TEST_DEVICE` (`flex`, `tch-cpu`, `cuda:0`…), else flex.
-fn test_device() -> Device {
-    let name = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
-    let choice = pipeline_albert::device::DeviceChoice::parse(&name)
-        .unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE: {e}"));
-    pipeline_albert::device::resolve(choice)
-        .unwrap_or_else(|e| panic!("ALBERT_TEST_DEVICE={name}: {e}"))
-        .device
 }
 
 /// Trains `STEPS` steps with the stage's trainer in `precision` and compares with the
