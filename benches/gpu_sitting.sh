@@ -161,14 +161,16 @@ evidence() {
   # The report's throughput table reads the bench lines under the workspace's results/bench.
   mkdir -p "$WS/results/bench" && cp results/bench/*.jsonl "$WS/results/bench/"
   cp "$OUT/bench.jsonl" "$WS/results/bench/gpu.jsonl"
-  local steps
-  steps="$(pretrain_steps)"
-  echo "pretraining: $steps steps (sized from the bench above)" | tee -a "$OUT/run.log"
+  local steps precision
+  read -r steps precision < <(pretrain_plan)
+  echo "pretraining: $steps steps in $precision (sized from the bench above)" \
+    | tee -a "$OUT/run.log"
   local left=$(( deadline - (SECONDS - start) - 60 ))
   # shellcheck disable=SC2046
   (cd "$WS" && TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 timeout --signal=INT --kill-after=20 "$left" \
     "$bin" run report --jobs 12 --gpus 12 $(scale_sets) --set "device=${DEVICE:-cuda:0}" \
     --set "commit=${COMMIT:-}" --set "pretrain_steps=$steps" \
+    --set "pretrain.precision=$precision" \
     --set "pretrain_save_steps=[$(( steps / 10 )),$(( steps / 3 ))]" --set "pretrain.eval_interval=$(( steps / 10 ))" \
     >> "$OUT/run.log" 2>&1) || echo "run: exit $? after $((SECONDS - start)) s" >> "$OUT/run.log"
   echo "sitting: $((SECONDS - start)) s" >> "$OUT/run.log"
@@ -218,18 +220,32 @@ for line in sys.stdin:
 
 # Pretraining steps that fit PRETRAIN_S seconds at the TF32 rate just measured (a packed batch
 # is ~97 % real tokens; eval, checkpoints and start-up take the rest of the time).
-pretrain_steps() {
-  python3 - "$OUT/bench.jsonl" "${PRETRAIN_S:-210}" "${PRETRAIN_BATCH:-256}" "${SMALL:-}" <<'EOF'
+# The pretraining's precision and steps, from the first bench round: bf16 where it ran and is
+# at least 10 % faster than float32 on TF32 tensor cores (PRETRAIN_PRECISION=fp32|bf16 decides
+# instead), then as many steps of PRETRAIN_BATCH rows as ~85 % of PRETRAIN_S seconds take at
+# that rate. bf16 follows float32's loss curve (stages/pretrain's 200-step test); whether it is
+# faster on the GPU is what the bench says.
+pretrain_plan() {
+  python3 - "$OUT/bench.jsonl" "${PRETRAIN_S:-210}" "${PRETRAIN_BATCH:-256}" "${SMALL:-}" \
+    "${PRETRAIN_PRECISION:-auto}" <<'EOF'
 import json, sys
-path, seconds, batch, small = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-rates = [r["tokens_per_s"] for r in map(json.loads, open(path))
-         if r.get("tf32") == 1 and r.get("round") == "first" and "tokens_per_s" in r]
+path, seconds, batch, small, choice = sys.argv[1:6]
+seconds, batch = float(seconds), int(batch)
+first = [r for r in map(json.loads, open(path))
+         if r.get("bench") == "train" and r.get("round") == "first" and "tokens_per_s" in r]
+rate = {p: next((r["tokens_per_s"] for r in first if r.get("precision") == p), None)
+        for p in ("tf32", "bf16")}
+if choice == "auto":
+    faster = rate["bf16"] and (not rate["tf32"] or rate["bf16"] >= 1.1 * rate["tf32"])
+    choice = "bf16" if faster else "fp32"
+used = rate["bf16"] if choice == "bf16" else rate["tf32"]
 if small:
-    print(40)
-elif not rates:
-    print(6000)  # ~1 M tokens/s: the bench failed, so a guess on the safe side
+    steps = 40
+elif not used:
+    steps = 6000  # ~1 M tokens/s: the bench failed, so a guess on the safe side
 else:
-    print(max(1000, int(seconds * 0.85 * rates[0] / (batch * 128)) // 100 * 100))
+    steps = max(1000, int(seconds * 0.85 * used / (batch * 128)) // 100 * 100)
+print(steps, choice)
 EOF
 }
 
