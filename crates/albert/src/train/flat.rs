@@ -42,7 +42,7 @@ pub(super) enum FlatRule {
 }
 
 impl FlatRule {
-    /// The values the step needs of one parameter, one per row of [`Flat::per_param`]; it is
+    /// The values the step needs of one parameter, one per row of [`Layout::per_param`]; it is
     /// one of the group excluded from weight decay when `excluded`.
     fn per_param(&self, excluded: bool) -> Vec<f32> {
         match self {
@@ -88,7 +88,7 @@ impl FlatRule {
     }
 }
 
-/// An optimiser that steps all parameters as one vector by its [`FlatRule`], the parameters
+/// An optimiser that steps all parameters as one vector by its rule (LAMB or AdamW), the parameters
 /// that `exclusions` matches (LayerNorm and biases) by the rule's excluded settings.
 #[derive(Debug, Clone)]
 pub struct FlatOptimizer {
