@@ -193,20 +193,23 @@ bench_round() {
   local model="$1" batch="$2" seq="$3" tag="$4" masked=$(( $3 * 15 / 100 ))
   local file="$OUT/bench.jsonl" dev="${DEVICE:-cuda:0}" hf="${HF_DEVICE:-cuda}"
   local steps=10 runs=3 variant precision tf32
+  # Each round's lines carry its number: the report compares ours with transformers' of the
+  # same round, and quotes the median of the rounds' ratios.
+  BENCH_CALL=$(( ${BENCH_CALL:-0} + 1 ))
   if [[ -n "${SMALL:-}" ]]; then batch=4; seq=32; masked=4; steps=1; runs=1; fi
   for variant in fp32: fp32:1 bf16:; do
     precision="${variant%%:*}" tf32="${variant##*:}"
     TORCH_ALLOW_TF32_CUBLAS_OVERRIDE="${tf32:-0}" timeout 60 "$ROOT/pipeline" bench train \
       --model "$model" --batch "$batch" --seq "$seq" --masked "$masked" --steps "$steps" \
       --runs "$runs" --device "$dev" --precision "$precision" --json 2>>"$OUT/bench.err" \
-      | grep '^{' | tag_line "{\"round\":\"$tag\",\"tf32\":${tf32:-0}${tf32:+,\"precision\":\"tf32\"}}" \
+      | grep '^{' | tag_line "{\"round\":\"$tag\",\"call\":$BENCH_CALL,\"tf32\":${tf32:-0}${tf32:+,\"precision\":\"tf32\"}}" \
       >> "$file" || true
   done
   for dtype in fp32 bf16; do
     timeout 90 python3 benches/hf_baseline.py train --config "$model" --batch "$batch" \
       --seq "$seq" --masked "$masked" --steps "$steps" --runs "$runs" --device "$hf" \
       --dtype "$dtype" 2>>"$OUT/bench.err" \
-      | grep '^{' | tag_line "{\"round\":\"$tag\"}" >> "$file" || true
+      | grep '^{' | tag_line "{\"round\":\"$tag\",\"call\":$BENCH_CALL}" >> "$file" || true
   done
 }
 
@@ -218,12 +221,11 @@ for line in sys.stdin:
     print(json.dumps({**json.loads(line), **extra}))' "$1"
 }
 
-# Pretraining steps that fit PRETRAIN_S seconds at the TF32 rate just measured (a packed batch
-# is ~97 % real tokens; eval, checkpoints and start-up take the rest of the time).
 # The pretraining's precision and steps, from the first bench round: bf16 where it ran and is
 # at least 10 % faster than float32 on TF32 tensor cores (PRETRAIN_PRECISION=fp32|bf16 decides
 # instead), then as many steps of PRETRAIN_BATCH rows as ~85 % of PRETRAIN_S seconds take at
-# that rate. bf16 follows float32's loss curve (stages/pretrain's 200-step test); whether it is
+# that rate (a packed batch is ~97 % real tokens; eval, checkpoints and start-up take the rest
+# of the time). bf16 follows float32's loss curve (stages/pretrain's 200-step test); whether it is
 # faster on the GPU is what the bench says.
 pretrain_plan() {
   python3 - "$OUT/bench.jsonl" "${PRETRAIN_S:-210}" "${PRETRAIN_BATCH:-256}" "${SMALL:-}" \

@@ -64,6 +64,10 @@ pub(super) struct Row {
     pub(super) mfu: Option<f64>,
     /// Ours ÷ transformers measured in the same run (cpu_compare's median of rounds).
     pub(super) same_run_ratio: Option<f64>,
+    /// The round of a GPU sitting's benchmarks that measured it (the line's `call`): ours and
+    /// transformers' of one round ran one after the other, so they are compared with each
+    /// other, not with another round's.
+    pub(super) call: Option<u64>,
     pub(super) source: String,
 }
 
@@ -149,6 +153,7 @@ fn from_bench(line: &BenchLine) -> Option<Row> {
         batch: u(v, "batch"),
         seq: u(v, "seq"),
         source: line.source.clone(),
+        call: u(v, "call"),
         ..Row::default()
     };
     if let Some(ips) = f(v, "instances_per_s") {

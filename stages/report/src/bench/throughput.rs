@@ -22,6 +22,7 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
     for r in sorted(&rows) {
         t.push(cells(r, ratio(r, &rows)));
     }
+    t.notes.extend(round_medians(&rows));
     if skipped > 0 {
         t.notes.push(format!(
             "{skipped} benchmark line(s) of other kinds (hf_maxbatch: memory, not throughput; \
@@ -35,7 +36,8 @@ pub fn throughput(lines: &[BenchLine], pretrain: &[&Dep], finetune: &[&Dep]) -> 
     t
 }
 
-/// Ours ÷ transformers where the same shape was measured by both.
+/// Ours ÷ transformers where the same shape was measured by both: in the same round when the
+/// row is of a sitting's round (none when transformers' failed in that round).
 fn ratio(r: &Row, rows: &[Row]) -> Option<f64> {
     if !r.ours {
         return None;
@@ -44,10 +46,57 @@ fn ratio(r: &Row, rows: &[Row]) -> Option<f64> {
         return Some(round(same_run, 2));
     }
     let key = r.key()?;
-    let theirs = rows
-        .iter()
-        .find(|o| o.implementation == "transformers" && o.key().as_deref() == Some(&key))?;
+    let theirs = rows.iter().find(|o| {
+        o.implementation == "transformers"
+            && o.key().as_deref() == Some(&key)
+            && (r.call.is_none() || o.call == r.call)
+    })?;
     Some(round(r.value? / theirs.value?, 2))
+}
+
+/// For each shape measured in two or more rounds of a sitting, the median of the rounds'
+/// ratios: on a GPU shared by nothing else the rounds still drift (clocks, the other
+/// processes of the call), and only the ratio within a round holds.
+fn round_medians(rows: &[Row]) -> Vec<String> {
+    let mut by_shape: std::collections::BTreeMap<String, (String, Vec<f64>)> = Default::default();
+    for r in rows.iter().filter(|r| r.ours && r.call.is_some()) {
+        if let (Some(key), Some(x)) = (r.key(), ratio(r, rows)) {
+            let label = || {
+                format!(
+                    "{} of {} on {}, {}, batch {} × {}",
+                    r.what,
+                    r.model.as_deref().unwrap_or("?"),
+                    r.device.as_deref().unwrap_or("?"),
+                    r.precision.as_deref().unwrap_or("fp32"),
+                    r.batch.unwrap_or(0),
+                    r.seq.unwrap_or(0)
+                )
+            };
+            by_shape
+                .entry(key)
+                .or_insert_with(|| (label(), Vec::new()))
+                .1
+                .push(x);
+        }
+    }
+    by_shape
+        .into_values()
+        .filter(|(_, x)| x.len() >= 2)
+        .map(|(label, mut x)| {
+            x.sort_by(f64::total_cmp);
+            let n = x.len();
+            let median = if n % 2 == 1 {
+                x[n / 2]
+            } else {
+                (x[n / 2 - 1] + x[n / 2]) / 2.0
+            };
+            format!(
+                "{label}: ours ÷ transformers {median:.2}, the median of {n} rounds ({:.2}–{:.2})",
+                x[0],
+                x[n - 1]
+            )
+        })
+        .collect()
 }
 
 /// Data preparation, training, fine-tuning, inference; within each, the benchmarks first
@@ -200,6 +249,60 @@ mod tests {
         // On a GPU the thread count does not matter.
         assert_eq!(ours_infer["vs_transformers"], json!(1.5));
         assert!(t.notes[0].contains("hf_maxbatch"));
+    }
+
+    /// A sitting's rounds: each of ours is compared with transformers' of its own round, and
+    /// the rounds' ratios are summarised by their median.
+    #[test]
+    fn sitting_rounds_are_compared_within_the_round_and_summarised_by_their_median() {
+        let ours = |call: u64, rate: f64| {
+            line(
+                json!({"bench": "train", "model": "tiny", "device": "cuda:0",
+                "precision": "fp32", "batch": 256, "seq": 128, "tokens_per_s": rate,
+                "round": "more", "call": call}),
+            )
+        };
+        let theirs = |call: u64, rate: f64| {
+            line(
+                json!({"bench": "hf_train", "config": "tiny", "device": "cuda",
+                "dtype": "fp32", "batch": 256, "seq": 128, "tokens_per_s": rate,
+                "round": "more", "call": call}),
+            )
+        };
+        let lines = vec![
+            ours(1, 100.0),
+            theirs(1, 200.0),
+            ours(2, 300.0),
+            theirs(2, 200.0),
+            ours(3, 240.0),
+            theirs(3, 200.0),
+            // Transformers failed in round 4: no ratio, rather than one against round 1.
+            ours(4, 500.0),
+        ];
+        let t = throughput(&lines, &[], &[]);
+        let j = t.json(serde_json::Map::new()).unwrap();
+        let mut ratios: Vec<Value> = j["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["implementation"] != "transformers")
+            .map(|r| r["vs_transformers"].clone())
+            .collect();
+        ratios.sort_by_key(|v| v.to_string());
+        assert_eq!(
+            ratios,
+            vec![json!(0.5), json!(1.2), json!(1.5), Value::Null],
+            "{j}"
+        );
+        let note = t.notes.iter().find(|n| n.contains("median of 3 rounds"));
+        assert!(
+            note.is_some_and(|n| n
+                .starts_with("training of tiny on cuda:0, fp32, batch 256 × 128")
+                && n.contains("1.20")
+                && n.contains("0.50–1.50")),
+            "{:?}",
+            t.notes
+        );
     }
 
     /// The level a CPU row ran with is a column; a forced level carries the host's beside it.
