@@ -140,6 +140,24 @@ fn from_compare(line: &BenchLine) -> Vec<Row> {
     ]
 }
 
+/// A data preparation line (`instances_per_s`): ours (`mask`) or albert_zh's script.
+fn data_preparation(v: &Value, bench: &str, ips: f64, base: Row) -> Row {
+    let albert_zh = bench.contains("albert_zh") || bench.contains("python");
+    Row {
+        what: "data preparation",
+        implementation: if albert_zh {
+            "albert_zh create_pretraining_data.py".into()
+        } else {
+            "ours (mask)".into()
+        },
+        ours: !albert_zh,
+        model: s(v, "corpus").or(s(v, "model")),
+        value: Some(ips),
+        unit: "instances/s",
+        ..base
+    }
+}
+
 fn from_bench(line: &BenchLine) -> Option<Row> {
     let v = &line.value;
     let bench = s(v, "bench").unwrap_or_default();
@@ -157,20 +175,7 @@ fn from_bench(line: &BenchLine) -> Option<Row> {
         ..Row::default()
     };
     if let Some(ips) = f(v, "instances_per_s") {
-        let albert_zh = bench.contains("albert_zh") || bench.contains("python");
-        return Some(Row {
-            what: "data preparation",
-            implementation: if albert_zh {
-                "albert_zh create_pretraining_data.py".into()
-            } else {
-                "ours (mask)".into()
-            },
-            ours: !albert_zh,
-            model: s(v, "corpus").or(s(v, "model")),
-            value: Some(ips),
-            unit: "instances/s",
-            ..base
-        });
+        return Some(data_preparation(v, &bench, ips, base));
     }
     match bench.as_str() {
         "train" => Some(Row {
