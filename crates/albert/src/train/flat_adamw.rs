@@ -9,7 +9,7 @@
 //! gathered along the flat vector.
 
 use burn::optim::{AdamWState, AdaptiveMomentumState, RecordState, StateSink, StateSource};
-use burn::tensor::{Device, Int, Shape, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::flat_layout::{Layout, Moments, Slot, by_rank};
 
@@ -95,12 +95,12 @@ fn segments(slots: &[Slot], device: &Device) -> Tensor<1, Int> {
 /// `moments` as burn's [`AdamWState`] of its rank records it (ranks 1 to 4; the caller checks).
 pub(super) fn flatten(prefix: &str, moments: Moments, sink: &mut StateSink) {
     fn at<const D: usize>(prefix: &str, m: Moments, sink: &mut StateSink) -> Option<()> {
-        let shape = Shape::from(m.dims);
+        let (time, moment_1, moment_2) = m.shaped::<D>();
         let state = AdamWState::<D> {
             momentum: AdaptiveMomentumState {
-                time: m.time,
-                moment_1: m.m.reshape(shape.clone()),
-                moment_2: m.v.reshape(shape),
+                time,
+                moment_1,
+                moment_2,
                 max_moment_2: None,
             },
         };
@@ -124,15 +124,11 @@ pub(super) fn unflatten(
         if state.max_moment_2.is_some() {
             return None;
         }
-        let dims = state.moment_1.dims().to_vec();
-        let n = dims.iter().product::<usize>();
-        Some(Moments {
-            path: None,
-            dims,
-            time: state.time,
-            m: state.moment_1.reshape([n]),
-            v: state.moment_2.reshape([n]),
-        })
+        Some(Moments::from_shaped(
+            state.time,
+            state.moment_1,
+            state.moment_2,
+        ))
     }
     by_rank!(rank, at(prefix, source, device))
 }

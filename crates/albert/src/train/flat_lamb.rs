@@ -3,7 +3,7 @@
 //! each parameter's trust ratio and weight decay included; its state burn's [`LambState`].
 
 use burn::optim::{LambState, RecordState, StateSink, StateSource};
-use burn::tensor::{Device, Shape, Tensor};
+use burn::tensor::{Device, Tensor};
 
 use super::AlbertLamb;
 use super::flat_layout::{Layout, Moments, by_rank};
@@ -66,11 +66,11 @@ impl FlatLamb {
 /// `moments` as burn's [`LambState`] of its rank records it (ranks 1 to 4; the caller checks).
 pub(super) fn flatten(prefix: &str, moments: Moments, sink: &mut StateSink) {
     fn at<const D: usize>(prefix: &str, m: Moments, sink: &mut StateSink) -> Option<()> {
-        let shape = Shape::from(m.dims);
+        let (time, moment_1, moment_2) = m.shaped::<D>();
         let state = LambState::<D> {
-            time: m.time,
-            moment_1: m.m.reshape(shape.clone()),
-            moment_2: m.v.reshape(shape),
+            time,
+            moment_1,
+            moment_2,
         };
         state.state_flatten(prefix, sink);
         Some(())
@@ -88,15 +88,11 @@ pub(super) fn unflatten(
 ) -> Option<Moments> {
     fn at<const D: usize>(prefix: &str, src: &mut StateSource, dev: &Device) -> Option<Moments> {
         let state = LambState::<D>::state_unflatten(prefix, src, dev)?;
-        let dims = state.moment_1.dims().to_vec();
-        let n = dims.iter().product::<usize>();
-        Some(Moments {
-            path: None,
-            dims,
-            time: state.time,
-            m: state.moment_1.reshape([n]),
-            v: state.moment_2.reshape([n]),
-        })
+        Some(Moments::from_shaped(
+            state.time,
+            state.moment_1,
+            state.moment_2,
+        ))
     }
     by_rank!(rank, at(prefix, source, device))
 }

@@ -3,7 +3,7 @@
 //! state between a checkpoint and the flat moments.
 
 use burn::module::ParamId;
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{Int, Shape, Tensor};
 
 /// One parameter's state, its moments as flat vectors.
 #[derive(Debug, Clone)]
@@ -15,6 +15,33 @@ pub(super) struct Moments {
     pub(super) time: usize,
     pub(super) m: Tensor<1>,
     pub(super) v: Tensor<1>,
+}
+
+impl Moments {
+    /// A state's step count and moments, in the parameter's shape of rank `D`, as flat
+    /// moments (its path still unknown).
+    pub(super) fn from_shaped<const D: usize>(time: usize, m: Tensor<D>, v: Tensor<D>) -> Moments {
+        let dims = m.dims().to_vec();
+        let n = dims.iter().product::<usize>();
+        Moments {
+            path: None,
+            dims,
+            time,
+            m: m.reshape([n]),
+            v: v.reshape([n]),
+        }
+    }
+
+    /// The step count and the moments in the parameter's shape (of rank `D`), as burn's states
+    /// hold them.
+    pub(super) fn shaped<const D: usize>(self) -> (usize, Tensor<D>, Tensor<D>) {
+        let shape = Shape::from(self.dims);
+        (
+            self.time,
+            self.m.reshape(shape.clone()),
+            self.v.reshape(shape),
+        )
+    }
 }
 
 /// What a step needs to know of each parameter of a flat vector: its place, length and the
