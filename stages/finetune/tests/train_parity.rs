@@ -19,7 +19,7 @@ use burn::tensor::Device;
 use pipeline_albert::model::MatmulPrecision;
 use pipeline_albert::{Activation, AlbertConfig, AlbertForPreTraining, hf};
 use pipeline_text::vocab::Vocab;
-use reference::{OurStep, Tolerance, compare, job, run_reference, test_device};
+use reference::{OurStep, Tolerance, bf16_or_skip, compare, job, run_reference, test_device};
 use serde_json::{Value, json};
 use stage_finetune::TrainParams;
 use stage_finetune::data::epoch_batches;
@@ -123,11 +123,7 @@ fn fine_tuning_a_pair_classifier_follows_transformers() {
 /// is flat they are ~0.01, and rounding moves them by tens of percent (10–68 % measured).
 #[test]
 fn fine_tuning_in_bf16_follows_transformers_under_autocast() {
-    if !pipeline_albert::device::has_bf16(&test_device()) {
-        eprintln!(
-            "skipped: bf16 trains on libtorch only (ALBERT_TEST_DEVICE=tch-cpu \
-             scripts/build-tch.sh test -p stage-finetune --test train_parity)"
-        );
+    if !bf16_or_skip("stage-finetune") {
         return;
     }
     let tol = Tolerance {

@@ -25,7 +25,7 @@ use pipeline_albert::train::{OptimConfig, OptimizerKind};
 use pipeline_albert::{Activation, AlbertConfig, AlbertForPreTraining, hf};
 use pipeline_shards::rng::SplitMix64;
 use pipeline_shards::{Batch, BatchReader, BatchReaderConfig, Instance, ShardWriter};
-use reference::{OurStep, Tolerance, compare, job, run_reference, test_device};
+use reference::{OurStep, Tolerance, bf16_or_skip, compare, job, run_reference, test_device};
 use serde_json::{Value, json};
 use stage_pretrain::trainer::Trainer;
 
@@ -241,11 +241,7 @@ fn pretraining_with_lamb_follows_googles_lamb() {
 /// in bf16 where ours keeps it in float32.
 #[test]
 fn pretraining_in_bf16_follows_transformers_under_autocast() {
-    if !pipeline_albert::device::has_bf16(&test_device()) {
-        eprintln!(
-            "skipped: bf16 trains on libtorch only (ALBERT_TEST_DEVICE=tch-cpu \
-             scripts/build-tch.sh test -p stage-pretrain --test train_parity)"
-        );
+    if !bf16_or_skip("stage-pretrain") {
         return;
     }
     let tol = Tolerance {
