@@ -120,8 +120,10 @@ struct EpochSums {
     steps: usize,
     tokens: u64,
     learning_rate: f64,
-    /// Steps not read yet: each with its number, its examples and its learning rate.
-    pending: Vec<(StepResult, u64, usize, f64)>,
+    /// Steps not read yet.
+    pending: Vec<StepResult>,
+    /// Of each pending step: its number, its examples and its learning rate.
+    pending_at: Vec<(u64, usize, f64)>,
 }
 
 impl EpochSums {
@@ -136,7 +138,8 @@ impl EpochSums {
         epoch: usize,
     ) -> anyhow::Result<()> {
         self.tokens += tokens;
-        self.pending.push((r, step, examples, learning_rate));
+        self.pending.push(r);
+        self.pending_at.push((step, examples, learning_rate));
         if self.pending.len() >= READ_EVERY {
             self.read(epoch)?;
         }
@@ -148,9 +151,8 @@ impl EpochSums {
     /// last step's. The first with a loss that is not finite stops training with the
     /// learning rate that caused it.
     fn read(&mut self, epoch: usize) -> anyhow::Result<()> {
-        let pending = std::mem::take(&mut self.pending);
-        let results: Vec<StepResult> = pending.iter().map(|p| p.0.clone()).collect();
-        for (v, (_, step, examples, learning_rate)) in read_steps(&results).iter().zip(pending) {
+        let values = read_steps(&std::mem::take(&mut self.pending));
+        for (v, (step, examples, learning_rate)) in values.iter().zip(self.pending_at.drain(..)) {
             if !v.loss.is_finite() {
                 bail!(
                     "epoch {epoch}, step {}: the loss is {} (learning rate {learning_rate:.3e}); \

@@ -56,7 +56,7 @@ impl FlatAdamW {
     /// What each element is multiplied or divided by: `1 − lr·wd` (the decay) and the two bias
     /// corrections `1 − β₁ᵗ`, `1 − β₂ᵗ` of its parameter, `t` counting this step.
     fn per_element(&self, lr: f64, layout: &mut Layout, device: &Device) -> [Tensor<1>; 3] {
-        let decay = layout.per_param_values.clone();
+        let decay = &layout.per_param_values;
         let times: Vec<i32> = layout
             .slots
             .iter()
