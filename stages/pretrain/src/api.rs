@@ -6,7 +6,10 @@
 //! - [`bench_train`]: the stage's own training step ([`Trainer`]: forward, backward, LAMB, one
 //!   micro-batch per core on a CPU): tokens/s, model FLOP/s, MFU on a GPU;
 //! - [`bench_infer`]: forward passes of the encoder (`AlbertModel`), as `pipeline predict`
-//!   runs them: sentences/s.
+//!   runs them: sentences/s;
+//! - [`largest_fitting`]: the search for the largest batch that fits, given a probe of one size
+//!   (`pipeline bench maxbatch` probes each size with `pipeline bench train` in a process of
+//!   its own).
 //!
 //! Timings are medians over [`BenchSpec::runs`] runs of [`BenchSpec::steps`] steps after
 //! [`BenchSpec::warmup`] untimed ones; the peak RSS is the process's high-water mark.
@@ -20,6 +23,7 @@ use pipeline_albert::{Albert, AlbertConfig, AlbertForPreTraining};
 use pipeline_shards::rng::SplitMix64;
 use pipeline_shards::{Batch, synthetic};
 
+pub use crate::batch_search::{Found, Tried, largest_fitting};
 pub use pipeline_albert::bench::{BenchError, BenchSpec, Timing};
 
 use crate::trainer::Trainer;

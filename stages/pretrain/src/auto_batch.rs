@@ -26,6 +26,7 @@ use pipeline_shards::rng::SplitMix64;
 use pipeline_shards::{shard_instances, synthetic};
 use serde::{Deserialize, Serialize};
 
+use crate::batch_search::{Tried, largest_power_of_two};
 use crate::data::Data;
 use crate::params::{AutoBatch, PretrainParams};
 use crate::trainer::Trainer;
@@ -54,15 +55,6 @@ pub struct FoundBatch {
     /// The sizes tried, in order, and whether their steps fit; empty where nothing was probed
     /// (a CPU).
     pub tried: Vec<Tried>,
-}
-
-/// One size the probe tried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tried {
-    /// Rows of the probe's batch.
-    pub rows: usize,
-    /// Whether two training steps of it ran without running out of memory.
-    pub fits: bool,
 }
 
 impl FoundBatch {
@@ -148,7 +140,7 @@ fn probe(
         device.name
     );
     let (fits, tried) = largest_power_of_two(cap, |rows| {
-        Ok(steps_fit(
+        Ok::<_, anyhow::Error>(steps_fit(
             p,
             (config, model),
             &device.device,
@@ -199,31 +191,6 @@ pub fn steps_fit(
         }
     })
     .is_some()
-}
-
-/// The largest power of two `n ≤ cap` with `fits(n)`, trying 1, 2, 4, … and stopping at the
-/// first that does not fit (memory grows with the rows); 0 when one row does not fit. Also
-/// every size tried, in order.
-pub fn largest_power_of_two(
-    cap: usize,
-    mut fits: impl FnMut(usize) -> anyhow::Result<bool>,
-) -> anyhow::Result<(usize, Vec<Tried>)> {
-    let mut tried = Vec::new();
-    let mut largest = 0;
-    let mut rows = 1;
-    while rows <= cap {
-        let ok = fits(rows)?;
-        tried.push(Tried { rows, fits: ok });
-        if !ok {
-            break;
-        }
-        largest = rows;
-        match rows.checked_mul(2) {
-            Some(next) => rows = next,
-            None => break,
-        }
-    }
-    Ok((largest, tried))
 }
 
 /// The work area's record, when it was made on this device for rows of this length.
@@ -281,53 +248,6 @@ mod tests {
         .expect("params");
         assert!(steps_fit(&p, (&c, &model), &device, [4, 16, 3]));
         assert_eq!(weights(&model), before);
-    }
-
-    #[test]
-    fn a_size_that_runs_out_of_memory_ends_the_probe() {
-        let (found, tried) = largest_power_of_two(1024, |rows| {
-            Ok(unless_out_of_memory(|| {
-                assert!(
-                    rows <= 8,
-                    "CUDA out of memory. Tried to allocate {rows} GiB"
-                );
-            })
-            .is_some())
-        })
-        .expect("probed");
-        assert_eq!(
-            (found, tried.last().map(|t| (t.rows, t.fits))),
-            (8, Some((16, false)))
-        );
-    }
-
-    #[test]
-    fn the_probe_doubles_until_a_size_does_not_fit() {
-        let (found, tried) = largest_power_of_two(4096, |rows| Ok(rows <= 300)).expect("probed");
-        assert_eq!(found, 256);
-        let sizes: Vec<(usize, bool)> = tried.iter().map(|t| (t.rows, t.fits)).collect();
-        assert_eq!(
-            sizes,
-            [1, 2, 4, 8, 16, 32, 64, 128, 256]
-                .map(|r| (r, true))
-                .into_iter()
-                .chain([(512, false)])
-                .collect::<Vec<_>>()
-        );
-    }
-
-    #[test]
-    fn the_probe_stops_at_the_cap_and_reports_nothing_fitting_as_zero() {
-        let (found, tried) = largest_power_of_two(100, |_| Ok(true)).expect("probed");
-        assert_eq!(
-            (found, tried.len()),
-            (64, 7),
-            "1 … 64, and 128 is past the cap"
-        );
-        let (found, tried) = largest_power_of_two(100, |_| Ok(false)).expect("probed");
-        assert_eq!((found, tried.len()), (0, 1));
-        let e = largest_power_of_two(8, |_| bail!("broken")).expect_err("an error is not a size");
-        assert_eq!(e.to_string(), "broken");
     }
 
     #[test]

@@ -61,6 +61,7 @@
 
 pub mod api;
 mod auto_batch;
+mod batch_search;
 mod data;
 mod metrics;
 mod on_device;
