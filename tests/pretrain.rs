@@ -489,3 +489,40 @@ fn bench_padded_rows_are_checked_and_run() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("batch 2 × seq 16 (6 real tokens)"), "{text}");
 }
+
+/// `bench maxbatch`: on a CPU the search needs a cap (exit 2, saying so); within one, each
+/// size runs in a child and every one fits, so the line reports the cap it reached, with the
+/// keys the report reads beside transformers' `hf_maxbatch`.
+#[test]
+fn bench_maxbatch_needs_a_cap_on_a_cpu_and_reports_reaching_it() {
+    let maxbatch = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["bench", "maxbatch", "--model", "tiny", "--vocab-size", "64"])
+            .args(["--seq", "16", "--masked", "2", "--device", "cpu"])
+            .args(extra)
+            .output()
+            .expect("running pipeline")
+    };
+    let out = maxbatch(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("give --max-batch N"), "{stderr}");
+    let out = maxbatch(&["--max-batch", "5", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(line["bench"], "maxbatch");
+    assert_eq!(
+        line["max_batch"], 4,
+        "the largest power of two within the cap: {line}"
+    );
+    assert_eq!(line["first_oom"], serde_json::Value::Null);
+    assert_eq!(line["capped_at"], 5);
+    assert_eq!(
+        line["tried"],
+        serde_json::json!({"1": true, "2": true, "4": true})
+    );
+}

@@ -25,8 +25,8 @@ pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let commit = commit();
     let value = json!({
-        "bench": "finetune", "model": args.model, "share_type": r.config.share_type.name(),
-        "device": r.host.device, "batch": args.batch, "seq": args.seq, "steps": args.steps,
+        "bench": "finetune", "model": args.of.model, "share_type": r.config.share_type.name(),
+        "device": r.host.device, "batch": args.batch, "seq": args.of.seq, "steps": args.steps,
         "runs": args.runs, "warmup": args.warmup,
         "threads": r.host.threads,
         "classification_tokens_per_s": r.classification_tokens_per_s,
@@ -39,7 +39,7 @@ pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
         "peak_rss_bytes": r.peak_rss_bytes, "date": date, "commit": commit,
         "data_parallel_workers": r.data_parallel_workers,
     });
-    report(args, value, human(args, &r, &date, commit.as_deref()))
+    report(&args.of, value, human(args, &r, &date, commit.as_deref()))
 }
 
 /// The human line of `bench finetune`.
@@ -48,10 +48,10 @@ fn human(args: &BenchArgs, r: &FinetuneBench, date: &str, commit: Option<&str>) 
         "finetune {} on {}: batch {} × seq {}: classification {:.0} tokens/s, span extraction \
          {:.0} tokens/s (medians of {} runs × {} steps, alternating); span / classification \
          {:.3} (median of the per-round ratios), peak RSS {:.2} GB; {date}{}",
-        args.model,
+        args.of.model,
         r.host.device,
         args.batch,
-        args.seq,
+        args.of.seq,
         r.classification_tokens_per_s,
         r.span_tokens_per_s,
         args.runs,

@@ -12,14 +12,14 @@ use super::{BenchArgs, report, spec};
 /// `pipeline bench infer`: forward passes of `AlbertModel`.
 pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
     let r = bench_infer(&spec(args)?)?;
-    report(args, infer_json(args, &r), infer_line(args, &r))
+    report(&args.of, infer_json(args, &r), infer_line(args, &r))
 }
 
 fn infer_json(args: &BenchArgs, r: &InferBench) -> serde_json::Value {
     let (h, t) = (&r.host, &r.timing);
     json!({
-        "bench": "infer", "model": args.model, "device": h.device, "device_model": h.device_model, "batch": args.batch,
-        "seq": args.seq, "tokens_per_row": args.tokens.unwrap_or(args.seq), "runs": args.runs, "batches_per_run": args.steps,
+        "bench": "infer", "model": args.of.model, "device": h.device, "device_model": h.device_model, "batch": args.batch,
+        "seq": args.of.seq, "tokens_per_row": args.tokens.unwrap_or(args.of.seq), "runs": args.runs, "batches_per_run": args.steps,
         "threads": h.threads,
         "seconds_per_batch": r.seconds_per_batch, "runs_seconds_per_batch": t.per_step,
         "sentences_per_s": r.sentences_per_s, "peak_rss_bytes": r.peak_rss_bytes,
@@ -33,10 +33,10 @@ fn infer_json(args: &BenchArgs, r: &InferBench) -> serde_json::Value {
 fn infer_line(args: &BenchArgs, r: &InferBench) -> String {
     format!(
         "infer {} (AlbertModel forward) on {}: batch {} × seq {}{}: {:.3} s/batch (median of {} runs × {}) = {:.0} sentences/s, {:.3} model TFLOP/s, {:.2} CPU-s per wall-s, peak RSS {:.2} GB",
-        args.model,
+        args.of.model,
         r.host.device,
         args.batch,
-        args.seq,
+        args.of.seq,
         super::padding(args),
         r.seconds_per_batch,
         args.runs,

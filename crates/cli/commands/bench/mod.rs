@@ -1,10 +1,11 @@
-//! `pipeline bench train|infer|finetune`: throughput of the model on synthetic batches of fixed
-//! shape, comparable with `benches/hf_baseline.py` (same configs, batch, sequence length, masked
-//! positions and FLOPs formula). Timings are medians over runs after warm-up steps; peak RSS
-//! is the process's high-water mark.
+//! `pipeline bench train|infer|finetune|maxbatch`: throughput of the model on synthetic batches
+//! of fixed shape, and the largest training batch a device holds, comparable with
+//! `benches/hf_baseline.py` (same configs, batch, sequence length, masked positions, FLOPs
+//! formula and batch search). Timings are medians over runs after warm-up steps; peak RSS is
+//! the process's high-water mark.
 //!
-//! The benchmarks themselves are the stages' API ([`stage_pretrain::api`] for train and infer,
-//! [`stage_finetune::api::bench`] for finetune); this module holds the flags the three share,
+//! The benchmarks themselves are the stages' API ([`stage_pretrain::api`] for train, infer and
+//! maxbatch's search, [`stage_finetune::api::bench`] for finetune); this module holds the flags they share,
 //! turns them into their [`BenchSpec`] and prints what they measured, one line for people or
 //! one JSON object; each benchmark is a module of its own.
 
@@ -19,6 +20,7 @@ use stage_pretrain::api::BenchSpec;
 
 pub mod finetune;
 pub mod infer;
+pub mod maxbatch;
 pub mod train;
 
 #[derive(Debug, Subcommand)]
@@ -32,10 +34,32 @@ pub enum BenchCommand {
     /// beside the sequence-classification head at the same shapes, alternately: tokens/s of
     /// each and the median of the per-round ratios (--masked is not used).
     Finetune(BenchArgs),
+    /// The largest training batch (AlbertForPreTraining, LAMB, two steps a size) whose steps
+    /// fit the device's memory: doubling from 1 to the first size that runs out of memory,
+    /// then halving the gap to --granularity, each size `bench train` in a process of its own
+    /// (a CPU needs --max-batch). The search `benches/hf_baseline.py maxbatch` runs for
+    /// transformers.
+    Maxbatch(MaxBatchArgs),
 }
 
+/// `bench maxbatch`'s flags.
 #[derive(Debug, Args)]
-pub struct BenchArgs {
+pub struct MaxBatchArgs {
+    #[command(flatten)]
+    pub of: ModelArgs,
+    /// The most rows tried (default on a GPU: 16384; a CPU needs one).
+    #[arg(long, value_name = "N")]
+    pub max_batch: Option<usize>,
+    /// Stop when the largest size that fits and the smallest that does not are at most this
+    /// many rows apart.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub granularity: usize,
+}
+
+/// What every benchmark takes: the model, the rows' length, the device and precision, and
+/// the output's form.
+#[derive(Debug, Args)]
+pub struct ModelArgs {
     /// An albert_zh size (tiny, small, base, large, xlarge, xxlarge) or a config JSON.
     #[arg(long, default_value = "tiny")]
     pub model: String,
@@ -45,18 +69,34 @@ pub struct BenchArgs {
     /// Override the config's vocab_size.
     #[arg(long)]
     pub vocab_size: Option<usize>,
-    #[arg(long, default_value_t = 32)]
-    pub batch: usize,
     #[arg(long, default_value_t = 128)]
     pub seq: usize,
+    /// Masked positions per row (train and maxbatch).
+    #[arg(long, default_value_t = 20)]
+    pub masked: usize,
+    /// auto, cpu, flex, tch-cpu or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// fp32, or bf16 mixed precision (libtorch devices: cuda:N, tch-cpu).
+    #[arg(long, default_value = "fp32")]
+    pub precision: String,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The timed benchmarks' flags (train, infer, finetune).
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub of: ModelArgs,
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
     /// Real tokens per row, the rest padding (attention mask 0), as short texts padded to
     /// --seq in fine-tuning and predict batches; default: every row full. tokens/s still
     /// counts every position (train and infer only).
     #[arg(long, value_name = "N")]
     pub tokens: Option<usize>,
-    /// Masked positions per row (train only).
-    #[arg(long, default_value_t = 20)]
-    pub masked: usize,
     /// Steps (or batches) timed per run.
     #[arg(long, default_value_t = 10)]
     pub steps: usize,
@@ -66,12 +106,6 @@ pub struct BenchArgs {
     /// Untimed steps first.
     #[arg(long, default_value_t = 2)]
     pub warmup: usize,
-    /// auto, cpu, flex, tch-cpu or cuda:N.
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
-    /// fp32, or bf16 mixed precision (libtorch devices: cuda:N, tch-cpu).
-    #[arg(long, default_value = "fp32")]
-    pub precision: String,
     /// The GPU's dense peak in TFLOP/s for MFU (H100/H200 bf16: 989).
     #[arg(long, default_value_t = 989.0)]
     pub peak_tflops: f64,
@@ -79,9 +113,6 @@ pub struct BenchArgs {
     /// does on a CPU).
     #[arg(long)]
     pub split: bool,
-    /// One JSON object on stdout.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// Runs the benchmark `cmd` names.
@@ -90,27 +121,37 @@ pub fn bench(cmd: &BenchCommand) -> Result<ExitCode> {
         BenchCommand::Train(args) => train::train(args),
         BenchCommand::Infer(args) => infer::infer(args),
         BenchCommand::Finetune(args) => finetune::finetune(args),
+        BenchCommand::Maxbatch(args) => maxbatch::maxbatch(args),
     }
 }
 
 /// The benchmark the flags describe: the shape flags at least 1 (a mistake in the command
 /// line, exit 2, rather than a division by zero), the device and precision parsed.
 fn spec(args: &BenchArgs) -> Result<BenchSpec> {
-    let at_least_one = |flag: &str, value: usize| {
-        NonZeroUsize::new(value).ok_or_else(|| {
-            pipeline_engine::UserError::new(format!("{flag} must be at least 1"))
-                .with_help("a benchmark needs at least one row, token, step and run")
-        })
-    };
     Ok(BenchSpec {
         batch: at_least_one("--batch", args.batch)?,
-        seq: at_least_one("--seq", args.seq)?,
         real_tokens: args
             .tokens
             .map(|t| at_least_one("--tokens", t))
             .transpose()?,
         steps: at_least_one("--steps", args.steps)?,
         runs: at_least_one("--runs", args.runs)?,
+        warmup: args.warmup,
+        peak_tflops: args.peak_tflops,
+        split: args.split,
+        ..model_spec(&args.of)?
+    })
+}
+
+/// The spec of the model flags alone: one row, one step, one run (what `bench maxbatch`
+/// does not take from the spec).
+fn model_spec(args: &ModelArgs) -> Result<BenchSpec> {
+    Ok(BenchSpec {
+        batch: NonZeroUsize::MIN,
+        seq: at_least_one("--seq", args.seq)?,
+        real_tokens: None,
+        steps: NonZeroUsize::MIN,
+        runs: NonZeroUsize::MIN,
         model: args.model.clone(),
         share_type: args
             .share_type
@@ -119,16 +160,24 @@ fn spec(args: &BenchArgs) -> Result<BenchSpec> {
             .transpose()?,
         vocab_size: args.vocab_size,
         masked: args.masked,
-        warmup: args.warmup,
+        warmup: 0,
         device: DeviceChoice::parse(&args.device)
             .map_err(|e| pipeline_engine::UserError::new(format!("--device: {e}")))?,
         precision: args
             .precision
             .parse()
             .map_err(|e| pipeline_engine::UserError::new(format!("--{e}")))?,
-        peak_tflops: args.peak_tflops,
-        split: args.split,
+        peak_tflops: 989.0,
+        split: false,
     })
+}
+
+/// `value` of `flag`, which must be at least 1.
+fn at_least_one(flag: &str, value: usize) -> Result<NonZeroUsize> {
+    Ok(NonZeroUsize::new(value).ok_or_else(|| {
+        pipeline_engine::UserError::new(format!("{flag} must be at least 1"))
+            .with_help("a benchmark needs at least one row, token, step and run")
+    })?)
 }
 
 /// ` (N real tokens)` with `--tokens N`, for the human line.
@@ -139,7 +188,7 @@ fn padding(args: &BenchArgs) -> String {
 }
 
 /// The JSON object with `--json`, else the human line.
-fn report(args: &BenchArgs, value: serde_json::Value, human: String) -> Result<ExitCode> {
+fn report(args: &ModelArgs, value: serde_json::Value, human: String) -> Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string(&value)?);
     } else {

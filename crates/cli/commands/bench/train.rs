@@ -13,15 +13,15 @@ use super::{BenchArgs, report, spec};
 /// `pipeline bench train`: training steps of `AlbertForPreTraining`.
 pub fn train(args: &BenchArgs) -> Result<ExitCode> {
     let r = bench_train(&spec(args)?)?;
-    report(args, train_json(args, &r), train_line(args, &r))
+    report(&args.of, train_json(args, &r), train_line(args, &r))
 }
 
 fn train_json(args: &BenchArgs, r: &TrainBench) -> serde_json::Value {
     let (c, h, t) = (&r.config, &r.host, &r.timing);
     json!({
-        "bench": "train", "model": args.model, "share_type": c.share_type.name(),
-        "device": h.device, "device_model": h.device_model, "precision": args.precision, "batch": args.batch, "seq": args.seq,
-        "tokens_per_row": args.tokens.unwrap_or(args.seq), "masked": args.masked, "steps": args.steps, "runs": args.runs,
+        "bench": "train", "model": args.of.model, "share_type": c.share_type.name(),
+        "device": h.device, "device_model": h.device_model, "precision": args.of.precision, "batch": args.batch, "seq": args.of.seq,
+        "tokens_per_row": args.tokens.unwrap_or(args.of.seq), "masked": args.of.masked, "steps": args.steps, "runs": args.runs,
         "threads": h.threads,
         "seconds_per_step": r.seconds_per_step, "runs_seconds_per_step": t.per_step,
         "tokens_per_s": r.tokens_per_s, "model_tflops_per_s": r.model_tflops_per_s,
@@ -35,13 +35,13 @@ fn train_json(args: &BenchArgs, r: &TrainBench) -> serde_json::Value {
 fn train_line(args: &BenchArgs, r: &TrainBench) -> String {
     format!(
         "train {} (share {}) on {}: batch {} × seq {}{} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.3} model TFLOP/s{}, {:.2} CPU-s per wall-s, peak RSS {:.2} GB",
-        args.model,
+        args.of.model,
         r.config.share_type,
         r.host.device,
         args.batch,
-        args.seq,
+        args.of.seq,
         super::padding(args),
-        args.masked,
+        args.of.masked,
         r.seconds_per_step,
         args.runs,
         args.steps,
