@@ -1,4 +1,4 @@
-//! Table 4: throughput. Data preparation instances/s, training tokens/s and inference
+//! Table 4: throughput, and the largest training batch. Data preparation instances/s, training tokens/s and inference
 //! sentences/s, from the benchmark outputs (`*.jsonl` under the bench folder: `pipeline bench
 //! train|infer --json`, `benches/hf_baseline.py train|infer`) and from our pipeline runs
 //! themselves; ours beside transformers' where both measured the same shape.
@@ -11,7 +11,9 @@
 //! - `{"bench": "hf_train", config, device, dtype, batch, seq, threads, tokens_per_s,
 //!   model_tflops_per_s, mfu?, …}` and `{"bench": "hf_infer", config, device, dtype, batch,
 //!   seq, threads, sentences_per_s, …}`: transformers (`benches/hf_baseline.py`);
-//!   `hf_maxbatch` lines are memory, not throughput, and are left out;
+//! - `{"bench": "maxbatch", …}` (ours, `pipeline bench maxbatch`) and `{"bench":
+//!   "hf_maxbatch", …}` (transformers'): the largest batch that fits, memory rather than
+//!   throughput, in a table of their own ([`max_batch`](mod@max_batch));
 //! - any line with `instances_per_s` is data preparation (`{"bench": "mask", instances_per_s,
 //!   threads, …}` ours; `"bench": "albert_zh_mask"` albert_zh's create_pretraining_data.py);
 //! - `{"bench": "cpu_compare", what, model, batch, seq, threads, ours, transformers,
@@ -25,8 +27,10 @@
 //! the rows into the table.
 
 mod lines;
+mod max_batch;
 mod rows;
 mod throughput;
 
 pub use lines::{BenchLine, list, read};
+pub use max_batch::max_batch;
 pub use throughput::throughput;

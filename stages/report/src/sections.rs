@@ -326,6 +326,11 @@ impl<'p> Sections<'p> {
             body.push_str(&crate::data::para("throughput.intro"));
             body.push_str(&self.add_table(&t, Map::new())?);
         }
+        let most = bench::max_batch(bench_lines);
+        if !most.rows.is_empty() {
+            let _ = write!(body, "\n### {}\n\n", most.title);
+            body.push_str(&self.add_table(&most, Map::new())?);
+        }
         if no_bench_files {
             body.push_str(&self.no_bench_files_sentence());
         }

@@ -10,7 +10,7 @@ use pipeline_metrics::FinetuneRecord;
 use super::lines::BenchLine;
 use crate::deps::Dep;
 
-fn s(v: &Value, k: &str) -> Option<String> {
+pub(super) fn s(v: &Value, k: &str) -> Option<String> {
     match v.get(k)? {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
@@ -18,7 +18,7 @@ fn s(v: &Value, k: &str) -> Option<String> {
     }
 }
 
-fn u(v: &Value, k: &str) -> Option<u64> {
+pub(super) fn u(v: &Value, k: &str) -> Option<u64> {
     v.get(k).and_then(Value::as_u64)
 }
 
@@ -36,7 +36,7 @@ fn isa(v: &Value) -> Option<String> {
     })
 }
 
-fn device_class(device: &str) -> &'static str {
+pub(super) fn device_class(device: &str) -> &'static str {
     if device.contains("cuda") {
         "cuda"
     } else {
@@ -72,6 +72,11 @@ pub(super) struct Row {
 }
 
 impl Row {
+    /// Whether the row is transformers', in either attention.
+    pub(super) fn is_transformers(&self) -> bool {
+        !self.ours && self.implementation.starts_with("transformers")
+    }
+
     /// What must be equal for ours and transformers' to be compared.
     pub(super) fn key(&self) -> Option<String> {
         let device = self.device.as_deref()?;
@@ -195,7 +200,7 @@ fn from_bench(line: &BenchLine) -> Option<Row> {
         }),
         "hf_train" => Some(Row {
             what: "training",
-            implementation: "transformers".into(),
+            implementation: transformers(v),
             model: s(v, "config"),
             precision: s(v, "dtype"),
             value: f(v, "tokens_per_s"),
@@ -227,14 +232,28 @@ fn from_bench(line: &BenchLine) -> Option<Row> {
     }
 }
 
+/// transformers' implementation as the table names it: its attention when not its default
+/// SDPA (`benches/gpu.sh` runs both, and ours is compared with the faster).
+fn transformers(v: &Value) -> String {
+    match s(v, "attn").as_deref() {
+        Some("eager") => "transformers (eager attention)".into(),
+        _ => "transformers".into(),
+    }
+}
+
 /// The benchmark lines as rows, and how many were of kinds the table does not show.
 pub(super) fn bench_rows(lines: &[BenchLine]) -> (Vec<Row>, usize) {
     let mut rows: Vec<Row> = Vec::new();
     let mut skipped = 0;
     for l in lines {
-        if s(&l.value, "bench").as_deref() == Some("cpu_compare") {
-            rows.extend(from_compare(l));
-            continue;
+        match s(&l.value, "bench").as_deref() {
+            Some("cpu_compare") => {
+                rows.extend(from_compare(l));
+                continue;
+            }
+            // Memory, not throughput: the max-batch table's.
+            Some("maxbatch" | "hf_maxbatch") => continue,
+            _ => {}
         }
         match from_bench(l) {
             Some(r) => rows.push(r),
