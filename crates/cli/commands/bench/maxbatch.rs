@@ -3,13 +3,14 @@
 //! maxbatch`'s, so that the report sets the two side by side.
 //!
 //! The search is [`stage_pretrain::api::largest_fitting`] (doubling, then halving the gap);
-//! each size it tries is `pipeline bench train` with two steps in a process of its own. Why
+//! each size it tries is `pipeline bench train` with two steps in a process of its own, which
+//! starts from an empty device as `hf_baseline.py` gets with `torch.cuda.empty_cache()`. Why
 //! not in this process, catching the out-of-memory error as `batch_size: auto` does for its
-//! powers of two: after one caught failure libtorch kept memory that later, smaller sizes then
-//! lacked (measured on `tch-cpu` under `ulimit -v 8000000`, tiny at seq 128: 320 rows trained
-//! before a failure at 512, and 64 rows failed after it; the process then crashed on exit), so
-//! every size after the first failure would have been reported as not fitting. A process of its
-//! own starts from an empty device, as `hf_baseline.py` gets with `torch.cuda.empty_cache()`.
+//! powers of two: a caught failure left the process without the failed step's memory and, on
+//! the same thread, unable to run torch's backward again (measured on `tch-cpu` under `ulimit
+//! -v`, `pipeline_albert::memory` says how). `unless_out_of_memory` now recovers from both on
+//! libtorch's CPU; a measurement that probes up to a dozen failures should not depend on that
+//! holding on every device, and a process per size costs only its start.
 
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
