@@ -139,6 +139,7 @@ fn fine_tuning_in_bf16_follows_transformers_under_autocast() {
 /// `STEPS` fine-tuning steps of a pair classifier in `precision` on the device under test,
 /// against the reference (under autocast for bf16).
 fn check(name: &str, precision: MatmulPrecision, tol: Tolerance) {
+    let _serial = reference::one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let device = test_device().autodiff();
     let pre = tmp.path().join("pretrained");

@@ -160,6 +160,7 @@ fn optim(kind: OptimizerKind, learning_rate: f64) -> OptimConfig {
 /// Trains `STEPS` steps with the stage's trainer in `precision` and compares with the
 /// reference (under autocast for bf16).
 fn check(name: &str, optim: OptimConfig, tol: Tolerance, precision: MatmulPrecision) {
+    let _serial = reference::one_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let (init_dir, ours_dir) = (tmp.path().join("init"), tmp.path().join("ours"));
     let config = config();
