@@ -90,12 +90,13 @@ fn fits(of: &ModelArgs, rows: usize) -> Result<bool> {
         .stdin(Stdio::null())
         .output()
         .context("starting a probe (pipeline bench train)")?;
-    tracing::info!(target: "bench", "maxbatch: {rows} rows {}", if out.status.success() { "fit" } else { "failed" });
     if out.status.success() {
+        tracing::info!(target: "bench", "maxbatch: {rows} rows fit");
         return Ok(true);
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
     if is_out_of_memory(&stderr) {
+        tracing::info!(target: "bench", "maxbatch: {rows} rows ran out of memory");
         return Ok(false);
     }
     let tail: String = stderr.lines().rev().take(6).collect::<Vec<_>>().join("\n");
