@@ -12,7 +12,7 @@ use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::tensor::{Device, Int, Tensor};
 
 use crate::config::AlbertConfig;
-use crate::model::{Albert, AlbertInput, dense, linear, weighted_cross_entropy};
+use crate::model::{Albert, AlbertInput, dense_in, linear, linear_in, weighted_cross_entropy};
 
 /// ALBERT with a classifier on the pooled [CLS] (`AlbertForSequenceClassification`).
 #[derive(Module, Debug)]
@@ -50,7 +50,11 @@ impl AlbertForSequenceClassification {
     /// `[batch, num_labels]` logits.
     pub fn forward(&self, input: &AlbertInput) -> Tensor<2> {
         let pooled = self.albert.pooled(input);
-        self.classifier.forward(self.dropout.forward(pooled))
+        linear_in(
+            self.albert.precision(),
+            &self.classifier,
+            self.dropout.forward(pooled),
+        )
     }
 
     /// Logits with the classifier's dropout given as a mask on the pooled output (`[batch, H]`,
@@ -63,7 +67,11 @@ impl AlbertForSequenceClassification {
         mask: Option<Tensor<2>>,
     ) -> Tensor<2> {
         let pooled = self.albert.pooled(input);
-        self.classifier.forward(apply_mask(pooled, mask))
+        linear_in(
+            self.albert.precision(),
+            &self.classifier,
+            apply_mask(pooled, mask),
+        )
     }
 
     /// The dropout probability before the classifier.
@@ -109,8 +117,8 @@ impl AlbertForMultipleChoice {
     pub fn forward(&self, input: &AlbertInput, choices: usize) -> Tensor<2> {
         let pooled = self.albert.pooled(input);
         let [rows, _] = pooled.dims();
-        self.classifier
-            .forward(self.dropout.forward(pooled))
+        let p = self.albert.precision();
+        linear_in(p, &self.classifier, self.dropout.forward(pooled))
             .reshape([rows / choices, choices])
     }
 
@@ -124,9 +132,8 @@ impl AlbertForMultipleChoice {
     ) -> Tensor<2> {
         let pooled = self.albert.pooled(input);
         let [rows, _] = pooled.dims();
-        self.classifier
-            .forward(apply_mask(pooled, mask))
-            .reshape([rows / choices, choices])
+        let p = self.albert.precision();
+        linear_in(p, &self.classifier, apply_mask(pooled, mask)).reshape([rows / choices, choices])
     }
 
     /// The dropout probability before the classifier.
@@ -180,7 +187,11 @@ impl AlbertForTokenClassification {
     /// ignores those, as transformers' loss does through label −100).
     pub fn forward(&self, input: &AlbertInput) -> Tensor<3> {
         let hidden = self.albert.forward(input).last_hidden_state;
-        dense(&self.classifier, self.dropout.forward(hidden))
+        dense_in(
+            self.albert.precision(),
+            &self.classifier,
+            self.dropout.forward(hidden),
+        )
     }
 
     /// [`Self::forward`] with the dropout given as a mask on the hidden states (`[batch, seq,
@@ -192,7 +203,11 @@ impl AlbertForTokenClassification {
         mask: Option<Tensor<3>>,
     ) -> Tensor<3> {
         let hidden = self.albert.forward(input).last_hidden_state;
-        dense(&self.classifier, apply_mask(hidden, mask))
+        dense_in(
+            self.albert.precision(),
+            &self.classifier,
+            apply_mask(hidden, mask),
+        )
     }
 
     /// Mean cross-entropy over the positions whose label is ≥ 0 (transformers' −100 for
@@ -257,7 +272,7 @@ impl AlbertForQuestionAnswering {
     pub fn forward(&self, input: &AlbertInput) -> SpanLogits {
         let hidden = self.albert.forward(input).last_hidden_state;
         let [b, s, _] = hidden.dims();
-        let logits = dense(&self.qa_outputs, hidden);
+        let logits = dense_in(self.albert.precision(), &self.qa_outputs, hidden);
         SpanLogits {
             start_logits: logits.clone().narrow(2, 0, 1).reshape([b, s]),
             end_logits: logits.narrow(2, 1, 1).reshape([b, s]),

@@ -57,6 +57,16 @@ pub fn dense(l: &Linear, x: Tensor<3>) -> Tensor<3> {
     dense_in(MatmulPrecision::Fp32, l, x)
 }
 
+/// `l` applied to `[n, d]` rows in `precision`: burn's own `Linear` in float32 (the path these
+/// small layers, the pooler and the heads, always took, kept bit for bit), the fused bf16
+/// product under bf16 mixed precision, as `torch.autocast` runs every `nn.Linear`.
+pub fn linear_in(precision: MatmulPrecision, l: &Linear, x: Tensor<2>) -> Tensor<2> {
+    match precision {
+        MatmulPrecision::Fp32 => l.forward(x),
+        MatmulPrecision::Bf16 => ops::linear_rows(precision, l, x),
+    }
+}
+
 /// [`dense`] with its product in `precision`.
 pub fn dense_in(precision: MatmulPrecision, l: &Linear, x: Tensor<3>) -> Tensor<3> {
     let [b, s, d] = x.dims();
@@ -337,7 +347,7 @@ impl Albert {
         let last_hidden_state = self.encoder.forward(embedded, input.attention_bias());
         let [b, _, h] = last_hidden_state.dims();
         let cls = last_hidden_state.clone().narrow(1, 0, 1).reshape([b, h]);
-        let pooler_output = self.pooler.forward(cls).tanh();
+        let pooler_output = linear_in(self.precision(), &self.pooler, cls).tanh();
         AlbertOutput {
             last_hidden_state,
             pooler_output,
@@ -493,7 +503,11 @@ impl AlbertForPreTraining {
             mlm_by_corruption(inputs, labels, weights, hits, mask_id)
         });
 
-        let sop_logits = self.sop_classifier.forward(out.pooler_output);
+        let sop_logits = linear_in(
+            self.albert.precision(),
+            &self.sop_classifier,
+            out.pooler_output,
+        );
         let sop_weights = Tensor::ones([b], &device);
         let (sop_loss, sop_correct) = weighted_cross_entropy(sop_logits, sop_labels, sop_weights);
         PretrainOutput {
@@ -517,7 +531,11 @@ impl AlbertForPreTraining {
             self.albert.mlm_projection(),
         );
         let [_, v] = logits.dims();
-        let sop = self.sop_classifier.forward(out.pooler_output.clone());
+        let sop = linear_in(
+            self.albert.precision(),
+            &self.sop_classifier,
+            out.pooler_output.clone(),
+        );
         (logits.reshape([b, s, v]), sop, out)
     }
 }

@@ -15,7 +15,7 @@
 //! | `pretrain_step` | none | with `init: pretrained`, fine-tune the model the `pretrain` dep saved at this step (one of its `save_steps`) instead of its final one: a matrix over it gives downstream accuracy against pretraining tokens |
 //! | `init_from` | none | a Hugging Face ALBERT directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt, tokenizer.json), or a TensorFlow checkpoint of albert_zh or google-research/albert (directory, prefix or .index; albert_config.json and vocab.txt beside it) |
 //! | `device` | `auto` | `auto`, `cpu`, `flex`, `tch-cpu`, `cuda:N` |
-//! | `precision` | `fp32` | `fp32`, or `bf16`: mixed precision as `torch.autocast` does it, the encoder's matrix products in bfloat16 on float32 master weights, LayerNorm, softmax, GELU, the heads and the loss in float32; libtorch devices only (`tch-cpu`, `cuda:N`), refused on `flex`; dev and the evaluation sets are predicted in it too |
+//! | `precision` | `fp32` | `fp32`, or `bf16`: mixed precision as `torch.autocast` does it, the matrix products (encoder, pooler, head) in bfloat16 on float32 master weights, LayerNorm, softmax, GELU and the loss in float32; libtorch devices only (`tch-cpu`, `cuda:N`), refused on `flex`; dev and the evaluation sets are predicted in it too |
 //! | `epochs` | 3 | passes over the training set; the best on dev (accuracy; entity F1 for tagging; F1 for span extraction) is kept |
 //! | `batch_size` | 32 | |
 //! | `eval_batch_size` | 64 | |

@@ -269,8 +269,8 @@ impl TaskModel {
         Ok((config, model.with_precision(p.precision)))
     }
 
-    /// The model with its encoder's products in `precision`. The heads stay float32: each is
-    /// one small product (`[H, labels]` at most), as the pooler is.
+    /// The model with its products in `precision`: the backbone's, and the head's, which
+    /// follows the backbone it sits on (as `torch.autocast` runs every `nn.Linear` in bf16).
     pub fn with_precision(mut self, precision: MatmulPrecision) -> TaskModel {
         let albert = match &mut self {
             TaskModel::Pair(m) | TaskModel::Score(m) => &mut m.albert,

@@ -107,8 +107,9 @@ impl MatmulPrecision {
 }
 
 impl Albert {
-    /// The backbone with every large product in `precision` (the pooler, a `[CLS]`-only
-    /// product, stays float32).
+    /// The backbone with every product in `precision`, the pooler's included (and the heads'
+    /// on top of it, which read it through [`Albert::precision`]), as `torch.autocast` runs
+    /// every `nn.Linear`.
     pub fn with_precision(mut self, precision: MatmulPrecision) -> Self {
         self.encoder.precision = precision;
         for a in &mut self.encoder.attentions {
@@ -120,15 +121,15 @@ impl Albert {
         self
     }
 
-    /// The precision of the encoder's products.
+    /// The precision of the backbone's products, which the heads on it follow.
     pub fn precision(&self) -> MatmulPrecision {
         self.encoder.precision
     }
 }
 
 impl AlbertForPreTraining {
-    /// The model with the backbone's and the MLM head's products in `precision` (the SOP
-    /// classifier, two outputs of the `[CLS]` state, stays float32).
+    /// The model with every product in `precision`: the backbone's, the MLM head's and the
+    /// SOP classifier's.
     pub fn with_precision(mut self, precision: MatmulPrecision) -> Self {
         self.albert = self.albert.with_precision(precision);
         self.predictions.precision = precision;
