@@ -12,7 +12,7 @@ use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::tensor::{Device, Int, Tensor};
 
 use crate::config::AlbertConfig;
-use crate::model::{Albert, AlbertInput, dense_in, linear, linear_in, weighted_cross_entropy};
+use crate::model::{Albert, AlbertInput, linear, weighted_cross_entropy};
 
 /// ALBERT with a classifier on the pooled [CLS] (`AlbertForSequenceClassification`).
 #[derive(Module, Debug)]
@@ -50,11 +50,8 @@ impl AlbertForSequenceClassification {
     /// `[batch, num_labels]` logits.
     pub fn forward(&self, input: &AlbertInput) -> Tensor<2> {
         let pooled = self.albert.pooled(input);
-        linear_in(
-            self.albert.precision(),
-            &self.classifier,
-            self.dropout.forward(pooled),
-        )
+        self.albert
+            .linear_on(&self.classifier, self.dropout.forward(pooled))
     }
 
     /// Logits with the classifier's dropout given as a mask on the pooled output (`[batch, H]`,
@@ -67,11 +64,8 @@ impl AlbertForSequenceClassification {
         mask: Option<Tensor<2>>,
     ) -> Tensor<2> {
         let pooled = self.albert.pooled(input);
-        linear_in(
-            self.albert.precision(),
-            &self.classifier,
-            apply_mask(pooled, mask),
-        )
+        self.albert
+            .linear_on(&self.classifier, apply_mask(pooled, mask))
     }
 
     /// The dropout probability before the classifier.
@@ -117,8 +111,8 @@ impl AlbertForMultipleChoice {
     pub fn forward(&self, input: &AlbertInput, choices: usize) -> Tensor<2> {
         let pooled = self.albert.pooled(input);
         let [rows, _] = pooled.dims();
-        let p = self.albert.precision();
-        linear_in(p, &self.classifier, self.dropout.forward(pooled))
+        self.albert
+            .linear_on(&self.classifier, self.dropout.forward(pooled))
             .reshape([rows / choices, choices])
     }
 
@@ -132,8 +126,9 @@ impl AlbertForMultipleChoice {
     ) -> Tensor<2> {
         let pooled = self.albert.pooled(input);
         let [rows, _] = pooled.dims();
-        let p = self.albert.precision();
-        linear_in(p, &self.classifier, apply_mask(pooled, mask)).reshape([rows / choices, choices])
+        self.albert
+            .linear_on(&self.classifier, apply_mask(pooled, mask))
+            .reshape([rows / choices, choices])
     }
 
     /// The dropout probability before the classifier.
@@ -187,11 +182,8 @@ impl AlbertForTokenClassification {
     /// ignores those, as transformers' loss does through label −100).
     pub fn forward(&self, input: &AlbertInput) -> Tensor<3> {
         let hidden = self.albert.forward(input).last_hidden_state;
-        dense_in(
-            self.albert.precision(),
-            &self.classifier,
-            self.dropout.forward(hidden),
-        )
+        self.albert
+            .dense_on(&self.classifier, self.dropout.forward(hidden))
     }
 
     /// [`Self::forward`] with the dropout given as a mask on the hidden states (`[batch, seq,
@@ -203,11 +195,8 @@ impl AlbertForTokenClassification {
         mask: Option<Tensor<3>>,
     ) -> Tensor<3> {
         let hidden = self.albert.forward(input).last_hidden_state;
-        dense_in(
-            self.albert.precision(),
-            &self.classifier,
-            apply_mask(hidden, mask),
-        )
+        self.albert
+            .dense_on(&self.classifier, apply_mask(hidden, mask))
     }
 
     /// Mean cross-entropy over the positions whose label is ≥ 0 (transformers' −100 for
@@ -272,7 +261,7 @@ impl AlbertForQuestionAnswering {
     pub fn forward(&self, input: &AlbertInput) -> SpanLogits {
         let hidden = self.albert.forward(input).last_hidden_state;
         let [b, s, _] = hidden.dims();
-        let logits = dense_in(self.albert.precision(), &self.qa_outputs, hidden);
+        let logits = self.albert.dense_on(&self.qa_outputs, hidden);
         SpanLogits {
             start_logits: logits.clone().narrow(2, 0, 1).reshape([b, s]),
             end_logits: logits.narrow(2, 1, 1).reshape([b, s]),

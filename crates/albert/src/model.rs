@@ -60,7 +60,7 @@ pub fn dense(l: &Linear, x: Tensor<3>) -> Tensor<3> {
 /// `l` applied to `[n, d]` rows in `precision`: burn's own `Linear` in float32 (the path these
 /// small layers, the pooler and the heads, always took, kept bit for bit), the fused bf16
 /// product under bf16 mixed precision, as `torch.autocast` runs every `nn.Linear`.
-pub fn linear_in(precision: MatmulPrecision, l: &Linear, x: Tensor<2>) -> Tensor<2> {
+fn linear_in(precision: MatmulPrecision, l: &Linear, x: Tensor<2>) -> Tensor<2> {
     match precision {
         MatmulPrecision::Fp32 => l.forward(x),
         MatmulPrecision::Bf16 => ops::linear_rows(precision, l, x),
@@ -347,11 +347,22 @@ impl Albert {
         let last_hidden_state = self.encoder.forward(embedded, input.attention_bias());
         let [b, _, h] = last_hidden_state.dims();
         let cls = last_hidden_state.clone().narrow(1, 0, 1).reshape([b, h]);
-        let pooler_output = linear_in(self.precision(), &self.pooler, cls).tanh();
+        let pooler_output = self.linear_on(&self.pooler, cls).tanh();
         AlbertOutput {
             last_hidden_state,
             pooler_output,
         }
+    }
+
+    /// `l` on `[n, d]` rows in the backbone's precision: the pooler, and the heads on top of
+    /// the backbone, whose products follow it.
+    pub fn linear_on(&self, l: &Linear, x: Tensor<2>) -> Tensor<2> {
+        linear_in(self.precision(), l, x)
+    }
+
+    /// `l` on `[batch, seq, d]` in the backbone's precision (the heads at every position).
+    pub fn dense_on(&self, l: &Linear, x: Tensor<3>) -> Tensor<3> {
+        dense_in(self.precision(), l, x)
     }
 
     /// The word-embedding matrix `[V, E]` (the MLM decoder is tied to it).
@@ -503,11 +514,9 @@ impl AlbertForPreTraining {
             mlm_by_corruption(inputs, labels, weights, hits, mask_id)
         });
 
-        let sop_logits = linear_in(
-            self.albert.precision(),
-            &self.sop_classifier,
-            out.pooler_output,
-        );
+        let sop_logits = self
+            .albert
+            .linear_on(&self.sop_classifier, out.pooler_output);
         let sop_weights = Tensor::ones([b], &device);
         let (sop_loss, sop_correct) = weighted_cross_entropy(sop_logits, sop_labels, sop_weights);
         PretrainOutput {
@@ -531,11 +540,9 @@ impl AlbertForPreTraining {
             self.albert.mlm_projection(),
         );
         let [_, v] = logits.dims();
-        let sop = linear_in(
-            self.albert.precision(),
-            &self.sop_classifier,
-            out.pooler_output.clone(),
-        );
+        let sop = self
+            .albert
+            .linear_on(&self.sop_classifier, out.pooler_output.clone());
         (logits.reshape([b, s, v]), sop, out)
     }
 }

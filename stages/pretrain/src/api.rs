@@ -110,7 +110,7 @@ fn bench_trainer(c: &AlbertConfig, ad: Device, precision: MatmulPrecision) -> Tr
 
 /// The pretraining optimiser the bench steps with: LAMB at a constant rate (no warmup, a
 /// schedule far longer than any bench), so every timed step does the same work.
-fn bench_optim() -> OptimConfig {
+pub fn bench_optim() -> OptimConfig {
     OptimConfig {
         optimizer: OptimizerKind::Lamb,
         learning_rate: 1e-4,

@@ -16,10 +16,10 @@ use burn::tensor::Device;
 use pipeline_albert::device::{DeviceChoice, resolve};
 use pipeline_albert::memory::unless_out_of_memory;
 use pipeline_albert::parallel::DataParallel;
-use pipeline_albert::train::{OptimConfig, OptimizerKind};
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining};
 use pipeline_shards::rng::SplitMix64;
 use pipeline_shards::synthetic;
+use stage_pretrain::api::bench_optim;
 use stage_pretrain::trainer::Trainer;
 
 /// The process's virtual size and resident memory, in bytes.
@@ -44,20 +44,6 @@ fn cap_address_space(bytes: u64) {
     assert_eq!(rc, 0, "setrlimit: {}", std::io::Error::last_os_error());
 }
 
-fn optim() -> OptimConfig {
-    OptimConfig {
-        optimizer: OptimizerKind::Lamb,
-        learning_rate: 1e-4,
-        weight_decay: 0.01,
-        beta_1: 0.9,
-        beta_2: 0.999,
-        epsilon: 1e-6,
-        warmup_steps: 0,
-        total_steps: 1000,
-        max_grad_norm: 1.0,
-    }
-}
-
 #[test]
 fn a_step_that_ran_out_of_memory_leaves_the_process_able_to_train() {
     let name = std::env::var("ALBERT_TEST_DEVICE").unwrap_or_else(|_| "flex".into());
@@ -77,7 +63,7 @@ fn a_step_that_ran_out_of_memory_leaves_the_process_able_to_train() {
     let model = AlbertForPreTraining::new(&c, &ad);
     let step_of = |rows: usize| {
         let batch = synthetic::batch(c.vocab_size, rows, 128, 20, &mut SplitMix64::new(5));
-        let mut trainer = Trainer::new(c.clone(), model.clone(), optim(), ad.clone());
+        let mut trainer = Trainer::new(c.clone(), model.clone(), bench_optim(), ad.clone());
         trainer.parallel = DataParallel::new(1);
         move || {
             for step in 0..2 {

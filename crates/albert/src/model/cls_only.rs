@@ -12,9 +12,7 @@
 use burn::tensor::Tensor;
 use burn::tensor::activation::softmax;
 
-use super::{
-    Albert, AlbertAttention, AlbertEncoder, AlbertInput, AlbertLayerOps, dense_in, linear_in,
-};
+use super::{Albert, AlbertAttention, AlbertEncoder, AlbertInput, AlbertLayerOps, dense_in};
 use crate::config::LnType;
 
 impl Albert {
@@ -26,7 +24,7 @@ impl Albert {
             .forward(input.input_ids.clone(), input.token_type_ids.clone());
         let cls = self.encoder.forward_cls(embedded, input.attention_bias());
         let [b, _, h] = cls.dims();
-        linear_in(self.precision(), &self.pooler, cls.reshape([b, h])).tanh()
+        self.linear_on(&self.pooler, cls.reshape([b, h])).tanh()
     }
 }
 

@@ -5,9 +5,9 @@
 //! the process's high-water mark.
 //!
 //! The benchmarks themselves are the stages' API ([`stage_pretrain::api`] for train, infer and
-//! maxbatch's search, [`stage_finetune::api::bench`] for finetune); this module holds the flags they share,
-//! turns them into their [`BenchSpec`] and prints what they measured, one line for people or
-//! one JSON object; each benchmark is a module of its own.
+//! maxbatch's search, [`stage_finetune::api::bench`] for finetune); this module holds the flags
+//! they share, turns them into their [`BenchSpec`] and prints what they measured, one line for
+//! people or one JSON object; each benchmark is a module of its own.
 
 use std::num::NonZeroUsize;
 use std::process::ExitCode;
