@@ -24,7 +24,7 @@
 //! 2 ulp of libm's over the range that matters, so outputs match burn's ops to ~1e-7.
 
 use burn::nn::LayerNorm;
-use burn::tensor::{Device, FloatDType, Tensor, TensorData};
+use burn::tensor::{DType, Device, FloatDType, Tensor, TensorData};
 
 use crate::cpu_level::CpuLevel;
 
@@ -74,10 +74,14 @@ pub fn gelu_erf<const D: usize>(x: Tensor<D>) -> Fused<D> {
     map_in_place(x, |v, _| erf::gelu_erf_in_place(v))
 }
 
-/// [`gelu_tanh`] for a tracked float32 tensor on flex (training): one op in the autodiff graph
-/// with a fused backward; `Err(x)` for anything else.
-pub fn gelu_tanh_tracked<const D: usize>(x: Tensor<D>) -> Fused<D> {
-    if x.is_tracked() && tracked::applies(&x) {
+/// [`gelu_tanh`] as one fused op: on flex for a tracked float32 tensor (training: one op in
+/// the autodiff graph with a fused backward; untracked, [`gelu_tanh`] runs in place), on
+/// libtorch for any float32 or bf16 tensor (torch's `gelu` kernel, and its backward when
+/// tracked; bf16 is the activation between the feed-forward block's two products under mixed
+/// precision, as autocast leaves it, where burn's composed ops would round each step to
+/// bf16); `Err(x)` for anything else.
+pub fn gelu_tanh_op<const D: usize>(x: Tensor<D>) -> Fused<D> {
+    if (x.is_tracked() && tracked::applies(&x)) || tracked::on_libtorch(&x) {
         Ok(tracked::gelu_tanh(x))
     } else {
         Err(Box::new(x))
@@ -112,35 +116,49 @@ pub fn attention_core(
     })
 }
 
-/// [`attention_core`] in bf16 mixed precision, on libtorch only: Q, K, V and the mask cast to
-/// bf16 for torch's SDPA (its flash kernels on a GPU take nothing else), the context cast back
-/// to float32 — what transformers' `sdpa` attention does under `torch.autocast`. `None` on flex
-/// (no bf16 products) and wherever `attention_core` would refuse.
+/// [`attention_core`] in bf16 mixed precision, on libtorch only: torch's SDPA on Q, K, V and
+/// the mask in bf16 (its flash kernels on a GPU take nothing else), each cast only where it
+/// came in float32, and the context left in bf16 for the output projection's bf16 product —
+/// what transformers' `sdpa` attention does under `torch.autocast`. `None` on flex (no bf16
+/// products) and wherever `attention_core` would refuse.
 pub fn attention_core_bf16(
     qkv: [&Tensor<3>; 3],
     bias: &Tensor<4>,
     heads: usize,
     scale: f32,
 ) -> Option<Tensor<3>> {
-    let on_libtorch = qkv[0].device().without_autodiff() != Device::flex();
-    (on_libtorch && attention_applies(qkv, bias, heads)).then(|| {
-        let [q, k, v] = qkv.map(|t| t.clone().cast(FloatDType::BF16));
-        let mask = bias.clone().cast(FloatDType::BF16);
-        tracked::attention([q, k, v], mask, heads, scale).cast(FloatDType::F32)
+    let applies = qkv.iter().all(|t| tracked::on_libtorch(*t)) && tracked::on_libtorch(bias);
+    (applies && attention_shapes(qkv, bias, heads)).then(|| {
+        let [q, k, v] = qkv.map(|t| to_bf16(t.clone()));
+        tracked::attention([q, k, v], to_bf16(bias.clone()), heads, scale)
     })
+}
+
+/// `t` in bf16, without a cast (an op in burn's graph) where it is bf16 already.
+fn to_bf16<const D: usize>(t: Tensor<D>) -> Tensor<D> {
+    if t.dtype() == DType::BF16 {
+        t
+    } else {
+        t.cast(FloatDType::BF16)
+    }
 }
 
 /// Whether the fused attention core takes these inputs: matching `[batch, seq, H]` shapes,
 /// whole heads, an untracked `[batch, 1, 1, seq]` mask, and tensors the fused ops apply to.
-fn attention_applies([q, k, v]: [&Tensor<3>; 3], bias: &Tensor<4>, heads: usize) -> bool {
+fn attention_applies(qkv: [&Tensor<3>; 3], bias: &Tensor<4>, heads: usize) -> bool {
+    let applies = qkv.iter().all(|t| tracked::applies(*t)) && tracked::applies(bias);
+    applies && attention_shapes(qkv, bias, heads)
+}
+
+/// Matching `[batch, seq, H]` shapes, whole heads and an untracked `[batch, 1, 1, seq]` mask.
+fn attention_shapes([q, k, v]: [&Tensor<3>; 3], bias: &Tensor<4>, heads: usize) -> bool {
     let [b, s, h] = q.dims();
     let shapes = k.dims() == [b, s, h]
         && v.dims() == [b, s, h]
         && bias.dims() == [b, 1, 1, s]
         && heads > 0
         && h % heads == 0;
-    let applies = [q, k, v].iter().all(|t| tracked::applies(*t)) && tracked::applies(bias);
-    shapes && !bias.is_tracked() && applies
+    shapes && !bias.is_tracked()
 }
 
 pub use {lamb::LambStep, tracked::lamb_flat_step};
@@ -181,8 +199,9 @@ fn linear_applies(x: &Tensor<2>, w: &Tensor<2>, b: &Tensor<1>, transposed: bool)
 }
 
 /// [`linear`] in bf16 mixed precision (`crate::model::precision`: the product's operands in
-/// bf16, the result and the bias in float32) as one op on libtorch, for float32 tensors of
-/// matching shapes there; `None` elsewhere (the caller then casts with burn's ops).
+/// bf16) as one op on libtorch, the result in `out`: bf16 with the bias added in the product,
+/// or float32 with the float32 bias added after it. For `x` float32 or bf16 and float32 `w`
+/// and `b` of matching shapes there; `None` elsewhere (the caller then casts with burn's ops).
 ///
 /// Why: written with burn's ops it is six nodes of burn's graph (two casts, the product, the
 /// cast back, the bias's reshape and sum), each an op forward and more backward on the host.
@@ -191,10 +210,18 @@ pub fn linear_bf16(
     w: &Tensor<2>,
     b: &Tensor<1>,
     transposed: bool,
+    out: FloatDType,
 ) -> Option<Tensor<2>> {
-    let on_libtorch = x.device().without_autodiff() != Device::flex();
-    (on_libtorch && linear_applies(x, w, b, transposed))
-        .then(|| tracked::linear_bf16(x.clone(), w.clone(), b.clone(), transposed))
+    let ([_, d_in], [wr, wc], [d_out]) = (x.dims(), w.dims(), b.dims());
+    let shapes = if transposed { [wc, wr] } else { [wr, wc] } == [d_in, d_out];
+    let dtypes = tracked::on_libtorch(x) && tracked::applies(w) && tracked::applies(b);
+    let bf16_out = match out {
+        FloatDType::BF16 => true,
+        FloatDType::F32 => false,
+        _ => return None,
+    };
+    let operands = [x.clone(), w.clone()];
+    (shapes && dtypes).then(|| tracked::linear_bf16(operands, b.clone(), transposed, bf16_out))
 }
 
 /// `ln(x)` (LayerNorm over the last dimension, `epsilon` the one `ln` was configured with),

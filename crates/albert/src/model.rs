@@ -14,7 +14,7 @@ use burn::nn::{
     Linear, LinearConfig,
 };
 use burn::tensor::activation::{log_softmax, softmax};
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{Device, FloatDType, Int, Tensor};
 
 use crate::config::{Activation, AlbertConfig, LnType};
 
@@ -33,7 +33,7 @@ pub use crate::heads::{
 pub use corruption::mlm_by_corruption;
 pub use encoder::AlbertEncoder;
 pub use input::AlbertInput;
-use ops::{activate, decode, linear_rows, norm};
+use ops::{activate, decode, linear_rows, linear_rows_to, norm};
 pub use ops::{gelu_tanh, gelu_tanh_composed};
 pub use precision::{MatmulPrecision, NoBf16, UnknownPrecision};
 
@@ -67,10 +67,22 @@ fn linear_in(precision: MatmulPrecision, l: &Linear, x: Tensor<2>) -> Tensor<2> 
     }
 }
 
-/// [`dense`] with its product in `precision`.
+/// [`dense`] with its product in `precision`, the result in float32.
 pub fn dense_in(precision: MatmulPrecision, l: &Linear, x: Tensor<3>) -> Tensor<3> {
+    dense_to(precision, l, x, FloatDType::F32)
+}
+
+/// [`dense_in`] for a result that only feeds another product, the attention core or the
+/// activation between the feed-forward's two products: left in
+/// [`MatmulPrecision::between_products`]'s dtype (bf16 under bf16, see `precision`).
+fn dense_between_products(precision: MatmulPrecision, l: &Linear, x: Tensor<3>) -> Tensor<3> {
+    dense_to(precision, l, x, precision.between_products())
+}
+
+/// [`dense_in`] with the result in `out` where the fused bf16 product runs.
+fn dense_to(precision: MatmulPrecision, l: &Linear, x: Tensor<3>, out: FloatDType) -> Tensor<3> {
     let [b, s, d] = x.dims();
-    let y = linear_rows(precision, l, x.reshape([b * s, d]));
+    let y = linear_rows_to(precision, l, x.reshape([b * s, d]), out);
     let [_, o] = y.dims();
     y.reshape([b, s, o])
 }
@@ -201,8 +213,8 @@ impl AlbertAttention {
         let [b, s, h] = x.dims();
         let (heads, p) = (self.num_heads, self.precision);
         let d = h / heads;
-        let [q, k] = [&self.query, &self.key].map(|l| dense_in(p, l, x.clone()));
-        let v = dense_in(p, &self.value, x);
+        let [q, k] = [&self.query, &self.key].map(|l| dense_between_products(p, l, x.clone()));
+        let v = dense_between_products(p, &self.value, x);
         let scale = 1.0 / (d as f64).sqrt();
         // One op on flex and libtorch where no dropout on the probabilities applies (off
         // autodiff, none does); in bf16 on libtorch only.
@@ -274,7 +286,7 @@ impl AlbertFfn {
     /// The two projections and the activation; no residual, no LayerNorm.
     pub fn transform(&self, x: Tensor<3>) -> Tensor<3> {
         let p = self.precision;
-        let x = activate(dense_in(p, &self.ffn, x), self.activation);
+        let x = activate(dense_between_products(p, &self.ffn, x), self.activation);
         self.dropout.forward(dense_in(p, &self.ffn_output, x))
     }
 }

@@ -385,8 +385,10 @@ mod tests {
 
     /// bf16 mixed precision fine-tunes as float32 does: the same classifier from the same
     /// weights on the same batches for 200 steps (AdamW, the stage's default optimiser), on
-    /// libtorch's CPU, which has bf16 products. Tolerance: every step of the first 60 within
-    /// 0.1 % of float32's loss, every 20-step window's mean after them within 6 %.
+    /// libtorch's CPU, which has bf16 products, from five initial weights. Tolerance: every
+    /// step of the first 60 within 0.1 % of float32's loss, for every seed; after them, the
+    /// median over the seeds of the largest 20-step window gap within 6 %, and the mean loss of
+    /// the last window within 3 % of float32's.
     #[test]
     fn bf16_finetuning_follows_the_fp32_loss_curve() {
         #[cfg(not(feature = "tch"))]
@@ -396,55 +398,75 @@ mod tests {
         );
         #[cfg(feature = "tch")]
         {
-            use pipeline_albert::device::{DeviceChoice, resolve};
-            use pipeline_albert::model::MatmulPrecision;
-            let device = resolve(DeviceChoice::TchCpu).unwrap().device.autodiff();
-            device.seed(5);
-            let mut c = AlbertConfig::named("tiny").unwrap();
-            (c.vocab_size, c.embedding_size, c.hidden_size) = (50, 16, 32);
-            (
-                c.num_attention_heads,
-                c.intermediate_size,
-                c.num_hidden_layers,
-            ) = (4, 64, 2);
-            let model = pipeline_albert::AlbertForSequenceClassification::new(&c, 3, 0.0, &device);
-            let batches = marked_batches();
-            let fp32 = loss_curve(&model, MatmulPrecision::Fp32, &batches, &device);
-            let bf16 = loss_curve(&model, MatmulPrecision::Bf16, &batches, &device);
             let gap = |a: f64, b: f64| (a - b).abs() / a.abs().max(1e-9);
-            let early = fp32[..60]
-                .iter()
-                .zip(&bf16)
-                .map(|(a, b)| gap(*a, *b))
-                .fold(0.0, f64::max);
             let window = |v: &[f64], w: usize| v[w * 20..(w + 1) * 20].iter().sum::<f64>() / 20.0;
-            let windows = (3..10)
-                .map(|w| gap(window(&fp32, w), window(&bf16, w)))
-                .fold(0.0, f64::max);
+            let (mut windows, mut last) = (Vec::new(), [0.0; 2]);
+            for seed in 1..=5 {
+                let [fp32, bf16] = fp32_and_bf16_curves(seed);
+                let early = fp32[..60]
+                    .iter()
+                    .zip(&bf16)
+                    .map(|(a, b)| gap(*a, *b))
+                    .fold(0.0, f64::max);
+                let worst = (3..10)
+                    .map(|w| gap(window(&fp32, w), window(&bf16, w)))
+                    .fold(0.0, f64::max);
+                eprintln!(
+                    "seed {seed}: fp32 {:.4} → {:.4}, bf16 {:.4} → {:.4}; first 60 steps \
+                     within {:.4} %, 20-step windows from step 60 within {:.2} %",
+                    fp32[0],
+                    window(&fp32, 9),
+                    bf16[0],
+                    window(&bf16, 9),
+                    100.0 * early,
+                    100.0 * worst
+                );
+                // The comparison is of a model that learns.
+                assert!(window(&fp32, 9) < 0.5 * window(&fp32, 0), "{fp32:?}");
+                assert!(early < 0.001, "seed {seed}\nfp32 {fp32:?}\nbf16 {bf16:?}");
+                // And bf16 is not float32 under another name: some step differs.
+                assert!(fp32.iter().zip(&bf16).any(|(a, b)| a != b));
+                windows.push(worst);
+                last = [last[0] + window(&fp32, 9), last[1] + window(&bf16, 9)];
+            }
+            windows.sort_by(f64::total_cmp);
+            let (median, end) = (windows[2], gap(last[0], last[1]));
             eprintln!(
-                "fp32 {:.4} → {:.4}, bf16 {:.4} → {:.4}; first 60 steps within {:.4} %, \
-                 20-step windows from step 60 within {:.2} %",
-                fp32[0],
-                window(&fp32, 9),
-                bf16[0],
-                window(&bf16, 9),
-                100.0 * early,
-                100.0 * windows
+                "windows' median {:.2} %, last window's mean {:.2} %",
+                100.0 * median,
+                100.0 * end
             );
-            // The comparison is of a model that learns.
-            assert!(window(&fp32, 9) < 0.5 * window(&fp32, 0), "{fp32:?}");
-            // Measured (libtorch 2.11, 2 x86 cores, 2026-11-29, the pooler and the head in bf16
-            // too): the loss 1.098 → 0.434 in float32 and 0.436 in bf16; the first 60 steps
-            // within 0.016 %, the windows within 1.1 % (with the two in float32: 0.005 % and
-            // 3.6 %, 3.3 % with burn's per-parameter AdamW). Until the classifier finds the
-            // markers (steps 60–120) the two runs are the
-            // same to bf16's rounding; from there a run's path amplifies any difference, as two
-            // float32 runs on other kernels would drift. The margins are for CPUs whose bf16
-            // products take other kernels.
-            assert!(early < 0.001, "fp32 {fp32:?}\nbf16 {bf16:?}");
-            assert!(windows < 0.06, "fp32 {fp32:?}\nbf16 {bf16:?}");
-            // And bf16 is not float32 under another name: some step differs.
-            assert!(fp32.iter().zip(&bf16).any(|(a, b)| a != b));
+            // Measured (libtorch 2.11, 2 x86 cores, 2026-11-29, seeds 1–5, the activations
+            // between products in bf16 as autocast leaves them): every step of the first 60
+            // within 0.021 %, the windows' median 2.6 %, the last window's mean 0.5 %. Until the
+            // classifier finds the markers (steps 60–120) the two runs are the same to bf16's
+            // rounding; from there a run's path amplifies any difference, as two float32 runs
+            // on other kernels drift (3.6 %, flat against per-parameter AdamW). One seed's
+            // window gap is that chaos: 0.4–14.9 % over seeds 1–10 (0.1–16.4 % while every
+            // product's result went back to float32), so a bound holds the median and the end.
+            assert!(median < 0.06, "windows {windows:?}");
+            assert!(end < 0.03, "last windows' sums {last:?}");
         }
+    }
+
+    /// The loss curves of 200 steps of the same classifier (initial weights drawn at `seed`) in
+    /// float32 and in bf16 mixed precision on libtorch's CPU.
+    #[cfg(feature = "tch")]
+    fn fp32_and_bf16_curves(seed: u64) -> [Vec<f64>; 2] {
+        use pipeline_albert::device::{DeviceChoice, resolve};
+        use pipeline_albert::model::MatmulPrecision;
+        let device = resolve(DeviceChoice::TchCpu).unwrap().device.autodiff();
+        device.seed(seed);
+        let mut c = AlbertConfig::named("tiny").unwrap();
+        (c.vocab_size, c.embedding_size, c.hidden_size) = (50, 16, 32);
+        (
+            c.num_attention_heads,
+            c.intermediate_size,
+            c.num_hidden_layers,
+        ) = (4, 64, 2);
+        let model = pipeline_albert::AlbertForSequenceClassification::new(&c, 3, 0.0, &device);
+        let batches = marked_batches();
+        [MatmulPrecision::Fp32, MatmulPrecision::Bf16]
+            .map(|p| loss_curve(&model, p, &batches, &device))
     }
 }

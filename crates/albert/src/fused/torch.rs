@@ -117,13 +117,23 @@ fn linear(x: &Tensor, w: &Tensor, b: &Tensor, transposed: bool) -> Tensor {
     }
 }
 
-/// `x` and `w` in bf16, as the bf16 linear layers multiply them.
-fn bf16_operands(x: &Tensor, w: &Tensor) -> (Tensor, Tensor) {
-    (x.to_kind(Kind::BFloat16), w.to_kind(Kind::BFloat16))
+/// `t` in bf16: `t` itself when it is bf16 already (an activation between two products),
+/// else a fresh copy (a float32 input, or a weight's master copy).
+fn to_bf16(t: &TchTensor) -> TchTensor {
+    if t.tensor.kind() == Kind::BFloat16 {
+        t.clone()
+    } else {
+        TchTensor::new(t.tensor.to_kind(Kind::BFloat16))
+    }
 }
 
-/// `x·W` (`x·Wᵀ` when `transposed`) of bf16 operands, in float32, plus `b`.
-fn linear_bf16(xb: &Tensor, wb: &Tensor, b: &Tensor, transposed: bool) -> Tensor {
+/// `x·W` (`x·Wᵀ` when `transposed`) of bf16 operands plus `b`: with `bf16_out`, one `addmm`
+/// in bf16 with the bias rounded to bf16, as autocast runs `nn.Linear`; without, the product
+/// cast back to float32 and the float32 bias added.
+fn linear_bf16(xb: &Tensor, wb: &Tensor, b: &Tensor, transposed: bool, bf16_out: bool) -> Tensor {
+    if bf16_out {
+        return linear(xb, wb, &b.to_kind(Kind::BFloat16), transposed);
+    }
     let product = if transposed {
         xb.mm(&wb.tr())
     } else {
@@ -172,9 +182,16 @@ impl FusedOps for LibTorch {
         TchTensor::new(linear(&x.tensor, &w.tensor, &b.tensor, transposed))
     }
 
-    fn fused_linear_bf16(x: TchTensor, w: TchTensor, b: TchTensor, transposed: bool) -> TchTensor {
-        let (xb, wb) = bf16_operands(&x.tensor, &w.tensor);
-        TchTensor::new(linear_bf16(&xb, &wb, &b.tensor, transposed))
+    fn fused_linear_bf16(
+        x: TchTensor,
+        w: TchTensor,
+        b: TchTensor,
+        transposed: bool,
+        bf16_out: bool,
+    ) -> TchTensor {
+        let (xb, wb) = (to_bf16(&x), to_bf16(&w));
+        let y = linear_bf16(&xb.tensor, &wb.tensor, &b.tensor, transposed, bf16_out);
+        TchTensor::new(y)
     }
 
     fn fused_log_softmax(x: TchTensor) -> TchTensor {
@@ -314,12 +331,14 @@ enum Saved {
         w: TchTensor,
         transposed: bool,
     },
-    /// [`Saved::Linear`] in bf16 mixed precision: the bf16 copies of the input and weight that
-    /// the product multiplied (fresh tensors, not burn's).
+    /// [`Saved::Linear`] in bf16 mixed precision: the bf16 operands the product multiplied
+    /// (the weight's a fresh copy; the input's a copy when it came in float32, burn's own when
+    /// it came in bf16) and the input's dtype, which its gradient goes back to.
     LinearBf16 {
         xb: TchTensor,
         wb: TchTensor,
         transposed: bool,
+        x_kind: Kind,
     },
     /// The tanh GELU: its input.
     GeluTanh { x: TchTensor },
@@ -349,12 +368,19 @@ impl Saved {
                 let db = wanted(2).then(|| g.sum_dim_intlist([0_i64].as_slice(), false, g.kind()));
                 vec![dx, dw, db]
             }
-            Saved::LinearBf16 { xb, wb, transposed } => {
-                // As the composed casts differentiate: the products in bf16, each gradient
-                // cast back to float32; the bias, added in float32, sums `g` in float32.
+            Saved::LinearBf16 {
+                xb,
+                wb,
+                transposed,
+                x_kind,
+            } => {
+                // As the composed casts differentiate: the products in bf16, the input's
+                // gradient in the input's dtype, the weight's in float32; the bias's, `g`
+                // summed in float32 (a bf16 sum over thousands of rows would round).
                 let gb = g.to_kind(Kind::BFloat16);
-                let products = linear_products(&gb, &xb.tensor, &wb.tensor, *transposed, &wanted);
-                let [dx, dw] = products.map(|t| t.map(|t| t.to_kind(Kind::Float)));
+                let [dx, dw] = linear_products(&gb, &xb.tensor, &wb.tensor, *transposed, &wanted);
+                let dx = dx.map(|t| t.to_kind(*x_kind));
+                let dw = dw.map(|t| t.to_kind(Kind::Float));
                 let db =
                     wanted(2).then(|| g.sum_dim_intlist([0_i64].as_slice(), false, Kind::Float));
                 vec![dx, dw, db]
@@ -531,12 +557,19 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
         w: FloatTensor<Self>,
         b: FloatTensor<Self>,
         transposed: bool,
+        bf16_out: bool,
     ) -> FloatTensor<Self> {
         direct::<C, _>([x, w, b], |[x, w, b]| {
-            let (xb, wb) = bf16_operands(&x.tensor, &w.tensor);
-            let output = TchTensor::new(linear_bf16(&xb, &wb, &b.tensor, transposed));
-            let (xb, wb) = (TchTensor::new(xb), TchTensor::new(wb));
-            (output, Saved::LinearBf16 { xb, wb, transposed })
+            let (xb, wb) = (to_bf16(x), to_bf16(w));
+            let y = linear_bf16(&xb.tensor, &wb.tensor, &b.tensor, transposed, bf16_out);
+            let x_kind = x.tensor.kind();
+            let saved = Saved::LinearBf16 {
+                xb,
+                wb,
+                transposed,
+                x_kind,
+            };
+            (TchTensor::new(y), saved)
         })
     }
 

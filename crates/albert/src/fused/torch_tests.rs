@@ -2,7 +2,7 @@
 //! CPU, and the head padding of the GPU attention path. Their autodiff side runs in
 //! `tracked_tests.rs` with `ALBERT_TEST_DEVICE=tch-cpu`.
 
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{DType, Device, Distribution, FloatDType, Tensor};
 
 use super::*;
 
@@ -78,6 +78,22 @@ fn untracked_linear_matches_burns_ops_both_ways_round() {
     }
 }
 
+/// Untracked (inference, evaluation) the tanh GELU is torch's kernel too: in float32 the
+/// composed formula's values, and on a bf16 input (the activation between the feed-forward's
+/// products under mixed precision) a bf16 result within one rounding of float32's, where burn's
+/// composed ops would round each of their five steps.
+#[test]
+fn untracked_gelu_is_torchs_kernel_in_float32_and_bf16() {
+    let device = libtorch_cpu();
+    let x = Tensor::<2>::random([13, 40], Distribution::Normal(0.0, 3.0), &device);
+    let fused = crate::fused::gelu_tanh_op(x.clone()).expect("libtorch: the fused op");
+    let composed = crate::model::gelu_tanh_composed(x.clone());
+    assert_close(fused.clone(), composed, "gelu");
+    let in_bf16 = crate::fused::gelu_tanh_op(x.cast(FloatDType::BF16)).expect("bf16");
+    assert_eq!(in_bf16.dtype(), DType::BF16);
+    assert_within_bf16(in_bf16.cast(FloatDType::F32), fused, "gelu in bf16");
+}
+
 /// What the GPU path does with `tiny`'s 26-wide heads: padded to 32 with zero columns, the
 /// context is the same (run here on the CPU, where the padding is otherwise off).
 #[test]
@@ -101,7 +117,8 @@ fn zero_padded_heads_give_the_same_context() {
 
 /// Mixed precision: the bf16 attention core against float32 burn ops, values and the
 /// gradients of Q, K and V, within bf16's precision (8 bits of mantissa: 2⁻⁸ ≈ 0.4 %, a few
-/// roundings deep), and its output back in float32.
+/// roundings deep); its context left in bf16 for the output projection; and Q, K, V that come
+/// in bf16 already (the projections' bf16 results) give the same context.
 #[test]
 fn bf16_attention_tracks_float32_within_bf16_precision() {
     let device = Device::libtorch().autodiff();
@@ -114,7 +131,12 @@ fn bf16_attention_tracks_float32_within_bf16_precision() {
     let bias = padding_bias(b, s, &device);
     let [q, k, v] = &qkv;
     let fused = crate::fused::attention_core_bf16([q, k, v], &bias, heads, scale).expect("bf16");
-    assert_eq!(fused.dtype(), burn::tensor::DType::F32);
+    assert_eq!(fused.dtype(), DType::BF16);
+    let [qb, kb, vb] = qkv.each_ref().map(|t| t.clone().cast(FloatDType::BF16));
+    let from_bf16 = crate::fused::attention_core_bf16([&qb, &kb, &vb], &bias, heads, scale);
+    let from_bf16 = from_bf16.expect("bf16 inputs").cast(FloatDType::F32);
+    let fused = fused.cast(FloatDType::F32);
+    assert_eq!(from_bf16.into_data(), fused.to_data(), "bf16 Q, K, V");
     let exact = crate::fused::attention_core([q, k, v], &bias, heads, scale).expect("f32");
     let g1 = (fused.clone() * w.clone()).sum().backward();
     let g2 = (exact.clone() * w).sum().backward();
@@ -172,7 +194,8 @@ fn bf16_linear_is_the_composed_casts_in_one_op() {
         let w = Tensor::<2>::random(stored, normal, &device).require_grad();
         let b = Tensor::<1>::random([d_out], normal, &device).require_grad();
         let g = Tensor::<2>::random([n, d_out], normal, &device);
-        let fused = crate::fused::linear_bf16(&x, &w, &b, transposed).expect("libtorch: fused");
+        let fused = crate::fused::linear_bf16(&x, &w, &b, transposed, FloatDType::F32);
+        let fused = fused.expect("libtorch: fused");
         assert!(fused.is_tracked());
 
         let leaf = |t: &Tensor<2>| Tensor::<2>::from_data(t.to_data(), &device).require_grad();
@@ -196,5 +219,52 @@ fn bf16_linear_is_the_composed_casts_in_one_op() {
         assert_within_bf16(x.grad(&g1).expect("dx"), x2.grad(&g2).expect("dx"), &what);
         assert_within_bf16(w.grad(&g1).expect("dW"), w2.grad(&g2).expect("dW"), &what);
         assert_within_bf16(b.grad(&g1).expect("db"), b2.grad(&g2).expect("db"), &what);
+    }
+}
+
+/// With its result left in bf16 (a product that feeds another): one `addmm` in bf16, as
+/// autocast's `nn.Linear`, against burn's casts (the bias rounded to bf16 and added in bf16),
+/// for a float32 input and a bf16 one (the activation between two products). The output is
+/// bf16; the input's gradient comes back in the input's dtype, the weight's and the bias's in
+/// float32, all within bf16's rounding of the composed ones.
+#[test]
+fn bf16_linear_leaves_its_result_in_bf16_and_each_gradient_in_its_inputs_dtype() {
+    let device = libtorch_cpu().autodiff();
+    let normal = Distribution::Normal(0.0, 1.0);
+    let (n, d_in, d_out) = (33, 64, 17);
+    for x_dtype in [FloatDType::F32, FloatDType::BF16] {
+        // A fresh leaf with the same values (`from_data` would convert bf16 to float32).
+        let leaf = |t: &Tensor<2>| t.clone().detach().require_grad();
+        let x = Tensor::<2>::random([n, d_in], normal, &device).cast(x_dtype);
+        let x = x.require_grad();
+        let w = Tensor::<2>::random([d_in, d_out], normal, &device).require_grad();
+        assert_eq!(x.dtype() == DType::BF16, x_dtype == FloatDType::BF16);
+        let b = Tensor::<1>::random([d_out], normal, &device).require_grad();
+        let g = Tensor::<2>::random([n, d_out], normal, &device);
+        let fused = crate::fused::linear_bf16(&x, &w, &b, false, FloatDType::BF16);
+        let fused = fused.expect("libtorch: fused");
+        assert_eq!(fused.dtype(), DType::BF16);
+
+        let (x2, w2) = (leaf(&x), leaf(&w));
+        let b2 = b.clone().detach().require_grad();
+        let bf16 = |t: Tensor<2>| t.cast(FloatDType::BF16);
+        let composed = bf16(x2.clone()).matmul(bf16(w2.clone()))
+            + b2.clone().cast(FloatDType::BF16).unsqueeze();
+        let [fused, composed] = [fused, composed].map(|t| t.cast(FloatDType::F32));
+        let what = format!("input {x_dtype:?}");
+        assert_within_bf16(fused.clone(), composed.clone(), &what);
+
+        let g1 = (fused * g.clone()).sum().backward();
+        let g2 = (composed * g).sum().backward();
+        let (dx, dw, db) = (x.grad(&g1), w.grad(&g1), b.grad(&g1));
+        let [dx, dw] = [dx, dw].map(|t| t.expect("a gradient"));
+        let db = db.expect("db");
+        assert_eq!(dx.dtype(), x.dtype(), "{what}: dx");
+        assert_eq!([dw.dtype(), db.dtype()], [DType::F32; 2], "{what}: dW, db");
+        let f32 = |t: Tensor<2>| t.cast(FloatDType::F32);
+        let dx2 = f32(x2.grad(&g2).expect("dx"));
+        assert_within_bf16(f32(dx), dx2, &what);
+        assert_within_bf16(dw, f32(w2.grad(&g2).expect("dW")), &what);
+        assert_within_bf16(db, b2.grad(&g2).expect("db").cast(FloatDType::F32), &what);
     }
 }

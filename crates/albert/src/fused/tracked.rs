@@ -7,7 +7,8 @@
 //! (a third of a CPU training step at AVX2, `results/bench/cpu_avx2.md`). Here each is one op in
 //! the graph: one pass forward, one backward ([`super::kernels`]). On libtorch (`tch` builds)
 //! the same ops are torch's fused kernels with torch's backward (`super::torch`). Float32 only,
-//! except the attention core in bf16 on libtorch (`super::attention_core_bf16`).
+//! except on libtorch under bf16 mixed precision, where the attention core, the linear layers
+//! and the tanh-GELU take the bf16 activations that run between two products ([`on_libtorch`]).
 
 use burn::backend::TensorMetadata;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -56,15 +57,18 @@ pub trait FusedOps: Backend {
         b: FloatTensor<Self>,
         transposed: bool,
     ) -> FloatTensor<Self>;
-    /// [`Self::fused_linear`] of float32 tensors in bf16 mixed precision
-    /// (`crate::model::precision`): `x` and `W` cast to bf16 for the product, which is cast
-    /// back to float32 before `b` is added. libtorch only: flex has no bf16 products
-    /// (`precision: bf16` is refused there) and its impls panic.
+    /// [`Self::fused_linear`] in bf16 mixed precision (`crate::model::precision`): `x`
+    /// (float32 or bf16) and the float32 `W` multiplied in bf16. With `bf16_out` the result is
+    /// bf16, the bias added in bf16 inside the product (autocast's `addmm`); without, it is
+    /// cast back to float32 before the float32 `b` is added. The input's gradient comes back
+    /// in the input's dtype, the weight's and the bias's in float32. libtorch only: flex has
+    /// no bf16 products (`precision: bf16` is refused there) and its impls panic.
     fn fused_linear_bf16(
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
         b: FloatTensor<Self>,
         transposed: bool,
+        bf16_out: bool,
     ) -> FloatTensor<Self>;
     /// `log_softmax` over the last dimension.
     fn fused_log_softmax(x: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -112,7 +116,17 @@ pub(super) fn applies<const D: usize>(t: &Tensor<D>) -> bool {
     D > 0 && t.dims().iter().all(|&n| n > 0) && t.dtype() == DType::F32 && backend
 }
 
-/// [`FusedOps::fused_gelu_tanh`] on a tensor [`applies`] accepts.
+/// Whether `t` is a float32 or bf16 tensor with no empty dimension on libtorch: what the
+/// fused ops take there under bf16 mixed precision, whose products' results stay bf16 until
+/// they meet float32 again (`crate::model::precision`).
+pub(super) fn on_libtorch<const D: usize>(t: &Tensor<D>) -> bool {
+    let libtorch = cfg!(feature = "tch") && t.device().without_autodiff() != Device::flex();
+    let dtype = matches!(t.dtype(), DType::F32 | DType::BF16);
+    D > 0 && t.dims().iter().all(|&n| n > 0) && dtype && libtorch
+}
+
+/// [`FusedOps::fused_gelu_tanh`] on a tensor [`applies`] (or, on libtorch, [`on_libtorch`])
+/// accepts.
 pub(super) fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_gelu_tanh(x.into_dispatch()))
 }
@@ -153,13 +167,20 @@ pub(super) fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>, transposed: bool)
     ))
 }
 
-/// [`FusedOps::fused_linear_bf16`] on libtorch tensors [`applies`] accepts.
-pub(super) fn linear_bf16(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>, transposed: bool) -> Tensor<2> {
+/// [`FusedOps::fused_linear_bf16`] on libtorch tensors (`x` float32 or bf16, `w` and `b`
+/// float32).
+pub(super) fn linear_bf16(
+    [x, w]: [Tensor<2>; 2],
+    b: Tensor<1>,
+    transposed: bool,
+    bf16_out: bool,
+) -> Tensor<2> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_linear_bf16(
         x.into_dispatch(),
         w.into_dispatch(),
         b.into_dispatch(),
         transposed,
+        bf16_out,
     ))
 }
 
@@ -319,7 +340,13 @@ impl FusedOps for Flex {
         dense::forward(&x, &w, &b, transposed)
     }
 
-    fn fused_linear_bf16(_: FlexTensor, _: FlexTensor, _: FlexTensor, _: bool) -> FlexTensor {
+    fn fused_linear_bf16(
+        _: FlexTensor,
+        _: FlexTensor,
+        _: FlexTensor,
+        _: bool,
+        _: bool,
+    ) -> FlexTensor {
         unreachable!("bf16 products run on libtorch only (fused::linear_bf16 checks the device)")
     }
 
@@ -458,6 +485,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         _: FloatTensor<Self>,
         _: FloatTensor<Self>,
         _: FloatTensor<Self>,
+        _: bool,
         _: bool,
     ) -> FloatTensor<Self> {
         unreachable!("bf16 products run on libtorch only (fused::linear_bf16 checks the device)")

@@ -3,8 +3,8 @@
 //! and the dense layers (one gemm each way, the bias folded in); burn's ops on other backends.
 
 use burn::nn::{LayerNorm, Linear};
-use burn::tensor::Tensor;
 use burn::tensor::activation::{gelu, relu, sigmoid};
+use burn::tensor::{FloatDType, Tensor};
 
 use super::MatmulPrecision;
 use crate::config::Activation;
@@ -20,10 +20,11 @@ pub(super) fn activate<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<
 /// The tanh approximation of GELU, `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, computed as
 /// the identical `x·σ(2·√(2/π)·(x + 0.044715·x³))`: burn's `gelu_approximate` spends a quarter
 /// of a CPU training step in scalar `powf` and `tanhf`. On flex one fused pass (forward, and
-/// backward under autodiff); elsewhere burn's ops, with `sigmoid` one op each way.
+/// backward under autodiff), on libtorch torch's `gelu` kernel; elsewhere burn's ops, with
+/// `sigmoid` one op each way.
 pub fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     crate::fused::gelu_tanh(x)
-        .or_else(|x| crate::fused::gelu_tanh_tracked(*x))
+        .or_else(|x| crate::fused::gelu_tanh_op(*x))
         .unwrap_or_else(|x| gelu_tanh_composed(*x))
 }
 
@@ -41,11 +42,23 @@ pub(super) fn norm<const D: usize>(ln: &LayerNorm, x: Tensor<D>, epsilon: f64) -
     crate::fused::layer_norm(ln, x, epsilon)
 }
 
-/// `l` applied to `[n, d]` rows in `precision`: the fused dense op (float32 on flex and libtorch,
-/// bf16 on libtorch; training and inference), burn's `Linear` (or the bf16 casts) otherwise.
+/// `l` applied to `[n, d]` rows in `precision`, the result in float32: the fused dense op
+/// (float32 on flex and libtorch, bf16 on libtorch; training and inference), burn's `Linear`
+/// (or the bf16 casts) otherwise.
 pub(super) fn linear_rows(precision: MatmulPrecision, l: &Linear, x: Tensor<2>) -> Tensor<2> {
+    linear_rows_to(precision, l, x, FloatDType::F32)
+}
+
+/// [`linear_rows`] with the result in `out` where the fused bf16 op runs (`out` is bf16 only
+/// for a result that feeds another product; see [`MatmulPrecision::between_products`]).
+pub(super) fn linear_rows_to(
+    precision: MatmulPrecision,
+    l: &Linear,
+    x: Tensor<2>,
+    out: FloatDType,
+) -> Tensor<2> {
     if let Some(b) = &l.bias
-        && let Some(y) = fused_linear(precision, &x, &l.weight.val(), &b.val(), false)
+        && let Some(y) = fused_linear(precision, &x, &l.weight.val(), &b.val(), (false, out))
     {
         return y;
     }
@@ -53,17 +66,17 @@ pub(super) fn linear_rows(precision: MatmulPrecision, l: &Linear, x: Tensor<2>) 
 }
 
 /// The fused dense op in `precision` where it applies (float32 on flex and libtorch, bf16 on
-/// libtorch).
+/// libtorch, its result in `out`).
 fn fused_linear(
     precision: MatmulPrecision,
     x: &Tensor<2>,
     w: &Tensor<2>,
     b: &Tensor<1>,
-    transposed: bool,
+    (transposed, out): (bool, FloatDType),
 ) -> Option<Tensor<2>> {
     match precision {
         MatmulPrecision::Fp32 => crate::fused::linear(x, w, b, transposed),
-        MatmulPrecision::Bf16 => crate::fused::linear_bf16(x, w, b, transposed),
+        MatmulPrecision::Bf16 => crate::fused::linear_bf16(x, w, b, transposed, out),
     }
 }
 
@@ -74,7 +87,7 @@ pub(super) fn decode(
     embeddings: Tensor<2>,
     bias: Tensor<1>,
 ) -> Tensor<2> {
-    if let Some(y) = fused_linear(precision, &x, &embeddings, &bias, true) {
+    if let Some(y) = fused_linear(precision, &x, &embeddings, &bias, (true, FloatDType::F32)) {
         return y;
     }
     let [v] = bias.dims();

@@ -2,18 +2,30 @@
 //!
 //! What `torch.autocast(dtype=torch.bfloat16)` does for a transformer, written out: the weights
 //! stay float32 (the master copy the optimiser updates), each product casts its two operands to
-//! bf16, multiplies (on tensor cores on a GPU) and casts the result back, so LayerNorm, softmax,
-//! GELU, the residual sums and the losses see float32. The casts are autodiff ops: the backward
-//! products run in bf16 too, and each weight's gradient arrives in float32.
+//! bf16 and multiplies (on tensor cores on a GPU). A result that only feeds the next product
+//! stays bf16, as autocast leaves it: Q, K and V for the attention core (torch's SDPA in bf16),
+//! its context for the output projection, and the feed-forward's `[batch·seq, I]` activation
+//! (its GELU in bf16 too) for the second projection. Every other result goes back to float32,
+//! so LayerNorm, softmax, the residual sums and the losses see float32. The casts are autodiff
+//! ops: the backward products run in bf16 too, each weight's gradient arrives in float32, and
+//! each activation's in its own dtype.
 //!
 //! Why casts in the model rather than `tch::autocast`: burn's autodiff records the graph itself
 //! and runs the backward through its own ops, so an autocast region set on libtorch would cover
 //! the forward kernels but not the backward burn replays, and `tch::autocast` switches libtorch's
 //! CUDA autocast, whose dtype defaults to fp16 (bf16 needs `set_autocast_dtype`, which tch 0.22
 //! does not wrap), and leaves the CPU alone. Explicit casts are the same on every backend that
-//! has bf16 and can be tested on libtorch's CPU. Unlike autocast, the result of each product
-//! goes back to float32 at once: element-wise ops cost more memory traffic than in bf16, and
-//! never lose precision.
+//! has bf16 and can be tested on libtorch's CPU. Unlike autocast, a product whose result meets
+//! float32 (the residual sum, a LayerNorm, a loss) hands it over unrounded: in float32, with
+//! the bias added in float32.
+//!
+//! Why the activations between products stay bf16: the feed-forward's is the step's largest
+//! tensor (I = 4H wide), and in float32 it was written by the product's cast back, read and
+//! written by the bias and the GELU, and read by the cast for the next product, each way, on
+//! a GPU where such passes run at memory speed beside tensor-core products: ~32 bytes an
+//! element moved forward, the two products' own write and read included; in bf16, 8 (the
+//! product writes it with its bias, the GELU reads and writes it, the next product reads it).
+//! The backward keeps it, and its gradient, in bf16 alone.
 
 use burn::nn::Linear;
 use burn::tensor::{FloatDType, Tensor};
@@ -27,7 +39,8 @@ pub enum MatmulPrecision {
     /// float32 throughout.
     #[default]
     Fp32,
-    /// bf16 operands, float32 results (see the module docs).
+    /// bf16 operands; results in float32, or bf16 where they only feed another product (see
+    /// the module docs).
     Bf16,
 }
 
@@ -78,6 +91,18 @@ impl MatmulPrecision {
             });
         }
         Ok(self)
+    }
+
+    /// The dtype a product's result is left in when it only feeds another product (Q, K and V
+    /// the attention core, the attention's context its output projection, the feed-forward's
+    /// first projection the activation and the second): bf16 under bf16, as autocast leaves
+    /// every product's result, and float32 under fp32. Results that meet the residual stream,
+    /// a LayerNorm, a loss or a head's output go back to float32.
+    pub fn between_products(self) -> FloatDType {
+        match self {
+            MatmulPrecision::Fp32 => FloatDType::F32,
+            MatmulPrecision::Bf16 => FloatDType::BF16,
+        }
     }
 
     /// `a · b` in this precision, the result in float32.
@@ -198,5 +223,98 @@ mod tests {
         // bf16 keeps 8 bits of mantissa: each operand is within 2^-8 of itself.
         assert!(dy > 0.0 && dy < 2e-2, "{dy}");
         assert!(dg > 0.0 && dg < 3e-2, "{dg}");
+    }
+
+    /// On libtorch under bf16 the results that only feed another product stay bf16 (what makes
+    /// the feed-forward's activation and Q, K, V cheap on a GPU; no numerical test would see
+    /// them go back to float32), the blocks hand float32 to the residual stream within bf16's
+    /// rounding of float32's, and the weights' gradients arrive in float32.
+    #[cfg(feature = "tch")]
+    #[test]
+    fn bf16_leaves_the_activations_between_products_in_bf16_and_the_blocks_return_float32() {
+        use crate::model::{
+            AlbertAttention, AlbertFfn, AlbertInput, dense_between_products, dense_in,
+        };
+        use burn::tensor::DType;
+        let tch_cpu = crate::device::resolve(crate::device::DeviceChoice::TchCpu);
+        let device = tch_cpu
+            .expect("a tch build has libtorch's CPU")
+            .device
+            .autodiff();
+        device.seed(6);
+        let c = crate::config::AlbertConfig::named("tiny").expect("tiny");
+        let (mut ffn, mut attention) = (
+            AlbertFfn::new(&c, &device),
+            AlbertAttention::new(&c, &device),
+        );
+        // Biases that are not zero (a fresh model's are): with a zero bias a bf16 product's
+        // result is the same in either dtype, and the GELU rounds once either way.
+        let normal = Distribution::Normal(0.0, 1.0);
+        for l in [&mut ffn.ffn, &mut attention.query, &mut attention.value] {
+            let [_, d] = l.weight.dims();
+            l.bias = Some(burn::module::Param::from_tensor(Tensor::random(
+                [d],
+                normal,
+                &device,
+            )));
+        }
+        let [b, s, h] = [2, 5, c.hidden_size];
+        let x = Tensor::<3>::random([b, s, h], normal, &device);
+        let input = AlbertInput::from_rows(
+            b,
+            s,
+            vec![0; b * s],
+            vec![0; b * s],
+            vec![1; b * s],
+            &device,
+        );
+        let bias = input.attention_bias();
+        let fp32 = [
+            ffn.transform(x.clone()),
+            attention.attend(x.clone(), bias.clone()),
+        ];
+        (ffn.precision, attention.precision) = (MatmulPrecision::Bf16, MatmulPrecision::Bf16);
+
+        for (p, dtype) in [
+            (MatmulPrecision::Fp32, DType::F32),
+            (MatmulPrecision::Bf16, DType::BF16),
+        ] {
+            assert_eq!(
+                dense_between_products(p, &ffn.ffn, x.clone()).dtype(),
+                dtype
+            );
+            assert_eq!(
+                dense_between_products(p, &attention.query, x.clone()).dtype(),
+                dtype
+            );
+        }
+        // The feed-forward block is its bf16 activation's composition, bit for bit, and not
+        // the one whose activation went back to float32.
+        let (bf16, f32_between) = [dense_between_products, dense_in]
+            .map(|first| {
+                let inner = first(MatmulPrecision::Bf16, &ffn.ffn, x.clone());
+                let activated = crate::model::activate(inner, ffn.activation);
+                dense_in(MatmulPrecision::Bf16, &ffn.ffn_output, activated).into_data()
+            })
+            .into();
+        assert_eq!(ffn.transform(x.clone()).into_data(), bf16);
+        assert_ne!(bf16, f32_between);
+        let bf16 = [ffn.transform(x.clone()), attention.attend(x, bias)];
+        for (name, (y16, y32)) in ["ffn", "attention"].into_iter().zip(bf16.iter().zip(fp32)) {
+            assert_eq!(y16.dtype(), DType::F32, "{name}");
+            let scale = y32.clone().abs().max().into_scalar::<f64>();
+            let diff = (y16.clone() - y32).abs().max().into_scalar::<f64>() / scale;
+            assert!(diff > 0.0 && diff < 3e-2, "{name}: {diff}");
+        }
+        let [y_ffn, y_attention] = bf16;
+        let grads = (y_ffn.sum() + y_attention.sum()).backward();
+        for w in [
+            &ffn.ffn.weight,
+            &ffn.ffn_output.weight,
+            &attention.query.weight,
+            &attention.dense.weight,
+        ] {
+            assert_eq!(w.grad(&grads).expect("a gradient").dtype(), DType::F32);
+        }
     }
 }
