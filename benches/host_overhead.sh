@@ -7,6 +7,7 @@
 #   BIN=/tmp/other-build/pipeline ROUNDS=3 benches/host_overhead.sh
 #   AGAINST=/tmp/before/pipeline benches/host_overhead.sh   # ours against another build of ours
 #   TASK=finetune AGAINST=/tmp/before/pipeline benches/host_overhead.sh   # fine-tuning steps
+#   PRECISION=bf16 AGAINST=/tmp/before/pipeline benches/host_overhead.sh  # bf16 mixed precision
 #
 # The model is albert_zh tiny's structure (4 layers, 12 heads, post-LN, one shared layer)
 # shrunk to H 24, E 16, FFN 48 and a vocabulary of 64, trained on batches of 1 × 8 tokens, so
@@ -38,6 +39,11 @@ case "$TASK" in
     ;;
   *) echo "host_overhead: TASK=$TASK: expected train or finetune" >&2; exit 2 ;;
 esac
+PRECISION="${PRECISION:-fp32}"
+case "$PRECISION" in
+  fp32 | bf16) ;;
+  *) echo "host_overhead: PRECISION=$PRECISION: expected fp32 or bf16" >&2; exit 2 ;;
+esac
 ROUNDS="${ROUNDS:-5}"
 STEPS="${STEPS:-2000}"
 PY="${PY:-.venv-torch/bin/python}"
@@ -65,15 +71,19 @@ r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(r.ru_utime + r.ru_stime)' "$@"
 }
 shape=(--batch 1 --seq 8 --masked 1 --runs 1 --warmup 5)
-ours() { cpu_seconds "$BIN" bench "$TASK" --device tch-cpu --model "$work/mini.json" "${shape[@]}" --steps "$1"; }
+ours() {
+  cpu_seconds "$BIN" bench "$TASK" --device tch-cpu --model "$work/mini.json" "${shape[@]}" \
+    --precision "$PRECISION" --steps "$1"
+}
 theirs() {
   if [[ -n "${AGAINST:-}" ]]; then
     cpu_seconds "$AGAINST" bench "$TASK" --device tch-cpu --model "$work/mini.json" "${shape[@]}" \
-      --steps "$1"
+      --precision "$PRECISION" --steps "$1"
     return
   fi
+  # transformers' bf16 is torch.autocast over float32 weights, as ours.
   cpu_seconds "$PY" benches/hf_baseline.py train --config "$work/mini.json" "${shape[@]}" \
-    --threads 1 --steps "$1"
+    --dtype "$PRECISION" --threads 1 --steps "$1"
 }
 other="${AGAINST:-transformers}"
 
