@@ -88,10 +88,13 @@ pub fn gelu_tanh_op<const D: usize>(x: Tensor<D>) -> Fused<D> {
     }
 }
 
-/// `log_softmax` over the last dimension for a tracked float32 tensor on flex (the losses in
-/// training): one op with a fused backward; `Err(x)` for anything else.
-pub fn log_softmax_tracked<const D: usize>(x: Tensor<D>) -> Fused<D> {
-    if x.is_tracked() && tracked::applies(&x) {
+/// `log_softmax` over the last dimension as one fused op, the result in float32: on flex for
+/// a tracked float32 tensor (the losses in training, with a fused backward), on libtorch for
+/// any float32 or bf16 one (torch's kernel, its backward when tracked; bf16 logits are read up
+/// to float32 inside it, as autocast runs `log_softmax` in float32, and their gradient goes
+/// back in bf16); `Err(x)` for anything else.
+pub fn log_softmax_op<const D: usize>(x: Tensor<D>) -> Fused<D> {
+    if (x.is_tracked() && tracked::applies(&x)) || tracked::on_libtorch(&x) {
         Ok(tracked::log_softmax(x))
     } else {
         Err(Box::new(x))

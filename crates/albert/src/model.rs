@@ -14,7 +14,7 @@ use burn::nn::{
     Linear, LinearConfig,
 };
 use burn::tensor::activation::{log_softmax, softmax};
-use burn::tensor::{Device, FloatDType, Int, Tensor};
+use burn::tensor::{DType, Device, FloatDType, Int, Tensor};
 
 use crate::config::{Activation, AlbertConfig, LnType};
 
@@ -580,8 +580,15 @@ fn cross_entropy_hits(
     let [n, _] = logits.dims();
     let predicted = logits.clone().argmax(1).reshape([n]);
     let hits = predicted.equal(labels.clone()).float();
-    let log_probs =
-        crate::fused::log_softmax_tracked(logits).unwrap_or_else(|l| log_softmax(*l, 1));
+    // Float32 whatever the logits' dtype (the MLM logits are bf16 under bf16 mixed precision).
+    let log_probs = crate::fused::log_softmax_op(logits).unwrap_or_else(|l| {
+        let l = if l.dtype() == DType::F32 {
+            *l
+        } else {
+            l.cast(FloatDType::F32)
+        };
+        log_softmax(l, 1)
+    });
     let picked = log_probs.gather(1, labels.reshape([n, 1])).reshape([n]);
     let total = weights.clone().sum().clamp_min(1e-6);
     let loss = (picked * weights).sum().neg() / total;

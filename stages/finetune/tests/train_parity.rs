@@ -120,11 +120,9 @@ fn fine_tuning_a_pair_classifier_follows_transformers() {
 /// 1.5–1.8e-5, 2.9–7.7e-4 and 0.6–1.9×.
 /// Unlike pretraining's (stages/pretrain/tests/train_parity.rs) this check does not tell our
 /// bf16 path from float32: at a loss of ln 2 both are about as far from autocast's first loss
-/// (ours in float32 1.8e-5, in bf16 2.5e-5; 7e-6 apart), which rounds every product's output to
-/// bf16 where ours hands the products that meet float32 over unrounded (`pipeline_albert::model`
-/// precision docs);
-/// `bf16_finetuning_follows_the_fp32_loss_curve` (src/train.rs) checks
-/// that bf16 changes the run. The gradient norms are held to 100 %: at the steps where the loss
+/// (ours in float32 1.8e-5, in bf16 2.5e-5; 7e-6 apart), so it bounds the drift only;
+/// `bf16_finetuning_follows_the_fp32_loss_curve` (src/train.rs) checks that bf16 changes the
+/// run. The gradient norms are held to 100 %: at the steps where the loss
 /// is flat they are ~0.01, and rounding moves them by tens of percent (10–68 % measured).
 #[test]
 fn fine_tuning_in_bf16_follows_transformers_under_autocast() {

@@ -195,7 +195,7 @@ impl FusedOps for LibTorch {
     }
 
     fn fused_log_softmax(x: TchTensor) -> TchTensor {
-        TchTensor::new(x.tensor.log_softmax(-1, x.tensor.kind()))
+        TchTensor::new(x.tensor.log_softmax(-1, Kind::Float))
     }
 
     fn fused_layer_norm(x: TchTensor, gamma: TchTensor, beta: TchTensor, eps: f32) -> TchTensor {
@@ -342,8 +342,9 @@ enum Saved {
     },
     /// The tanh GELU: its input.
     GeluTanh { x: TchTensor },
-    /// `log_softmax` over the last dimension: its output.
-    LogSoftmax { output: TchTensor },
+    /// `log_softmax` over the last dimension: its float32 output and the input's dtype, which
+    /// the gradient goes back to.
+    LogSoftmax { output: TchTensor, input_kind: Kind },
 }
 
 /// `g` in the dtype of `like` (under bf16 an op's gradient may arrive in float32).
@@ -389,14 +390,15 @@ impl Saved {
                 let x = &x.tensor;
                 vec![wanted(0).then(|| x.gelu_backward(&same_kind(g, x), "tanh"))]
             }
-            Saved::LogSoftmax { output } => {
+            Saved::LogSoftmax { output, input_kind } => {
                 let out = &output.tensor;
                 let g = same_kind(g, out);
-                vec![
-                    wanted(0).then(|| {
-                        Tensor::internal_log_softmax_backward_data(&g, out, -1, out.kind())
-                    }),
-                ]
+                vec![wanted(0).then(|| {
+                    // The kernel returns `input_kind` on CUDA; libtorch's CPU gives float32
+                    // (2.11, measured), so the cast, a no-op where it is not needed.
+                    Tensor::internal_log_softmax_backward_data(&g, out, -1, *input_kind)
+                        .to_kind(*input_kind)
+                })]
             }
         }
     }
@@ -575,8 +577,9 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
 
     fn fused_log_softmax(x: FloatTensor<Self>) -> FloatTensor<Self> {
         direct::<C, _>([x], |[x]| {
-            let output = TchTensor::new(x.tensor.log_softmax(-1, x.tensor.kind()));
-            (output.clone(), Saved::LogSoftmax { output })
+            let output = TchTensor::new(x.tensor.log_softmax(-1, Kind::Float));
+            let input_kind = x.tensor.kind();
+            (output.clone(), Saved::LogSoftmax { output, input_kind })
         })
     }
 

@@ -94,6 +94,31 @@ fn untracked_gelu_is_torchs_kernel_in_float32_and_bf16() {
     assert_within_bf16(in_bf16.cast(FloatDType::F32), fused, "gelu in bf16");
 }
 
+/// The losses' log-softmax reads bf16 logits (the MLM decoder's under mixed precision) and
+/// works in float32: the result is float32 and the very values of the logits read up first;
+/// tracked, the logits' gradient goes back in bf16, within its rounding of float32's.
+#[test]
+fn log_softmax_reads_bf16_logits_and_returns_float32() {
+    let device = libtorch_cpu().autodiff();
+    let logits = Tensor::<2>::random([9, 300], Distribution::Normal(0.0, 4.0), &device);
+    let logits = logits.cast(FloatDType::BF16).require_grad();
+    let w = Tensor::<2>::random([9, 300], Distribution::Default, &device);
+    let fused = crate::fused::log_softmax_op(logits.clone()).expect("libtorch: the fused op");
+    assert_eq!(fused.dtype(), DType::F32);
+    let read_up = logits.clone().cast(FloatDType::F32).detach().require_grad();
+    let exact = crate::fused::log_softmax_op(read_up.clone()).expect("float32");
+    assert_eq!(fused.to_data(), exact.to_data());
+
+    let g1 = (fused * w.clone()).sum().backward();
+    let g2 = (exact * w).sum().backward();
+    let d16 = logits.grad(&g1).expect("a gradient");
+    assert_eq!(d16.dtype(), DType::BF16);
+    let d32 = read_up.grad(&g2).expect("a gradient");
+    assert_within_bf16(d16.cast(FloatDType::F32), d32, "the logits' gradient");
+    let untracked = crate::fused::log_softmax_op(logits.inner()).expect("untracked");
+    assert_eq!(untracked.dtype(), DType::F32);
+}
+
 /// What the GPU path does with `tiny`'s 26-wide heads: padded to 32 with zero columns, the
 /// context is the same (run here on the CPU, where the padding is otherwise off).
 #[test]

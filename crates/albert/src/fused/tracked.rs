@@ -70,7 +70,8 @@ pub trait FusedOps: Backend {
         transposed: bool,
         bf16_out: bool,
     ) -> FloatTensor<Self>;
-    /// `log_softmax` over the last dimension.
+    /// `log_softmax` over the last dimension, in float32 (on libtorch a bf16 input is read up
+    /// to float32 inside the kernel, and its gradient goes back in bf16).
     fn fused_log_softmax(x: FloatTensor<Self>) -> FloatTensor<Self>;
     /// LayerNorm over the last dimension, `(x − mean)/√(var + ε)·γ + β`.
     fn fused_layer_norm(
@@ -184,7 +185,8 @@ pub(super) fn linear_bf16(
     ))
 }
 
-/// [`FusedOps::fused_log_softmax`] on a tensor [`applies`] accepts.
+/// [`FusedOps::fused_log_softmax`] on a tensor [`applies`] (or, on libtorch, [`on_libtorch`])
+/// accepts.
 pub(super) fn log_softmax<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_log_softmax(x.into_dispatch()))
 }

@@ -84,7 +84,7 @@ fn log_softmax_values_and_gradient_match_burns_ops() {
     let device = autodiff();
     let x = Tensor::<2>::random([6, 300], Distribution::Normal(0.0, 4.0), &device).require_grad();
     let w = Tensor::<2>::random([6, 300], Distribution::Normal(0.0, 1.0), &device);
-    let fused = super::super::log_softmax_tracked(x.clone()).expect("fused");
+    let fused = super::super::log_softmax_op(x.clone()).expect("fused");
     assert!(fused.is_tracked());
     let x2 = leaf(&x);
     let composed = burn::tensor::activation::log_softmax(x2.clone(), 1);
@@ -138,8 +138,8 @@ fn the_fused_ops_apply_only_where_they_should() {
     assert_eq!(super::super::gelu_tanh_op(x).is_err(), on_flex);
     // Empty tensors (rows of width 0) stay with burn's ops, which handle them.
     let empty = Tensor::<2>::ones([2, 0], &device).require_grad();
-    assert!(super::super::log_softmax_tracked(empty.clone()).is_err());
-    let y = super::super::log_softmax_tracked(Tensor::<2>::ones([0, 3], &device).require_grad());
+    assert!(super::super::log_softmax_op(empty.clone()).is_err());
+    let y = super::super::log_softmax_op(Tensor::<2>::ones([0, 3], &device).require_grad());
     assert!(y.is_err());
     let bias = Tensor::<4>::zeros([2, 1, 1, 0], &device);
     let scores = Tensor::<4>::ones([2, 1, 1, 0], &device).require_grad();

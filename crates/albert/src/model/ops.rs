@@ -87,7 +87,10 @@ pub(super) fn decode(
     embeddings: Tensor<2>,
     bias: Tensor<1>,
 ) -> Tensor<2> {
-    if let Some(y) = fused_linear(precision, &x, &embeddings, &bias, (true, FloatDType::F32)) {
+    // The logits only feed the loss's log-softmax, which reads bf16 and works in float32 (as
+    // autocast leaves them): `[masked positions, V]`, the largest result of a step of `tiny`.
+    let out = precision.between_products();
+    if let Some(y) = fused_linear(precision, &x, &embeddings, &bias, (true, out)) {
         return y;
     }
     let [v] = bias.dims();

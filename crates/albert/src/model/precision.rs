@@ -5,8 +5,9 @@
 //! bf16 and multiplies (on tensor cores on a GPU). A result that only feeds the next product
 //! stays bf16, as autocast leaves it: Q, K and V for the attention core (torch's SDPA in bf16),
 //! its context for the output projection, and the feed-forward's `[batch·seq, I]` activation
-//! (its GELU in bf16 too) for the second projection. Every other result goes back to float32,
-//! so LayerNorm, softmax, the residual sums and the losses see float32. The casts are autodiff
+//! (its GELU in bf16 too) for the second projection; and the MLM logits, which the loss's
+//! log-softmax reads in bf16 and works on in float32, as autocast runs it. Every other result
+//! goes back to float32, so LayerNorm, softmax, the residual sums and the losses see float32. The casts are autodiff
 //! ops: the backward products run in bf16 too, each weight's gradient arrives in float32, and
 //! each activation's in its own dtype.
 //!
@@ -15,9 +16,10 @@
 //! the forward kernels but not the backward burn replays, and `tch::autocast` switches libtorch's
 //! CUDA autocast, whose dtype defaults to fp16 (bf16 needs `set_autocast_dtype`, which tch 0.22
 //! does not wrap), and leaves the CPU alone. Explicit casts are the same on every backend that
-//! has bf16 and can be tested on libtorch's CPU. Unlike autocast, a product whose result meets
-//! float32 (the residual sum, a LayerNorm, a loss) hands it over unrounded: in float32, with
-//! the bias added in float32.
+//! has bf16 and can be tested on libtorch's CPU. Every product's result is bf16, as torch's
+//! bf16 products return it; unlike autocast, one that meets float32 (the residual sum, a
+//! LayerNorm, a head's output) is cast up before its bias is added, in float32, where autocast
+//! adds the bias in bf16 inside the product.
 //!
 //! Why the activations between products stay bf16: the feed-forward's is the step's largest
 //! tensor (I = 4H wide), and in float32 it was written by the product's cast back, read and
@@ -95,9 +97,10 @@ impl MatmulPrecision {
 
     /// The dtype a product's result is left in when it only feeds another product (Q, K and V
     /// the attention core, the attention's context its output projection, the feed-forward's
-    /// first projection the activation and the second): bf16 under bf16, as autocast leaves
+    /// first projection the activation and the second) or an op that reads bf16 and computes
+    /// in float32 (the MLM logits the loss's log-softmax): bf16 under bf16, as autocast leaves
     /// every product's result, and float32 under fp32. Results that meet the residual stream,
-    /// a LayerNorm, a loss or a head's output go back to float32.
+    /// a LayerNorm or a head's output go back to float32.
     pub fn between_products(self) -> FloatDType {
         match self {
             MatmulPrecision::Fp32 => FloatDType::F32,
