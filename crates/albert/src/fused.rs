@@ -24,7 +24,7 @@
 //! 2 ulp of libm's over the range that matters, so outputs match burn's ops to ~1e-7.
 
 use burn::nn::LayerNorm;
-use burn::tensor::{DType, Device, FloatDType, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Tensor, TensorData};
 
 use crate::cpu_level::CpuLevel;
 
@@ -101,69 +101,7 @@ pub fn log_softmax_op<const D: usize>(x: Tensor<D>) -> Fused<D> {
     }
 }
 
-/// The attention core `softmax(Q·Kᵀ·scale + bias)·V` of `heads` heads side by side in
-/// `q`, `k`, `v` `[batch, seq, H]`, as one op on flex or libtorch: with a fused backward when
-/// training, the context alone when not (inference); `None` for anything else (a tracked
-/// `bias`, other shapes, other backends or dtypes). On flex, per head two gemms and the
-/// softmax, reading the heads in place: no split or merge copies, no zeroed-then-copied product
-/// buffers (see `attention`); on libtorch, torch's scaled-dot-product attention (`torch`).
-pub fn attention_core(
-    qkv: [&Tensor<3>; 3],
-    bias: &Tensor<4>,
-    heads: usize,
-    scale: f32,
-) -> Option<Tensor<3>> {
-    attention_applies(qkv, bias, heads).then(|| {
-        let [q, k, v] = qkv.map(|t| t.clone());
-        tracked::attention([q, k, v], bias.clone(), heads, scale)
-    })
-}
-
-/// [`attention_core`] in bf16 mixed precision, on libtorch only: torch's SDPA on Q, K, V and
-/// the mask in bf16 (its flash kernels on a GPU take nothing else), each cast only where it
-/// came in float32, and the context left in bf16 for the output projection's bf16 product —
-/// what transformers' `sdpa` attention does under `torch.autocast`. `None` on flex (no bf16
-/// products) and wherever `attention_core` would refuse.
-pub fn attention_core_bf16(
-    qkv: [&Tensor<3>; 3],
-    bias: &Tensor<4>,
-    heads: usize,
-    scale: f32,
-) -> Option<Tensor<3>> {
-    let applies = qkv.iter().all(|t| tracked::on_libtorch(*t)) && tracked::on_libtorch(bias);
-    (applies && attention_shapes(qkv, bias, heads)).then(|| {
-        let [q, k, v] = qkv.map(|t| to_bf16(t.clone()));
-        tracked::attention([q, k, v], to_bf16(bias.clone()), heads, scale)
-    })
-}
-
-/// `t` in bf16, without a cast (an op in burn's graph) where it is bf16 already.
-fn to_bf16<const D: usize>(t: Tensor<D>) -> Tensor<D> {
-    if t.dtype() == DType::BF16 {
-        t
-    } else {
-        t.cast(FloatDType::BF16)
-    }
-}
-
-/// Whether the fused attention core takes these inputs: matching `[batch, seq, H]` shapes,
-/// whole heads, an untracked `[batch, 1, 1, seq]` mask, and tensors the fused ops apply to.
-fn attention_applies(qkv: [&Tensor<3>; 3], bias: &Tensor<4>, heads: usize) -> bool {
-    let applies = qkv.iter().all(|t| tracked::applies(*t)) && tracked::applies(bias);
-    applies && attention_shapes(qkv, bias, heads)
-}
-
-/// Matching `[batch, seq, H]` shapes, whole heads and an untracked `[batch, 1, 1, seq]` mask.
-fn attention_shapes([q, k, v]: [&Tensor<3>; 3], bias: &Tensor<4>, heads: usize) -> bool {
-    let [b, s, h] = q.dims();
-    let shapes = k.dims() == [b, s, h]
-        && v.dims() == [b, s, h]
-        && bias.dims() == [b, 1, 1, s]
-        && heads > 0
-        && h % heads == 0;
-    shapes && !bias.is_tracked()
-}
-
+pub use attention_ops::{attention_core, attention_core_bf16, attention_packed, packs_attention};
 pub use {lamb::LambStep, tracked::lamb_flat_step};
 
 /// Whether [`lamb_step`] takes a weight and its gradient: float32 on flex or libtorch, same
@@ -423,6 +361,7 @@ multiversion!(
 // After the macro: the kernels of the training ops and the exact GELU are compiled per level
 // with it.
 mod attention;
+mod attention_ops;
 mod dense;
 mod erf;
 mod flex_values;
@@ -430,6 +369,8 @@ mod kernels;
 mod lamb;
 #[cfg(feature = "tch")]
 mod torch;
+#[cfg(feature = "tch")]
+mod torch_attention;
 // The extension names burn's libtorch backend in a `tch` build, which burn marks deprecated;
 // it is the one that builds offline (as in `device`).
 #[cfg_attr(feature = "tch", allow(deprecated))]

@@ -210,23 +210,49 @@ impl AlbertAttention {
 
     /// `softmax(QKᵀ/√d + bias)·V`, projected; no residual, no LayerNorm (the layer adds them).
     pub fn attend(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+        // One op on flex and libtorch where no dropout on the probabilities applies (off
+        // autodiff, none does); on libtorch from one product for Q, K and V.
+        let no_dropout = self.attention_dropout.prob == 0.0 || !x.device().is_autodiff();
+        let packed = no_dropout && crate::fused::packs_attention(&x, &bias, self.num_heads);
+        let context = packed
+            .then(|| self.packed_context(&x, &bias))
+            .flatten()
+            .unwrap_or_else(|| self.context(x, bias, no_dropout));
+        self.output_dropout
+            .forward(dense_in(self.precision, &self.dense, context))
+    }
+
+    /// `1/√d`, the scores' scale for heads of width `d` out of `h`.
+    fn scale(&self, h: usize) -> f64 {
+        1.0 / ((h / self.num_heads) as f64).sqrt()
+    }
+
+    /// The attention's context from Q, K and V packed in one product, on libtorch
+    /// ([`crate::fused::attention_packed`]); `None` where that op does not apply.
+    fn packed_context(&self, x: &Tensor<3>, bias: &Tensor<4>) -> Option<Tensor<3>> {
+        let (p, [_, _, h]) = (self.precision, x.dims());
+        let layers = [&self.query, &self.key, &self.value];
+        let qkv = ops::packed_projection(p, layers, x, p.between_products())?;
+        crate::fused::attention_packed(&qkv, bias, self.num_heads, self.scale(h) as f32)
+    }
+
+    /// The attention's context from three products: the fused core where `fused` (no dropout)
+    /// and it applies, burn's ops otherwise (the scores materialised).
+    fn context(&self, x: Tensor<3>, bias: Tensor<4>, fused: bool) -> Tensor<3> {
         let [b, s, h] = x.dims();
         let (heads, p) = (self.num_heads, self.precision);
         let d = h / heads;
         let [q, k] = [&self.query, &self.key].map(|l| dense_between_products(p, l, x.clone()));
         let v = dense_between_products(p, &self.value, x);
-        let scale = 1.0 / (d as f64).sqrt();
-        // One op on flex and libtorch where no dropout on the probabilities applies (off
-        // autodiff, none does); in bf16 on libtorch only.
-        let no_dropout = self.attention_dropout.prob == 0.0 || !q.device().is_autodiff();
+        let scale = self.scale(h);
         let core = match p {
             MatmulPrecision::Fp32 => crate::fused::attention_core,
             MatmulPrecision::Bf16 => crate::fused::attention_core_bf16,
         };
-        let fused = no_dropout
+        let fused = fused
             .then(|| core([&q, &k, &v], &bias, heads, scale as f32))
             .flatten();
-        let context = fused.unwrap_or_else(|| {
+        fused.unwrap_or_else(|| {
             let split = |t: Tensor<3>| t.reshape([b, s, heads, d]).swap_dims(1, 2);
             let scores = p.matmul(split(q), split(k).swap_dims(2, 3));
             // The scale stays on the scores: on the queries (5× fewer values) it was 0.99× per
@@ -236,9 +262,7 @@ impl AlbertAttention {
                 .unwrap_or_else(|scores| softmax((*scores).mul_scalar(scale) + bias, 3));
             let probs = self.attention_dropout.forward(probs);
             p.matmul(probs, split(v)).swap_dims(1, 2).reshape([b, s, h])
-        });
-        self.output_dropout
-            .forward(dense_in(p, &self.dense, context))
+        })
     }
 }
 

@@ -387,8 +387,8 @@ mod tests {
     /// weights on the same batches for 200 steps (AdamW, the stage's default optimiser), on
     /// libtorch's CPU, which has bf16 products, from five initial weights. Tolerance: every
     /// step of the first 60 within 0.1 % of float32's loss, for every seed; after them, the
-    /// median over the seeds of the largest 20-step window gap within 6 %, and the mean loss of
-    /// the last window within 3 % of float32's.
+    /// median over the seeds of the largest 20-step window gap within 6 %, and bf16's mean
+    /// loss over the seeds' last windows not above float32's by 3 % or more.
     #[test]
     fn bf16_finetuning_follows_the_fp32_loss_curve() {
         #[cfg(not(feature = "tch"))]
@@ -430,22 +430,25 @@ mod tests {
                 last = [last[0] + window(&fp32, 9), last[1] + window(&bf16, 9)];
             }
             windows.sort_by(f64::total_cmp);
-            let (median, end) = (windows[2], gap(last[0], last[1]));
+            // Signed: positive where bf16 ends higher (learned less) than float32.
+            let (median, end) = (windows[2], (last[1] - last[0]) / last[0]);
             eprintln!(
-                "windows' median {:.2} %, last window's mean {:.2} %",
+                "windows' median {:.2} %, bf16's last-window mean against float32's {:+.2} %",
                 100.0 * median,
                 100.0 * end
             );
             // Measured (libtorch 2.11, 2 x86 cores, 2026-11-29, seeds 1–5, the activations
-            // between products in bf16 as autocast leaves them): every step of the first 60
-            // within 0.021 %, the windows' median 2.6 %, the last window's mean 0.5 %. Until the
-            // classifier finds the markers (steps 60–120) the two runs are the same to bf16's
-            // rounding; from there a run's path amplifies any difference, as two float32 runs
-            // on other kernels drift (3.6 %, flat against per-parameter AdamW). One seed's
-            // window gap is that chaos: 0.4–14.9 % over seeds 1–10 (0.1–16.4 % while every
-            // product's result went back to float32), so a bound holds the median and the end.
+            // between products in bf16 as autocast leaves them, Q, K and V one product): every
+            // step of the first 60 within 0.021 %, the windows' median 2.6 %, bf16's last window
+            // −1.9 % against float32's. Until the classifier finds the markers (steps 60–120)
+            // the two runs are the same to bf16's rounding; from there a run's path amplifies
+            // any difference, as two float32 runs on other kernels drift (3.6 %, flat against
+            // per-parameter AdamW). One seed's window gap is that chaos: 0.4–14.9 % over seeds
+            // 1–10 (0.1–16.4 % while every product's result went back to float32), and one
+            // seed's last window 9 % either way, so the bounds hold the median of the gaps and
+            // that bf16 does not end higher on average: what would show bf16 learning worse.
             assert!(median < 0.06, "windows {windows:?}");
-            assert!(end < 0.03, "last windows' sums {last:?}");
+            assert!(end < 0.03, "last windows' sums (fp32, bf16) {last:?}");
         }
     }
 

@@ -300,7 +300,7 @@ fn loss_curve(precision: pipeline_albert::model::MatmulPrecision, batches: &[Bat
 /// the same batches for 200 steps, on libtorch's CPU (which has bf16 products). Tolerance: every
 /// step's loss within 1 % of float32's, and the mean of the last 20 steps within 0.5 %.
 /// Measured (libtorch 2.11 on a 2-core x86 CPU, 2026-11-28): the loss goes 4.381 → 1.750 in
-/// both; worst step 0.09 %, last 20 steps 0.01 %; 0.17 % and 0.04 % since the activations
+/// both; worst step 0.09 %, last 20 steps 0.01 %; 0.18 % and 0.06 % since the activations
 /// between products and the MLM logits stay bf16, as under autocast (2026-11-29), which adds
 /// their biases in bf16 too. The margin is for CPUs whose bf16 products
 /// take other kernels (native bf16 instructions round the same operands, but accumulate in

@@ -34,74 +34,8 @@ use burn::backend::{Autodiff, LibTorch};
 use burn::tensor::Device;
 use tch::{Kind, Tensor};
 
+use super::torch_attention::{attention, packed_attention};
 use super::tracked::FusedOps;
-
-/// `[batch, seq, H]` as `[batch, heads, seq, d]` (a view).
-fn split_heads(t: &Tensor, heads: i64) -> Tensor {
-    let (b, s, h) = t.size3().expect("attention inputs are [batch, seq, H]");
-    t.view([b, s, heads, h / heads]).transpose(1, 2)
-}
-
-/// The head width torch's fused GPU attention kernels take: a multiple of 8. `tiny`'s 26
-/// (312 / 12) is not, and SDPA then falls back to its materialised math path on CUDA; zero
-/// columns added to Q, K and V change no score (the scale stays 1/√26) and only add zero
-/// columns to the context, which are cut off.
-fn padded_head_width(d: i64, device: tch::Device) -> i64 {
-    if device.is_cuda() && d % 8 != 0 {
-        (d + 7) / 8 * 8
-    } else {
-        d
-    }
-}
-
-/// `softmax(Q·Kᵀ·scale + bias)·V` of `heads` heads side by side in `[batch, seq, H]`, by
-/// torch's scaled-dot-product attention; `bias` `[batch, 1, 1, seq]` is the additive mask.
-fn attention(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    bias: &Tensor,
-    heads: usize,
-    scale: f32,
-) -> Tensor {
-    let (_, _, h) = q.size3().expect("attention inputs are [batch, seq, H]");
-    let width = padded_head_width(h / heads as i64, q.device());
-    attention_at_width([q, k, v], bias, heads, scale, width)
-}
-
-/// [`attention`] with each head's Q, K and V padded with zero columns to `dp` wide.
-fn attention_at_width(
-    [q, k, v]: [&Tensor; 3],
-    bias: &Tensor,
-    heads: usize,
-    scale: f32,
-    dp: i64,
-) -> Tensor {
-    let (b, s, h) = q.size3().expect("attention inputs are [batch, seq, H]");
-    let heads = heads as i64;
-    let d = h / heads;
-    let split = |t: &Tensor| {
-        let t = split_heads(t, heads);
-        if dp == d {
-            t
-        } else {
-            t.constant_pad_nd([0, dp - d])
-        }
-    };
-    let mask = bias.to_kind(q.kind());
-    let ctx = Tensor::scaled_dot_product_attention(
-        &split(q),
-        &split(k),
-        &split(v),
-        Some(&mask),
-        0.0,
-        false,
-        f64::from(scale),
-        false,
-    );
-    let ctx = if dp == d { ctx } else { ctx.narrow(3, 0, d) };
-    ctx.transpose(1, 2).reshape([b, s, h])
-}
 
 /// `softmax(scores·scale + bias)` over the last dimension.
 fn attention_softmax(scores: &Tensor, bias: &Tensor, scale: f32) -> Tensor {
@@ -176,6 +110,15 @@ impl FusedOps for LibTorch {
             heads,
             scale,
         ))
+    }
+
+    fn fused_attention_packed(
+        qkv: TchTensor,
+        bias: TchTensor,
+        heads: usize,
+        scale: f32,
+    ) -> TchTensor {
+        TchTensor::new(packed_attention(&qkv.tensor, &bias.tensor, heads, scale))
     }
 
     fn fused_linear(x: TchTensor, w: TchTensor, b: TchTensor, transposed: bool) -> TchTensor {
@@ -539,6 +482,17 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
             [false, false, false, true],
             |[q, k, v, b]| attention(q, k, v, b, heads, scale),
         )
+    }
+
+    fn fused_attention_packed(
+        qkv: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        heads: usize,
+        scale: f32,
+    ) -> FloatTensor<Self> {
+        tracked::<C, _>([qkv, bias], [false, true], |[qkv, b]| {
+            packed_attention(qkv, b, heads, scale)
+        })
     }
 
     fn fused_linear(

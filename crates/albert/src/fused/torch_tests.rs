@@ -5,6 +5,7 @@
 use burn::tensor::{DType, Device, Distribution, FloatDType, Tensor};
 
 use super::*;
+use crate::fused::torch_attention::{attention_at_width, padded_head_width};
 
 /// `max |a − b| ≤ 1e-5·max |b|`.
 fn assert_close<const D: usize>(a: Tensor<D>, b: Tensor<D>, what: &str) {

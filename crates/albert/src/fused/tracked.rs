@@ -49,6 +49,15 @@ pub trait FusedOps: Backend {
         heads: usize,
         scale: f32,
     ) -> FloatTensor<Self>;
+    /// [`Self::fused_attention`] of Q, K and V packed side by side in `qkv` `[batch, seq,
+    /// 3H]`, the context `[batch, seq, H]` in `qkv`'s dtype. libtorch only (flex's impls
+    /// panic: `super::attention_packed` checks the device).
+    fn fused_attention_packed(
+        qkv: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        heads: usize,
+        scale: f32,
+    ) -> FloatTensor<Self>;
     /// `x·W + b` for `x` `[n, d_in]`, `W` `[d_in, d_out]` (`[d_out, d_in]` when
     /// `transposed`), `b` `[d_out]`.
     fn fused_linear(
@@ -152,6 +161,21 @@ pub(super) fn attention(
         q.into_dispatch(),
         k.into_dispatch(),
         v.into_dispatch(),
+        bias.into_dispatch(),
+        heads,
+        scale,
+    ))
+}
+
+/// [`FusedOps::fused_attention_packed`] on libtorch tensors of one dtype.
+pub(super) fn attention_packed(
+    qkv: Tensor<3>,
+    bias: Tensor<4>,
+    heads: usize,
+    scale: f32,
+) -> Tensor<3> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention_packed(
+        qkv.into_dispatch(),
         bias.into_dispatch(),
         heads,
         scale,
@@ -338,6 +362,10 @@ impl FusedOps for Flex {
         attention::forward_context([&q, &k, &v, &bias], heads, scale, super::CpuLevel::active())
     }
 
+    fn fused_attention_packed(_: FlexTensor, _: FlexTensor, _: usize, _: f32) -> FlexTensor {
+        unreachable!("packed attention runs on libtorch only (fused::attention_packed checks)")
+    }
+
     fn fused_linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, transposed: bool) -> FlexTensor {
         dense::forward(&x, &w, &b, transposed)
     }
@@ -462,6 +490,15 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
                 ))
             }
         }
+    }
+
+    fn fused_attention_packed(
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: usize,
+        _: f32,
+    ) -> FloatTensor<Self> {
+        unreachable!("packed attention runs on libtorch only (fused::attention_packed checks)")
     }
 
     fn fused_linear(

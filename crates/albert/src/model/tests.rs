@@ -93,3 +93,98 @@ fn exact_gelu_fused_and_burns_agree() {
     let diff = (fused - tracked.detach()).abs().max().into_scalar::<f32>();
     assert!(diff < 2e-6, "fused and burn's exact GELU differ by {diff}");
 }
+
+/// On libtorch Q, K and V come from one product with the three weights concatenated and go
+/// into SDPA as views of it: the same context as three products and three inputs, and the same
+/// gradients for each of the three layers' weights and biases, in float32 (to 1e-5) and in
+/// bf16 (the products' roundings are the same, the sums' order may differ).
+#[cfg(feature = "tch")]
+#[test]
+fn packed_projections_attend_as_three_separate_ones() {
+    use burn::tensor::FloatDType;
+    let tch_cpu = crate::device::resolve(crate::device::DeviceChoice::TchCpu);
+    let device = tch_cpu
+        .expect("a tch build has libtorch's CPU")
+        .device
+        .autodiff();
+    device.seed(12);
+    let c = AlbertConfig::named("tiny").expect("tiny is a known size");
+    let normal = Distribution::Normal(0.0, 1.0);
+    let mut attention = AlbertAttention::new(&c, &device);
+    for l in [
+        &mut attention.query,
+        &mut attention.key,
+        &mut attention.value,
+    ] {
+        let [_, d] = l.weight.dims();
+        l.bias = Some(burn::module::Param::from_tensor(Tensor::random(
+            [d],
+            normal,
+            &device,
+        )));
+    }
+    let [b, s, h] = [2, 7, c.hidden_size];
+    let x = Tensor::<3>::random([b, s, h], normal, &device);
+    let mask: Vec<i64> = (0..b * s).map(|i| i64::from(i % 5 != 4)).collect();
+    let zeros = vec![0; b * s];
+    let bias = AlbertInput::from_rows(b, s, zeros.clone(), zeros, mask, &device).attention_bias();
+    let w = Tensor::<3>::random([b, s, h], normal, &device);
+    for (p, bound) in [(MatmulPrecision::Fp32, 1e-5), (MatmulPrecision::Bf16, 1e-2)] {
+        let mut attention = attention.clone();
+        attention.precision = p;
+        assert!(crate::fused::packs_attention(
+            &x,
+            &bias,
+            attention.num_heads
+        ));
+        let packed = attention
+            .packed_context(&x, &bias)
+            .expect("packed on libtorch");
+        let packed = dense_in(p, &attention.dense, packed);
+        // The block takes that path.
+        let attended = attention.attend(x.clone(), bias.clone()).into_data();
+        assert_eq!(attended, packed.to_data(), "{p:?}");
+        let three = dense_in(
+            p,
+            &attention.dense,
+            attention.context(x.clone(), bias.clone(), true),
+        );
+        let g1 = (packed.clone() * w.clone()).sum().backward();
+        let g2 = (three.clone() * w.clone()).sum().backward();
+        let close = |a: Tensor<3>, e: Tensor<3>, what: &str| {
+            let [a, e] = [a, e].map(|t| t.cast(FloatDType::F32));
+            let scale = e.clone().abs().max().into_scalar::<f32>();
+            let diff = (a - e).abs().max().into_scalar::<f32>();
+            assert!(
+                diff <= bound * scale,
+                "{p:?} {what}: {diff} (scale {scale})"
+            );
+        };
+        close(packed, three, "context");
+        // Each gradient against the largest of its kind over the three layers: the key's bias
+        // has an exact gradient of 0 (softmax ignores a shift of a query's scores), so its own
+        // scale is rounding noise.
+        let layers = [&attention.query, &attention.key, &attention.value];
+        let weights = layers.map(|l| {
+            let dw = |g: &_| l.weight.grad(g).expect("dW").cast(FloatDType::F32);
+            (dw(&g1).reshape([-1]), dw(&g2).reshape([-1]))
+        });
+        let biases = layers.map(|l| {
+            let db = |g: &_| l.bias.as_ref().expect("a bias").grad(g).expect("db");
+            (db(&g1).cast(FloatDType::F32), db(&g2).cast(FloatDType::F32))
+        });
+        for (what, pairs) in [("weights", weights), ("biases", biases)] {
+            let scale = pairs
+                .iter()
+                .map(|(_, e)| e.clone().abs().max().into_scalar::<f32>())
+                .fold(0.0, f32::max);
+            for (name, (a, e)) in ["query", "key", "value"].into_iter().zip(pairs) {
+                let diff = (a - e).abs().max().into_scalar::<f32>();
+                assert!(
+                    diff <= bound * scale,
+                    "{p:?} {name} {what}: {diff} (scale {scale})"
+                );
+            }
+        }
+    }
+}
