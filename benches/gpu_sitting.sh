@@ -71,7 +71,7 @@ run() {
   cd "$WS"
   local start=$SECONDS
   timeout --signal=INT --kill-after=20 "$deadline" "$bin" run "$target" --jobs 12 --gpus 12 \
-    --set data="$DATA" --set "device=${DEVICE:-cuda:0}" --set "commit=${COMMIT:-}" ${EXTRA:-} \
+    --set data="$DATA" --set "device=${DEVICE:-cuda:0}" --set "commit='${COMMIT:-}'" ${EXTRA:-} \
     > "$OUT/run.log" 2>&1 || echo "run: exit $? after $((SECONDS - start)) s" >> "$OUT/run.log"
   echo "sitting: $((SECONDS - start)) s" >> "$OUT/run.log"
   collect
@@ -170,10 +170,12 @@ evidence() {
   echo "pretraining: $steps steps in $precision (sized from the bench above)" \
     | tee -a "$OUT/run.log"
   local left=$(( deadline - (SECONDS - start) - 60 ))
+  # The commit is quoted: --set reads YAML, where a short hash such as 75e4600 is a number (the
+  # 2026-11-29 sitting's report said "Commit `7.5e+47`").
   # shellcheck disable=SC2046
   (cd "$WS" && TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 timeout --signal=INT --kill-after=20 "$left" \
     "$bin" run report --jobs 12 --gpus 12 $(scale_sets) --set "device=${DEVICE:-cuda:0}" \
-    --set "commit=${COMMIT:-}" --set "pretrain_steps=$steps" \
+    --set "commit='${COMMIT:-}'" --set "pretrain_steps=$steps" \
     --set "pretrain.precision=$precision" \
     --set "pretrain_save_steps=[$(( steps / 10 )),$(( steps / 3 ))]" --set "pretrain.eval_interval=$(( steps / 10 ))" \
     >> "$OUT/run.log" 2>&1) || echo "run: exit $? after $((SECONDS - start)) s" >> "$OUT/run.log"

@@ -247,8 +247,8 @@ pub(super) fn step_flex_flat(
 /// decay and trust-ratio switch (1 or 0), hold one value a parameter; `packed`'s own two are
 /// not used.
 ///
-/// The two norms of every parameter are one `segment_reduce` over `[w², u²]` side by side: a
-/// segmented sum in a fixed order, so that a step gives the same bits every run (an
+/// The two norms of every parameter are one segmented sum over `[w², u²]` side by side
+/// ([`segment_sums`]), in a fixed order, so that a step gives the same bits every run (an
 /// `index_add` would sum with atomics on CUDA). The per-parameter values reach the elements by
 /// `repeat_interleave` with the output's size given, which would otherwise read it back.
 #[cfg(feature = "tch")]
@@ -266,22 +266,49 @@ pub(super) fn step_torch_flat(
     let v = v.lerp(&g.square(), 1.0 - b2);
     let denom = v.sqrt() + f64::from(h.epsilon);
     let u = (w * per_element(&decay)).addcdiv(&m, &denom);
-    let sums = tch::Tensor::segment_reduce(
-        &tch::Tensor::stack(&[w, &u], 1).square(),
-        "sum",
-        Some(lengths),
-        None,
-        None,
-        0,
-        false,
-        0.0,
-    );
+    let sums = segment_sums(&tch::Tensor::stack(&[w, &u], 1).square(), lengths);
     let norms = sums.sqrt();
     let (wn, un) = (norms.select(1, 0), norms.select(1, 1));
     let valid = wn.minimum(&un).gt(0.0).logical_and(&adapt.gt(0.0));
     let ratio = (&wn / &un).where_scalarother(&valid, 1.0);
     let w = w.addcmul(&u, &(per_element(&ratio) * -f64::from(h.lr)));
     (w, m, v)
+}
+
+/// The sums of `x` `[n, k]` over consecutive runs of rows, `lengths` (int64, each at least 1)
+/// rows each: `[segments, k]`. On the CPU torch's `segment_reduce`; on CUDA [`scan_sums`].
+///
+/// Why not `segment_reduce` on CUDA: its kernel gives each segment (and column) one thread,
+/// which walks the segment serially. `tiny`'s word embeddings are one 2.7 M-element segment,
+/// and a training step took 0.18–0.20 s on an H200 whatever the batch (32 or 256 rows;
+/// transformers 0.02 s), the 2026-11-29 sitting's benchmark.
+#[cfg(feature = "tch")]
+fn segment_sums(x: &tch::Tensor, lengths: &tch::Tensor) -> tch::Tensor {
+    if x.device().is_cuda() {
+        return scan_sums(x, lengths);
+    }
+    tch::Tensor::segment_reduce(x, "sum", Some(lengths), None, None, 0, false, 0.0)
+}
+
+/// [`segment_sums`] by a parallel scan: the running sums of the rows in float64, read at each
+/// segment's last row, minus those at the previous one's. A segment's sum is then exact to
+/// ~1e-16 of the running total before it: a fresh bias's w² after `tiny`'s word embeddings'
+/// within 1e-4 of itself, where a float32 scan would lose it (tested). The scan's order is
+/// fixed, so the bits are the same every run.
+#[cfg(feature = "tch")]
+pub(super) fn scan_sums(x: &tch::Tensor, lengths: &tch::Tensor) -> tch::Tensor {
+    use tch::Kind;
+    let ends = lengths.cumsum(0, Kind::Int64) - 1;
+    let at_ends = x.cumsum(0, Kind::Double).index_select(0, &ends);
+    let segments = at_ends.size().first().copied().unwrap_or(0);
+    let before = tch::Tensor::cat(
+        &[
+            at_ends.narrow(0, 0, 1).zeros_like(),
+            at_ends.narrow(0, 0, segments - 1),
+        ],
+        0,
+    );
+    (at_ends - before).to_kind(x.kind())
 }
 
 /// A tensor outside the graph (no gradient flows through it), as autodiff over `B` holds it.

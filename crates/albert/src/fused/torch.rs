@@ -337,9 +337,10 @@ impl Saved {
                 let out = &output.tensor;
                 let g = same_kind(g, out);
                 vec![wanted(0).then(|| {
-                    // The kernel returns `input_kind` on CUDA; libtorch's CPU gives float32
-                    // (2.11, measured), so the cast, a no-op where it is not needed.
-                    Tensor::internal_log_softmax_backward_data(&g, out, -1, *input_kind)
+                    // In float32, then cast: CUDA's kernel takes a float32 gradient for a
+                    // narrower input only for fp16 and refused bf16 (the 2026-11-29 sitting:
+                    // "expected input and grad types to match").
+                    Tensor::internal_log_softmax_backward_data(&g, out, -1, out.kind())
                         .to_kind(*input_kind)
                 })]
             }
