@@ -3,8 +3,8 @@
 # so that the figures compare: training tokens/s and MFU for albert_zh shapes in fp32 and bf16
 # (transformers under torch.autocast, with SDPA and with eager attention), then the largest
 # batch that fits per config and length (albert_zh's "max batch size" table). One JSON object a
-# line into $OUT/gpu.jsonl; copied into results/bench/, the report's throughput and
-# largest-batch tables read it.
+# line into $OUT/gpu.jsonl (the runs' logs into $OUT/gpu.log); copied into results/bench/, the
+# report's throughput and largest-batch tables read it.
 #
 # Rounds: each round runs every shape and precision, ours and transformers' one after the other
 # (ours first in odd rounds, last in even ones), and tags its lines with `call` (the round's
@@ -26,6 +26,10 @@ OUT="${OUT:-results/bench}"
 mkdir -p "$OUT"
 FILE="$OUT/gpu.jsonl"
 : > "$FILE"
+# Everything said on stderr (each run's log, a crash's message) also goes to $OUT/gpu.log, which
+# comes back with the call: the 2026-11-29 call was stopped at its limit, and with it the tail
+# that held why ours failed in bf16.
+exec 2> >(tee -a "$OUT/gpu.log" >&2)
 BIN="${BIN:-target/tch/release/pipeline}"
 PY="${PY:-python3}"
 DEVICE="${DEVICE:-cuda:0}"
@@ -57,7 +61,7 @@ record() { grep '^{' | sed "s/}\$/,\"call\":$1}/" | tee -a "$FILE"; }
 
 # A line saying what failed, so that a missing row is explained rather than silent.
 failed() {
-  echo "{\"bench\":\"$1\",\"model\":\"$2\",\"batch\":$3,\"seq\":$4,\"precision\":\"$5\",\"device\":\"$6\",\"error\":\"failed, see the log\",\"call\":$7}" \
+  echo "{\"bench\":\"$1\",\"model\":\"$2\",\"batch\":$3,\"seq\":$4,\"precision\":\"$5\",\"device\":\"$6\",\"error\":\"failed, see gpu.log\",\"call\":$7}" \
     | tee -a "$FILE"
 }
 
