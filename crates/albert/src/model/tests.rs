@@ -2,6 +2,7 @@
 //! and padding bias folded in) when untracked. Both must compute the same attention.
 
 use burn::module::Module;
+use burn::tensor::activation::softmax;
 use burn::tensor::{Device, Distribution, Tensor};
 
 use super::*;
