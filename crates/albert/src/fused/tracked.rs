@@ -15,8 +15,7 @@ use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::ops::{Backward, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::{FloatTensor, IntTensor};
-use burn::backend::{Autodiff, Backend, Dispatch, Flex, backend_extension};
-use burn::tensor::{DType, Device, Int, Tensor};
+use burn::backend::{Autodiff, Backend, Flex, backend_extension};
 
 use super::flex_values::{contiguous, owned, tensor, values};
 use super::{attention, dense, kernels};
@@ -116,158 +115,6 @@ pub trait FusedOps: Backend {
     fn fused_upload_int(x: IntTensor<Self>, cuda: Option<usize>) -> IntTensor<Self>;
     /// [`Self::fused_upload_int`] of a float tensor (outside the graph).
     fn fused_upload_float(x: FloatTensor<Self>, cuda: Option<usize>) -> FloatTensor<Self>;
-}
-
-/// Whether `t` is non-empty float32 on flex or libtorch (under autodiff or not): the fused
-/// ops apply. Not empty: the kernels walk rows of the last dimension, which must then be at
-/// least one wide. (A `tch` build has only these two backends, so not flex is libtorch.)
-pub(super) fn applies<const D: usize>(t: &Tensor<D>) -> bool {
-    let backend = cfg!(feature = "tch") || t.device().without_autodiff() == Device::flex();
-    D > 0 && t.dims().iter().all(|&n| n > 0) && t.dtype() == DType::F32 && backend
-}
-
-/// Whether `t` is a float32 or bf16 tensor with no empty dimension on libtorch: what the
-/// fused ops take there under bf16 mixed precision, whose products' results stay bf16 until
-/// they meet float32 again (`crate::model::precision`).
-pub(super) fn on_libtorch<const D: usize>(t: &Tensor<D>) -> bool {
-    let libtorch = cfg!(feature = "tch") && t.device().without_autodiff() != Device::flex();
-    let dtype = matches!(t.dtype(), DType::F32 | DType::BF16);
-    D > 0 && t.dims().iter().all(|&n| n > 0) && dtype && libtorch
-}
-
-/// [`FusedOps::fused_gelu_tanh`] on a tensor [`applies`] (or, on libtorch, [`on_libtorch`])
-/// accepts.
-pub(super) fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_gelu_tanh(x.into_dispatch()))
-}
-
-/// [`FusedOps::fused_attention_softmax`] on tensors [`applies`] accepts.
-pub(super) fn attention_softmax(scores: Tensor<4>, bias: Tensor<4>, scale: f32) -> Tensor<4> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention_softmax(
-        scores.into_dispatch(),
-        bias.into_dispatch(),
-        scale,
-    ))
-}
-
-/// [`FusedOps::fused_attention`] on tensors [`applies`] accepts.
-pub(super) fn attention(
-    [q, k, v]: [Tensor<3>; 3],
-    bias: Tensor<4>,
-    heads: usize,
-    scale: f32,
-) -> Tensor<3> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention(
-        q.into_dispatch(),
-        k.into_dispatch(),
-        v.into_dispatch(),
-        bias.into_dispatch(),
-        heads,
-        scale,
-    ))
-}
-
-/// [`FusedOps::fused_attention_packed`] on libtorch tensors of one dtype.
-pub(super) fn attention_packed(
-    qkv: Tensor<3>,
-    bias: Tensor<4>,
-    heads: usize,
-    scale: f32,
-) -> Tensor<3> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention_packed(
-        qkv.into_dispatch(),
-        bias.into_dispatch(),
-        heads,
-        scale,
-    ))
-}
-
-/// [`FusedOps::fused_linear`] on tensors [`applies`] accepts.
-pub(super) fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>, transposed: bool) -> Tensor<2> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_linear(
-        x.into_dispatch(),
-        w.into_dispatch(),
-        b.into_dispatch(),
-        transposed,
-    ))
-}
-
-/// [`FusedOps::fused_linear_bf16`] on libtorch tensors (`x` float32 or bf16, `w` and `b`
-/// float32).
-pub(super) fn linear_bf16(
-    [x, w]: [Tensor<2>; 2],
-    b: Tensor<1>,
-    transposed: bool,
-    bf16_out: bool,
-) -> Tensor<2> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_linear_bf16(
-        x.into_dispatch(),
-        w.into_dispatch(),
-        b.into_dispatch(),
-        transposed,
-        bf16_out,
-    ))
-}
-
-/// [`FusedOps::fused_log_softmax`] on a tensor [`applies`] (or, on libtorch, [`on_libtorch`])
-/// accepts.
-pub(super) fn log_softmax<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_log_softmax(x.into_dispatch()))
-}
-
-/// [`FusedOps::fused_lamb`] on tensors [`applies`] accepts: the new weight and moments.
-pub(super) fn lamb<const D: usize>(
-    [w, g, m, v]: [Tensor<D>; 4],
-    hyper: [f32; 6],
-) -> [Tensor<D>; 3] {
-    let (w, m, v) = <Dispatch as FusedOps>::fused_lamb(
-        w.into_dispatch(),
-        g.into_dispatch(),
-        m.into_dispatch(),
-        v.into_dispatch(),
-        hyper,
-    );
-    [w, m, v].map(Tensor::from_dispatch)
-}
-
-/// The new weights and moments of many parameters laid end to end in `w` (gradient `g`,
-/// moments `m`, `v`, zeros at the first step), as one op: what [`lamb_step`](super::lamb_step)
-/// computes for each parameter, with each one's length in `lengths` and its weight decay and
-/// trust-ratio switch (1 or 0) in the rows of `per_param` `[2, parameters]`; `step`'s own
-/// `weight_decay` and `layer_adaptation` are not used. The caller checks
-/// [`lamb_applies`](super::lamb_applies) on `w` and `g` first.
-pub fn lamb_flat_step(
-    [w, g]: [Tensor<1>; 2],
-    (m, v): (Tensor<1>, Tensor<1>),
-    lengths: &Tensor<1, Int>,
-    per_param: &Tensor<2>,
-    step: &super::LambStep,
-) -> [Tensor<1>; 3] {
-    let (w, m, v) = <Dispatch as FusedOps>::fused_lamb_flat(
-        w.into_dispatch(),
-        g.into_dispatch(),
-        m.into_dispatch(),
-        v.into_dispatch(),
-        lengths.clone().into_dispatch(),
-        per_param.clone().into_dispatch(),
-        step.packed(),
-    );
-    [w, m, v].map(Tensor::from_dispatch)
-}
-
-/// [`FusedOps::fused_layer_norm`] on tensors [`applies`] accepts.
-pub(super) fn layer_norm<const D: usize>(
-    x: Tensor<D>,
-    gamma: Tensor<1>,
-    beta: Tensor<1>,
-    epsilon: f32,
-) -> Tensor<D> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_layer_norm(
-        x.into_dispatch(),
-        gamma.into_dispatch(),
-        beta.into_dispatch(),
-        epsilon,
-    ))
 }
 
 /// `gelu(x)`, in place when `x` is not shared.
@@ -608,6 +455,10 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
 
 #[path = "flex_backward.rs"]
 mod backward;
+#[path = "tracked_calls.rs"]
+mod calls;
+pub use calls::lamb_flat_step;
+pub(in crate::fused) use calls::*;
 
 #[cfg(test)]
 #[path = "tracked_tests.rs"]

@@ -7,7 +7,7 @@
 
 use burn::module::Param;
 use burn::nn::LayerNormConfig;
-use burn::tensor::{Distribution, Tensor};
+use burn::tensor::{Device, Distribution, Tensor};
 
 use super::*;
 
