@@ -253,14 +253,8 @@ mod tests {
         // Biases that are not zero (a fresh model's are): with a zero bias a bf16 product's
         // result is the same in either dtype, and the GELU rounds once either way.
         let normal = Distribution::Normal(0.0, 1.0);
-        for l in [&mut ffn.ffn, &mut attention.query, &mut attention.value] {
-            let [_, d] = l.weight.dims();
-            l.bias = Some(burn::module::Param::from_tensor(Tensor::random(
-                [d],
-                normal,
-                &device,
-            )));
-        }
+        let layers = [&mut ffn.ffn, &mut attention.query, &mut attention.value];
+        crate::model::tests::random_biases(layers, &device);
         let [b, s, h] = [2, 5, c.hidden_size];
         let x = Tensor::<3>::random([b, s, h], normal, &device);
         let input = AlbertInput::from_rows(

@@ -112,18 +112,12 @@ fn packed_projections_attend_as_three_separate_ones() {
     let c = AlbertConfig::named("tiny").expect("tiny is a known size");
     let normal = Distribution::Normal(0.0, 1.0);
     let mut attention = AlbertAttention::new(&c, &device);
-    for l in [
+    let layers = [
         &mut attention.query,
         &mut attention.key,
         &mut attention.value,
-    ] {
-        let [_, d] = l.weight.dims();
-        l.bias = Some(burn::module::Param::from_tensor(Tensor::random(
-            [d],
-            normal,
-            &device,
-        )));
-    }
+    ];
+    random_biases(layers, &device);
     let [b, s, h] = [2, 7, c.hidden_size];
     let x = Tensor::<3>::random([b, s, h], normal, &device);
     let mask: Vec<i64> = (0..b * s).map(|i| i64::from(i % 5 != 4)).collect();
@@ -187,5 +181,16 @@ fn packed_projections_attend_as_three_separate_ones() {
                 );
             }
         }
+    }
+}
+
+/// Gives each of `layers` a bias drawn from N(0, 1): a fresh model's are zero, which would hide
+/// what a bias does in the paths the tests compare.
+#[cfg(feature = "tch")]
+pub(super) fn random_biases<const N: usize>(layers: [&mut Linear; N], device: &Device) {
+    for l in layers {
+        let [_, d] = l.weight.dims();
+        let bias = Tensor::random([d], Distribution::Normal(0.0, 1.0), device);
+        l.bias = Some(burn::module::Param::from_tensor(bias));
     }
 }
