@@ -134,9 +134,15 @@ pub fn linear(x: &Tensor<2>, w: &Tensor<2>, b: &Tensor<1>, transposed: bool) -> 
 /// Whether the fused dense ops take these: `x` `[n, d_in]`, `W` `[d_in, d_out]` (`[d_out,
 /// d_in]` when `transposed`) and `b` `[d_out]`, all tensors the fused ops apply to.
 fn linear_applies(x: &Tensor<2>, w: &Tensor<2>, b: &Tensor<1>, transposed: bool) -> bool {
+    let dtypes = tracked::applies(x) && tracked::applies(w) && tracked::applies(b);
+    linear_shapes(x, w, b, transposed) && dtypes
+}
+
+/// `x` `[n, d_in]`, `W` `[d_in, d_out]` (`[d_out, d_in]` when `transposed`), `b` `[d_out]`.
+fn linear_shapes(x: &Tensor<2>, w: &Tensor<2>, b: &Tensor<1>, transposed: bool) -> bool {
     let ([_, d_in], [wr, wc], [d_out]) = (x.dims(), w.dims(), b.dims());
-    let shapes = if transposed { [wc, wr] } else { [wr, wc] } == [d_in, d_out];
-    shapes && tracked::applies(x) && tracked::applies(w) && tracked::applies(b)
+    let stored = if transposed { [wc, wr] } else { [wr, wc] };
+    stored == [d_in, d_out]
 }
 
 /// [`linear`] in bf16 mixed precision (`crate::model::precision`: the product's operands in
@@ -153,8 +159,7 @@ pub fn linear_bf16(
     transposed: bool,
     out: FloatDType,
 ) -> Option<Tensor<2>> {
-    let ([_, d_in], [wr, wc], [d_out]) = (x.dims(), w.dims(), b.dims());
-    let shapes = if transposed { [wc, wr] } else { [wr, wc] } == [d_in, d_out];
+    let shapes = linear_shapes(x, w, b, transposed);
     let dtypes = tracked::on_libtorch(x) && tracked::applies(w) && tracked::applies(b);
     let bf16_out = match out {
         FloatDType::BF16 => true,

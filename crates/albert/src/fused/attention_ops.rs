@@ -91,10 +91,10 @@ pub fn attention_packed(
     let shapes = h3 % 3 == 0 && heads > 0 && (h3 / 3) % heads == 0 && bias.dims() == [b, 1, 1, s];
     let applies = tracked::on_libtorch(qkv) && tracked::on_libtorch(bias) && !bias.is_tracked();
     (shapes && applies).then(|| {
-        let mask = if bias.dtype() == qkv.dtype() {
-            bias.clone()
+        let mask = if qkv.dtype() == DType::BF16 {
+            to_bf16(bias.clone())
         } else {
-            bias.clone().cast(FloatDType::BF16)
+            bias.clone()
         };
         tracked::attention_packed(qkv.clone(), mask, heads, scale)
     })
