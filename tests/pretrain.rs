@@ -490,6 +490,48 @@ fn bench_padded_rows_are_checked_and_run() {
     assert!(text.contains("batch 2 × seq 16 (6 real tokens)"), "{text}");
 }
 
+/// `--phases`: a train bench's JSON carries the step's phases, which add up to the step; the
+/// other benchmarks refuse the flag (exit 2).
+#[test]
+fn bench_train_times_the_phases_of_a_step() {
+    let bench = |cmd: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args([
+                "bench",
+                cmd,
+                "--model",
+                "tiny",
+                "--vocab-size",
+                "64",
+                "--batch",
+                "2",
+            ])
+            .args([
+                "--seq", "16", "--runs", "1", "--steps", "2", "--phases", "--json",
+            ])
+            .output()
+            .expect("running pipeline")
+    };
+    let out = bench("train");
+    assert!(out.status.success(), "{out:?}");
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let p = &line["phases"];
+    let seconds = |k: &str| p[k].as_f64().unwrap_or_else(|| panic!("{k} in {line}"));
+    assert!(
+        seconds("forward_s") > 0.0 && seconds("step_s") > 0.0,
+        "{line}"
+    );
+    let sum = seconds("forward_s") + seconds("backward_s") + seconds("optimizer_s");
+    assert!((sum - seconds("step_s")).abs() < 1e-9, "{line}");
+    assert_eq!(p["repetitions"], 2);
+    for cmd in ["infer", "finetune"] {
+        let out = bench(cmd);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("--phases is for bench train"), "{err}");
+    }
+}
+
 /// `bench maxbatch`: on a CPU the search needs a cap (exit 2, saying so); within one, each
 /// size runs in a child and every one fits, so the line reports the cap it reached, with the
 /// keys the report reads beside transformers' `hf_maxbatch`.

@@ -51,6 +51,9 @@ pub struct BenchSpec {
     /// Inference only: the batch as one chunk per core, in parallel (what `pipeline predict`
     /// does on a CPU).
     pub split: bool,
+    /// Training only: after the timed runs, also time a step's phases apart (forward; forward
+    /// and backward; the whole step), the device synchronised after each.
+    pub phases: bool,
 }
 
 /// Why a benchmark could not run, or stopped.
@@ -328,6 +331,7 @@ mod tests {
             precision: MatmulPrecision::Fp32,
             peak_tflops: 989.0,
             split: false,
+            phases: false,
         }
     }
 

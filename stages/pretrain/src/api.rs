@@ -15,7 +15,9 @@
 //! [`BenchSpec::warmup`] untimed ones; the peak RSS is the process's high-water mark.
 
 use burn::tensor::Device;
-use pipeline_albert::bench::{BenchHost, peak_rss, timed_runs};
+use std::time::Instant;
+
+use pipeline_albert::bench::{BenchHost, median, peak_rss, timed_runs};
 use pipeline_albert::model::{AlbertInput, MatmulPrecision};
 use pipeline_albert::parallel::{DataParallel, split_rows};
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
@@ -52,6 +54,35 @@ pub struct TrainBench {
     pub peak_rss_bytes: u64,
     /// Micro-batches trained at once (one per core on a CPU).
     pub data_parallel_workers: usize,
+    /// With [`BenchSpec::phases`]: the step's phases timed apart.
+    pub phases: Option<StepPhases>,
+}
+
+/// A training step's phases, each timed apart with the device synchronised after it: the
+/// median seconds of [`BenchSpec::steps`] repetitions each. What a GPU's step time is spent on,
+/// found the way a profile without counters finds it: by timing the step with parts left out
+/// and taking differences. Each figure counts the host's dispatch and the device's kernels,
+/// and one wait for the device that a queued step does not make.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepPhases {
+    /// The batch's upload and the forward pass with its autodiff graph, the losses included.
+    pub forward: f64,
+    /// The same and the backward pass: the gradients, summed over the micro-batches.
+    pub forward_backward: f64,
+    /// The whole step: the above, the clipping by the global norm and the optimiser's update.
+    pub step: f64,
+}
+
+impl StepPhases {
+    /// The backward pass's share: forward and backward less the forward.
+    pub fn backward(&self) -> f64 {
+        self.forward_backward - self.forward
+    }
+
+    /// The clipping's and the optimiser's share: the step less forward and backward.
+    pub fn optimizer(&self) -> f64 {
+        self.step - self.forward_backward
+    }
 }
 
 /// What [`bench_infer`] measured.
@@ -86,6 +117,10 @@ pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
     let (batch, seq) = (spec.batch.get(), spec.seq.get());
     let data = synthetic_batch(&c, spec, spec.masked)?;
     let timing = time_training(&mut trainer, &data, spec)?;
+    let phases = match spec.phases {
+        true => Some(time_phases(&mut trainer, &data, spec)?),
+        false => None,
+    };
     let s = timing.median();
     let flops = c.training_flops(batch, seq, spec.masked);
     Ok(TrainBench {
@@ -96,6 +131,7 @@ pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
         mfu: dev.is_gpu.then(|| flops / s / (spec.peak_tflops * 1e12)),
         peak_rss_bytes: peak_rss(),
         data_parallel_workers: trainer.parallel.workers(),
+        phases,
         timing,
         config: c,
     })
@@ -155,6 +191,57 @@ fn time_training(
         }
         Ok(())
     })
+}
+
+/// The step's phases ([`StepPhases`]), after the timed runs: the forward pass alone, forward
+/// and backward, then whole steps, each repetition waited for on the device.
+fn time_phases(
+    trainer: &mut Trainer,
+    data: &Batch,
+    spec: &BenchSpec,
+) -> Result<StepPhases, BenchError> {
+    let batches = std::slice::from_ref(data);
+    let device = trainer.device.clone();
+    let sync = || {
+        device
+            .sync()
+            .map_err(|e| step_error("phases".to_string(), e))
+    };
+    let n = spec.steps.get();
+    let forward = synced_median(n, &sync, &mut || drop(trainer.forward_only(data)))?;
+    let forward_backward = synced_median(n, &sync, &mut || drop(trainer.gradients(0, batches)))?;
+    // The steps go on from the timed runs' count (the learning rate is constant anyway).
+    let mut step = (spec.warmup + spec.runs.get() * n) as u64;
+    let whole = synced_median(n, &sync, &mut || {
+        trainer.enqueue(step, batches);
+        step += 1;
+    })?;
+    trainer
+        .flush()
+        .map_err(|e| step_error("the phases' steps".to_string(), e))?;
+    Ok(StepPhases {
+        forward,
+        forward_backward,
+        step: whole,
+    })
+}
+
+/// The median seconds of `n` calls of `f`, each waited for with `sync` (once before the first,
+/// so that nothing queued earlier is counted).
+fn synced_median(
+    n: usize,
+    sync: &dyn Fn() -> Result<(), BenchError>,
+    f: &mut dyn FnMut(),
+) -> Result<f64, BenchError> {
+    sync()?;
+    let mut seconds = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t0 = Instant::now();
+        f();
+        sync()?;
+        seconds.push(t0.elapsed().as_secs_f64());
+    }
+    Ok(median(seconds))
 }
 
 /// A refused training step as the bench's error.
@@ -276,6 +363,7 @@ mod tests {
             precision: MatmulPrecision::Fp32,
             peak_tflops: 989.0,
             split,
+            phases: false,
         }
     }
 

@@ -5,7 +5,7 @@ use anyhow::bail;
 use burn::module::Module;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use pipeline_albert::parallel::DataParallel;
+use pipeline_albert::parallel::{DataParallel, replica};
 use pipeline_albert::train::{OptimConfig, TrainingOptimizer};
 use pipeline_albert::{AlbertConfig, AlbertForPreTraining, AlbertInput, MlmTargets, upload};
 use pipeline_shards::{Batch, BatchReader};
@@ -259,10 +259,36 @@ impl Trainer {
             self.last_good = Some((self.model.clone(), self.optim.clone()));
         }
         let lr = self.optim_config.lr_at(step);
-        let mut stats = StepStats {
+        let (grads, values, stats) = self.gradients(step, batches);
+        let stats = StepStats { lr, ..stats };
+        let (model, norm) = self.optim.step_clipped(
             lr,
-            ..Default::default()
+            self.model.clone(),
+            grads,
+            self.optim_config.max_grad_norm,
+        );
+        self.model = model;
+        let values = match (values, norm) {
+            (Some(v), Some(n)) => Tensor::cat(vec![v, n], 0),
+            // No batch or no gradient: nothing to report, and NaN refuses the step.
+            _ => Tensor::full([on_device::STEP_VALUES], f64::NAN, &self.device),
         };
+        self.pending.push(Pending {
+            step,
+            stats,
+            values,
+        });
+    }
+
+    /// The step without its update: forward and backward of each of `batches` (each batch's
+    /// loss scaled by `1/len`), the gradients summed, the step's values on the device (`None`
+    /// without a batch) and what the host knows of it (its learning rate left at 0).
+    pub fn gradients(
+        &self,
+        step: u64,
+        batches: &[Batch],
+    ) -> (GradientsParams, Option<Tensor<1>>, StepStats) {
+        let mut stats = StepStats::default();
         let mut accumulator = GradientsAccumulator::<AlbertForPreTraining>::new();
         let mut values: Option<Tensor<1>> = None;
         for b in batches {
@@ -280,67 +306,55 @@ impl Trainer {
                 .config
                 .training_flops(b.batch_size, b.seq_len, b.max_predictions);
         }
-        let (model, norm) = self.optim.step_clipped(
-            lr,
-            self.model.clone(),
-            accumulator.grads(),
-            self.optim_config.max_grad_norm,
-        );
-        self.model = model;
-        let values = match (values, norm) {
-            (Some(v), Some(n)) => Tensor::cat(vec![v, n], 0),
-            // No batch or no gradient: nothing to report, and NaN refuses the step.
-            _ => Tensor::full([on_device::STEP_VALUES], f64::NAN, &self.device),
+        (accumulator.grads(), values, stats)
+    }
+
+    /// The forward pass of one batch as a training step runs it (split the same way, the
+    /// autodiff graph recorded) and nothing after it: each micro-batch's training loss, still
+    /// on the device. `pipeline bench train --phases` times it apart from the backward.
+    pub fn forward_only(&self, b: &Batch) -> Vec<Tensor<1>> {
+        let parts = self.micro_batches(b);
+        let weights = LossWeights {
+            sop_trained: self.sop,
+            ..LossWeights::default()
         };
-        self.pending.push(Pending {
-            step,
-            stats,
-            values,
-        });
+        let (model, device, split) = (&self.model, &self.device, parts.len() > 1);
+        self.parallel.map(parts.len(), |k| {
+            let losses =
+                |m: &AlbertForPreTraining| micro_batch_losses(m, &parts[k], device, weights).0;
+            // As the step's backward does: a replica per worker only when the batch is split.
+            if split {
+                losses(&replica(model))
+            } else {
+                losses(model)
+            }
+        })
+    }
+
+    /// `b` split into one micro-batch per worker.
+    fn micro_batches(&self, b: &Batch) -> Vec<Batch> {
+        self.parallel
+            .split(b.batch_size)
+            .into_iter()
+            .map(|rows| b.rows(rows))
+            .collect()
     }
 
     /// Forward and backward of one batch, split into one micro-batch per worker: its gradients
     /// (scaled by `scale`, the batch's share of the step) and its `[MLM loss, SOP loss, MLM
     /// correct, SOP correct]` on the device, the losses weighted by the micro-batches' shares.
     fn backward(&self, step: u64, b: &Batch, scale: f64) -> (GradientsParams, Tensor<1>) {
-        let parts: Vec<Batch> = self
-            .parallel
-            .split(b.batch_size)
-            .into_iter()
-            .map(|rows| b.rows(rows))
-            .collect();
-        let mlm_share = |p: &Batch| scale * p.predictions as f64 / b.predictions.max(1) as f64;
-        let sop_share = |p: &Batch| scale * p.batch_size as f64 / b.batch_size.max(1) as f64;
+        let parts = self.micro_batches(b);
         let device = &self.device;
-        let sop_trained = self.sop;
-        let poisoned = self.nan_at_step == Some(step);
         let (grads, values) = self.parallel.backward(&self.model, parts.len(), |m, k| {
             let part = &parts[k];
-            // Training steps do not count by corruption: no op is added to them.
-            let (input, mlm, sop) = batch_tensors(part, device, None);
-            let out = m.forward_pretrain(&input, &mlm, sop);
-            let mlm_raw = if poisoned {
-                out.mlm_loss.mul_scalar(f64::NAN)
-            } else {
-                out.mlm_loss
+            let weights = LossWeights {
+                mlm: scale * part.predictions as f64 / b.predictions.max(1) as f64,
+                sop: scale * part.batch_size as f64 / b.batch_size.max(1) as f64,
+                sop_trained: self.sop,
+                poisoned: self.nan_at_step == Some(step),
             };
-            let mlm_loss = mlm_raw.clone().mul_scalar(mlm_share(part));
-            let sop_loss = out.sop_loss.mul_scalar(sop_share(part));
-            let loss = if sop_trained {
-                mlm_loss.clone() + sop_loss.clone()
-            } else {
-                mlm_loss.clone()
-            };
-            let values = Tensor::cat(
-                vec![
-                    mlm_loss.detach(),
-                    sop_loss.detach(),
-                    out.mlm_correct,
-                    out.sop_correct,
-                ],
-                0,
-            );
-            (loss, values)
+            micro_batch_losses(m, part, device, weights)
         });
         let values = values
             .into_iter()
@@ -457,6 +471,65 @@ impl Trainer {
     pub fn inference_model(&self) -> AlbertForPreTraining {
         self.model.valid()
     }
+}
+
+/// How a micro-batch's losses enter its step.
+#[derive(Debug, Clone, Copy)]
+struct LossWeights {
+    /// The micro-batch's share of the step's masked positions (times the batch's share).
+    mlm: f64,
+    /// Its share of the step's rows (times the batch's share).
+    sop: f64,
+    /// Whether the sentence-order loss is trained ([`Trainer::sop`]).
+    sop_trained: bool,
+    /// The NaN test hook's step ([`Trainer::nan_at_step`]).
+    poisoned: bool,
+}
+
+impl Default for LossWeights {
+    fn default() -> Self {
+        LossWeights {
+            mlm: 1.0,
+            sop: 1.0,
+            sop_trained: true,
+            poisoned: false,
+        }
+    }
+}
+
+/// One micro-batch's forward pass: its weighted training loss and its `[MLM loss, SOP loss,
+/// MLM correct, SOP correct]` (the losses weighted), on the device.
+fn micro_batch_losses(
+    m: &AlbertForPreTraining,
+    part: &Batch,
+    device: &Device,
+    w: LossWeights,
+) -> (Tensor<1>, Tensor<1>) {
+    // Training steps do not count by corruption: no op is added to them.
+    let (input, mlm, sop) = batch_tensors(part, device, None);
+    let out = m.forward_pretrain(&input, &mlm, sop);
+    let mlm_raw = if w.poisoned {
+        out.mlm_loss.mul_scalar(f64::NAN)
+    } else {
+        out.mlm_loss
+    };
+    let mlm_loss = mlm_raw.mul_scalar(w.mlm);
+    let sop_loss = out.sop_loss.mul_scalar(w.sop);
+    let loss = if w.sop_trained {
+        mlm_loss.clone() + sop_loss.clone()
+    } else {
+        mlm_loss.clone()
+    };
+    let values = Tensor::cat(
+        vec![
+            mlm_loss.detach(),
+            sop_loss.detach(),
+            out.mlm_correct,
+            out.sop_correct,
+        ],
+        0,
+    );
+    (loss, values)
 }
 
 /// One worker per core on a CPU device; one on a GPU (which parallelises each op itself) and

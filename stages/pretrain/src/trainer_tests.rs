@@ -247,6 +247,37 @@ fn the_flat_lamb_trains_as_the_per_parameter_one() {
     }
 }
 
+/// What `pipeline bench train --phases` times apart: the forward pass alone and forward with
+/// backward leave the model as it was, the forward's loss is the step's, and the gradients'
+/// counts are the step's.
+#[test]
+fn the_phases_compute_the_steps_parts_and_do_not_train() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = a_batch(dir.path());
+    let batches = std::slice::from_ref(&b);
+    let [mut t, mut untouched] = trainers(10, [false, false]);
+    // One micro-batch, so that the forward's one loss is the whole batch's (and both sum
+    // their losses the same way).
+    t.parallel = DataParallel::new(1);
+    untouched.parallel = DataParallel::new(1);
+    let forward = t.forward_only(&b);
+    assert_eq!(forward.len(), 1);
+    let forward_loss: f64 = forward[0].clone().into_data().iter::<f64>().sum();
+    let (_, values, stats) = t.gradients(0, batches);
+    assert!(values.is_some());
+    assert_eq!(
+        (stats.predictions, stats.rows),
+        (b.predictions, b.batch_size as u64)
+    );
+    let s = t.step(0, batches).unwrap();
+    let want = untouched.step(0, batches).unwrap();
+    assert_eq!((s.loss, s.grad_norm), (want.loss, want.grad_norm));
+    assert!(
+        (forward_loss - s.loss).abs() <= 1e-6 * s.loss,
+        "{forward_loss} against {s:?}"
+    );
+}
+
 #[test]
 fn an_interval_is_the_mean_of_its_losses_and_the_sum_of_its_counts() {
     let step = |loss: f64, correct: f64, lr: f64| StepStats {

@@ -113,6 +113,11 @@ pub struct BenchArgs {
     /// does on a CPU).
     #[arg(long)]
     pub split: bool,
+    /// Train only: after the timed runs, time a step's phases apart, the device synchronised
+    /// after each: the forward pass, forward and backward, the whole step. The differences are
+    /// the backward's and the optimiser's share, where a GPU's step time goes.
+    #[arg(long)]
+    pub phases: bool,
 }
 
 /// Runs the benchmark `cmd` names.
@@ -139,6 +144,7 @@ fn spec(args: &BenchArgs) -> Result<BenchSpec> {
         warmup: args.warmup,
         peak_tflops: args.peak_tflops,
         split: args.split,
+        phases: args.phases,
         ..model_spec(&args.of)?
     })
 }
@@ -169,6 +175,7 @@ fn model_spec(args: &ModelArgs) -> Result<BenchSpec> {
             .map_err(|e| pipeline_engine::UserError::new(format!("--{e}")))?,
         peak_tflops: 989.0,
         split: false,
+        phases: false,
     })
 }
 
@@ -178,6 +185,18 @@ fn at_least_one(flag: &str, value: usize) -> Result<NonZeroUsize> {
         pipeline_engine::UserError::new(format!("{flag} must be at least 1"))
             .with_help("a benchmark needs at least one row, token, step and run")
     })?)
+}
+
+/// `--phases` given to a benchmark other than train (`bench`).
+fn refuse_phases(args: &BenchArgs, bench: &str) -> Result<()> {
+    if args.phases {
+        return Err(pipeline_engine::UserError::new(format!(
+            "--phases is for bench train, not bench {bench}"
+        ))
+        .with_help("it times a training step's forward, backward and optimiser apart")
+        .into());
+    }
+    Ok(())
 }
 
 /// ` (N real tokens)` with `--tokens N`, for the human line.

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use serde_json::json;
-use stage_pretrain::api::{TrainBench, bench_train};
+use stage_pretrain::api::{StepPhases, TrainBench, bench_train};
 
 use super::{BenchArgs, report, spec};
 
@@ -29,12 +29,31 @@ fn train_json(args: &BenchArgs, r: &TrainBench) -> serde_json::Value {
         "cpu_seconds_per_wall_second": t.cpu_per_wall, "page_faults": t.page_faults,
         "data_parallel_workers": r.data_parallel_workers,
         "isa": h.isa, "isa_host": h.isa_host,
+        "phases": r.phases.map(|p| json!({
+            "forward_s": p.forward, "backward_s": p.backward(), "optimizer_s": p.optimizer(),
+            "step_s": p.step, "repetitions": args.steps,
+        })),
     })
+}
+
+/// `; phases …` with `--phases`, for the human line.
+fn phases_text(p: Option<StepPhases>) -> String {
+    p.map(|p| {
+        format!(
+            "; phases, each waited for: forward {:.4} s, backward {:.4} s, clipping and \
+             optimiser {:.4} s of a {:.4} s step",
+            p.forward,
+            p.backward(),
+            p.optimizer(),
+            p.step
+        )
+    })
+    .unwrap_or_default()
 }
 
 fn train_line(args: &BenchArgs, r: &TrainBench) -> String {
     format!(
-        "train {} (share {}) on {}: batch {} × seq {}{} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.3} model TFLOP/s{}, {:.2} CPU-s per wall-s, peak RSS {:.2} GB",
+        "train {} (share {}) on {}: batch {} × seq {}{} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.3} model TFLOP/s{}, {:.2} CPU-s per wall-s, peak RSS {:.2} GB{}",
         args.of.model,
         r.config.share_type,
         r.host.device,
@@ -51,6 +70,7 @@ fn train_line(args: &BenchArgs, r: &TrainBench) -> String {
             .map(|m| format!(" (MFU {:.1}%)", m * 100.0))
             .unwrap_or_default(),
         r.timing.cpu_per_wall,
-        r.peak_rss_bytes as f64 / 1e9
+        r.peak_rss_bytes as f64 / 1e9,
+        phases_text(r.phases)
     )
 }

@@ -252,6 +252,7 @@ mod tests {
             precision: MatmulPrecision::Fp32,
             peak_tflops: 989.0,
             split: false,
+            phases: false,
         }
     }
 
