@@ -152,10 +152,9 @@ evidence() {
   unpack
   tar -C "$ROOT" -xzf "$(remote_archive)"
   torch_libs
-  # fp32 matmuls on TF32 tensor cores for the sitting (not for the fp32 bench rows below,
-  # which are measured both ways).
-  # The machine first, in the run log: the device tool brings back at most 8 files, and the
-  # call's own `tee $OUT/sitting.log` is the eighth.
+  # The machine first, in the run log. The device tool brings back at most 8 files: the call's
+  # own `tee $OUT/sitting.log`, run.log, bench.jsonl, bench.err, results.tgz, store.tgz and
+  # kernels.txt are seven.
   { nvidia-smi -L || true; nproc; date -u; } > "$OUT/run.log" 2>&1
   cp experiment.yaml "$WS/pipeline.yaml"
   # shellcheck disable=SC2046
@@ -167,20 +166,18 @@ evidence() {
   cp "$OUT/bench.jsonl" "$WS/results/bench/gpu.jsonl"
   local steps precision
   read -r steps precision < <(pretrain_plan)
-  echo "pretraining: $steps steps in $precision (sized from the bench above)" \
-    | tee -a "$OUT/run.log"
-  local left=$(( deadline - (SECONDS - start) - 60 ))
-  # The commit is quoted: --set reads YAML, where a short hash such as 75e4600 is a number (the
-  # 2026-11-29 sitting's report said "Commit `7.5e+47`").
-  # shellcheck disable=SC2046
-  (cd "$WS" && TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 timeout --signal=INT --kill-after=20 "$left" \
-    "$bin" run report --jobs 12 --gpus 12 $(scale_sets) --set "device=${DEVICE:-cuda:0}" \
-    --set "commit='${COMMIT:-}'" --set "pretrain_steps=$steps" \
-    --set "pretrain.precision=$precision" \
-    --set "pretrain_save_steps=[$(( steps / 10 )),$(( steps / 3 ))]" --set "pretrain.eval_interval=$(( steps / 10 ))" \
-    >> "$OUT/run.log" 2>&1) || echo "run: exit $? after $((SECONDS - start)) s" >> "$OUT/run.log"
+  if (( steps > 0 )); then
+    echo "pretraining: $steps steps in $precision (sized from the bench above)" \
+      | tee -a "$OUT/run.log"
+    experiment "$steps" "$precision" $(( deadline - (SECONDS - start) - 60 ))
+  else
+    # At this rate the experiment would end at the no-context floor again (the 2026-11-29
+    # sitting: 28.8 M tokens, MLM 15.35 %): the time goes to finding out why a step is slow.
+    echo "pretraining: skipped: at the first round's rate ${PRETRAIN_S:-270} s give fewer" \
+      "than ${MIN_TOKENS:-1e8} tokens" | tee -a "$OUT/run.log"
+  fi
   echo "sitting: $((SECONDS - start)) s" >> "$OUT/run.log"
-  (cd "$WS" && collect)
+  kernel_profile "$precision"
   # What time is left measures the shapes the GPU-speed work is judged on (a round of base
   # takes up to ~80 s: four processes, each loading torch or the model and warming up), and
   # tiny at batch 32: the shape of the first GPU comparison (2.1x transformers' step time), where
@@ -190,6 +187,25 @@ evidence() {
     # shellcheck disable=SC2086
     bench_round $shape more
   done
+}
+
+# The experiment on the GPU within $3 seconds: mask, pretraining of $1 steps in precision $2,
+# the fine-tuning grid and the report; what it published and measured is collected.
+experiment() {
+  local steps="$1" precision="$2" left="$3" start=$SECONDS
+  # The commit is quoted: --set reads YAML, where a short hash such as 75e4600 is a number (the
+  # 2026-11-29 sitting's report said "Commit `7.5e+47`").
+  # shellcheck disable=SC2046
+  # fp32 matmuls on TF32 tensor cores for the sitting (not for the fp32 bench rows, which are
+  # measured both ways).
+  (cd "$WS" && TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 timeout --signal=INT --kill-after=20 "$left" \
+    "$ROOT/pipeline" run report --jobs 12 --gpus 12 $(scale_sets) --set "device=${DEVICE:-cuda:0}" \
+    --set "commit='${COMMIT:-}'" --set "pretrain_steps=$steps" \
+    --set "pretrain.precision=$precision" \
+    --set "pretrain_save_steps=[$(( steps / 10 )),$(( steps / 3 ))]" --set "pretrain.eval_interval=$(( steps / 10 ))" \
+    >> "$OUT/run.log" 2>&1) \
+    || echo "run: exit $? after $((SECONDS - start)) s of the experiment" >> "$OUT/run.log"
+  (cd "$WS" && collect)
 }
 
 # One round of the throughput bench at a shape, ours and transformers' alternating on the same
@@ -203,11 +219,16 @@ bench_round() {
   # same round, and quotes the median of the rounds' ratios.
   BENCH_CALL=$(( ${BENCH_CALL:-0} + 1 ))
   if [[ -n "${SMALL:-}" ]]; then batch=4; seq=32; masked=4; steps=1; runs=1; fi
+  # The first round also times each step's phases apart (forward, backward, optimiser, each
+  # waited for): where the time goes when a step is slower than transformers'.
+  local phases=()
+  [[ "$tag" == first ]] && phases=(--phases)
   for variant in fp32: fp32:1 bf16:; do
     precision="${variant%%:*}" tf32="${variant##*:}"
     TORCH_ALLOW_TF32_CUBLAS_OVERRIDE="${tf32:-0}" timeout 60 "$ROOT/pipeline" bench train \
       --model "$model" --batch "$batch" --seq "$seq" --masked "$masked" --steps "$steps" \
-      --runs "$runs" --device "$dev" --precision "$precision" --json 2>>"$OUT/bench.err" \
+      --runs "$runs" --device "$dev" --precision "$precision" "${phases[@]}" --json \
+      2>>"$OUT/bench.err" \
       | grep '^{' | tag_line "{\"round\":\"$tag\",\"call\":$BENCH_CALL,\"tf32\":${tf32:-0}${tf32:+,\"precision\":\"tf32\"}}" \
       >> "$file" || true
   done
@@ -225,6 +246,35 @@ bench_round() {
   done
 }
 
+# Where a step's device time goes, kernel by kernel, into $OUT/kernels.txt: Nsight Compute times
+# every kernel of a short `bench train` (tiny, 256 x 128, one warm-up and one timed step, in
+# precision $1) and benches/kernel_summary.py sums them by name, the heaviest first. ncu reads
+# the counters on the H200's Firecracker runtime (the device tool's KINDS.md, seen 2026-11-04);
+# nsys is not there. Where ncu is missing or fails, the file says so and the sitting goes on.
+kernel_profile() {
+  local precision="$1" out="$OUT/kernels.txt" csv="$ROOT/kernels.csv" ncu
+  local batch=256 seq=128 masked=19
+  if [[ -n "${SMALL:-}" ]]; then batch=4; seq=32; masked=4; fi
+  ncu="$(command -v ncu || find /opt/nvidia /usr/local/cuda*/ -name ncu -type f 2>/dev/null \
+    | head -n 1 || true)"
+  if [[ -z "$ncu" ]]; then
+    echo "kernel profile: no ncu on this machine" | tee "$out"
+    return 0
+  fi
+  echo "kernel profile: $ncu, tiny $batch x $seq $precision" > "$out"
+  local t0=$SECONDS
+  # --cache-control none and one metric: one pass a kernel, no cache flush between them.
+  timeout "${PROFILE_S:-120}" "$ncu" --clock-control none --cache-control none \
+    --metrics gpu__time_duration.sum --print-units base --csv \
+    --launch-count "${PROFILE_KERNELS:-4000}" \
+    "$ROOT/pipeline" bench train --model tiny --batch "$batch" --seq "$seq" --masked "$masked" \
+    --steps 1 --runs 1 --warmup 1 --device "${DEVICE:-cuda:0}" --precision "$precision" \
+    > "$csv" 2> "$csv.err" || echo "ncu: exit $?" >> "$csv.err"
+  echo "($((SECONDS - t0)) s under ncu; the kernels of model building, one warm-up and one step)" >> "$out"
+  python3 benches/kernel_summary.py "$csv" >> "$out" 2>&1 || true
+  tail -n 15 "$csv.err" >> "$out"
+}
+
 # Adds the keys of the JSON object $1 to each JSON line of stdin.
 tag_line() {
   python3 -c 'import json, sys
@@ -238,13 +288,15 @@ for line in sys.stdin:
 # instead), then as many steps of PRETRAIN_BATCH rows as ~85 % of PRETRAIN_S seconds take at
 # that rate (a packed batch is ~97 % real tokens; eval, checkpoints and start-up take the rest
 # of the time). bf16 follows float32's loss curve (stages/pretrain's 200-step test); whether it is
-# faster on the GPU is what the bench says.
+# faster on the GPU is what the bench says. 0 steps where those steps would see fewer than
+# MIN_TOKENS tokens: the 2026-11-29 sitting's 28.8 M ended at the no-context floor, and
+# published curves leave it after 10^8 or more.
 pretrain_plan() {
-  python3 - "$OUT/bench.jsonl" "${PRETRAIN_S:-210}" "${PRETRAIN_BATCH:-256}" "${SMALL:-}" \
-    "${PRETRAIN_PRECISION:-auto}" <<'EOF'
+  python3 - "$OUT/bench.jsonl" "${PRETRAIN_S:-270}" "${PRETRAIN_BATCH:-256}" "${SMALL:-}" \
+    "${PRETRAIN_PRECISION:-auto}" "${MIN_TOKENS:-1e8}" <<'EOF'
 import json, sys
-path, seconds, batch, small, choice = sys.argv[1:6]
-seconds, batch = float(seconds), int(batch)
+path, seconds, batch, small, choice, least = sys.argv[1:7]
+seconds, batch, least = float(seconds), int(batch), float(least)
 first = [r for r in map(json.loads, open(path))
          if r.get("bench") == "train" and r.get("round") == "first" and "tokens_per_s" in r]
 rate = {p: next((r["tokens_per_s"] for r in first if r.get("precision") == p), None)
@@ -257,24 +309,29 @@ if small:
     steps = 40
 elif not used:
     steps = 6000  # ~1 M tokens/s: the bench failed, so a guess on the safe side
+elif seconds * 0.85 * used < least:
+    steps = 0
 else:
     steps = max(1000, int(seconds * 0.85 * used / (batch * 128)) // 100 * 100)
 print(steps, choice)
 EOF
 }
 
-# What the sitting published and measured: the published directory, the run summary, and every
-# stage's metrics, manifest and logs (small files) in one tarball: the device tool brings back no
+# What the sitting published and measured: the published directory (results.tgz), and in
+# store.tgz the run summary, `exp show --json` and every stage's metrics, manifest and logs
+# (small files), in one tarball because the device tool brings back at most 8 files, and no
 # file whose name holds `@`, `,` or `=`, which every matrix instance's directory does. (`-size
 # -2M` is "at most 1 MiB": find rounds sizes up to whole units, so `-1M` would keep only empty
 # files.)
 collect() {
   if [ -d results ]; then tar -czf "$OUT/results.tgz" results; fi
-  "$bin" runs > "$OUT/runs.txt" 2>&1 || true
-  "$bin" exp show --json > "$OUT/exp.json" 2>>"$OUT/run.log" || true
-  find .pipeline/artifacts .pipeline/failed -type f -size -2M \
-    \( -name 'metrics.json' -o -name 'metrics.jsonl' -o -name 'MANIFEST.json' -o -name '*.log' \) \
-    2>/dev/null | tar -czf "$OUT/store.tgz" -T - || true
+  mkdir -p .sitting
+  "$ROOT/pipeline" runs > .sitting/runs.txt 2>&1 || true
+  "$ROOT/pipeline" exp show --json > .sitting/exp.json 2>>"$OUT/run.log" || true
+  { echo .sitting/runs.txt; echo .sitting/exp.json
+    find .pipeline/artifacts .pipeline/failed -type f -size -2M \
+      \( -name 'metrics.json' -o -name 'metrics.jsonl' -o -name 'MANIFEST.json' -o -name '*.log' \) \
+      2>/dev/null; } | tar -czf "$OUT/store.tgz" -T - || true
 }
 
-"${1:?prepare, run, stage or evidence}"
+"${1:?prepare, run, stage or evidence}" "${@:2}"
