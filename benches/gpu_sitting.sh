@@ -13,9 +13,11 @@
 #   benches/gpu_sitting.sh stage                      # here: clean, vocab and the baselines, pushed
 #                                                     #   to a directory remote, packed in .gpu/
 #   COMMIT=abc1234 benches/gpu_sitting.sh evidence    # there: pull, a throughput bench that sizes
-#                                                     #   pretraining, mask, pretraining, the
-#                                                     #   fine-tuning grid, report; more bench
-#                                                     #   rounds with what is left
+#                                                     #   pretraining (and times a step's phases),
+#                                                     #   mask, pretraining, the fine-tuning grid,
+#                                                     #   report (skipped below MIN_TOKENS); a
+#                                                     #   kernel profile; more bench rounds with
+#                                                     #   what is left
 # (the device tool: `carry: [".gpu"]`, command `COMMIT=… benches/gpu_sitting.sh evidence`).
 #   DEVICE=tch-cpu HF_DEVICE=cpu SMALL=1 OUT=/tmp/o benches/gpu_sitting.sh evidence
 #                                                     # a dry run of the whole call on a CPU
