@@ -250,7 +250,8 @@ pub(super) fn step_flex_flat(
 /// The two norms of every parameter are one segmented sum over `[w², u²]` side by side
 /// ([`segment_sums`]), in a fixed order, so that a step gives the same bits every run (an
 /// `index_add` would sum with atomics on CUDA). The per-parameter values reach the elements by
-/// `repeat_interleave` with the output's size given, which would otherwise read it back.
+/// an `index_select` of each element's parameter, `repeat_interleave` of the lengths with the
+/// output's size given, which would otherwise read it back.
 #[cfg(feature = "tch")]
 pub(super) fn step_torch_flat(
     [w, g, m, v]: [&tch::Tensor; 4],
@@ -261,7 +262,11 @@ pub(super) fn step_torch_flat(
     let h = LambStep::unpacked(packed);
     let (b1, b2) = (f64::from(h.beta_1), f64::from(h.beta_2));
     let n = w.size().first().copied().unwrap_or(0);
-    let per_element = |t: &tch::Tensor| t.repeat_interleave_self_tensor(lengths, 0, n);
+    // Each element's parameter, computed once for both per-parameter values: what
+    // `repeat_interleave` of a value does inside, and on CUDA its kernel walks each parameter
+    // with one warp (2.7 M values for `tiny`'s word embeddings).
+    let owner = tch::Tensor::repeat_interleave(lengths, n);
+    let per_element = |t: &tch::Tensor| t.index_select(0, &owner);
     let m = m.lerp(g, 1.0 - b1);
     let v = v.lerp(&g.square(), 1.0 - b2);
     let denom = v.sqrt() + f64::from(h.epsilon);
