@@ -87,10 +87,8 @@ pub fn attention_packed(
     heads: usize,
     scale: f32,
 ) -> Option<Tensor<3>> {
-    let [b, s, h3] = qkv.dims();
-    let shapes = h3 % 3 == 0 && heads > 0 && (h3 / 3) % heads == 0 && bias.dims() == [b, 1, 1, s];
-    let applies = tracked::on_libtorch(qkv) && tracked::on_libtorch(bias) && !bias.is_tracked();
-    (shapes && applies).then(|| {
+    let h3 = qkv.dims()[2];
+    (h3.is_multiple_of(3) && torch_attention_fits(qkv, h3 / 3, bias, heads)).then(|| {
         let mask = if qkv.dtype() == DType::BF16 {
             to_bf16(bias.clone())
         } else {
@@ -104,7 +102,14 @@ pub fn attention_packed(
 /// `[batch, seq, H]`, `heads` heads and mask `bias`: on libtorch, with the shapes it needs.
 /// Asked before the weights are concatenated, which would be wasted elsewhere.
 pub fn packs_attention(x: &Tensor<3>, bias: &Tensor<4>, heads: usize) -> bool {
-    let [b, s, h] = x.dims();
-    let shapes = heads > 0 && h % heads == 0 && bias.dims() == [b, 1, 1, s];
-    shapes && tracked::on_libtorch(x) && tracked::on_libtorch(bias) && !bias.is_tracked()
+    torch_attention_fits(x, x.dims()[2], bias, heads)
+}
+
+/// Whether libtorch's attention takes `heads` heads of width `h` in all from rows of `t`
+/// `[batch, seq, _]` under the mask `bias`: both on libtorch, whole heads, an untracked
+/// `[batch, 1, 1, seq]` mask.
+fn torch_attention_fits(t: &Tensor<3>, h: usize, bias: &Tensor<4>, heads: usize) -> bool {
+    let [b, s, _] = t.dims();
+    let shapes = heads > 0 && h.is_multiple_of(heads) && bias.dims() == [b, 1, 1, s];
+    shapes && tracked::on_libtorch(t) && tracked::on_libtorch(bias) && !bias.is_tracked()
 }
