@@ -4,10 +4,10 @@
 //! (`pipeline_albert::parallel`), with the classifier's dropout masks drawn on the calling
 //! thread in a fixed order so that a run is reproducible whatever the thread timing.
 
-use burn::tensor::{Device, Int, Tensor, TensorData};
-use pipeline_albert::AlbertInput;
+use burn::tensor::{Device, Tensor, TensorData};
 use pipeline_albert::parallel::DataParallel;
 use pipeline_albert::train::{OptimConfig, TrainingOptimizer};
+use pipeline_albert::{AlbertInput, upload};
 
 use crate::encode::{Encoded, batch_input, padded_length};
 use crate::kinds::tagging::IGNORE;
@@ -238,11 +238,17 @@ impl FineTuner {
 
     /// The gold of the examples `r` as tensors: a class and weight 1 per example; for tags
     /// every position of the padded `[rows, seq]` batch, weight 0 where ignored; for spans the
-    /// start and end positions of each row.
+    /// start and end positions of each row. Uploaded as the batch's inputs are
+    /// (`pipeline_albert::upload`): a plain `Tensor::from_data` would make the host wait on a
+    /// GPU for the steps queued before it.
     fn gold_tensors(&self, gold: Gold, r: std::ops::Range<usize>, seq: usize) -> GoldTensors {
         let ints = |v: Vec<i64>| {
             let n = v.len();
-            Tensor::<1, Int>::from_data(TensorData::new(v, [n]), &self.device)
+            upload::ints::<1>(TensorData::new(v, [n]), &self.device)
+        };
+        let floats = |v: Vec<f32>| {
+            let n = v.len();
+            upload::floats::<1>(TensorData::new(v, [n]), &self.device)
         };
         let (ids, weights): (Vec<i64>, Vec<f32>) = match gold {
             Gold::Classes(labels) => labels[r].iter().map(|&l| (l as i64, 1.0)).unzip(),
@@ -259,18 +265,12 @@ impl FineTuner {
                 };
             }
             Gold::Scores(scores) => {
-                let v = scores[r].to_vec();
-                let n = v.len();
-                return GoldTensors::Scores(Tensor::from_data(
-                    TensorData::new(v, [n]),
-                    &self.device,
-                ));
+                return GoldTensors::Scores(floats(scores[r].to_vec()));
             }
         };
-        let n = weights.len();
         GoldTensors::Classes {
             ids: ints(ids),
-            weights: Tensor::from_data(TensorData::new(weights, [n]), &self.device),
+            weights: floats(weights),
         }
     }
 }
