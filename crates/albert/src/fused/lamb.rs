@@ -74,6 +74,15 @@ impl LambStep {
     }
 }
 
+/// What a step of the flat LAMB takes besides its tensors: the step's values as
+/// [`LambStep::packed`] gives them, and each parameter's length in the flat vector's order, on
+/// the host, so that no backend waits for the device to learn where a parameter ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlatLambStep {
+    pub(super) hyper: [f32; 6],
+    pub(super) lengths: Vec<i64>,
+}
+
 /// The moments in place and `norms ← [Σ w², Σ u²]` with `u = m / (√v + ε) + wd·w` (16 lanes
 /// each, as the other kernels sum).
 #[inline(always)]
@@ -191,17 +200,18 @@ pub(super) fn step_torch(
 
 /// The step of many parameters laid end to end on flex: each segment exactly as [`step_flex`]
 /// steps one parameter (the same kernels, so the same bits), with its own weight decay and
-/// trust-ratio switch (`per_param`'s two rows); `packed`'s own two are not used.
+/// trust-ratio switch (`per_param`'s two rows) and its length (`step.lengths`); the weight decay
+/// and trust-ratio switch of `step.hyper` are not used.
 pub(super) fn step_flex_flat(
     [w, g, m, v]: [FlexTensor; 4],
-    [lengths, per_param]: [FlexTensor; 2],
-    packed: [f32; 6],
+    per_param: FlexTensor,
+    step: &FlatLambStep,
 ) -> (FlexTensor, FlexTensor, FlexTensor) {
-    let level = CpuLevel::active();
-    let lengths: Vec<usize> = lengths
-        .into_data()
-        .iter::<i64>()
-        .map(|n| usize::try_from(n).unwrap_or(0))
+    let (level, packed) = (CpuLevel::active(), step.hyper);
+    let lengths: Vec<usize> = step
+        .lengths
+        .iter()
+        .map(|&n| usize::try_from(n).unwrap_or(0))
         .collect();
     let per_param = contiguous(per_param);
     let g = contiguous(g);
@@ -228,8 +238,8 @@ pub(super) fn step_flex_flat(
             &h,
             &mut norms,
         );
-        let step = LambStep::unpacked(h);
-        h[0] = step.lr * step.ratio(norms[0], norms[1]);
+        let lamb = LambStep::unpacked(h);
+        h[0] = lamb.lr * lamb.ratio(norms[0], norms[1]);
         apply_at(
             level,
             &mut w.storage_mut::<f32>()[r.clone()],
@@ -242,36 +252,34 @@ pub(super) fn step_flex_flat(
 }
 
 /// The step of many parameters laid end to end on libtorch: the arithmetic of [`step_torch`]
-/// over the whole vector in ~20 aten calls, whatever the number of parameters (against 15 a
-/// weight matrix and 8 a bias there). `lengths` (int64) and the rows of `per_param`, weight
-/// decay and trust-ratio switch (1 or 0), hold one value a parameter; `packed`'s own two are
-/// not used.
+/// over the whole vector in ~20 aten calls on the CPU and ~50 on CUDA, where each parameter's
+/// norms are a sum of their own (against 15 a weight matrix and 8 a bias there). `segments`
+/// (int64, `[elements]`) holds each element's parameter; `step.lengths` and the rows of
+/// `per_param`, weight decay and trust-ratio switch (1 or 0), one value a parameter; the weight
+/// decay and trust-ratio switch of `step.hyper` are not used.
 ///
-/// The two norms of every parameter are one segmented sum over `[w², u²]` side by side
+/// The two norms of every parameter are segmented sums over `[w², u²]` side by side
 /// ([`segment_sums`]), in a fixed order, so that a step gives the same bits every run (an
 /// `index_add` would sum with atomics on CUDA). The per-parameter values reach the elements by
-/// an `index_select` of each element's parameter, `repeat_interleave` of the lengths with the
-/// output's size given, which would otherwise read it back.
+/// an `index_select` of `segments`, which the caller keeps between steps: made each step by
+/// `repeat_interleave` of the lengths, on CUDA that kernel walks each parameter with one warp
+/// (2.7 M values of `tiny`'s word embeddings, ~84 k stores in a row).
 #[cfg(feature = "tch")]
 pub(super) fn step_torch_flat(
     [w, g, m, v]: [&tch::Tensor; 4],
-    [lengths, per_param]: [&tch::Tensor; 2],
-    packed: [f32; 6],
+    [segments, per_param]: [&tch::Tensor; 2],
+    step: &FlatLambStep,
 ) -> (tch::Tensor, tch::Tensor, tch::Tensor) {
     let (decay, adapt) = (per_param.select(0, 0), per_param.select(0, 1));
-    let h = LambStep::unpacked(packed);
+    let h = LambStep::unpacked(step.hyper);
     let (b1, b2) = (f64::from(h.beta_1), f64::from(h.beta_2));
-    let n = w.size().first().copied().unwrap_or(0);
-    // Each element's parameter, computed once for both per-parameter values: what
-    // `repeat_interleave` of a value does inside, and on CUDA its kernel walks each parameter
-    // with one warp (2.7 M values for `tiny`'s word embeddings).
-    let owner = tch::Tensor::repeat_interleave(lengths, n);
-    let per_element = |t: &tch::Tensor| t.index_select(0, &owner);
+    let per_element = |t: &tch::Tensor| t.index_select(0, segments);
     let m = m.lerp(g, 1.0 - b1);
     let v = v.lerp(&g.square(), 1.0 - b2);
     let denom = v.sqrt() + f64::from(h.epsilon);
     let u = (w * per_element(&decay)).addcdiv(&m, &denom);
-    let sums = segment_sums(&tch::Tensor::stack(&[w, &u], 1).square(), lengths);
+    let squares = tch::Tensor::stack(&[w, &u], 1).square();
+    let sums = segment_sums(&squares, &step.lengths);
     let norms = sums.sqrt();
     let (wn, un) = (norms.select(1, 0), norms.select(1, 1));
     let valid = wn.minimum(&un).gt(0.0).logical_and(&adapt.gt(0.0));
@@ -280,40 +288,43 @@ pub(super) fn step_torch_flat(
     (w, m, v)
 }
 
-/// The sums of `x` `[n, k]` over consecutive runs of rows, `lengths` (int64, each at least 1)
-/// rows each: `[segments, k]`. On the CPU torch's `segment_reduce`; on CUDA [`scan_sums`].
+/// The sums of `x` `[n, k]` over consecutive runs of rows, `host_lengths` rows each (each at
+/// least 1): `[segments, k]`. On the CPU torch's `segment_reduce`; on CUDA [`reduced_sums`].
 ///
 /// Why not `segment_reduce` on CUDA: its kernel gives each segment (and column) one thread,
-/// which walks the segment serially. `tiny`'s word embeddings are one 2.7 M-element segment,
+/// which walks the segment serially (and its checks read two values back each step, found by
+/// `perf` on the CPU). `tiny`'s word embeddings are one 2.7 M-element segment,
 /// and a training step took 0.18–0.20 s on an H200 whatever the batch (32 or 256 rows;
-/// transformers 0.02 s), the 2026-11-29 sitting's benchmark.
+/// transformers 0.02 s), the 2026-11-29 sitting's benchmark. Nor a running sum (`cumsum`
+/// along the rows, which replaced it in a4e7c25 and never ran on a GPU): torch scans a
+/// dimension of a tensor that has others with one thread per column walking every row
+/// (`scan_outer_dim` in ATen's `cuda/ScanUtils.cuh`; only a 1-D scan goes to cub's parallel
+/// one), so two threads walked all 4 M of `tiny`'s values, the same serial walk, found by
+/// reading ATen's source.
 #[cfg(feature = "tch")]
-fn segment_sums(x: &tch::Tensor, lengths: &tch::Tensor) -> tch::Tensor {
+fn segment_sums(x: &tch::Tensor, host_lengths: &[i64]) -> tch::Tensor {
     if x.device().is_cuda() {
-        return scan_sums(x, lengths);
+        return reduced_sums(x, host_lengths);
     }
-    tch::Tensor::segment_reduce(x, "sum", Some(lengths), None, None, 0, false, 0.0)
+    // `unsafe_`: skips its checks that the lengths are not negative and cover `x`, a `min`
+    // and an `all` read back each step (on CUDA each a wait for the device); the lengths are
+    // the parameters' own, laid end to end into `x`.
+    let lengths = tch::Tensor::from_slice(host_lengths);
+    tch::Tensor::segment_reduce(x, "sum", Some(&lengths), None, None, 0, true, 0.0)
 }
 
-/// [`segment_sums`] by a parallel scan: the running sums of the rows in float64, read at each
-/// segment's last row, minus those at the previous one's. A segment's sum is then exact to
-/// ~1e-16 of the running total before it: a fresh bias's w² after `tiny`'s word embeddings'
-/// within 1e-4 of itself, where a float32 scan would lose it (tested). The scan's order is
-/// fixed, so the bits are the same every run.
+/// [`segment_sums`] as one of torch's sums a segment (over a view of its rows, no copy) and a
+/// `stack`: each sum is spread over the GPU's threads in a tree, and adds in the same order
+/// every run (no atomics), so a step gives the same bits every run. One kernel a parameter and
+/// the stack: 33 for `tiny`'s 32 tensors, against the scan's 6.
 #[cfg(feature = "tch")]
-pub(super) fn scan_sums(x: &tch::Tensor, lengths: &tch::Tensor) -> tch::Tensor {
-    use tch::Kind;
-    let ends = lengths.cumsum(0, Kind::Int64) - 1;
-    let at_ends = x.cumsum(0, Kind::Double).index_select(0, &ends);
-    let segments = at_ends.size().first().copied().unwrap_or(0);
-    let before = tch::Tensor::cat(
-        &[
-            at_ends.narrow(0, 0, 1).zeros_like(),
-            at_ends.narrow(0, 0, segments - 1),
-        ],
-        0,
-    );
-    (at_ends - before).to_kind(x.kind())
+pub(super) fn reduced_sums(x: &tch::Tensor, host_lengths: &[i64]) -> tch::Tensor {
+    let sums: Vec<tch::Tensor> = x
+        .split_with_sizes(host_lengths, 0)
+        .iter()
+        .map(|rows| rows.sum_dim_intlist(0, false, None::<tch::Kind>))
+        .collect();
+    tch::Tensor::stack(&sums, 0)
 }
 
 /// A tensor outside the graph (no gradient flows through it), as autodiff over `B` holds it.

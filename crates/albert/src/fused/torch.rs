@@ -34,6 +34,7 @@ use burn::backend::{Autodiff, LibTorch};
 use burn::tensor::Device;
 use tch::{Kind, Tensor};
 
+use super::lamb::FlatLambStep;
 use super::torch_attention::{attention, packed_attention};
 use super::tracked::FusedOps;
 
@@ -162,13 +163,13 @@ impl FusedOps for LibTorch {
         g: TchTensor,
         m: TchTensor,
         v: TchTensor,
-        lengths: TchTensor,
+        segments: TchTensor,
         per_param: TchTensor,
-        hyper: [f32; 6],
+        step: FlatLambStep,
     ) -> (TchTensor, TchTensor, TchTensor) {
         let tensors = [&w.tensor, &g.tensor, &m.tensor, &v.tensor];
-        let per = [&lengths.tensor, &per_param.tensor];
-        let (w, m, v) = tch::no_grad(|| super::lamb::step_torch_flat(tensors, per, hyper));
+        let per = [&segments.tensor, &per_param.tensor];
+        let (w, m, v) = tch::no_grad(|| super::lamb::step_torch_flat(tensors, per, &step));
         (TchTensor::new(w), TchTensor::new(m), TchTensor::new(v))
     }
 
@@ -570,13 +571,13 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
         g: FloatTensor<Self>,
         m: FloatTensor<Self>,
         v: FloatTensor<Self>,
-        lengths: IntTensor<Self>,
+        segments: IntTensor<Self>,
         per_param: FloatTensor<Self>,
-        hyper: [f32; 6],
+        step: FlatLambStep,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let [w, g, m, v, p] = [w, g, m, v, per_param].map(|t| t.into_primitive());
         super::lamb::constants::<LibTorch, C>(LibTorch::fused_lamb_flat(
-            w, g, m, v, lengths, p, hyper,
+            w, g, m, v, segments, p, step,
         ))
     }
 

@@ -295,27 +295,37 @@ fn bf16_linear_leaves_its_result_in_bf16_and_each_gradient_in_its_inputs_dtype()
     }
 }
 
-/// The scan that sums LAMB's norms on CUDA against torch's `segment_reduce` (what the CPU
-/// runs), and a small segment after a large one (a fresh bias's w² after `tiny`'s word
-/// embeddings': 2.7 M values of 0.02²) kept by the float64 scan, where a float32 one would lose
-/// it (its rounding, ~6e-5 of the running total 1,080, is 1,000 times the sum, 5e-8).
+/// The per-parameter sums that LAMB's norms take on CUDA against torch's `segment_reduce` (what
+/// the CPU runs), with a one-row segment, and a small segment after a large one (a fresh
+/// bias's w² after `tiny`'s word embeddings': 2.7 M values of 0.02²), which a running sum in
+/// float32 would lose (its rounding, ~6e-5 of the total 1,080, is 1,000 times the sum, 5e-8).
 #[test]
-fn scan_sums_are_segment_reduces_sums() {
+fn reduced_sums_are_segment_reduces_sums() {
     use tch::{Kind, Tensor as T};
-    let lengths = T::from_slice(&[1_i64, 700, 3, 296]);
+    let lengths = [1_i64, 700, 3, 296];
     let x = T::randn([1000, 2], (Kind::Float, tch::Device::Cpu)).square();
-    let scanned = crate::fused::lamb::scan_sums(&x, &lengths);
-    let reduced = T::segment_reduce(&x, "sum", Some(&lengths), None, None, 0, false, 0.0);
-    assert_eq!(scanned.size(), [4, 2]);
-    let rel = ((&scanned - &reduced).abs() / reduced.abs())
+    let summed = crate::fused::lamb::reduced_sums(&x, &lengths);
+    let reduced = T::segment_reduce(
+        &x,
+        "sum",
+        Some(&T::from_slice(&lengths)),
+        None,
+        None,
+        0,
+        false,
+        0.0,
+    );
+    assert_eq!(summed.size(), [4, 2]);
+    let rel = ((&summed - &reduced).abs() / reduced.abs())
         .max()
         .double_value(&[]);
     assert!(rel < 1e-6, "{rel}");
 
-    let big = T::full([2_700_000, 1], 4e-4, (Kind::Float, tch::Device::Cpu));
-    let small = T::full([5, 1], 1e-8, (Kind::Float, tch::Device::Cpu));
-    let lengths = T::from_slice(&[2_700_000_i64, 5]);
-    let sums = crate::fused::lamb::scan_sums(&T::cat(&[big, small], 0), &lengths);
+    let big = T::full([2_700_000, 2], 4e-4, (Kind::Float, tch::Device::Cpu));
+    let small = T::full([5, 2], 1e-8, (Kind::Float, tch::Device::Cpu));
+    let sums = crate::fused::lamb::reduced_sums(&T::cat(&[big, small], 0), &[2_700_000, 5]);
     let last = sums.double_value(&[1, 0]);
     assert!((last - 5e-8).abs() < 5e-8 * 1e-4, "{last}");
+    let first = sums.double_value(&[0, 1]);
+    assert!((first - 1080.0).abs() < 1080.0 * 1e-5, "{first}");
 }

@@ -18,6 +18,7 @@ use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Autodiff, Backend, Flex, backend_extension};
 
 use super::flex_values::{contiguous, owned, tensor, values};
+use super::lamb::FlatLambStep;
 use super::{attention, dense, kernels};
 use backward::{
     AttentionBackward, GeluBackward, LayerNormBackward, LinearBackward, LogSoftmaxBackward,
@@ -98,17 +99,18 @@ pub trait FusedOps: Backend {
         v: FloatTensor<Self>,
         hyper: [f32; 6],
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
-    /// [`Self::fused_lamb`] of many parameters laid end to end in `w`, `g`, `m`, `v`: one value a
-    /// parameter in `lengths` (int) and in each row of `per_param` `[2, parameters]`, its
-    /// weight decay and its trust-ratio switch (1 or 0) (`super::lamb_flat_step`).
+    /// [`Self::fused_lamb`] of many parameters laid end to end in `w`, `g`, `m`, `v`: each
+    /// element's parameter in `segments` (int, `[elements]`; libtorch reads it, flex does not),
+    /// and one value a parameter in each row of `per_param` `[2, parameters]`, its weight decay
+    /// and its trust-ratio switch (1 or 0), and in `step`'s lengths (`super::lamb_flat_step`).
     fn fused_lamb_flat(
         w: FloatTensor<Self>,
         g: FloatTensor<Self>,
         m: FloatTensor<Self>,
         v: FloatTensor<Self>,
-        lengths: IntTensor<Self>,
+        segments: IntTensor<Self>,
         per_param: FloatTensor<Self>,
-        hyper: [f32; 6],
+        step: FlatLambStep,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
     /// `x`, on libtorch's CPU, as it is (`cuda` `None`) or on CUDA device `cuda`, copied from
     /// pinned memory without waiting for the device (`crate::upload`); on flex as it is.
@@ -255,11 +257,11 @@ impl FusedOps for Flex {
         g: FlexTensor,
         m: FlexTensor,
         v: FlexTensor,
-        lengths: FlexTensor,
+        _segments: FlexTensor,
         per_param: FlexTensor,
-        hyper: [f32; 6],
+        step: FlatLambStep,
     ) -> (FlexTensor, FlexTensor, FlexTensor) {
-        super::lamb::step_flex_flat([w, g, m, v], [lengths, per_param], hyper)
+        super::lamb::step_flex_flat([w, g, m, v], per_param, &step)
     }
 
     fn fused_upload_int(x: FlexTensor, _: Option<usize>) -> FlexTensor {
@@ -432,16 +434,12 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         g: FloatTensor<Self>,
         m: FloatTensor<Self>,
         v: FloatTensor<Self>,
-        lengths: IntTensor<Self>,
+        _segments: IntTensor<Self>,
         per_param: FloatTensor<Self>,
-        hyper: [f32; 6],
+        step: FlatLambStep,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let [w, g, m, v, p] = [w, g, m, v, per_param].map(|t| t.into_primitive());
-        super::lamb::constants::<Flex, C>(super::lamb::step_flex_flat(
-            [w, g, m, v],
-            [lengths, p],
-            hyper,
-        ))
+        super::lamb::constants::<Flex, C>(super::lamb::step_flex_flat([w, g, m, v], p, &step))
     }
 
     fn fused_upload_int(x: IntTensor<Self>, _: Option<usize>) -> IntTensor<Self> {

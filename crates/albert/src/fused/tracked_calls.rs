@@ -5,6 +5,7 @@ use burn::backend::Dispatch;
 use burn::tensor::{DType, Device, Int, Tensor};
 
 use super::FusedOps;
+use crate::fused::lamb::FlatLambStep;
 
 /// Whether `t` is non-empty float32 on flex or libtorch (under autodiff or not): the fused
 /// ops apply. Not empty: the kernels walk rows of the last dimension, which must then be at
@@ -129,14 +130,17 @@ pub(in crate::fused) fn lamb<const D: usize>(
 
 /// The new weights and moments of many parameters laid end to end in `w` (gradient `g`,
 /// moments `m`, `v`, zeros at the first step), as one op: what [`lamb_step`](super::lamb_step)
-/// computes for each parameter, with each one's length in `lengths` and its weight decay and
-/// trust-ratio switch (1 or 0) in the rows of `per_param` `[2, parameters]`; `step`'s own
+/// computes for each parameter, with each element's parameter in `segments` (`[elements]`,
+/// read on libtorch; flex takes an empty one), each parameter's length in `host_lengths` and its
+/// weight decay and trust-ratio switch (1 or 0) in the rows of `per_param` `[2, parameters]`;
+/// `step`'s own
 /// `weight_decay` and `layer_adaptation` are not used. The caller checks
 /// [`lamb_applies`](super::lamb_applies) on `w` and `g` first.
 pub fn lamb_flat_step(
     [w, g]: [Tensor<1>; 2],
     (m, v): (Tensor<1>, Tensor<1>),
-    lengths: &Tensor<1, Int>,
+    segments: &Tensor<1, Int>,
+    host_lengths: &[i64],
     per_param: &Tensor<2>,
     step: &crate::fused::LambStep,
 ) -> [Tensor<1>; 3] {
@@ -145,9 +149,12 @@ pub fn lamb_flat_step(
         g.into_dispatch(),
         m.into_dispatch(),
         v.into_dispatch(),
-        lengths.clone().into_dispatch(),
+        segments.clone().into_dispatch(),
         per_param.clone().into_dispatch(),
-        step.packed(),
+        FlatLambStep {
+            hyper: step.packed(),
+            lengths: host_lengths.to_vec(),
+        },
     );
     [w, m, v].map(Tensor::from_dispatch)
 }

@@ -244,7 +244,6 @@ impl FlatOptimizer {
             rows.push(self.rule.per_param(excluded));
         }
         let parameters = slots.len();
-        let lengths: Vec<i64> = slots.iter().map(|s| s.len() as i64).collect();
         let height = rows.first().map_or(0, Vec::len);
         // Row-major `[rows, parameters]`: each row one value of every parameter.
         let per_param: Vec<f32> = (0..height)
@@ -252,7 +251,6 @@ impl FlatOptimizer {
             .collect();
         let layout = Layout {
             slots,
-            lengths: Tensor::from_data(TensorData::new(lengths, [parameters]), device),
             per_param: Tensor::from_data(
                 TensorData::new(per_param.clone(), [height, parameters]),
                 device,

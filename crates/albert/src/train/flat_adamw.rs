@@ -9,9 +9,9 @@
 //! gathered along the flat vector.
 
 use burn::optim::{AdamWState, AdaptiveMomentumState, RecordState, StateSink, StateSource};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
 
-use super::flat_layout::{Layout, Moments, Slot, by_rank};
+use super::flat_layout::{Layout, Moments, by_rank};
 
 /// AdamW's hyper-parameters; the parameters excluded from weight decay (LayerNorm and biases)
 /// get none.
@@ -69,27 +69,13 @@ impl FlatAdamW {
         let table: Vec<f32> = keep.chain(c1).chain(c2).collect();
         let parameters = times.len();
         let table = crate::upload::floats::<2>(TensorData::new(table, [3, parameters]), device);
-        let segments = layout
-            .segments
-            .get_or_insert_with(|| segments(&layout.slots, device))
-            .clone();
+        let segments = layout.segments(device);
         let n = segments.dims()[0];
         let rows = table.select(1, segments).split(1, 0);
         let mut rows = rows.into_iter().map(|r| r.reshape([n]));
         let mut next = || rows.next().unwrap_or_else(|| Tensor::zeros([n], device));
         [next(), next(), next()]
     }
-}
-
-/// `[elements]`: the index of the parameter each element of the flat vector belongs to.
-fn segments(slots: &[Slot], device: &Device) -> Tensor<1, Int> {
-    let index: Vec<i64> = slots
-        .iter()
-        .enumerate()
-        .flat_map(|(k, s)| std::iter::repeat_n(k as i64, s.len()))
-        .collect();
-    let n = index.len();
-    crate::upload::ints(TensorData::new(index, [n]), device)
 }
 
 /// `moments` as burn's [`AdamWState`] of its rank records it (ranks 1 to 4; the caller checks).

@@ -59,7 +59,21 @@ impl FlatLamb {
             weight_decay: 0.0,
             layer_adaptation: false,
         };
-        lamb_flat_step([w, g], (m, v), &layout.lengths, &layout.per_param, &hyper)
+        // libtorch gathers each parameter's values along the vector; flex walks the parameters.
+        let device = w.device();
+        let segments = if device.clone().without_autodiff() == Device::flex() {
+            Tensor::empty([0], &device)
+        } else {
+            layout.segments(&device)
+        };
+        lamb_flat_step(
+            [w, g],
+            (m, v),
+            &segments,
+            &layout.host_lengths(),
+            &layout.per_param,
+            &hyper,
+        )
     }
 }
 

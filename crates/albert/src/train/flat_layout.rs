@@ -3,7 +3,7 @@
 //! state between a checkpoint and the flat moments.
 
 use burn::module::ParamId;
-use burn::tensor::{Int, Shape, Tensor};
+use burn::tensor::{Device, Int, Shape, Tensor, TensorData};
 
 /// One parameter's state, its moments as flat vectors.
 #[derive(Debug, Clone)]
@@ -49,15 +49,37 @@ impl Moments {
 #[derive(Debug, Clone)]
 pub(super) struct Layout {
     pub(super) slots: Vec<Slot>,
-    /// `[parameters]`: each one's number of elements.
-    pub(super) lengths: Tensor<1, Int>,
     /// `[rows, parameters]`: the values its rule keeps of each parameter.
     pub(super) per_param: Tensor<2>,
     /// [`Self::per_param`] as the host made it, row-major.
     pub(super) per_param_values: Vec<f32>,
     /// `[elements]`: the parameter each element belongs to, for a rule that needs it (made
-    /// once by the rule's first step on this layout).
+    /// once by [`Self::segments`]).
     pub(super) segments: Option<Tensor<1, Int>>,
+}
+
+impl Layout {
+    /// `[parameters]`: each one's number of elements.
+    pub(super) fn host_lengths(&self) -> Vec<i64> {
+        self.slots.iter().map(|s| s.len() as i64).collect()
+    }
+
+    /// `[elements]`: the index of the parameter each element of the flat vector belongs to,
+    /// made on `device` at the first call and kept (8 bytes an element: made only for a rule
+    /// that reads it).
+    pub(super) fn segments(&mut self, device: &Device) -> Tensor<1, Int> {
+        let slots = &self.slots;
+        let made = || {
+            let index: Vec<i64> = slots
+                .iter()
+                .enumerate()
+                .flat_map(|(k, s)| std::iter::repeat_n(k as i64, s.len()))
+                .collect();
+            let n = index.len();
+            crate::upload::ints(TensorData::new(index, [n]), device)
+        };
+        self.segments.get_or_insert_with(made).clone()
+    }
 }
 
 /// One parameter's place in a flat vector.
