@@ -54,14 +54,8 @@ export LD_LIBRARY_PATH
 LD_LIBRARY_PATH="$(scripts/build-tch.sh --print-libdir)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1
 
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cat >"$work/mini.json" <<'JSON'
-{"hidden_size": 24, "embedding_size": 16, "intermediate_size": 48, "vocab_size": 64,
- "num_hidden_layers": 4, "num_attention_heads": 12, "max_position_embeddings": 64,
- "type_vocab_size": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
- "attention_probs_dropout_prob": 0.0, "initializer_range": 0.02, "ln_type": "postln"}
-JSON
+# albert_zh tiny's structure, shrunk (shared with benches/op_count.sh).
+MODEL=benches/mini_albert.json
 
 # CPU seconds (user + system) of a command and its children.
 cpu_seconds() {
@@ -72,17 +66,17 @@ print(r.ru_utime + r.ru_stime)' "$@"
 }
 shape=(--batch 1 --seq 8 --masked 1 --runs 1 --warmup 5)
 ours() {
-  cpu_seconds "$BIN" bench "$TASK" --device tch-cpu --model "$work/mini.json" "${shape[@]}" \
+  cpu_seconds "$BIN" bench "$TASK" --device tch-cpu --model "$MODEL" "${shape[@]}" \
     --precision "$PRECISION" --steps "$1"
 }
 theirs() {
   if [[ -n "${AGAINST:-}" ]]; then
-    cpu_seconds "$AGAINST" bench "$TASK" --device tch-cpu --model "$work/mini.json" "${shape[@]}" \
+    cpu_seconds "$AGAINST" bench "$TASK" --device tch-cpu --model "$MODEL" "${shape[@]}" \
       --precision "$PRECISION" --steps "$1"
     return
   fi
   # transformers' bf16 is torch.autocast over float32 weights, as ours.
-  cpu_seconds "$PY" benches/hf_baseline.py train --config "$work/mini.json" "${shape[@]}" \
+  cpu_seconds "$PY" benches/hf_baseline.py train --config "$MODEL" "${shape[@]}" \
     --dtype "$PRECISION" --threads 1 --steps "$1"
 }
 other="${AGAINST:-transformers}"
