@@ -140,7 +140,7 @@ pub fn lamb_flat_step(
     [w, g]: [Tensor<1>; 2],
     (m, v): (Tensor<1>, Tensor<1>),
     segments: &Tensor<1, Int>,
-    host_lengths: &[i64],
+    host_lengths: Vec<i64>,
     per_param: &Tensor<2>,
     step: &crate::fused::LambStep,
 ) -> [Tensor<1>; 3] {
@@ -153,7 +153,7 @@ pub fn lamb_flat_step(
         per_param.clone().into_dispatch(),
         FlatLambStep {
             hyper: step.packed(),
-            lengths: host_lengths.to_vec(),
+            lengths: host_lengths,
         },
     );
     [w, m, v].map(Tensor::from_dispatch)

@@ -70,7 +70,7 @@ impl FlatLamb {
             [w, g],
             (m, v),
             &segments,
-            &layout.host_lengths(),
+            layout.host_lengths(),
             &layout.per_param,
             &hyper,
         )
