@@ -376,6 +376,8 @@ mod lamb;
 mod torch;
 #[cfg(feature = "tch")]
 mod torch_attention;
+#[cfg(feature = "tch")]
+mod torch_vjp;
 // The extension names burn's libtorch backend in a `tch` build, which burn marks deprecated;
 // it is the one that builds offline (as in `device`).
 #[cfg_attr(feature = "tch", allow(deprecated))]

@@ -18,9 +18,9 @@
 //! (`native_layer_norm_backward`, the SDPA variants' backward, which differ by kernel), run
 //! their forward under torch's autograd on detached copies of the inputs that require a
 //! gradient (`tch::with_grad`), and the op's node keeps that small torch graph; the backward
-//! asks torch for the gradient of `Σ output·g` with respect to those inputs, which is exactly
-//! the vector-Jacobian product with `g`, through torch's native backward kernels. The price is
-//! an elementwise product and a sum per op backward, and a call into torch's autograd engine.
+//! hands torch's autograd `g` as the output's gradient (`torch_vjp`, the `torch::autograd::grad`
+//! call tch does not wrap) and gets the vector-Jacobian products from torch's native backward
+//! kernels. The price is a call into torch's autograd engine per op backward.
 
 // burn marks its libtorch backend deprecated; it is the one that builds offline (device.rs).
 #![allow(deprecated)]
@@ -36,6 +36,7 @@ use tch::{Kind, Tensor};
 
 use super::lamb::FlatLambStep;
 use super::torch_attention::{attention, packed_attention};
+use super::torch_vjp::vjp;
 use super::tracked::FusedOps;
 
 /// `softmax(scores·scale + bias)` over the last dimension.
@@ -252,11 +253,12 @@ impl<const N: usize> Backward<LibTorch, N> for TorchBackward {
         if wanted.is_empty() {
             return;
         }
-        // Σ output·g: its gradient with respect to each input is the op's vector-Jacobian
-        // product with g. Summed in float32 whatever the dtype (bf16 would round the sum).
-        let objective = (&output.tensor * &grad.tensor).sum(Kind::Float);
+        // torch's own backward kernels, seeded with g itself (in the output's dtype: under
+        // bf16 an op's gradient may arrive in float32).
+        let g = same_kind(&grad.tensor, &output.tensor);
         let leaves: Vec<&Tensor> = wanted.iter().map(|(_, t)| *t).collect();
-        let results = tch::with_grad(|| Tensor::run_backward(&[objective], &leaves, false, false));
+        let results = tch::with_grad(|| vjp(&output.tensor, &g, &leaves))
+            .unwrap_or_else(|e| panic!("torch's backward of a fused op: {e}"));
         for ((i, _), result) in wanted.into_iter().zip(results) {
             if let Some(parent) = &ops.parents[i] {
                 grads.register::<LibTorch>(parent.id, TchTensor::new(result));

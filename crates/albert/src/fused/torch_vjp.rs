@@ -1,0 +1,71 @@
+//! Vector-Jacobian products through torch's autograd with a given output gradient: the
+//! backward of the fused ops that torch differentiates itself (SDPA, LayerNorm; `torch.rs`).
+//!
+//! Why not `tch`'s `Tensor::run_backward`: it seeds every root with ones, so a backward with a
+//! gradient `g` had to differentiate the scalar `Σ output·g`, which on every op backward costs a
+//! product and a sum over the whole output, a seed, and the product's backward (a third pass)
+//! before torch's own backward kernel runs. `torch::autograd::grad` takes `g` itself; tch 0.22
+//! does not wrap it, so `torch_vjp.cpp` (compiled by build.rs) does, in one C function.
+
+use std::ffi::{CStr, c_char, c_int};
+
+use tch::{TchError, Tensor};
+
+// `at::Tensor*` on both sides: tch's `C_tensor` is the `torch::Tensor` torch-sys allocates,
+// and a `Tensor` built from a returned pointer frees it as tch frees its own.
+type CTensor = torch_sys::C_tensor;
+
+unsafe extern "C" {
+    fn pipeline_torch_vjp(
+        outputs: *const *mut CTensor,
+        grads: *const *mut CTensor,
+        n_outputs: c_int,
+        inputs: *const *mut CTensor,
+        n_inputs: c_int,
+        results: *mut *mut CTensor,
+        error: *mut c_char,
+        error_len: usize,
+    ) -> c_int;
+}
+
+/// The gradients of `inputs` (leaves of a graph torch recorded, each requiring a gradient)
+/// when `output` has gradient `g`: `gᵀ·∂output/∂input` each, undefined for an input the output
+/// does not depend on. The graph is freed on the way (each op's graph is walked once).
+pub(super) fn vjp(
+    output: &Tensor,
+    g: &Tensor,
+    inputs: &[&Tensor],
+) -> Result<Vec<Tensor>, TchError> {
+    let outputs = [output.as_ptr().cast_mut()];
+    let grads = [g.as_ptr().cast_mut()];
+    let leaves: Vec<*mut CTensor> = inputs.iter().map(|t| t.as_ptr().cast_mut()).collect();
+    let mut results: Vec<*mut CTensor> = vec![std::ptr::null_mut(); inputs.len()];
+    let mut error = [0 as c_char; 1024];
+    let n_inputs = c_int::try_from(inputs.len())
+        .map_err(|_| TchError::Kind(format!("{} inputs to one vjp", inputs.len())))?;
+    // SAFETY: every pointer is a live tensor borrowed for the call (the C side copies the
+    // handles it needs), `results` has room for one pointer per input, and `error` is the
+    // buffer of the length given; the C side writes `results` only when it returns 0.
+    let failed = unsafe {
+        pipeline_torch_vjp(
+            outputs.as_ptr(),
+            grads.as_ptr(),
+            1,
+            leaves.as_ptr(),
+            n_inputs,
+            results.as_mut_ptr(),
+            error.as_mut_ptr(),
+            error.len(),
+        )
+    };
+    if failed != 0 {
+        // SAFETY: the C side wrote a NUL-terminated message into `error` (zeroed, so it ends).
+        let message = unsafe { CStr::from_ptr(error.as_ptr()) };
+        return Err(TchError::Torch(message.to_string_lossy().into_owned()));
+    }
+    // SAFETY: each result is a fresh `at::Tensor` the C side allocated with `new`, owned here.
+    Ok(results
+        .into_iter()
+        .map(|p| unsafe { Tensor::from_ptr(p) })
+        .collect())
+}
