@@ -48,7 +48,8 @@ ROUNDS="${ROUNDS:-5}"
 STEPS="${STEPS:-2000}"
 PY="${PY:-.venv-torch/bin/python}"
 [[ -x "$BIN" ]] || { echo "host_overhead: no $BIN (scripts/build-tch.sh builds it)" >&2; exit 2; }
-"$PY" -c "import torch, transformers" 2>/dev/null ||
+# transformers is the other side only without AGAINST.
+[[ -n "${AGAINST:-}" ]] || "$PY" -c "import torch, transformers" 2>/dev/null ||
   { echo "host_overhead: $PY has no torch and transformers (scripts/setup-python.sh)" >&2; exit 2; }
 export LD_LIBRARY_PATH
 LD_LIBRARY_PATH="$(scripts/build-tch.sh --print-libdir)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
