@@ -395,8 +395,8 @@ impl<const N: usize> Backward<LibTorch, N> for DirectBackward {
 /// output, so that burn sees them shared).
 ///
 /// Why not [`tracked`] for these: its backward is a call into torch's autograd engine per op
-/// (a graph task, and on CUDA a hand-off to the engine's device thread and back) plus the
-/// product and sum that make the objective, for ops whose backward is one to three kernels.
+/// (a graph task, and on CUDA a hand-off to the engine's device thread and back), for ops
+/// whose backward is one to three kernels.
 /// On a model as small as `tiny` the host sets a GPU step's pace, and that engine call was the
 /// largest single share of the host's time (`perf` of a training step on `tch-cpu`: the
 /// backward 59 % of the step, the engine's `thread_main` half of that; `docs/gpu.md`).

@@ -69,3 +69,36 @@ pub(super) fn vjp(
         .map(|p| unsafe { Tensor::from_ptr(p) })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use tch::{Device, Kind, Tensor};
+
+    use super::vjp;
+
+    /// A leaf of torch's graph: fixed values, requiring a gradient.
+    fn leaf(values: &[f32]) -> Tensor {
+        Tensor::from_slice(values).set_requires_grad(true)
+    }
+
+    #[test]
+    fn the_given_gradient_seeds_the_backward_and_an_unused_input_gets_none() {
+        let (x, w, unused) = (leaf(&[1.0, 2.0, 3.0]), leaf(&[4.0, 5.0, 6.0]), leaf(&[7.0]));
+        let y = tch::with_grad(|| &x * &w);
+        let g = Tensor::from_slice(&[0.5f32, -1.0, 2.0]);
+        let grads = tch::with_grad(|| vjp(&y, &g, &[&x, &w, &unused])).expect("a backward");
+        // ∂(x·w)/∂x = w and /∂w = x, each times g; `unused` does not reach y.
+        assert_eq!(Vec::<f32>::try_from(&grads[0]).unwrap(), [2.0, -5.0, 12.0]);
+        assert_eq!(Vec::<f32>::try_from(&grads[1]).unwrap(), [0.5, -2.0, 6.0]);
+        assert!(!grads[2].defined());
+    }
+
+    #[test]
+    fn a_gradient_of_the_wrong_shape_is_torchs_error_not_a_crash() {
+        let x = leaf(&[1.0, 2.0, 3.0]);
+        let y = tch::with_grad(|| &x * 2.0);
+        let g = Tensor::ones([2], (Kind::Float, Device::Cpu));
+        let error = tch::with_grad(|| vjp(&y, &g, &[&x])).expect_err("a shape mismatch");
+        assert!(error.to_string().contains("shape"), "{error}");
+    }
+}
