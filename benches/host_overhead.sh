@@ -48,6 +48,8 @@ ROUNDS="${ROUNDS:-5}"
 STEPS="${STEPS:-2000}"
 PY="${PY:-.venv-torch/bin/python}"
 [[ -x "$BIN" ]] || { echo "host_overhead: no $BIN (scripts/build-tch.sh builds it)" >&2; exit 2; }
+[[ -z "${AGAINST:-}" || -x "$AGAINST" ]] ||
+  { echo "host_overhead: AGAINST=$AGAINST is not an executable build of ours" >&2; exit 2; }
 # transformers is the other side only without AGAINST.
 [[ -n "${AGAINST:-}" ]] || "$PY" -c "import torch, transformers" 2>/dev/null ||
   { echo "host_overhead: $PY has no torch and transformers (scripts/setup-python.sh)" >&2; exit 2; }

@@ -42,6 +42,8 @@ case "$PRECISION" in
   *) echo "op_count: PRECISION=$PRECISION: expected fp32 or bf16" >&2; exit 2 ;;
 esac
 [[ -x "$BIN" ]] || { echo "op_count: no $BIN (scripts/build-tch.sh builds it)" >&2; exit 2; }
+[[ -z "${AGAINST:-}" || -x "$AGAINST" ]] ||
+  { echo "op_count: AGAINST=$AGAINST is not an executable build of ours" >&2; exit 2; }
 [[ "$(id -u)" == 0 ]] || { echo "op_count: uprobes need root" >&2; exit 2; }
 command -v perf >/dev/null || { echo "op_count: needs perf (to place the uprobes)" >&2; exit 2; }
 TRACING=/sys/kernel/tracing
