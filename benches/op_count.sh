@@ -44,6 +44,10 @@ esac
 [[ -x "$BIN" ]] || { echo "op_count: no $BIN (scripts/build-tch.sh builds it)" >&2; exit 2; }
 [[ -z "${AGAINST:-}" || -x "$AGAINST" ]] ||
   { echo "op_count: AGAINST=$AGAINST is not an executable build of ours" >&2; exit 2; }
+# Checked before the probes are placed: placing them takes minutes, and without this the missing
+# import surfaced only after ours had been counted.
+[[ -n "${AGAINST:-}" ]] || "$PY" -c "import torch, transformers" 2>/dev/null ||
+  { echo "op_count: $PY has no torch and transformers (scripts/setup-python.sh)" >&2; exit 2; }
 [[ "$(id -u)" == 0 ]] || { echo "op_count: uprobes need root" >&2; exit 2; }
 command -v perf >/dev/null || { echo "op_count: needs perf (to place the uprobes)" >&2; exit 2; }
 TRACING=/sys/kernel/tracing
