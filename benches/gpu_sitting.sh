@@ -222,9 +222,11 @@ bench_round() {
   BENCH_CALL=$(( ${BENCH_CALL:-0} + 1 ))
   if [[ -n "${SMALL:-}" ]]; then batch=4; seq=32; masked=4; steps=1; runs=1; fi
   # The first round also times each step's phases apart (forward, backward, optimiser, each
-  # waited for): where the time goes when a step is slower than transformers'.
+  # waited for): where the time goes when a step is slower than transformers'; and counts the
+  # times a timed step made the host wait for the device (`cuda_syncs_per_step`, torch's sync
+  # debug mode; 0 is the aim), which no CPU run can show for a copy.
   local phases=()
-  [[ "$tag" == first ]] && phases=(--phases)
+  [[ "$tag" == first ]] && phases=(--phases --count-syncs)
   for variant in fp32: fp32:1 bf16:; do
     precision="${variant%%:*}" tf32="${variant##*:}"
     TORCH_ALLOW_TF32_CUBLAS_OVERRIDE="${tf32:-0}" timeout 60 "$ROOT/pipeline" bench train \

@@ -532,6 +532,39 @@ fn bench_train_times_the_phases_of_a_step() {
     }
 }
 
+/// `--count-syncs`: the flex build says it needs the `tch` one, before it builds anything; the
+/// `tch` build counts, 0 a step on libtorch's CPU (no device to wait for), in the JSON's
+/// `cuda_syncs_per_step`; the other benchmarks refuse the flag (exit 2).
+#[test]
+fn bench_train_counts_cuda_syncs_in_the_tch_build_only() {
+    let bench = |cmd: &str, device: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["bench", cmd, "--model", "tiny", "--vocab-size", "64"])
+            .args(["--batch", "2", "--seq", "16", "--runs", "1", "--steps", "2"])
+            .args(["--device", device, "--count-syncs", "--json"])
+            .output()
+            .expect("running pipeline")
+    };
+    if cfg!(feature = "tch") {
+        let out = bench("train", "tch-cpu");
+        assert!(out.status.success(), "{out:?}");
+        let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        assert_eq!(line["cuda_syncs_per_step"], 0.0, "{line}");
+    } else {
+        let out = bench("train", "cpu");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("needs the `tch` build"), "{err}");
+        assert!(out.stdout.is_empty(), "no result line");
+    }
+    for cmd in ["infer", "finetune"] {
+        let out = bench(cmd, "cpu");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("--count-syncs is for bench train"), "{err}");
+    }
+}
+
 /// `bench maxbatch`: on a CPU the search needs a cap (exit 2, saying so); within one, each
 /// size runs in a child and every one fits, so the line reports the cap it reached, with the
 /// keys the report reads beside transformers' `hf_maxbatch`.

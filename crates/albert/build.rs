@@ -1,6 +1,7 @@
-//! Build script: in `tch` builds, compiles `src/fused/torch_vjp.cpp` (the one libtorch call
-//! `tch` 0.22 does not wrap; see `src/fused/torch_vjp.rs`) against the libtorch that torch-sys
-//! links, with the same headers and C++ ABI. Flex builds compile nothing.
+//! Build script: in `tch` builds, compiles the C++ that reaches what `tch` 0.22 does not wrap
+//! (`src/fused/torch_vjp.cpp`, a backward with a given output gradient; `src/cuda_sync.cpp`,
+//! torch's CUDA sync debug mode) against the libtorch that torch-sys links, with the same
+//! headers and C++ ABI. Flex builds compile nothing.
 
 fn main() {
     #[cfg(feature = "tch")]
@@ -12,10 +13,12 @@ mod torch_vjp {
     use std::path::{Path, PathBuf};
     use std::process::Command;
 
-    const SOURCE: &str = "src/fused/torch_vjp.cpp";
+    const SOURCES: [&str; 2] = ["src/fused/torch_vjp.cpp", "src/cuda_sync.cpp"];
 
     pub fn compile() {
-        println!("cargo:rerun-if-changed={SOURCE}");
+        for source in SOURCES {
+            println!("cargo:rerun-if-changed={source}");
+        }
         // torch-sys (`links = "tch"`) passes the libtorch it linked as DEP_TCH_LIBTORCH_LIB.
         let lib = PathBuf::from(
             std::env::var("DEP_TCH_LIBTORCH_LIB").expect("torch-sys gives its libtorch lib dir"),
@@ -30,8 +33,8 @@ mod torch_vjp {
             .flag("-std=c++17")
             .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={}", cxx11_abi()))
             .flag("-DGLOG_USE_GLOG_EXPORT")
-            .file(SOURCE)
-            .compile("pipeline_torch_vjp");
+            .files(SOURCES)
+            .compile("pipeline_torch_shim");
     }
 
     /// libtorch's header directory: `LIBTORCH_INCLUDE` when set (as torch-sys reads it), else

@@ -54,6 +54,9 @@ pub struct BenchSpec {
     /// Training only: after the timed runs, also time a step's phases apart (forward; forward
     /// and backward; the whole step), the device synchronised after each.
     pub phases: bool,
+    /// Training only: count the CUDA synchronisations the timed steps make
+    /// ([`crate::cuda_sync`]), the runs' own read-backs left out.
+    pub count_syncs: bool,
 }
 
 /// Why a benchmark could not run, or stopped.
@@ -65,6 +68,9 @@ pub enum BenchError {
     /// The device is not in this build or not on this machine.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// CUDA synchronisations cannot be counted in this build or process.
+    #[error(transparent)]
+    SyncCount(#[from] crate::cuda_sync::SyncCountError),
     /// The rows are longer than the model has positions.
     #[error("--seq {seq} exceeds the model's {positions} positions")]
     SeqTooLong {
@@ -332,6 +338,7 @@ mod tests {
             peak_tflops: 989.0,
             split: false,
             phases: false,
+            count_syncs: false,
         }
     }
 

@@ -14,6 +14,7 @@
 //! - [`parallel`]: one micro-batch per CPU core, gradients summed;
 //! - [`memory`]: a libtorch device running out of memory as a value, for batch-size probes;
 //! - [`cpu_level`]: the vector instructions the hand-written CPU kernels run with;
+//! - [`cuda_sync`]: how many times a stretch of work makes the host wait for a CUDA device;
 //! - [`bench`]: what the model benchmarks share (their spec, config, device and timing);
 //! - [`upload`]: host data onto the device without waiting for it (pinned memory on CUDA).
 
@@ -23,6 +24,7 @@ pub mod albert_zh_layout;
 pub mod bench;
 pub mod config;
 pub mod cpu_level;
+pub mod cuda_sync;
 pub mod device;
 mod fused;
 pub mod heads;

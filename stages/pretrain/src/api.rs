@@ -18,6 +18,7 @@ use burn::tensor::Device;
 use std::time::Instant;
 
 use pipeline_albert::bench::{BenchHost, median, peak_rss, timed_runs};
+use pipeline_albert::cuda_sync::count_syncs;
 use pipeline_albert::model::{AlbertInput, MatmulPrecision};
 use pipeline_albert::parallel::{DataParallel, split_rows};
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
@@ -56,6 +57,9 @@ pub struct TrainBench {
     pub data_parallel_workers: usize,
     /// With [`BenchSpec::phases`]: the step's phases timed apart.
     pub phases: Option<StepPhases>,
+    /// With [`BenchSpec::count_syncs`]: the CUDA synchronisations a timed step made, on
+    /// average (the runs' read-backs of the losses not counted).
+    pub syncs_per_step: Option<f64>,
 }
 
 /// A training step's phases, each timed apart with the device synchronised after it: the
@@ -113,10 +117,14 @@ pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
     let c = spec.model_config()?;
     let dev = spec.resolve_device()?;
     let precision = spec.precision_on(&dev)?;
+    if spec.count_syncs {
+        pipeline_albert::cuda_sync::available()?;
+    }
     let mut trainer = bench_trainer(&c, dev.device.clone().autodiff(), precision);
     let (batch, seq) = (spec.batch.get(), spec.seq.get());
     let data = synthetic_batch(&c, spec, spec.masked)?;
-    let timing = time_training(&mut trainer, &data, spec)?;
+    let (timing, syncs) = time_training(&mut trainer, &data, spec)?;
+    let steps_timed = (spec.runs.get() * spec.steps.get()) as f64;
     let phases = match spec.phases {
         true => Some(time_phases(&mut trainer, &data, spec)?),
         false => None,
@@ -132,6 +140,7 @@ pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
         peak_rss_bytes: peak_rss(),
         data_parallel_workers: trainer.parallel.workers(),
         phases,
+        syncs_per_step: syncs.map(|n| n as f64 / steps_timed),
         timing,
         config: c,
     })
@@ -160,12 +169,14 @@ pub fn bench_optim() -> OptimConfig {
     }
 }
 
-/// The warm-up steps, each read back, then the timed runs.
+/// The warm-up steps, each read back, then the timed runs; with [`BenchSpec::count_syncs`], the
+/// CUDA synchronisations the timed steps made (each step counted apart, so that the runs'
+/// read-backs are not).
 fn time_training(
     trainer: &mut Trainer,
     data: &Batch,
     spec: &BenchSpec,
-) -> Result<Timing, BenchError> {
+) -> Result<(Timing, Option<u64>), BenchError> {
     let batches = std::slice::from_ref(data);
     let mut step = 0u64;
     for _ in 0..spec.warmup {
@@ -174,13 +185,18 @@ fn time_training(
             .map_err(|e| step_error("warm-up step".to_string(), e))?;
         step += 1;
     }
-    let mut queued = 0;
-    timed_runs(spec.runs, spec.steps, &mut || {
+    let (mut queued, mut syncs) = (0, None);
+    let timing = timed_runs(spec.runs, spec.steps, &mut || {
         // As the pretrain stage trains: steps are queued on the device and their losses read
         // back once, here at the end of each timed run (the stage: once per log line), so a
         // GPU is not made to wait for the host after every step and the run's time still
         // covers all of its work.
-        trainer.enqueue(step, batches);
+        if spec.count_syncs {
+            let ((), n) = count_syncs(|| trainer.enqueue(step, batches))?;
+            *syncs.get_or_insert(0) += n;
+        } else {
+            trainer.enqueue(step, batches);
+        }
         step += 1;
         queued += 1;
         if queued == spec.steps.get() {
@@ -190,7 +206,8 @@ fn time_training(
                 .map_err(|e| step_error(format!("steps up to {step}"), e))?;
         }
         Ok(())
-    })
+    })?;
+    Ok((timing, syncs))
 }
 
 /// The step's phases ([`StepPhases`]), after the timed runs: the forward pass alone, forward
@@ -364,6 +381,7 @@ mod tests {
             peak_tflops: 989.0,
             split,
             phases: false,
+            count_syncs: false,
         }
     }
 

@@ -13,7 +13,7 @@ use super::{BenchArgs, report, spec};
 /// `pipeline bench finetune`: training tokens/s of the span-extraction head beside the
 /// sequence-classification head's, same model, batch and sequence length, measured A B A B.
 pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
-    super::refuse_phases(args, "finetune")?;
+    super::refuse_train_only(args, "finetune")?;
     if args.tokens.is_some() {
         // Fine-tuning pads a batch to its longest row, and the synthetic rows are all as long.
         return Err(

@@ -11,7 +11,7 @@ use super::{BenchArgs, report, spec};
 
 /// `pipeline bench infer`: forward passes of `AlbertModel`.
 pub fn infer(args: &BenchArgs) -> Result<ExitCode> {
-    super::refuse_phases(args, "infer")?;
+    super::refuse_train_only(args, "infer")?;
     let r = bench_infer(&spec(args)?)?;
     report(&args.of, infer_json(args, &r), infer_line(args, &r))
 }

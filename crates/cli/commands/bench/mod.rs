@@ -118,6 +118,13 @@ pub struct BenchArgs {
     /// the backward's and the optimiser's share, where a GPU's step time goes.
     #[arg(long)]
     pub phases: bool,
+    /// Train only: count the times the timed steps make the host wait for the CUDA device
+    /// (torch's sync debug mode: a value read back, a copy from pageable memory, a
+    /// synchronise), the runs' own read-backs of the losses left out. A step that waits cannot
+    /// be queued while the device still runs the one before; 0 a step is the aim. Needs the
+    /// `tch` build; on a CPU device the count is 0.
+    #[arg(long)]
+    pub count_syncs: bool,
 }
 
 /// Runs the benchmark `cmd` names.
@@ -145,6 +152,7 @@ fn spec(args: &BenchArgs) -> Result<BenchSpec> {
         peak_tflops: args.peak_tflops,
         split: args.split,
         phases: args.phases,
+        count_syncs: args.count_syncs,
         ..model_spec(&args.of)?
     })
 }
@@ -176,6 +184,7 @@ fn model_spec(args: &ModelArgs) -> Result<BenchSpec> {
         peak_tflops: 989.0,
         split: false,
         phases: false,
+        count_syncs: false,
     })
 }
 
@@ -187,16 +196,26 @@ fn at_least_one(flag: &str, value: usize) -> Result<NonZeroUsize> {
     })?)
 }
 
-/// `--phases` given to a benchmark other than train (`bench`).
-fn refuse_phases(args: &BenchArgs, bench: &str) -> Result<()> {
-    if args.phases {
-        return Err(pipeline_engine::UserError::new(format!(
-            "--phases is for bench train, not bench {bench}"
-        ))
-        .with_help("it times a training step's forward, backward and optimiser apart")
-        .into());
-    }
-    Ok(())
+/// `--phases` or `--count-syncs` given to a benchmark other than train (`bench`).
+fn refuse_train_only(args: &BenchArgs, bench: &str) -> Result<()> {
+    let (flag, what) = if args.phases {
+        (
+            "--phases",
+            "it times a training step's forward, backward and optimiser apart",
+        )
+    } else if args.count_syncs {
+        (
+            "--count-syncs",
+            "it counts the times a training step waits for the device",
+        )
+    } else {
+        return Ok(());
+    };
+    Err(
+        pipeline_engine::UserError::new(format!("{flag} is for bench train, not bench {bench}"))
+            .with_help(what)
+            .into(),
+    )
 }
 
 /// ` (N real tokens)` with `--tokens N`, for the human line.

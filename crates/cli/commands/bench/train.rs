@@ -29,6 +29,7 @@ fn train_json(args: &BenchArgs, r: &TrainBench) -> serde_json::Value {
         "cpu_seconds_per_wall_second": t.cpu_per_wall, "page_faults": t.page_faults,
         "data_parallel_workers": r.data_parallel_workers,
         "isa": h.isa, "isa_host": h.isa_host,
+        "cuda_syncs_per_step": r.syncs_per_step,
         "phases": r.phases.map(|p| json!({
             "forward_s": p.forward, "backward_s": p.backward(), "optimizer_s": p.optimizer(),
             "step_s": p.step, "repetitions": args.steps,
@@ -53,7 +54,7 @@ fn phases_text(p: Option<StepPhases>) -> String {
 
 fn train_line(args: &BenchArgs, r: &TrainBench) -> String {
     format!(
-        "train {} (share {}) on {}: batch {} × seq {}{} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.3} model TFLOP/s{}, {:.2} CPU-s per wall-s, peak RSS {:.2} GB{}",
+        "train {} (share {}) on {}: batch {} × seq {}{} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.3} model TFLOP/s{}, {:.2} CPU-s per wall-s, peak RSS {:.2} GB{}{}",
         args.of.model,
         r.config.share_type,
         r.host.device,
@@ -71,6 +72,9 @@ fn train_line(args: &BenchArgs, r: &TrainBench) -> String {
             .unwrap_or_default(),
         r.timing.cpu_per_wall,
         r.peak_rss_bytes as f64 / 1e9,
-        phases_text(r.phases)
+        phases_text(r.phases),
+        r.syncs_per_step
+            .map(|n| format!("; {n:.2} CUDA synchronisations a step"))
+            .unwrap_or_default()
     )
 }

@@ -253,6 +253,7 @@ mod tests {
             peak_tflops: 989.0,
             split: false,
             phases: false,
+            count_syncs: false,
         }
     }
 
