@@ -10,9 +10,12 @@
 //! and counts the warnings instead of printing them. `pipeline bench train --count-syncs` reports
 //! the count a step.
 //!
-//! The mode is the process's, the counting handler c10's (one for the process, not a thread's):
-//! count from one thread at a time. On libtorch's CPU the count is 0 (there is no device to
-//! wait for); the flex build has no libtorch to ask.
+//! The mode is the process's, so one count runs at a time; c10's warning handler is the calling
+//! thread's (`ThreadWarningHandler` in libc10), so only the syncs made on the thread that runs
+//! the counted work are counted. One made on another thread (on CUDA, torch's autograd runs the
+//! backward of the ops it differentiates on its device thread) is printed there as torch's
+//! warning, "called a synchronizing CUDA operation", on stderr. On libtorch's CPU the count is
+//! 0 (there is no device to wait for); the flex build has no libtorch to ask.
 
 use thiserror::Error;
 
@@ -195,6 +198,19 @@ mod tests {
             assert_eq!(mode(), 0, "disabled after");
             let ((), after) = count_syncs(|| ()).expect("a count");
             assert_eq!(after, 0, "each count starts at 0");
+        }
+
+        #[test]
+        fn a_sync_on_another_thread_is_not_counted() {
+            let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+            if !has_cuda_library() {
+                return;
+            }
+            let ((), n) = count_syncs(|| {
+                std::thread::spawn(torch_sync).join().expect("the thread");
+            })
+            .expect("a count");
+            assert_eq!(n, 0, "c10's handler is the calling thread's");
         }
 
         #[test]

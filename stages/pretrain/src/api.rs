@@ -185,7 +185,7 @@ fn time_training(
             .map_err(|e| step_error("warm-up step".to_string(), e))?;
         step += 1;
     }
-    let (mut queued, mut syncs) = (0, None);
+    let (mut queued, mut syncs) = (0, 0);
     let timing = timed_runs(spec.runs, spec.steps, &mut || {
         // As the pretrain stage trains: steps are queued on the device and their losses read
         // back once, here at the end of each timed run (the stage: once per log line), so a
@@ -193,7 +193,7 @@ fn time_training(
         // covers all of its work.
         if spec.count_syncs {
             let ((), n) = count_syncs(|| trainer.enqueue(step, batches))?;
-            *syncs.get_or_insert(0) += n;
+            syncs += n;
         } else {
             trainer.enqueue(step, batches);
         }
@@ -207,7 +207,7 @@ fn time_training(
         }
         Ok(())
     })?;
-    Ok((timing, syncs))
+    Ok((timing, spec.count_syncs.then_some(syncs)))
 }
 
 /// The step's phases ([`StepPhases`]), after the timed runs: the forward pass alone, forward
