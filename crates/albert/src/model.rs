@@ -145,6 +145,7 @@ impl AlbertEmbeddings {
     pub fn forward(&self, input_ids: Tensor<2, Int>, token_type_ids: Tensor<2, Int>) -> Tensor<3> {
         let [_, seq] = input_ids.dims();
         let device = input_ids.device();
+        // `arange` is made on the device by burn-tch (`arange_step` is not: see forward_pretrain).
         let positions = Tensor::<1, Int>::arange(0..seq as i64, &device).reshape([1, seq]);
         let words = crate::albert_zh_layout::project_words(
             self.word_embeddings.forward(input_ids),
@@ -420,7 +421,14 @@ impl AlbertForPreTraining {
         let [_, m] = mlm.positions.dims();
         let device = out.last_hidden_state.device();
         // Row offsets turn [b, m] positions into indexes of the flattened [b·s, h] states.
-        let offsets = Tensor::<1, Int>::arange_step(0..(b * s) as i64, s, &device).reshape([b, 1]);
+        // Made on the device (`arange`, then a product), not by `arange_step`: burn-tch has no
+        // `int_arange_step`, and burn's default builds the values on the host and copies them
+        // from pageable memory, which on CUDA makes the host wait for the device once a step.
+        // Found by reading burn-backend 0.22.1 after `--count-syncs` measured one sync a step
+        // on the H200 (2026-11-30); that this was the one is for the next GPU to confirm.
+        let offsets = Tensor::<1, Int>::arange(0..b as i64, &device)
+            .mul_scalar(s as i64)
+            .reshape([b, 1]);
         let flat = (mlm.positions.clone() + offsets).reshape([b * m]);
         let gathered = out
             .last_hidden_state

@@ -1,9 +1,10 @@
 //! The attention block's two softmax paths: burn's ops under autodiff, the fused kernel (scale
-//! and padding bias folded in) when untracked. Both must compute the same attention.
+//! and padding bias folded in) when untracked. Both must compute the same attention. And the
+//! pretraining loss's gather of the masked positions against the logits of every position.
 
 use burn::module::Module;
 use burn::tensor::activation::softmax;
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{Device, Distribution, Tensor, TensorData};
 
 use super::*;
 
@@ -193,4 +194,61 @@ pub(super) fn random_biases<const N: usize>(layers: [&mut Linear; N], device: &D
         let bias = Tensor::random([d], Distribution::Normal(0.0, 1.0), device);
         l.bias = Some(burn::module::Param::from_tensor(bias));
     }
+}
+
+/// `forward_pretrain`'s MLM loss, which gathers each row's masked positions out of the flattened
+/// states (by row offsets made on the device), is the weighted mean cross-entropy of the logits
+/// `forward_all` gives at those positions of those rows: computed here on the host, with a
+/// padding prediction (weight 0) that must not count.
+#[test]
+fn the_mlm_loss_is_taken_at_each_rows_own_masked_positions() {
+    let device = crate::device::under_test();
+    device.seed(17);
+    let mut c = AlbertConfig::named("tiny").expect("tiny is a known size");
+    c.vocab_size = 50;
+    let model = AlbertForPreTraining::new(&c, &device);
+    let (b, s, m) = (3, 8, 2);
+    let ids: Vec<i64> = (0..b * s).map(|i| (i * 7 % 50) as i64).collect();
+    let input = AlbertInput::from_rows(b, s, ids, vec![0; b * s], vec![1; b * s], &device);
+    let positions = [[1i64, 6], [0, 3], [5, 0]];
+    let labels = [[4i64, 9], [13, 2], [48, 0]];
+    let weights = [[1.0f32, 1.0], [1.0, 1.0], [1.0, 0.0]];
+    let int2 = |v: [[i64; 2]; 3]| {
+        Tensor::<2, Int>::from_data(TensorData::new(v.concat(), [b, m]), &device)
+    };
+    let mlm = MlmTargets {
+        positions: int2(positions),
+        ids: int2(labels),
+        weights: Tensor::from_data(TensorData::new(weights.concat(), [b, m]), &device),
+        mask_id: None,
+    };
+    let sop = Tensor::<1, Int>::zeros([b], &device);
+    let got = model
+        .forward_pretrain(&input, &mlm, sop)
+        .mlm_loss
+        .into_scalar::<f64>();
+
+    let (logits, _, _) = model.forward_all(&input);
+    let v = c.vocab_size;
+    let all = logits
+        .into_data()
+        .convert::<f32>()
+        .try_to_vec::<f32>()
+        .expect("f32");
+    let (mut total, mut weight) = (0.0f64, 0.0f64);
+    for r in 0..b {
+        for j in 0..m {
+            let at = (r * s + positions[r][j] as usize) * v;
+            let row: Vec<f64> = all[at..at + v].iter().map(|&x| f64::from(x)).collect();
+            let top = row.iter().cloned().fold(f64::MIN, f64::max);
+            let lse = top + row.iter().map(|x| (x - top).exp()).sum::<f64>().ln();
+            total += f64::from(weights[r][j]) * (lse - row[labels[r][j] as usize]);
+            weight += f64::from(weights[r][j]);
+        }
+    }
+    let want = total / weight;
+    assert!(
+        (got - want).abs() < 1e-4 * want.abs().max(1.0),
+        "MLM loss {got}, at the rows' own positions {want}"
+    );
 }
