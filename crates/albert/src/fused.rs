@@ -377,6 +377,8 @@ mod torch;
 #[cfg(feature = "tch")]
 mod torch_attention;
 #[cfg(feature = "tch")]
+mod torch_upload;
+#[cfg(feature = "tch")]
 mod torch_vjp;
 // The extension names burn's libtorch backend in a `tch` build, which burn marks deprecated;
 // it is the one that builds offline (as in `device`).

@@ -31,11 +31,11 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::libtorch::TchTensor;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Autodiff, LibTorch};
-use burn::tensor::Device;
 use tch::{Kind, Tensor};
 
 use super::lamb::FlatLambStep;
 use super::torch_attention::{attention, packed_attention};
+use super::torch_upload::upload;
 use super::torch_vjp::vjp;
 use super::tracked::FusedOps;
 
@@ -181,45 +181,6 @@ impl FusedOps for LibTorch {
     fn fused_upload_float(x: TchTensor, cuda: Option<usize>) -> TchTensor {
         upload(x, cuda)
     }
-}
-
-/// Where `crate::upload` stages data for a libtorch `device`: libtorch's CPU (under autodiff
-/// when `device` is, so that the tensor meets the model's under the same context) and the CUDA
-/// index to copy to (`None` for libtorch's CPU itself); `None` for flex.
-pub(super) fn staging(device: &Device) -> Option<(Device, Option<usize>)> {
-    let plain = device.clone().without_autodiff();
-    let host = Device::libtorch();
-    let cuda = if plain == host {
-        None
-    } else {
-        let count = usize::try_from(tch::Cuda::device_count()).unwrap_or(0);
-        Some((0..count).find(|&i| plain == Device::libtorch_cuda(i))?)
-    };
-    let host = if plain == *device {
-        host
-    } else {
-        host.autodiff()
-    };
-    Some((host, cuda))
-}
-
-/// `x` (host memory) on CUDA device `cuda` by a non-blocking copy from pinned memory, or as it
-/// is for `None`. A copy from pageable memory, as `Tensor::to` makes it, synchronises the
-/// stream: the host waits there until the device has run everything queued before it. From
-/// pinned memory the copy is queued like a kernel, and torch's pinned-memory allocator keeps
-/// the staging buffer until the copy has run. Where pinning fails (no CUDA driver for the host
-/// allocator), the plain copy.
-fn upload(x: TchTensor, cuda: Option<usize>) -> TchTensor {
-    let Some(index) = cuda else {
-        return x;
-    };
-    let device = tch::Device::Cuda(index);
-    let t = &x.tensor;
-    let moved = t
-        .f_pin_memory(device)
-        .and_then(|pinned| pinned.f_to_device_(device, t.kind(), true, false))
-        .unwrap_or_else(|_| t.to_device(device));
-    TchTensor::new(moved)
 }
 
 /// One fused op's torch graph: the detached inputs it was computed from, whether each gets a

@@ -31,7 +31,7 @@ pub fn floats<const D: usize>(data: TensorData, device: &Device) -> Tensor<D> {
 /// (`None`: they are where they belong).
 fn staging(device: &Device) -> (Device, Option<usize>) {
     #[cfg(feature = "tch")]
-    if let Some(staging) = super::torch::staging(device) {
+    if let Some(staging) = super::torch_upload::staging(device) {
         return staging;
     }
     (device.clone(), None)
