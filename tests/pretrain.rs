@@ -534,7 +534,7 @@ fn bench_train_times_the_phases_of_a_step() {
 
 /// `--count-syncs`: the flex build says it needs the `tch` one, before it builds anything; the
 /// `tch` build counts, 0 a step on libtorch's CPU (no device to wait for), in the JSON's
-/// `cuda_syncs_per_step`; the other benchmarks refuse the flag (exit 2).
+/// `cuda_syncs_per_step` (and no `cuda_first_sync_site`); the other benchmarks refuse the flag (exit 2).
 #[test]
 fn bench_train_counts_cuda_syncs_in_the_tch_build_only() {
     let bench = |cmd: &str, device: &str| {
@@ -550,6 +550,10 @@ fn bench_train_counts_cuda_syncs_in_the_tch_build_only() {
         assert!(out.status.success(), "{out:?}");
         let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
         assert_eq!(line["cuda_syncs_per_step"], 0.0, "{line}");
+        assert!(
+            line["cuda_first_sync_site"].is_null(),
+            "no sync, no site: {line}"
+        );
     } else {
         let out = bench("train", "cpu");
         let err = String::from_utf8_lossy(&out.stderr);

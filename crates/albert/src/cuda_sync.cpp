@@ -23,14 +23,22 @@ constexpr const char *kSyncWarning = "called a synchronizing CUDA operation";
 
 int *sync_debug_mode() { return static_cast<int *>(dlsym(RTLD_DEFAULT, kWarningState)); }
 
-// Counts the sync warnings and passes every other warning on to the handler it replaced.
+// Called at a sync warning, still inside the synchronising call, so that the caller can record
+// where it came from (its call stack).
+using SyncHook = void (*)();
+
+// Counts the sync warnings (calling `on_sync`, when given, at each) and passes every other
+// warning on to the handler it replaced.
 class SyncCounter : public c10::WarningHandler {
 public:
-  explicit SyncCounter(c10::WarningHandler *next) : next_(next) {}
+  SyncCounter(c10::WarningHandler *next, SyncHook on_sync) : next_(next), on_sync_(on_sync) {}
 
   void process(const c10::Warning &warning) override {
     if (warning.msg().find(kSyncWarning) != std::string::npos) {
       ++count_;
+      if (on_sync_ != nullptr) {
+        on_sync_();
+      }
     } else {
       next_->process(warning);
     }
@@ -41,6 +49,7 @@ public:
 
 private:
   c10::WarningHandler *next_;
+  SyncHook on_sync_;
   long count_ = 0;
 };
 
@@ -48,9 +57,9 @@ SyncCounter *counter = nullptr;
 
 } // namespace
 
-// Starts counting: 0; 1 when libc10_cuda is not loaded (no mode to set); 2 when a count is
-// already running.
-extern "C" int pipeline_sync_count_start() {
+// Starts counting, calling `on_sync` (may be null) at each sync: 0; 1 when libc10_cuda is not
+// loaded (no mode to set); 2 when a count is already running.
+extern "C" int pipeline_sync_count_start(SyncHook on_sync) {
   int *mode = sync_debug_mode();
   if (mode == nullptr) {
     return 1;
@@ -58,7 +67,7 @@ extern "C" int pipeline_sync_count_start() {
   if (counter != nullptr) {
     return 2;
   }
-  counter = new SyncCounter(c10::WarningUtils::get_warning_handler());
+  counter = new SyncCounter(c10::WarningUtils::get_warning_handler(), on_sync);
   c10::WarningUtils::set_warning_handler(counter);
   *mode = kWarn;
   return 0;

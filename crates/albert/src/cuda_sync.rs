@@ -8,7 +8,8 @@
 //! synchronisation exists only on CUDA. torch flags every such call itself when its sync debug
 //! mode is on (`torch.cuda.set_sync_debug_mode("warn")`); `cuda_sync.cpp` turns that mode on
 //! and counts the warnings instead of printing them. `pipeline bench train --count-syncs` reports
-//! the count a step.
+//! the count a step and where the first sync came from ([`SyncTally`]: its call stack, captured
+//! inside torch's synchronising call).
 //!
 //! The mode is the process's, so one count runs at a time; c10's warning handler is the calling
 //! thread's (`ThreadWarningHandler` in libc10), so only the syncs made on the thread that runs
@@ -16,6 +17,8 @@
 //! backward of the ops it differentiates on its device thread) is printed there as torch's
 //! warning, "called a synchronizing CUDA operation", on stderr. On libtorch's CPU the count is
 //! 0 (there is no device to wait for); the flex build has no libtorch to ask.
+
+use std::backtrace::Backtrace;
 
 use thiserror::Error;
 
@@ -43,9 +46,90 @@ pub fn available() -> Result<(), SyncCountError> {
 /// `f`'s result and how many synchronising CUDA calls it made (torch's sync debug mode, as
 /// warnings counted and not printed); every other warning of libtorch's is printed as before.
 pub fn count_syncs<T>(f: impl FnOnce() -> T) -> Result<(T, u64), SyncCountError> {
-    let counting = Counting::start()?;
-    let result = f();
-    Ok((result, counting.finish()))
+    let mut tally = SyncTally::default();
+    let result = tally.count(f)?;
+    Ok((result, tally.total()))
+}
+
+/// Synchronisations counted over any number of stretches of work (a bench's timed steps, each
+/// counted apart), and the call stack of the first of them all.
+///
+/// Why the stack: a count says that a step waits, not what waits. torch's warning names only
+/// its own check (`c10::cuda::warn_or_error_on_sync`), and the op that called it can be any of
+/// the step's hundreds; a GPU is lent for minutes, so the run that finds a sync has to say
+/// where it is. Only the first is captured: a capture walks the stack (tens of microseconds),
+/// and every later step of a bench makes the same calls.
+#[derive(Debug, Default)]
+pub struct SyncTally {
+    total: u64,
+    first_site: Option<String>,
+}
+
+impl SyncTally {
+    /// Runs `f` with the syncs it makes counted into this tally; `f`'s result.
+    pub fn count<T>(&mut self, f: impl FnOnce() -> T) -> Result<T, SyncCountError> {
+        let counting = Counting::start(self.first_site.is_none())?;
+        let result = f();
+        let (n, site) = counting.finish();
+        self.total += n;
+        if self.first_site.is_none() {
+            self.first_site = site.map(|bt| call_site(&bt.to_string()));
+        }
+        Ok(result)
+    }
+
+    /// The syncs counted so far.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The first sync's call stack, from torch's check of the mode outwards, one frame a line
+    /// (`None` while none was counted).
+    pub fn first_site(&self) -> Option<&str> {
+        self.first_site.as_deref()
+    }
+}
+
+/// The frames most frames of a site are cut to: from torch's check to the step's code and
+/// beyond, without the runtime's start-up below `main`.
+const SITE_FRAMES: usize = 40;
+
+/// A captured stack as a site: the frames from torch's check of the mode
+/// (`warn_or_error_on_sync`) outwards, dropping the capture's own frames above it and Rust's
+/// standard library's (closure calls, thread starts: placed under `/rustc/`), at most
+/// [`SITE_FRAMES`], each `symbol (file:line)` on a line of its own. C++ symbols stay mangled
+/// (`c++filt` reads them).
+fn call_site(backtrace: &str) -> String {
+    let frames = frames(backtrace);
+    let from = frames
+        .iter()
+        .position(|f| f.contains("warn_or_error_on_sync"))
+        .unwrap_or(0);
+    frames[from..]
+        .iter()
+        .filter(|f| !f.contains("(/rustc/"))
+        .take(SITE_FRAMES)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The frames of `std::backtrace::Backtrace`'s text: each `N: symbol` line with the `at
+/// file:line` line under it, if any, joined as `symbol (file:line)`.
+fn frames(backtrace: &str) -> Vec<String> {
+    let mut frames: Vec<String> = Vec::new();
+    for line in backtrace.lines().map(str::trim) {
+        if let Some(at) = line.strip_prefix("at ") {
+            if let Some(last) = frames.last_mut() {
+                last.push_str(&format!(" ({at})"));
+            }
+        } else if let Some((index, symbol)) = line.split_once(": ")
+            && index.chars().all(|c| c.is_ascii_digit())
+        {
+            frames.push(symbol.to_owned());
+        }
+    }
+    frames
 }
 
 /// A count running: stopped by [`Counting::finish`], or on the way out of a panic, so that the
@@ -55,12 +139,14 @@ struct Counting {
 }
 
 impl Counting {
-    fn start() -> Result<Self, SyncCountError> {
-        imp::start()?;
+    /// With `capture`, the stack of the first sync is kept.
+    fn start(capture: bool) -> Result<Self, SyncCountError> {
+        imp::start(capture)?;
         Ok(Counting { finished: false })
     }
 
-    fn finish(mut self) -> u64 {
+    /// The count and the first sync's stack, if one was captured.
+    fn finish(mut self) -> (u64, Option<Backtrace>) {
         self.finished = true;
         imp::stop()
     }
@@ -76,45 +162,90 @@ impl Drop for Counting {
 
 #[cfg(feature = "tch")]
 mod imp {
+    use std::backtrace::Backtrace;
     use std::ffi::{c_int, c_long};
+    use std::sync::Mutex;
 
     use super::SyncCountError;
 
     unsafe extern "C" {
-        fn pipeline_sync_count_start() -> c_int;
+        fn pipeline_sync_count_start(on_sync: Option<extern "C" fn()>) -> c_int;
         fn pipeline_sync_count_stop() -> c_long;
     }
 
-    pub(super) fn start() -> Result<(), SyncCountError> {
-        // SAFETY: no arguments; the C side checks its own state.
-        match unsafe { pipeline_sync_count_start() } {
+    /// The first sync's stack of the count running (one at a time: the mode is the process's).
+    static FIRST: Mutex<Option<Backtrace>> = Mutex::new(None);
+
+    /// Called by the C side at each sync, inside torch's synchronising call: the stack there,
+    /// kept when it is the count's first. Captured, not resolved (symbols are looked up when
+    /// the site is printed, once).
+    extern "C" fn on_sync() {
+        let mut first = FIRST.lock().unwrap_or_else(|e| e.into_inner());
+        if first.is_none() {
+            *first = Some(Backtrace::force_capture());
+        }
+    }
+
+    pub(super) fn start(capture: bool) -> Result<(), SyncCountError> {
+        let hook: Option<extern "C" fn()> = if capture { Some(on_sync) } else { None };
+        // SAFETY: the hook, when given, is a plain function that lives as long as the program;
+        // the C side checks its own state.
+        match unsafe { pipeline_sync_count_start(hook) } {
             0 => Ok(()),
             1 => Err(SyncCountError::NoCudaLibrary),
             _ => Err(SyncCountError::AlreadyCounting),
         }
     }
 
-    pub(super) fn stop() -> u64 {
+    pub(super) fn stop() -> (u64, Option<Backtrace>) {
         // SAFETY: as above; -1 (no count running) cannot happen after a `start` that succeeded.
-        u64::try_from(unsafe { pipeline_sync_count_stop() }).unwrap_or(0)
+        let n = u64::try_from(unsafe { pipeline_sync_count_stop() }).unwrap_or(0);
+        let first = FIRST.lock().unwrap_or_else(|e| e.into_inner()).take();
+        (n, first)
     }
 }
 
 #[cfg(not(feature = "tch"))]
 mod imp {
+    use std::backtrace::Backtrace;
+
     use super::SyncCountError;
 
-    pub(super) fn start() -> Result<(), SyncCountError> {
+    pub(super) fn start(_capture: bool) -> Result<(), SyncCountError> {
         Err(SyncCountError::NeedsTch)
     }
 
-    pub(super) fn stop() -> u64 {
-        0
+    pub(super) fn stop() -> (u64, Option<Backtrace>) {
+        (0, None)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_site_starts_at_torchs_check_and_puts_each_frame_with_its_place() {
+        use super::call_site;
+        let captured = "   0: std::backtrace::Backtrace::force_capture
+             at /rustc/library/std/src/backtrace.rs:312:9
+   1: pipeline_albert::cuda_sync::imp::on_sync
+   2: _ZN3c104cuda21warn_or_error_on_syncEv
+   3: at::native::copy_
+             at aten/src/ATen/native/Copy.cpp:10:1
+   4: core::ops::function::FnOnce::call_once
+             at /rustc/5980761/library/core/src/ops/function.rs:250:5
+   5: main";
+        assert_eq!(
+            call_site(captured),
+            "_ZN3c104cuda21warn_or_error_on_syncEv\n\
+             at::native::copy_ (aten/src/ATen/native/Copy.cpp:10:1)\nmain"
+        );
+        // Without torch's check among them (another path to the hook): every frame.
+        let other = "   0: a\n             at x.rs:1\n  12: b";
+        assert_eq!(call_site(other), "a (x.rs:1)\nb");
+        let deep: String = (0..100).map(|i| format!("  {i}: f{i}\n")).collect();
+        assert_eq!(call_site(&deep).lines().count(), super::SITE_FRAMES);
+    }
+
     #[cfg(not(feature = "tch"))]
     #[test]
     fn the_flex_build_says_it_needs_tch() {
@@ -211,6 +342,35 @@ mod tests {
             })
             .expect("a count");
             assert_eq!(n, 0, "c10's handler is the calling thread's");
+        }
+
+        #[inline(never)]
+        fn first_caller() {
+            torch_sync();
+        }
+
+        #[inline(never)]
+        fn second_caller() {
+            torch_sync();
+        }
+
+        #[test]
+        fn the_first_syncs_stack_is_kept_from_torchs_check_to_its_caller() {
+            let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+            if !has_cuda_library() {
+                return;
+            }
+            let mut tally = SyncTally::default();
+            tally.count(|| ()).expect("a count");
+            assert_eq!(tally.first_site(), None, "no sync, no site");
+            tally.count(first_caller).expect("a count");
+            tally.count(second_caller).expect("a count");
+            assert_eq!(tally.total(), 2);
+            let site = tally.first_site().expect("the first sync's site");
+            let top = site.lines().next().unwrap_or_default();
+            assert!(top.contains("warn_or_error_on_sync"), "{site}");
+            assert!(site.contains("first_caller"), "{site}");
+            assert!(!site.contains("second_caller"), "only the first: {site}");
         }
 
         #[test]

@@ -18,7 +18,7 @@ use burn::tensor::Device;
 use std::time::Instant;
 
 use pipeline_albert::bench::{BenchHost, median, peak_rss, timed_runs};
-use pipeline_albert::cuda_sync::count_syncs;
+use pipeline_albert::cuda_sync::SyncTally;
 use pipeline_albert::model::{AlbertInput, MatmulPrecision};
 use pipeline_albert::parallel::{DataParallel, split_rows};
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
@@ -60,6 +60,9 @@ pub struct TrainBench {
     /// With [`BenchSpec::count_syncs`]: the CUDA synchronisations a timed step made, on
     /// average (the runs' read-backs of the losses not counted).
     pub syncs_per_step: Option<f64>,
+    /// With [`BenchSpec::count_syncs`] and a sync counted: the first one's call stack, from
+    /// torch's check outwards, a frame a line ([`SyncTally::first_site`]).
+    pub first_sync_site: Option<String>,
 }
 
 /// A training step's phases, each timed apart with the device synchronised after it: the
@@ -124,6 +127,9 @@ pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
     let (batch, seq) = (spec.batch.get(), spec.seq.get());
     let data = synthetic_batch(&c, spec, spec.masked)?;
     let (timing, syncs) = time_training(&mut trainer, &data, spec)?;
+    let first_sync_site = syncs
+        .as_ref()
+        .and_then(|t| t.first_site().map(str::to_owned));
     let steps_timed = (spec.runs.get() * spec.steps.get()) as f64;
     let phases = match spec.phases {
         true => Some(time_phases(&mut trainer, &data, spec)?),
@@ -140,7 +146,8 @@ pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
         peak_rss_bytes: peak_rss(),
         data_parallel_workers: trainer.parallel.workers(),
         phases,
-        syncs_per_step: syncs.map(|n| n as f64 / steps_timed),
+        syncs_per_step: syncs.map(|t| t.total() as f64 / steps_timed),
+        first_sync_site,
         timing,
         config: c,
     })
@@ -171,12 +178,12 @@ pub fn bench_optim() -> OptimConfig {
 
 /// The warm-up steps, each read back, then the timed runs; with [`BenchSpec::count_syncs`], the
 /// CUDA synchronisations the timed steps made (each step counted apart, so that the runs'
-/// read-backs are not).
+/// read-backs are not) and where the first came from.
 fn time_training(
     trainer: &mut Trainer,
     data: &Batch,
     spec: &BenchSpec,
-) -> Result<(Timing, Option<u64>), BenchError> {
+) -> Result<(Timing, Option<SyncTally>), BenchError> {
     let batches = std::slice::from_ref(data);
     let mut step = 0u64;
     for _ in 0..spec.warmup {
@@ -185,15 +192,14 @@ fn time_training(
             .map_err(|e| step_error("warm-up step".to_string(), e))?;
         step += 1;
     }
-    let (mut queued, mut syncs) = (0, 0);
+    let (mut queued, mut syncs) = (0, SyncTally::default());
     let timing = timed_runs(spec.runs, spec.steps, &mut || {
         // As the pretrain stage trains: steps are queued on the device and their losses read
         // back once, here at the end of each timed run (the stage: once per log line), so a
         // GPU is not made to wait for the host after every step and the run's time still
         // covers all of its work.
         if spec.count_syncs {
-            let ((), n) = count_syncs(|| trainer.enqueue(step, batches))?;
-            syncs += n;
+            syncs.count(|| trainer.enqueue(step, batches))?;
         } else {
             trainer.enqueue(step, batches);
         }

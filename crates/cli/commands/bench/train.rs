@@ -29,7 +29,7 @@ fn train_json(args: &BenchArgs, r: &TrainBench) -> serde_json::Value {
         "cpu_seconds_per_wall_second": t.cpu_per_wall, "page_faults": t.page_faults,
         "data_parallel_workers": r.data_parallel_workers,
         "isa": h.isa, "isa_host": h.isa_host,
-        "cuda_syncs_per_step": r.syncs_per_step,
+        "cuda_syncs_per_step": r.syncs_per_step, "cuda_first_sync_site": r.first_sync_site,
         "phases": r.phases.map(|p| json!({
             "forward_s": p.forward, "backward_s": p.backward(), "optimizer_s": p.optimizer(),
             "step_s": p.step, "repetitions": args.steps,
@@ -73,8 +73,20 @@ fn train_line(args: &BenchArgs, r: &TrainBench) -> String {
         r.timing.cpu_per_wall,
         r.peak_rss_bytes as f64 / 1e9,
         phases_text(r.phases),
-        r.syncs_per_step
-            .map(|n| format!("; {n:.2} CUDA synchronisations a step"))
-            .unwrap_or_default()
+        syncs_text(r)
     )
+}
+
+/// `; N CUDA synchronisations a step` with `--count-syncs`, and where the first came from.
+fn syncs_text(r: &TrainBench) -> String {
+    let Some(n) = r.syncs_per_step else {
+        return String::new();
+    };
+    match &r.first_sync_site {
+        Some(site) => format!(
+            "; {n:.2} CUDA synchronisations a step, the first called from:\n    {}",
+            site.replace('\n', "\n    ")
+        ),
+        None => format!("; {n:.2} CUDA synchronisations a step"),
+    }
 }
