@@ -121,8 +121,9 @@ pub struct BenchArgs {
     /// Train only: count the times the timed steps make the host wait for the CUDA device
     /// (torch's sync debug mode: a value read back, a copy from pageable memory, a
     /// synchronise), the runs' own read-backs of the losses left out. A step that waits cannot
-    /// be queued while the device still runs the one before; 0 a step is the aim. Needs the
-    /// `tch` build; on a CPU device the count is 0.
+    /// be queued while the device still runs the one before; 0 a step is the aim. The first
+    /// sync's call stack is printed under the line (`cuda_first_sync_site` with --json). Needs
+    /// the `tch` build; on a CPU device the count is 0.
     #[arg(long)]
     pub count_syncs: bool,
 }
