@@ -254,9 +254,13 @@ bench_round() {
 
 # Where a step's device time goes, kernel by kernel, into $OUT/kernels.txt: Nsight Compute times
 # every kernel of a short `bench train` (PROFILE_SHAPE, "model batch seq": `base` 32 x 512 by
-# default, the shape of the MFU target; the 2026-11-30 sitting profiled `tiny` 256 x 128; one
-# warm-up and one timed step, in precision $1) within at most $2 seconds (PROFILE_S, 120, when
-# less), and benches/kernel_summary.py sums them by name, the heaviest first. ncu reads
+# default, the shape of the MFU target; the 2026-11-30 sitting profiled `tiny` 256 x 128), in
+# precision $1, within at most $2 seconds (PROFILE_S, 120, when less), and
+# benches/kernel_summary.py sums them by name, the heaviest first. Only the one timed step's
+# kernels (and its loss read-back's): the bench opens a profiler range around its timed runs
+# (`--cuda-profiler-range`) after two warm-up steps, and ncu records from its start
+# (`--profile-from-start off`); the 2026-11-30 profile held model building and a warm-up step
+# too. ncu reads
 # the counters on the H200's Firecracker runtime (the device tool's KINDS.md, seen 2026-11-04);
 # nsys is not there. Where ncu is missing or fails, the file says so and the sitting goes on.
 kernel_profile() {
@@ -279,13 +283,14 @@ kernel_profile() {
   echo "kernel profile: $ncu, $model $batch x $seq $precision" > "$out"
   local t0=$SECONDS
   # --cache-control none and one metric: one pass a kernel, no cache flush between them.
-  timeout "$limit" "$ncu" --clock-control none --cache-control none \
+  timeout "$limit" "$ncu" --clock-control none --cache-control none --profile-from-start off \
     --metrics gpu__time_duration.sum --print-units base --csv \
     --launch-count "${PROFILE_KERNELS:-4000}" \
     "$ROOT/pipeline" bench train --model "$model" --batch "$batch" --seq "$seq" --masked "$masked" \
-    --steps 1 --runs 1 --warmup 1 --device "${DEVICE:-cuda:0}" --precision "$precision" \
+    --steps 1 --runs 1 --warmup 2 --cuda-profiler-range --device "${DEVICE:-cuda:0}" \
+    --precision "$precision" \
     > "$csv" 2> "$csv.err" || echo "ncu: exit $? (limit $limit s)" >> "$csv.err"
-  echo "($((SECONDS - t0)) s under ncu; the kernels of model building, one warm-up and one step)" >> "$out"
+  echo "($((SECONDS - t0)) s under ncu; the kernels of one timed step and its read-back)" >> "$out"
   python3 benches/kernel_summary.py "$csv" >> "$out" 2>&1 || true
   tail -n 15 "$csv.err" >> "$out"
 }

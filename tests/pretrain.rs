@@ -569,6 +569,37 @@ fn bench_train_counts_cuda_syncs_in_the_tch_build_only() {
     }
 }
 
+/// `--cuda-profiler-range`: refused on a device that is not a GPU (exit 1, before building
+/// anything, naming the device), and by the other benchmarks (exit 2).
+#[test]
+fn bench_train_opens_a_profiler_range_only_on_a_gpu() {
+    let bench = |cmd: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["bench", cmd, "--model", "tiny", "--vocab-size", "64"])
+            .args(["--batch", "2", "--seq", "16", "--runs", "1", "--steps", "1"])
+            .args(["--device", "cpu", "--cuda-profiler-range", "--json"])
+            .output()
+            .expect("running pipeline")
+    };
+    let out = bench("train");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--cuda-profiler-range needs a CUDA device"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "no result line");
+    for cmd in ["infer", "finetune"] {
+        let out = bench(cmd);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("--cuda-profiler-range is for bench train"),
+            "{err}"
+        );
+    }
+}
+
 /// `bench maxbatch`: on a CPU the search needs a cap (exit 2, saying so); within one, each
 /// size runs in a child and every one fits, so the line reports the cap it reached, with the
 /// keys the report reads beside transformers' `hf_maxbatch`.

@@ -57,6 +57,10 @@ pub struct BenchSpec {
     /// Training only: count the CUDA synchronisations the timed steps make
     /// ([`crate::cuda_sync`]), the runs' own read-backs left out.
     pub count_syncs: bool,
+    /// Training only, on CUDA: the timed runs inside a profiler range
+    /// ([`crate::cuda_profiler`]), so that `ncu --profile-from-start off` records their kernels
+    /// and nothing else.
+    pub profile_range: bool,
 }
 
 /// Why a benchmark could not run, or stopped.
@@ -71,6 +75,12 @@ pub enum BenchError {
     /// CUDA synchronisations cannot be counted in this build or process.
     #[error(transparent)]
     SyncCount(#[from] crate::cuda_sync::SyncCountError),
+    /// A profiler range cannot be opened in this build or on this device.
+    #[error(transparent)]
+    ProfilerRange(#[from] crate::cuda_profiler::ProfilerRangeError),
+    /// A profiler range asked for on a device that is not a GPU.
+    #[error("--cuda-profiler-range needs a CUDA device (--device cuda:N); {0} is not one")]
+    ProfilerRangeNotGpu(String),
     /// The rows are longer than the model has positions.
     #[error("--seq {seq} exceeds the model's {positions} positions")]
     SeqTooLong {
@@ -339,6 +349,7 @@ mod tests {
             split: false,
             phases: false,
             count_syncs: false,
+            profile_range: false,
         }
     }
 

@@ -24,6 +24,7 @@ pub mod albert_zh_layout;
 pub mod bench;
 pub mod config;
 pub mod cpu_level;
+pub mod cuda_profiler;
 pub mod cuda_sync;
 pub mod device;
 mod fused;

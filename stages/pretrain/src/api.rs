@@ -123,6 +123,12 @@ pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
     if spec.count_syncs {
         pipeline_albert::cuda_sync::available()?;
     }
+    if spec.profile_range {
+        if !dev.is_gpu {
+            return Err(BenchError::ProfilerRangeNotGpu(dev.name.clone()));
+        }
+        pipeline_albert::cuda_profiler::available()?;
+    }
     let mut trainer = bench_trainer(&c, dev.device.clone().autodiff(), precision);
     let (batch, seq) = (spec.batch.get(), spec.seq.get());
     let data = synthetic_batch(&c, spec, spec.masked)?;
@@ -178,7 +184,8 @@ pub fn bench_optim() -> OptimConfig {
 
 /// The warm-up steps, each read back, then the timed runs; with [`BenchSpec::count_syncs`], the
 /// CUDA synchronisations the timed steps made (each step counted apart, so that the runs'
-/// read-backs are not) and where the first came from.
+/// read-backs are not) and where the first came from; with [`BenchSpec::profile_range`], the
+/// timed runs inside a profiler range.
 fn time_training(
     trainer: &mut Trainer,
     data: &Batch,
@@ -193,26 +200,35 @@ fn time_training(
         step += 1;
     }
     let (mut queued, mut syncs) = (0, SyncTally::default());
-    let timing = timed_runs(spec.runs, spec.steps, &mut || {
-        // As the pretrain stage trains: steps are queued on the device and their losses read
-        // back once, here at the end of each timed run (the stage: once per log line), so a
-        // GPU is not made to wait for the host after every step and the run's time still
-        // covers all of its work.
-        if spec.count_syncs {
-            syncs.count(|| trainer.enqueue(step, batches))?;
-        } else {
-            trainer.enqueue(step, batches);
-        }
-        step += 1;
-        queued += 1;
-        if queued == spec.steps.get() {
-            queued = 0;
-            trainer
-                .flush()
-                .map_err(|e| step_error(format!("steps up to {step}"), e))?;
-        }
-        Ok(())
-    })?;
+    let mut timed = || {
+        timed_runs(spec.runs, spec.steps, &mut || {
+            // As the pretrain stage trains: steps are queued on the device and their losses read
+            // back once, here at the end of each timed run (the stage: once per log line), so a
+            // GPU is not made to wait for the host after every step and the run's time still
+            // covers all of its work.
+            if spec.count_syncs {
+                syncs.count(|| trainer.enqueue(step, batches))?;
+            } else {
+                trainer.enqueue(step, batches);
+            }
+            step += 1;
+            queued += 1;
+            if queued == spec.steps.get() {
+                queued = 0;
+                trainer
+                    .flush()
+                    .map_err(|e| step_error(format!("steps up to {step}"), e))?;
+            }
+            Ok(())
+        })
+    };
+    // The range holds the timed runs alone: building the model and the warm-up stay out of a
+    // kernel profile (`ncu --profile-from-start off`).
+    let timing = if spec.profile_range {
+        pipeline_albert::cuda_profiler::in_range(timed)??
+    } else {
+        timed()?
+    };
     Ok((timing, spec.count_syncs.then_some(syncs)))
 }
 
@@ -388,6 +404,7 @@ mod tests {
             split,
             phases: false,
             count_syncs: false,
+            profile_range: false,
         }
     }
 

@@ -126,6 +126,12 @@ pub struct BenchArgs {
     /// the `tch` build; on a CPU device the count is 0.
     #[arg(long)]
     pub count_syncs: bool,
+    /// Train only, on a CUDA device: run the timed steps inside a profiler range
+    /// (`cudaProfilerStart`/`Stop`), so that `ncu --profile-from-start off` or `nsys profile
+    /// --capture-range=cudaProfilerApi` records their kernels alone, not the model's building
+    /// or the warm-up's.
+    #[arg(long)]
+    pub cuda_profiler_range: bool,
 }
 
 /// Runs the benchmark `cmd` names.
@@ -154,6 +160,7 @@ fn spec(args: &BenchArgs) -> Result<BenchSpec> {
         split: args.split,
         phases: args.phases,
         count_syncs: args.count_syncs,
+        profile_range: args.cuda_profiler_range,
         ..model_spec(&args.of)?
     })
 }
@@ -186,6 +193,7 @@ fn model_spec(args: &ModelArgs) -> Result<BenchSpec> {
         split: false,
         phases: false,
         count_syncs: false,
+        profile_range: false,
     })
 }
 
@@ -197,7 +205,8 @@ fn at_least_one(flag: &str, value: usize) -> Result<NonZeroUsize> {
     })?)
 }
 
-/// `--phases` or `--count-syncs` given to a benchmark other than train (`bench`).
+/// `--phases`, `--count-syncs` or `--cuda-profiler-range` given to a benchmark other than
+/// train (`bench`).
 fn refuse_train_only(args: &BenchArgs, bench: &str) -> Result<()> {
     let (flag, what) = if args.phases {
         (
@@ -208,6 +217,11 @@ fn refuse_train_only(args: &BenchArgs, bench: &str) -> Result<()> {
         (
             "--count-syncs",
             "it counts the times a training step waits for the device",
+        )
+    } else if args.cuda_profiler_range {
+        (
+            "--cuda-profiler-range",
+            "it puts a training benchmark's timed steps in a profiler range",
         )
     } else {
         return Ok(());

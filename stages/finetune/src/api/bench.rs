@@ -254,6 +254,7 @@ mod tests {
             split: false,
             phases: false,
             count_syncs: false,
+            profile_range: false,
         }
     }
 
