@@ -182,6 +182,7 @@ evidence() {
   fi
   echo "sitting: $((SECONDS - start)) s" >> "$OUT/run.log"
   kernel_profile "$precision" $(( deadline - (SECONDS - start) - 10 ))
+  (( SECONDS - start < deadline - 45 )) && finetune_syncs
   # What time is left measures the shapes the GPU-speed work is judged on (a round of base
   # takes up to ~80 s: four processes, each loading torch or the model and warming up), and
   # tiny at batch 32: the shape of the first GPU comparison (2.1x transformers' step time), where
@@ -293,6 +294,19 @@ kernel_profile() {
   echo "($((SECONDS - t0)) s under ncu; the kernels of one timed step and its read-back)" >> "$out"
   python3 benches/kernel_summary.py "$csv" >> "$out" 2>&1 || true
   tail -n 15 "$csv.err" >> "$out"
+}
+
+# Whether a fine-tuning step waits for the device, which the pretraining's count does not cover:
+# `bench finetune --count-syncs` (both heads, `tiny` at the grid's batch, float32 on TF32 tensor
+# cores as the grid ran it), one line into bench.jsonl (the report's throughput table skips
+# its kind) and the first sync's call stack, if any, with it.
+finetune_syncs() {
+  local batch=128 seq=128
+  if [[ -n "${SMALL:-}" ]]; then batch=4; seq=32; fi
+  TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 timeout 40 "$ROOT/pipeline" bench finetune --model tiny \
+    --batch "$batch" --seq "$seq" --steps 3 --runs 1 --warmup 1 --device "${DEVICE:-cuda:0}" \
+    --count-syncs --json 2>>"$OUT/bench.err" \
+    | grep '^{' | tag_line '{"round":"syncs","tf32":1}' >> "$OUT/bench.jsonl" || true
 }
 
 # Adds the keys of the JSON object $1 to each JSON line of stdin.

@@ -533,10 +533,11 @@ fn bench_train_times_the_phases_of_a_step() {
 }
 
 /// `--count-syncs`: the flex build says it needs the `tch` one, before it builds anything; the
-/// `tch` build counts, 0 a step on libtorch's CPU (no device to wait for), in the JSON's
-/// `cuda_syncs_per_step` (and no `cuda_first_sync_site`); the other benchmarks refuse the flag (exit 2).
+/// `tch` build counts the timed steps of `bench train` and of both heads of `bench finetune`,
+/// 0 a step on libtorch's CPU (no device to wait for), in the JSON's `cuda_syncs_per_step`
+/// (and no `cuda_first_sync_site`); `bench infer` refuses the flag (exit 2).
 #[test]
-fn bench_train_counts_cuda_syncs_in_the_tch_build_only() {
+fn bench_train_and_finetune_count_cuda_syncs_in_the_tch_build_only() {
     let bench = |cmd: &str, device: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
             .args(["bench", cmd, "--model", "tiny", "--vocab-size", "64"])
@@ -545,28 +546,32 @@ fn bench_train_counts_cuda_syncs_in_the_tch_build_only() {
             .output()
             .expect("running pipeline")
     };
-    if cfg!(feature = "tch") {
-        let out = bench("train", "tch-cpu");
-        assert!(out.status.success(), "{out:?}");
-        let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
-        assert_eq!(line["cuda_syncs_per_step"], 0.0, "{line}");
-        assert!(
-            line["cuda_first_sync_site"].is_null(),
-            "no sync, no site: {line}"
-        );
-    } else {
-        let out = bench("train", "cpu");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(err.contains("needs the `tch` build"), "{err}");
-        assert!(out.stdout.is_empty(), "no result line");
+    for cmd in ["train", "finetune"] {
+        if cfg!(feature = "tch") {
+            let out = bench(cmd, "tch-cpu");
+            assert!(out.status.success(), "{cmd}: {out:?}");
+            let line: serde_json::Value =
+                serde_json::from_slice(&out.stdout).expect("one JSON object");
+            assert_eq!(line["cuda_syncs_per_step"], 0.0, "{line}");
+            assert!(
+                line["cuda_first_sync_site"].is_null(),
+                "no sync, no site: {line}"
+            );
+        } else {
+            let out = bench(cmd, "cpu");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{cmd}: {err}");
+            assert!(err.contains("needs the `tch` build"), "{err}");
+            assert!(out.stdout.is_empty(), "no result line");
+        }
     }
-    for cmd in ["infer", "finetune"] {
-        let out = bench(cmd, "cpu");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
-        assert!(err.contains("--count-syncs is for bench train"), "{err}");
-    }
+    let out = bench("infer", "cpu");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--count-syncs is for bench train and bench finetune, not bench infer"),
+        "{err}"
+    );
 }
 
 /// `--cuda-profiler-range`: refused on a device that is not a GPU (exit 1, before building

@@ -118,8 +118,8 @@ pub struct BenchArgs {
     /// the backward's and the optimiser's share, where a GPU's step time goes.
     #[arg(long)]
     pub phases: bool,
-    /// Train only: count the times the timed steps make the host wait for the CUDA device
-    /// (torch's sync debug mode: a value read back, a copy from pageable memory, a
+    /// Train and finetune only: count the times the timed steps make the host wait for the
+    /// CUDA device (torch's sync debug mode: a value read back, a copy from pageable memory, a
     /// synchronise), the runs' own read-backs of the losses left out. A step that waits cannot
     /// be queued while the device still runs the one before; 0 a step is the aim. The first
     /// sync's call stack is printed under the line (`cuda_first_sync_site` with --json). Needs
@@ -205,18 +205,18 @@ fn at_least_one(flag: &str, value: usize) -> Result<NonZeroUsize> {
     })?)
 }
 
-/// `--phases`, `--count-syncs` or `--cuda-profiler-range` given to a benchmark other than
-/// train (`bench`).
+/// `--phases` or `--cuda-profiler-range` given to a benchmark other than train, or
+/// `--count-syncs` to one other than train and finetune (`bench`).
 fn refuse_train_only(args: &BenchArgs, bench: &str) -> Result<()> {
     let (flag, what) = if args.phases {
         (
             "--phases",
             "it times a training step's forward, backward and optimiser apart",
         )
-    } else if args.count_syncs {
+    } else if args.count_syncs && bench != "finetune" {
         (
             "--count-syncs",
-            "it counts the times a training step waits for the device",
+            "it counts the times a training or fine-tuning step waits for the device",
         )
     } else if args.cuda_profiler_range {
         (
@@ -226,11 +226,31 @@ fn refuse_train_only(args: &BenchArgs, bench: &str) -> Result<()> {
     } else {
         return Ok(());
     };
+    let benches = if flag == "--count-syncs" {
+        "bench train and bench finetune"
+    } else {
+        "bench train"
+    };
     Err(
-        pipeline_engine::UserError::new(format!("{flag} is for bench train, not bench {bench}"))
+        pipeline_engine::UserError::new(format!("{flag} is for {benches}, not bench {bench}"))
             .with_help(what)
             .into(),
     )
+}
+
+/// `; N CUDA synchronisations a step` with `--count-syncs`, and where the first came from,
+/// for the human line of `bench train` and `bench finetune`.
+fn syncs_text(per_step: Option<f64>, first_site: Option<&str>) -> String {
+    let Some(n) = per_step else {
+        return String::new();
+    };
+    match first_site {
+        Some(site) => format!(
+            "; {n:.2} CUDA synchronisations a step, the first called from:\n    {}",
+            site.replace('\n', "\n    ")
+        ),
+        None => format!("; {n:.2} CUDA synchronisations a step"),
+    }
 }
 
 /// ` (N real tokens)` with `--tokens N`, for the human line.

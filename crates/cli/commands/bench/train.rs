@@ -73,20 +73,6 @@ fn train_line(args: &BenchArgs, r: &TrainBench) -> String {
         r.timing.cpu_per_wall,
         r.peak_rss_bytes as f64 / 1e9,
         phases_text(r.phases),
-        syncs_text(r)
+        super::syncs_text(r.syncs_per_step, r.first_sync_site.as_deref())
     )
-}
-
-/// `; N CUDA synchronisations a step` with `--count-syncs`, and where the first came from.
-fn syncs_text(r: &TrainBench) -> String {
-    let Some(n) = r.syncs_per_step else {
-        return String::new();
-    };
-    match &r.first_sync_site {
-        Some(site) => format!(
-            "; {n:.2} CUDA synchronisations a step, the first called from:\n    {}",
-            site.replace('\n', "\n    ")
-        ),
-        None => format!("; {n:.2} CUDA synchronisations a step"),
-    }
 }

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use burn::tensor::Device;
 use pipeline_albert::bench::{BenchHost, median, peak_rss};
+use pipeline_albert::cuda_sync::SyncTally;
 use pipeline_albert::model::MatmulPrecision;
 use pipeline_albert::train::{OptimConfig, OptimizerKind};
 use pipeline_albert::{AlbertConfig, AlbertForQuestionAnswering, AlbertForSequenceClassification};
@@ -46,6 +47,12 @@ pub struct FinetuneBench {
     pub peak_rss_bytes: u64,
     /// Micro-batches trained at once (one per core on a CPU).
     pub data_parallel_workers: usize,
+    /// With [`BenchSpec::count_syncs`]: the CUDA synchronisations a timed step of either head
+    /// made, on average (the runs' read-backs of the losses not counted).
+    pub syncs_per_step: Option<f64>,
+    /// With [`BenchSpec::count_syncs`] and a sync counted: the first one's call stack
+    /// ([`SyncTally::first_site`]).
+    pub first_sync_site: Option<String>,
 }
 
 /// Training tokens/s of the span-extraction head beside the sequence-classification head's:
@@ -54,6 +61,9 @@ pub fn bench_finetune(spec: &BenchSpec) -> Result<FinetuneBench, BenchError> {
     let c = spec.model_config()?;
     let dev = spec.resolve_device()?;
     let precision = spec.precision_on(&dev)?;
+    if spec.count_syncs {
+        pipeline_albert::cuda_sync::available()?;
+    }
     let (batch, seq) = (spec.batch.get(), spec.seq.get());
     if seq < 3 {
         return Err(BenchError::SeqTooShort {
@@ -69,6 +79,7 @@ pub fn bench_finetune(spec: &BenchSpec) -> Result<FinetuneBench, BenchError> {
     let mut heads = heads(&c, (batch, seq), (&ad, precision), &mut rng);
     let t = time_heads(&mut heads, spec, &examples)?;
     let [cls, span] = t.rates;
+    let steps_timed = (2 * spec.runs.get() * spec.steps.get()) as f64;
     Ok(FinetuneBench {
         host: BenchHost::of(&dev),
         classification_tokens_per_s: median(cls.clone()),
@@ -79,6 +90,8 @@ pub fn bench_finetune(spec: &BenchSpec) -> Result<FinetuneBench, BenchError> {
         runs_span_over_classification: t.ratios,
         peak_rss_bytes: peak_rss(),
         data_parallel_workers: heads[0].tuner.parallel.workers(),
+        syncs_per_step: t.syncs.as_ref().map(|s| s.total() as f64 / steps_timed),
+        first_sync_site: t.syncs.and_then(|s| s.first_site().map(str::to_owned)),
         config: c,
     })
 }
@@ -94,8 +107,14 @@ struct Head {
 impl Head {
     /// `steps` optimiser steps from step number `first`, their losses read once at the end
     /// (which waits for the device to finish them, so a timing around this call is of the
-    /// device's work too); a loss that is not finite stops the benchmark.
-    fn steps(&mut self, first: u64, steps: usize, rows: &[&[Encoded]]) -> Result<(), BenchError> {
+    /// device's work too); a loss that is not finite stops the benchmark. With `syncs`, each
+    /// step's CUDA synchronisations are counted into it (the read-back is not).
+    fn steps(
+        &mut self,
+        (first, steps): (u64, usize),
+        rows: &[&[Encoded]],
+        mut syncs: Option<&mut SyncTally>,
+    ) -> Result<(), BenchError> {
         let gold = if self.spans.is_empty() {
             Gold::Classes(&self.classes)
         } else {
@@ -104,12 +123,15 @@ impl Head {
         let at = |step: u64| format!("{} step {step}", self.name);
         let results = (first..first + steps as u64)
             .map(|step| {
-                self.tuner
-                    .try_step(step, rows, gold)
-                    .map_err(|e| BenchError::Step {
-                        step: at(step),
-                        message: e.to_string(),
-                    })
+                let tuner = &mut self.tuner;
+                let result = match syncs.as_deref_mut() {
+                    Some(tally) => tally.count(|| tuner.try_step(step, rows, gold))?,
+                    None => tuner.try_step(step, rows, gold),
+                };
+                result.map_err(|e| BenchError::Step {
+                    step: at(step),
+                    message: e.to_string(),
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let read = read_steps(&results);
@@ -191,10 +213,12 @@ fn heads(
     ]
 }
 
-/// Tokens/s of each head in each round, and each round's span / classification ratio.
+/// Tokens/s of each head in each round, each round's span / classification ratio, and with
+/// [`BenchSpec::count_syncs`] the timed steps' CUDA synchronisations.
 struct HeadTiming {
     rates: [Vec<f64>; 2],
     ratios: Vec<f64>,
+    syncs: Option<SyncTally>,
 }
 
 /// The warm-up steps of each head, then the rounds: the steps of one timed run per head,
@@ -206,9 +230,10 @@ fn time_heads(
 ) -> Result<HeadTiming, BenchError> {
     let mut step = 0u64;
     for h in heads.iter_mut() {
-        h.steps(step, spec.warmup, rows)?;
+        h.steps((step, spec.warmup), rows, None)?;
         step += spec.warmup as u64;
     }
+    let mut syncs = spec.count_syncs.then(SyncTally::default);
     let tokens = spec.tokens() as f64;
     let steps = spec.steps.get();
     let (mut rates, mut ratios) = ([Vec::new(), Vec::new()], Vec::new());
@@ -216,14 +241,18 @@ fn time_heads(
         let mut round = [0.0; 2];
         for (k, h) in heads.iter_mut().enumerate() {
             let t0 = Instant::now();
-            h.steps(step, steps, rows)?;
+            h.steps((step, steps), rows, syncs.as_mut())?;
             step += steps as u64;
             round[k] = tokens * steps as f64 / t0.elapsed().as_secs_f64();
             rates[k].push(round[k]);
         }
         ratios.push(round[1] / round[0]);
     }
-    Ok(HeadTiming { rates, ratios })
+    Ok(HeadTiming {
+        rates,
+        ratios,
+        syncs,
+    })
 }
 
 #[cfg(test)]
