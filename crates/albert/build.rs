@@ -24,6 +24,7 @@ mod torch_vjp {
         for source in SOURCES {
             println!("cargo:rerun-if-changed={source}");
         }
+        println!("cargo:rerun-if-changed=src/fused/torch_error.h");
         // torch-sys (`links = "tch"`) passes the libtorch it linked as DEP_TCH_LIBTORCH_LIB.
         let lib = PathBuf::from(
             std::env::var("DEP_TCH_LIBTORCH_LIB").expect("torch-sys gives its libtorch lib dir"),

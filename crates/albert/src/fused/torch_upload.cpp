@@ -4,8 +4,7 @@
 // H200 sitting of 2026-11-30 printed 3,960 of them. See torch_upload.rs.
 #include <ATen/ATen.h>
 
-#include <cstring>
-#include <exception>
+#include "torch_error.h"
 
 extern "C" int pipeline_pin_memory(const at::Tensor *host, at::Tensor **pinned, char *error,
                                    size_t error_len) {
@@ -13,10 +12,6 @@ extern "C" int pipeline_pin_memory(const at::Tensor *host, at::Tensor **pinned, 
     *pinned = new at::Tensor(host->pin_memory());
     return 0;
   } catch (const std::exception &e) {
-    if (error_len > 0) {
-      std::strncpy(error, e.what(), error_len - 1);
-      error[error_len - 1] = '\0';
-    }
-    return 1;
+    return pipeline_report_error(e, error, error_len);
   }
 }

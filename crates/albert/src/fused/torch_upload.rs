@@ -7,11 +7,13 @@
 // burn marks its libtorch backend deprecated; it is the one that builds offline (device.rs).
 #![allow(deprecated)]
 
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::{c_char, c_int};
 
 use burn::backend::libtorch::TchTensor;
 use burn::tensor::Device;
 use tch::{TchError, Tensor};
+
+use super::torch_vjp::shim_error;
 
 // `at::Tensor*` on both sides, as in torch_vjp.rs.
 type CTensor = torch_sys::C_tensor;
@@ -73,9 +75,7 @@ fn pinned(host: &Tensor) -> Result<Tensor, TchError> {
     let failed =
         unsafe { pipeline_pin_memory(host.as_ptr(), &mut out, error.as_mut_ptr(), error.len()) };
     if failed != 0 {
-        // SAFETY: the C side wrote a NUL-terminated message into `error` (zeroed, so it ends).
-        let message = unsafe { CStr::from_ptr(error.as_ptr()) };
-        return Err(TchError::Torch(message.to_string_lossy().into_owned()));
+        return Err(shim_error(&error));
     }
     // SAFETY: a fresh `at::Tensor` the C side allocated with `new`, owned here (tch frees it).
     Ok(unsafe { Tensor::from_ptr(out) })

@@ -6,8 +6,8 @@
 // See torch_vjp.rs.
 #include <torch/csrc/autograd/autograd.h>
 
-#include <cstring>
-#include <exception>
+#include "torch_error.h"
+
 #include <vector>
 
 extern "C" int pipeline_torch_vjp(at::Tensor *const *outputs, at::Tensor *const *grads,
@@ -31,10 +31,6 @@ extern "C" int pipeline_torch_vjp(at::Tensor *const *outputs, at::Tensor *const 
     }
     return 0;
   } catch (const std::exception &e) {
-    if (error_len > 0) {
-      std::strncpy(error, e.what(), error_len - 1);
-      error[error_len - 1] = '\0';
-    }
-    return 1;
+    return pipeline_report_error(e, error, error_len);
   }
 }

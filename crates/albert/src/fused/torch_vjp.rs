@@ -7,7 +7,7 @@
 //! before torch's own backward kernel runs. `torch::autograd::grad` takes `g` itself; tch 0.22
 //! does not wrap it, so `torch_vjp.cpp` (compiled by build.rs) does, in one C function.
 
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::{c_char, c_int};
 
 use tch::{TchError, Tensor};
 
@@ -59,15 +59,24 @@ pub(super) fn vjp(
         )
     };
     if failed != 0 {
-        // SAFETY: the C side wrote a NUL-terminated message into `error` (zeroed, so it ends).
-        let message = unsafe { CStr::from_ptr(error.as_ptr()) };
-        return Err(TchError::Torch(message.to_string_lossy().into_owned()));
+        return Err(shim_error(&error));
     }
     // SAFETY: each result is a fresh `at::Tensor` the C side allocated with `new`, owned here.
     Ok(results
         .into_iter()
         .map(|p| unsafe { Tensor::from_ptr(p) })
         .collect())
+}
+
+/// The message a C++ shim wrote into `error` when it returned 1 (`torch_error.h`), as tch's
+/// error for one of libtorch's: the bytes up to the first NUL (the buffer starts zeroed).
+pub(super) fn shim_error(error: &[c_char]) -> TchError {
+    let bytes: Vec<u8> = error
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    TchError::Torch(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]
