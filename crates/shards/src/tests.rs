@@ -162,6 +162,52 @@ fn shard_rollover_and_names() {
 }
 
 #[test]
+fn interleaved_writers_number_their_files_in_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writers: Vec<ShardWriter> = (0..3)
+        .map(|i| {
+            ShardWriter::create(dir.path(), "t", 2, meta())
+                .unwrap()
+                .interleaved(i, 3)
+        })
+        .collect();
+    // Writer 0 fills two shards and a part, writer 1 one shard, writer 2 nothing.
+    let corpus = corpus(8);
+    for inst in &corpus[..5] {
+        writers[0].write(inst).unwrap();
+    }
+    for inst in &corpus[5..7] {
+        writers[1].write(inst).unwrap();
+    }
+    let names: Vec<Vec<String>> = writers
+        .into_iter()
+        .map(|w| w.finish().unwrap().into_iter().map(|s| s.file).collect())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            vec!["t-00000.arrow", "t-00003.arrow", "t-00006.arrow"],
+            vec!["t-00001.arrow"],
+            vec![],
+        ]
+    );
+    // The reader lists them in number order, whatever wrote them.
+    let listed: Vec<String> = list_shards(dir.path(), "t")
+        .unwrap()
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "t-00000.arrow",
+            "t-00001.arrow",
+            "t-00003.arrow",
+            "t-00006.arrow"
+        ]
+    );
+}
+#[test]
 fn record_batches_hold_1024_rows() {
     let dir = tempfile::tempdir().unwrap();
     let infos = write(dir.path(), "t", 2500, &corpus(2600));

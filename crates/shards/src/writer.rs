@@ -125,10 +125,13 @@ struct OpenShard {
 /// the last one and must be called (a dropped writer leaves its open shard without the IPC
 /// footer, unreadable). A writer that received no instance writes no file at all, and `finish`
 /// returns an empty list. Existing files of the same names are overwritten; other files in `dir`
-/// are left alone.
+/// are left alone. [`ShardWriter::interleaved`] numbers the files of several writers in turn.
 pub struct ShardWriter {
     dir: PathBuf,
     prefix: String,
+    /// Files are numbered `first + k·stride` (`0, 1, 2, …` unless [`ShardWriter::interleaved`]).
+    first: usize,
+    stride: usize,
     instances_per_shard: usize,
     schema: SchemaRef,
     buffer: RowBuffer,
@@ -162,6 +165,8 @@ impl ShardWriter {
         Ok(Self {
             dir: dir.to_path_buf(),
             prefix: prefix.to_string(),
+            first: 0,
+            stride: 1,
             instances_per_shard,
             schema,
             buffer: RowBuffer::default(),
@@ -169,6 +174,17 @@ impl ShardWriter {
             done: Vec::new(),
             written: 0,
         })
+    }
+
+    /// This writer as writer `index` of `of` sharing one prefix: its files are numbered
+    /// `index`, `index + of`, `index + 2·of`, …, so that the writers' files never collide and
+    /// sort in turn (`{prefix}-00000` is writer 0's first, `{prefix}-00001` writer 1's first).
+    pub fn interleaved(self, index: usize, of: usize) -> Self {
+        Self {
+            first: index,
+            stride: of.max(1),
+            ..self
+        }
     }
 
     /// Appends one instance (checked: see [`validate_instance`]).
@@ -207,7 +223,8 @@ impl ShardWriter {
     }
 
     fn open_shard(&mut self) -> Result<()> {
-        let file = format!("{}-{:05}.arrow", self.prefix, self.done.len());
+        let number = self.first + self.done.len() * self.stride;
+        let file = format!("{}-{:05}.arrow", self.prefix, number);
         let path = self.dir.join(&file);
         let f = match File::create(&path) {
             Ok(f) => f,

@@ -18,7 +18,8 @@
 //! | `instances_per_shard` | 65536 | rows per Arrow file |
 //! | `pack` | false | pack short documents: consecutive documents of a split (in corpus order, within a block of 2,048) are joined until they hold `max_seq_length − 3` tokens, then cut into instances as one document, so that a short document no longer makes a short, mostly padded instance; segment B may then come from the next document, as in RoBERTa's FULL-SENTENCES packing |
 //!
-//! Output: `shard-00000.arrow`… (training), `eval-00000.arrow`… (held-out documents) and
+//! Output: `shard-00000.arrow`… (training: one masking pass a shard, the passes' files numbered
+//! in turn), `eval-00000.arrow`… (held-out documents) and
 //! `metrics.json` (with each split's `padding_fraction`: the share of its instances'
 //! `max_seq_length` slots that are padding, and its `no_context_floor`: the MLM accuracy and
 //! loss a model reaches without using context, see [`floor`]). The output depends only on the inputs and params, never on the number of
@@ -293,7 +294,7 @@ impl Masker {
     ) -> anyhow::Result<MaskReport> {
         let mut meta = self.shard_metadata();
         let per_shard = self.config.instances_per_shard;
-        let mut train = ShardWriter::create(out, "shard", per_shard, meta.clone())?;
+        let mut train = self.pass_writers(out, &meta)?;
         meta.insert("split".into(), "eval".into());
         let mut eval = ShardWriter::create(out, "eval", per_shard, meta)?;
         let mut report = MaskReport {
@@ -318,9 +319,38 @@ impl Masker {
             self.write_block(&docs, &results, &mut train, &mut eval, &mut report)?;
             progress(block.bytes);
         }
-        report.train.shards = train.finish()?.into_iter().map(|s| s.file).collect();
+        let mut files = Vec::new();
+        for writer in train {
+            files.extend(writer.finish()?.into_iter().map(|s| s.file));
+        }
+        files.sort();
+        report.train.shards = files;
         report.eval.shards = eval.finish()?.into_iter().map(|s| s.file).collect();
         Ok(report)
+    }
+
+    /// One training-shard writer per masking pass, their files numbered in turn
+    /// (`shard-00000` is pass 0's first, `shard-00001` pass 1's first, …).
+    ///
+    /// Why: the trainer shuffles the order of the shards and the rows within one shard, not
+    /// across shards (one shard decoded at a time), and google's script shuffles every instance
+    /// of every pass together, which needs the whole corpus in memory. With one writer for all
+    /// passes, a block's passes landed in the same shard, so a shuffled shard repeated each of
+    /// its texts `dupe_factor` times within a few hundred steps; now a shard holds each text
+    /// once, and its other maskings come in other shards.
+    fn pass_writers(
+        &self,
+        out: &Path,
+        meta: &BTreeMap<String, String>,
+    ) -> anyhow::Result<Vec<ShardWriter>> {
+        let passes = self.config.dupe_factor;
+        let per_shard = self.config.instances_per_shard;
+        (0..passes)
+            .map(|pass| {
+                let writer = ShardWriter::create(out, "shard", per_shard, meta.clone())?;
+                Ok(writer.interleaved(pass, passes))
+            })
+            .collect()
     }
 
     /// The masking recipe, written into every shard's metadata.
@@ -351,17 +381,18 @@ impl Masker {
         &self,
         docs: &[Tokenized],
         results: &[DocResult],
-        train: &mut ShardWriter,
+        train: &mut [ShardWriter],
         eval: &mut ShardWriter,
         report: &mut MaskReport,
     ) -> anyhow::Result<()> {
-        // Pass-major order inside a block, as google's script loops over dupe passes.
-        for pass in 0..self.config.dupe_factor {
+        // Pass-major order inside a block, as google's script loops over dupe passes; each
+        // pass into its own training shards (`pass_writers`).
+        for (pass, pass_train) in train.iter_mut().enumerate() {
             for r in results {
                 let (writer, split) = if r.eval {
                     (&mut *eval, &mut report.eval)
                 } else {
-                    (&mut *train, &mut report.train)
+                    (&mut *pass_train, &mut report.train)
                 };
                 if let Some(instances) = r.passes.get(pass) {
                     for inst in instances {

@@ -1,4 +1,5 @@
-//! `pack`: short documents joined into full instances, on the fixture vocabulary.
+//! `pack` (short documents joined into full instances) and the training shards' layout (one
+//! masking pass a shard), on the fixture vocabulary.
 
 use std::path::Path;
 
@@ -87,6 +88,27 @@ fn without_pack_every_document_is_its_own_unit() {
     std::fs::create_dir_all(&out).unwrap();
     let r = masker(dir.path(), false).run(&files, &out, |_| {}).unwrap();
     assert_eq!(r.packs, r.documents);
+}
+
+#[test]
+fn each_training_shard_holds_one_masking_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = corpus(dir.path());
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    // Unpacked, each two-sentence document is one instance a pass; dupe_factor 2.
+    let r = masker(dir.path(), false).run(&files, &out, |_| {}).unwrap();
+    let train_documents = r.documents - r.eval_documents;
+    assert_eq!(r.train.instances, 2 * train_documents);
+    assert_eq!(r.train.shards, ["shard-00000.arrow", "shard-00001.arrow"]);
+    // So each shard holds every training document once, not one block's documents twice.
+    for shard in &r.train.shards {
+        let rows = pipeline_shards::read_shard(out.join(shard))
+            .unwrap()
+            .0
+            .len();
+        assert_eq!(rows as u64, train_documents, "{shard}");
+    }
 }
 
 #[test]
