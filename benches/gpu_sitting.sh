@@ -14,10 +14,13 @@
 #                                                     #   to a directory remote, packed in .gpu/
 #   COMMIT=abc1234 benches/gpu_sitting.sh evidence    # there: pull, a throughput bench that sizes
 #                                                     #   pretraining (and times a step's phases),
-#                                                     #   mask, pretraining, the fine-tuning grid,
-#                                                     #   report (skipped below MIN_TOKENS); a
-#                                                     #   kernel profile; more bench rounds with
+#                                                     #   mask, pretraining (all the time the rest
+#                                                     #   leaves), the fine-tuning grid, report
+#                                                     #   (skipped below MIN_TOKENS); a kernel
+#                                                     #   profile and bench rounds only with
 #                                                     #   what is left
+#   OUT=… benches/gpu_sitting.sh profile              # there: the kernel profile alone (a
+#                                                     #   second call, before benches/gpu.sh)
 # (the device tool: `carry: [".gpu"]`, command `COMMIT=… benches/gpu_sitting.sh evidence`).
 #   DEVICE=tch-cpu HF_DEVICE=cpu SMALL=1 OUT=/tmp/o benches/gpu_sitting.sh evidence
 #                                                     # a dry run of the whole call on a CPU
@@ -90,14 +93,17 @@ torch_libs() {
 }
 
 # The GPU scale of experiment.yaml (results/pretraining-recipe.md says why each value): the
-# same file and protocols as on the CPU, with the budget's caps and batch sizes changed. These
+# same file and protocols as on the CPU, with the budget's caps lifted (the caps cover every
+# train split the shared data has), batch sizes changed, and 20 masking passes (the sitting
+# pretrains on ~80 passes over the corpus' text: 5 maskings were seen ~20 times each). These
 # sets hold for the data stages and baselines too, so both machines plan the same fingerprints.
-# SMALL=1 (a dry run on a CPU) keeps the shapes tiny.
+# The pretraining batch and learning rate are the call's (`pretrain_plan`). SMALL=1 (a dry run
+# on a CPU) keeps the shapes tiny.
 scale_sets() {
-  local single=10000 pair=10000 epochs=3 fbatch=128 flr=2.0e-4 nbatch=32 nepochs=5
+  local single=30000 pair=50000 epochs=2 fbatch=128 flr=2.0e-4 nbatch=32 nepochs=5 dupe=20
   local pbatch="${PRETRAIN_BATCH:-256}" stage
   if [[ -n "${SMALL:-}" ]]; then
-    single=64; pair=64; epochs=1; fbatch=16; pbatch=8; nbatch=16; nepochs=1
+    single=64; pair=64; epochs=1; fbatch=16; pbatch=8; nbatch=16; nepochs=1; dupe=2
     for stage in $(stages_named '\(finetune\|baseline\)_'); do
       echo --set "$stage.max_eval_examples=64"
     done
@@ -105,7 +111,7 @@ scale_sets() {
       echo --set "$stage.max_train_examples=64"
     done
   fi
-  echo --set "data=$DATA" --set mask.pack=true \
+  echo --set "data=$DATA" --set mask.pack=true --set "mask.dupe_factor=$dupe" \
     --set "single_max_train_examples=$single" --set "pair_max_train_examples=$pair" \
     --set "finetune_epochs=$epochs" --set "finetune_batch_size=$fbatch" \
     --set "finetune_learning_rate=$flr" \
@@ -168,20 +174,26 @@ evidence() {
   # The report's throughput table reads the bench lines under the workspace's results/bench.
   mkdir -p "$WS/results/bench" && cp results/bench/*.jsonl "$WS/results/bench/"
   cp "$OUT/bench.jsonl" "$WS/results/bench/gpu.jsonl"
-  local steps precision
-  read -r steps precision < <(pretrain_plan)
+  # Pretraining gets what the deadline leaves after the rest of the experiment (REST_S: mask,
+  # the fine-tuning grid and the report; the 2026-11-30 sitting's took 70 s with the caps at
+  # 10,000 examples and 3 epochs) unless PRETRAIN_S says.
+  local steps precision batch lr
+  local seconds="${PRETRAIN_S:-$(( deadline - (SECONDS - start) - ${REST_S:-170} ))}"
+  read -r steps precision batch lr < <(pretrain_plan "$seconds")
   if (( steps > 0 )); then
-    echo "pretraining: $steps steps in $precision (sized from the bench above)" \
-      | tee -a "$OUT/run.log"
-    experiment "$steps" "$precision" $(( deadline - (SECONDS - start) - 60 ))
+    echo "pretraining: $steps steps of $batch x 128 in $precision at lr $lr, ~$seconds s" \
+      "(sized from the bench above)" | tee -a "$OUT/run.log"
+    experiment "$steps" "$precision" "$batch" "$lr" $(( deadline - (SECONDS - start) - 60 ))
   else
     # At this rate the experiment would end at the no-context floor again (the 2026-11-29
     # sitting: 28.8 M tokens, MLM 15.35 %): the time goes to finding out why a step is slow.
-    echo "pretraining: skipped: at the first round's rate ${PRETRAIN_S:-320} s give fewer" \
+    echo "pretraining: skipped: at the first round's rate $seconds s give fewer" \
       "than ${MIN_TOKENS:-1e8} tokens" | tee -a "$OUT/run.log"
   fi
   echo "sitting: $((SECONDS - start)) s" >> "$OUT/run.log"
-  kernel_profile "$precision" $(( deadline - (SECONDS - start) - 10 ))
+  # The kernel profile only where a whole one fits (`profile` runs it in a call of its own).
+  (( SECONDS - start < deadline - 70 )) \
+    && kernel_profile "$precision" $(( deadline - (SECONDS - start) - 10 ))
   (( SECONDS - start < deadline - 45 )) && finetune_syncs
   # What time is left measures the shapes the GPU-speed work is judged on (a round of base
   # takes up to ~80 s: four processes, each loading torch or the model and warming up), and
@@ -194,10 +206,11 @@ evidence() {
   done
 }
 
-# The experiment on the GPU within $3 seconds: mask, pretraining of $1 steps in precision $2,
-# the fine-tuning grid and the report; what it published and measured is collected.
+# The experiment on the GPU within $5 seconds: mask, pretraining of $1 steps of batch $3 in
+# precision $2 at learning rate $4, the fine-tuning grid and the report; what it published
+# and measured is collected.
 experiment() {
-  local steps="$1" precision="$2" left="$3" start=$SECONDS
+  local steps="$1" precision="$2" batch="$3" lr="$4" left="$5" start=$SECONDS
   # The commit is quoted: --set reads YAML, where a short hash such as 75e4600 is a number (the
   # 2026-11-29 sitting's report said "Commit `7.5e+47`").
   # shellcheck disable=SC2046
@@ -206,7 +219,8 @@ experiment() {
   (cd "$WS" && TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 timeout --signal=INT --kill-after=20 "$left" \
     "$ROOT/pipeline" run report --jobs 12 --gpus 12 $(scale_sets) --set "device=${DEVICE:-cuda:0}" \
     --set "commit='${COMMIT:-}'" --set "pretrain_steps=$steps" \
-    --set "pretrain.precision=$precision" \
+    --set "pretrain.precision=$precision" --set "pretrain_batch_size=$batch" \
+    --set "pretrain_learning_rate=$lr" \
     --set "pretrain_save_steps=[$(( steps / 10 )),$(( steps / 3 ))]" --set "pretrain.eval_interval=$(( steps / 10 ))" \
     >> "$OUT/run.log" 2>&1) \
     || echo "run: exit $? after $((SECONDS - start)) s of the experiment" >> "$OUT/run.log"
@@ -239,6 +253,7 @@ bench_round() {
       | grep '^{' | tag_line "{\"round\":\"$tag\",\"call\":$BENCH_CALL,\"tf32\":${tf32:-0}${tf32:+,\"precision\":\"tf32\"}}" \
       >> "$file" || true
   done
+  [[ "$tag" == first ]] && wide_round "$model" "$(( batch * 2 ))" "$seq" "$masked" "$steps" "$runs"
   # Transformers' eager attention too in the later rounds (the report compares ours with the
   # faster of the two); the first round, which sizes the pretraining, keeps to SDPA.
   local attns="sdpa" attn dtype
@@ -251,6 +266,30 @@ bench_round() {
         | grep '^{' | tag_line "{\"round\":\"$tag\",\"call\":$BENCH_CALL}" >> "$file" || true
     done
   done
+}
+
+# Ours in bf16 at twice the first round's batch ($2), with its lines (round "first" too; no
+# transformers' row of that batch, so no ratio): `pretrain_plan` takes the wider batch where it
+# buys enough tokens/s. At `tiny`'s size a step's host work, not its arithmetic, sets the pace
+# (the 2026-11-30 phases: the forward took longer than the backward in bf16), so a batch twice
+# as wide may cost little more time a step.
+wide_round() {
+  local model="$1" batch="$2" seq="$3" masked="$4" steps="$5" runs="$6"
+  timeout 60 "$ROOT/pipeline" bench train --model "$model" --batch "$batch" --seq "$seq" \
+    --masked "$masked" --steps "$steps" --runs "$runs" --device "${DEVICE:-cuda:0}" \
+    --precision bf16 --json 2>>"$OUT/bench.err" \
+    | grep '^{' | tag_line "{\"round\":\"first\",\"call\":$BENCH_CALL,\"tf32\":0}" \
+    >> "$OUT/bench.jsonl" || true
+}
+
+# The kernel profile alone, in a call of its own (the sitting's call leaves it the time only
+# when the experiment ends early): `benches/gpu_sitting.sh profile` with OUT set, in bf16
+# unless PROFILE_PRECISION says, within PROFILE_S seconds (120).
+profile() {
+  : "${OUT:?set OUT}"
+  [[ -x "$ROOT/pipeline" ]] || unpack
+  torch_libs
+  kernel_profile "${PROFILE_PRECISION:-bf16}" "${PROFILE_S:-120}"
 }
 
 # Where a step's device time goes, kernel by kernel, into $OUT/kernels.txt: Nsight Compute times
@@ -317,37 +356,50 @@ for line in sys.stdin:
     print(json.dumps({**json.loads(line), **extra}))' "$1"
 }
 
-# The pretraining's precision and steps, from the first bench round: bf16 where it ran and is
-# at least 10 % faster than float32 on TF32 tensor cores (PRETRAIN_PRECISION=fp32|bf16 decides
-# instead), then as many steps of PRETRAIN_BATCH rows as ~85 % of PRETRAIN_S seconds take at
-# that rate (a packed batch is ~97 % real tokens; eval, checkpoints and start-up take the rest
-# of the time). bf16 follows float32's loss curve (stages/pretrain's 200-step test); whether it is
-# faster on the GPU is what the bench says. 0 steps where those steps would see fewer than
-# MIN_TOKENS tokens: the 2026-11-29 sitting's 28.8 M ended at the no-context floor, and
-# published curves leave it after 10^8 or more.
+# The pretraining's steps, precision, batch and learning rate, from the first bench round, for
+# $1 seconds of pretraining. Precision: bf16 where it ran and is at least 10 % faster than
+# float32 on TF32 tensor cores (PRETRAIN_PRECISION=fp32|bf16 decides instead). Batch:
+# PRETRAIN_BATCH rows, or twice that in bf16 where `wide_round` measured it at least 20 % more
+# tokens/s (PRETRAIN_WIDE=0: never). Learning rate: 8e-3 at 256 rows, by the square root of the
+# batch ratio (the rule results/pretraining-recipe.md takes from the LAMB paper). Steps: as
+# many as ($1 - 10) seconds take at that rate (the 2026-11-30 sitting's pretraining ran at the
+# bench's rate: 15,400 steps of 256 x 128 in 274.5 s against 271 s planned, evaluations and
+# checkpoints included). bf16 follows float32's loss curve (stages/pretrain's 200-step test).
+# 0 steps where they would see fewer than MIN_TOKENS tokens: the 2026-11-29 sitting's 28.8 M
+# ended at the no-context floor, and published curves leave it after 10^8 or more.
 pretrain_plan() {
-  python3 - "$OUT/bench.jsonl" "${PRETRAIN_S:-320}" "${PRETRAIN_BATCH:-256}" "${SMALL:-}" \
-    "${PRETRAIN_PRECISION:-auto}" "${MIN_TOKENS:-1e8}" <<'EOF'
-import json, sys
-path, seconds, batch, small, choice, least = sys.argv[1:7]
+  python3 - "$OUT/bench.jsonl" "$1" "${PRETRAIN_BATCH:-256}" "${SMALL:-}" \
+    "${PRETRAIN_PRECISION:-auto}" "${MIN_TOKENS:-1e8}" "${PRETRAIN_WIDE:-1}" <<'EOF'
+import json, math, sys
+path, seconds, batch, small, choice, least, wide = sys.argv[1:8]
 seconds, batch, least = float(seconds), int(batch), float(least)
+if small:
+    batch = 8  # scale_sets' SMALL pretraining batch
 first = [r for r in map(json.loads, open(path))
          if r.get("bench") == "train" and r.get("round") == "first" and "tokens_per_s" in r]
-rate = {p: next((r["tokens_per_s"] for r in first if r.get("precision") == p), None)
-        for p in ("tf32", "bf16")}
+def rate(precision, rows):
+    return next((r["tokens_per_s"] for r in first
+                 if r.get("precision") == precision and r.get("batch") == rows), None)
+# A dry run (SMALL) benches batch 4, not the pretraining's.
+bench_rows = 4 if small else batch
+base = {p: rate(p, bench_rows) for p in ("tf32", "bf16")}
 if choice == "auto":
-    faster = rate["bf16"] and (not rate["tf32"] or rate["bf16"] >= 1.1 * rate["tf32"])
+    faster = base["bf16"] and (not base["tf32"] or base["bf16"] >= 1.1 * base["tf32"])
     choice = "bf16" if faster else "fp32"
-used = rate["bf16"] if choice == "bf16" else rate["tf32"]
+used = base["bf16"] if choice == "bf16" else base["tf32"]
+wider = rate("bf16", 2 * bench_rows)
+if wide == "1" and choice == "bf16" and used and wider and wider >= 1.2 * used:
+    batch, used = 2 * batch, wider
+lr = float(f"{8e-3 * math.sqrt(batch / 256):.2g}")
 if small:
     steps = 40
 elif not used:
     steps = 6000  # ~1 M tokens/s: the bench failed, so a guess on the safe side
-elif seconds * 0.85 * used < least:
+elif (seconds - 10) * used < least:
     steps = 0
 else:
-    steps = max(1000, int(seconds * 0.85 * used / (batch * 128)) // 100 * 100)
-print(steps, choice)
+    steps = max(1000, int((seconds - 10) * used / (batch * 128)) // 100 * 100)
+print(steps, choice, batch, lr)
 EOF
 }
 
@@ -368,4 +420,4 @@ collect() {
       2>/dev/null; } | tar -czf "$OUT/store.tgz" -T - || true
 }
 
-"${1:?prepare, run, stage or evidence}" "${@:2}"
+"${1:?prepare, run, stage, evidence or profile}" "${@:2}"
