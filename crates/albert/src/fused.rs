@@ -377,6 +377,8 @@ mod torch;
 #[cfg(feature = "tch")]
 mod torch_attention;
 #[cfg(feature = "tch")]
+mod torch_products;
+#[cfg(feature = "tch")]
 mod torch_upload;
 #[cfg(feature = "tch")]
 mod torch_vjp;

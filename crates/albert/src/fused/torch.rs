@@ -35,6 +35,7 @@ use tch::{Kind, Tensor};
 
 use super::lamb::FlatLambStep;
 use super::torch_attention::{attention, packed_attention};
+use super::torch_products::{addmm_to_float, mm_to_float};
 use super::torch_upload::upload;
 use super::torch_vjp::vjp;
 use super::tracked::FusedOps;
@@ -64,18 +65,17 @@ fn to_bf16(t: &TchTensor) -> TchTensor {
 }
 
 /// `x·W` (`x·Wᵀ` when `transposed`) of bf16 operands plus `b`: with `bf16_out`, one `addmm`
-/// in bf16 with the bias rounded to bf16, as autocast runs `nn.Linear`; without, the product
-/// cast back to float32 and the float32 bias added.
+/// in bf16 with the bias rounded to bf16, as autocast runs `nn.Linear`; without, in float32
+/// ([`addmm_to_float`]: one product on CUDA).
 fn linear_bf16(xb: &Tensor, wb: &Tensor, b: &Tensor, transposed: bool, bf16_out: bool) -> Tensor {
     if bf16_out {
         return linear(xb, wb, &b.to_kind(Kind::BFloat16), transposed);
     }
-    let product = if transposed {
-        xb.mm(&wb.tr())
+    if transposed {
+        addmm_to_float(b, xb, &wb.tr())
     } else {
-        xb.mm(wb)
-    };
-    product.to_kind(Kind::Float) + b
+        addmm_to_float(b, xb, wb)
+    }
 }
 
 /// LayerNorm over the last dimension.
@@ -282,13 +282,26 @@ impl Saved {
                 transposed,
                 x_kind,
             } => {
-                // As the composed casts differentiate: the products in bf16, the input's
-                // gradient in the input's dtype, the weight's in float32; the bias's, `g`
-                // summed in float32 (a bf16 sum over thousands of rows would round).
-                let gb = g.to_kind(Kind::BFloat16);
-                let [dx, dw] = linear_products(&gb, &xb.tensor, &wb.tensor, *transposed, &wanted);
-                let dx = dx.map(|t| t.to_kind(*x_kind));
-                let dw = dw.map(|t| t.to_kind(Kind::Float));
+                // As the composed casts differentiate: the products of bf16 operands, the
+                // input's gradient in the input's dtype, the weight's in float32 (each written
+                // so by the product on CUDA: `mm_to_float`); the bias's, `g` summed in float32
+                // (a bf16 sum over thousands of rows would round).
+                let (gb, xb, wb) = (g.to_kind(Kind::BFloat16), &xb.tensor, &wb.tensor);
+                let dx = wanted(0).then(|| {
+                    let w_side = if *transposed {
+                        wb.shallow_clone()
+                    } else {
+                        wb.tr()
+                    };
+                    match x_kind {
+                        Kind::Float => mm_to_float(&gb, &w_side),
+                        kind => gb.mm(&w_side).to_kind(*kind),
+                    }
+                });
+                let dw = wanted(1).then(|| match transposed {
+                    true => mm_to_float(&gb.tr(), xb),
+                    false => mm_to_float(&xb.tr(), &gb),
+                });
                 let db =
                     wanted(2).then(|| g.sum_dim_intlist([0_i64].as_slice(), false, Kind::Float));
                 vec![dx, dw, db]
