@@ -574,6 +574,55 @@ fn bench_train_and_finetune_count_cuda_syncs_in_the_tch_build_only() {
     );
 }
 
+/// `--count-ops`: the flex build says it needs the `tch` one; the `tch` build puts one step's
+/// operators in the JSON's `torch_ops_per_step`, by call path with the first tensor's type and
+/// shape (the layers' products among them), and lists the commonest under the human line;
+/// the other benchmarks refuse the flag (exit 2).
+#[test]
+fn bench_train_counts_one_steps_libtorch_operators_in_the_tch_build_only() {
+    let bench = |cmd: &str, device: &str, json: bool| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["bench", cmd, "--model", "tiny", "--vocab-size", "64"])
+            .args(["--batch", "2", "--seq", "16", "--runs", "1", "--steps", "1"])
+            .args(["--device", device, "--count-ops"])
+            .args(json.then_some("--json"))
+            .output()
+            .expect("running pipeline")
+    };
+    if cfg!(feature = "tch") {
+        let out = bench("train", "tch-cpu", true);
+        assert!(out.status.success(), "{out:?}");
+        let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON");
+        let ops = line["torch_ops_per_step"].as_object().expect("a map");
+        // tiny's FFN's first product (its first tensor the bias, 1248 wide) is called once a
+        // layer (four) on each data-parallel worker's micro-batch.
+        let workers = line["data_parallel_workers"].as_u64().expect("workers");
+        let ffn = ops.get("aten::addmm [Float 1248]").and_then(|v| v.as_u64());
+        assert_eq!(
+            ffn,
+            Some(4 * workers),
+            "{:#?}",
+            ops.keys().collect::<Vec<_>>()
+        );
+        let out = bench("train", "tch-cpu", false);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("libtorch operators of one step:"), "{text}");
+        assert!(text.contains("the 40 commonest:\n"), "{text}");
+    } else {
+        let out = bench("train", "cpu", true);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("needs the `tch` build"), "{err}");
+        assert!(out.stdout.is_empty(), "no result line");
+    }
+    for cmd in ["infer", "finetune"] {
+        let out = bench(cmd, "cpu", true);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("--count-ops is for bench train"), "{err}");
+    }
+}
+
 /// `--cuda-profiler-range`: refused on a device that is not a GPU (exit 1, before building
 /// anything, naming the device), and by the other benchmarks (exit 2).
 #[test]

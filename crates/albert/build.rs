@@ -1,7 +1,8 @@
 //! Build script: in `tch` builds, compiles the C++ that reaches what `tch` 0.22 does not wrap
 //! (`src/fused/torch_vjp.cpp`, a backward with a given output gradient;
 //! `src/fused/torch_upload.cpp`, pinning without the deprecated device argument;
-//! `src/cuda_sync.cpp`, torch's CUDA sync debug mode) against the libtorch that torch-sys
+//! `src/cuda_sync.cpp`, torch's CUDA sync debug mode; `src/op_tally.cpp`, torch's operator
+//! observers) against the libtorch that torch-sys
 //! links, with the same headers and C++ ABI. Flex builds compile nothing.
 
 fn main() {
@@ -14,10 +15,11 @@ mod torch_vjp {
     use std::path::{Path, PathBuf};
     use std::process::Command;
 
-    const SOURCES: [&str; 3] = [
+    const SOURCES: [&str; 4] = [
         "src/fused/torch_vjp.cpp",
         "src/fused/torch_upload.cpp",
         "src/cuda_sync.cpp",
+        "src/op_tally.cpp",
     ];
 
     pub fn compile() {

@@ -57,6 +57,9 @@ pub struct BenchSpec {
     /// Training only: count the CUDA synchronisations the timed steps make
     /// ([`crate::cuda_sync`]), the runs' own read-backs left out.
     pub count_syncs: bool,
+    /// Training only: after the timed runs, count the libtorch operators one more step calls,
+    /// by call path ([`crate::op_tally`]).
+    pub count_ops: bool,
     /// Training only, on CUDA: the timed runs inside a profiler range
     /// ([`crate::cuda_profiler`]), so that `ncu --profile-from-start off` records their kernels
     /// and nothing else.
@@ -78,6 +81,9 @@ pub enum BenchError {
     /// A profiler range cannot be opened in this build or on this device.
     #[error(transparent)]
     ProfilerRange(#[from] crate::cuda_profiler::ProfilerRangeError),
+    /// Operators were asked to be counted where they cannot be.
+    #[error(transparent)]
+    OpCount(#[from] crate::op_tally::OpCountError),
     /// A profiler range asked for on a device that is not a GPU.
     #[error("--cuda-profiler-range needs a CUDA device (--device cuda:N); {0} is not one")]
     ProfilerRangeNotGpu(String),
@@ -349,6 +355,7 @@ mod tests {
             split: false,
             phases: false,
             count_syncs: false,
+            count_ops: false,
             profile_range: false,
         }
     }

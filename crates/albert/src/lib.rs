@@ -15,6 +15,7 @@
 //! - [`memory`]: a libtorch device running out of memory as a value, for batch-size probes;
 //! - [`cpu_level`]: the vector instructions the hand-written CPU kernels run with;
 //! - [`cuda_sync`]: how many times a stretch of work makes the host wait for a CUDA device;
+//! - [`op_tally`]: which of libtorch's operators a stretch of work calls, from where, on what;
 //! - [`bench`]: what the model benchmarks share (their spec, config, device and timing);
 //! - [`upload`]: host data onto the device without waiting for it (pinned memory on CUDA).
 
@@ -32,6 +33,7 @@ pub mod heads;
 pub mod hf;
 pub mod memory;
 pub mod model;
+pub mod op_tally;
 pub mod parallel;
 pub mod safetensors_header;
 pub mod tf;

@@ -15,6 +15,7 @@
 //! [`BenchSpec::warmup`] untimed ones; the peak RSS is the process's high-water mark.
 
 use burn::tensor::Device;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use pipeline_albert::bench::{BenchHost, median, peak_rss, timed_runs};
@@ -63,6 +64,9 @@ pub struct TrainBench {
     /// With [`BenchSpec::count_syncs`] and a sync counted: the first one's call stack, from
     /// torch's check outwards, a frame a line ([`SyncTally::first_site`]).
     pub first_sync_site: Option<String>,
+    /// With [`BenchSpec::count_ops`]: the libtorch operators one step called, by call path
+    /// ([`pipeline_albert::op_tally`]).
+    pub ops_per_step: Option<BTreeMap<String, u64>>,
 }
 
 /// A training step's phases, each timed apart with the device synchronised after it: the
@@ -123,6 +127,9 @@ pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
     if spec.count_syncs {
         pipeline_albert::cuda_sync::available()?;
     }
+    if spec.count_ops {
+        pipeline_albert::op_tally::available()?;
+    }
     if spec.profile_range {
         if !dev.is_gpu {
             return Err(BenchError::ProfilerRangeNotGpu(dev.name.clone()));
@@ -141,6 +148,15 @@ pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
         true => Some(time_phases(&mut trainer, &data, spec)?),
         false => None,
     };
+    let ops_per_step = match spec.count_ops {
+        // After every step so far (the optimiser's bias correction divides by 1 − β^step).
+        true => {
+            let phase_steps = if spec.phases { spec.steps.get() } else { 0 };
+            let step = spec.warmup + spec.runs.get() * spec.steps.get() + phase_steps;
+            Some(count_step_ops(&mut trainer, &data, step as u64)?)
+        }
+        false => None,
+    };
     let s = timing.median();
     let flops = c.training_flops(batch, seq, spec.masked);
     Ok(TrainBench {
@@ -154,9 +170,25 @@ pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
         phases,
         syncs_per_step: syncs.map(|t| t.total() as f64 / steps_timed),
         first_sync_site,
+        ops_per_step,
         timing,
         config: c,
     })
+}
+
+/// The libtorch operators one more step calls as it is queued (its losses' read-back left
+/// out), by call path.
+fn count_step_ops(
+    trainer: &mut Trainer,
+    data: &Batch,
+    step: u64,
+) -> Result<BTreeMap<String, u64>, BenchError> {
+    let batches = std::slice::from_ref(data);
+    let ((), ops) = pipeline_albert::op_tally::count_ops(|| trainer.enqueue(step, batches))?;
+    trainer
+        .flush()
+        .map_err(|e| step_error("the counted step".to_string(), e))?;
+    Ok(ops)
 }
 
 /// The pretraining model from seed 1, in `precision`, and its trainer.
@@ -404,6 +436,7 @@ mod tests {
             split,
             phases: false,
             count_syncs: false,
+            count_ops: false,
             profile_range: false,
         }
     }

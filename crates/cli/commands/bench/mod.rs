@@ -126,6 +126,14 @@ pub struct BenchArgs {
     /// the `tch` build; on a CPU device the count is 0.
     #[arg(long)]
     pub count_syncs: bool,
+    /// Train only: after the timed runs, count the libtorch operators one more step calls, each
+    /// under the path of the operators it was called inside (`aten::to > aten::_to_copy >
+    /// aten::copy_`) with its first tensor's type and shape: on a GPU nearly every operator
+    /// that is not a view is a kernel, and this says which call made a copy, a cast or an add.
+    /// The 40 commonest paths are printed under the line (`torch_ops_per_step`, every path, with
+    /// --json). Needs the `tch` build; runs on libtorch's CPU as on CUDA.
+    #[arg(long)]
+    pub count_ops: bool,
     /// Train only, on a CUDA device: run the timed steps inside a profiler range
     /// (`cudaProfilerStart`/`Stop`), so that `ncu --profile-from-start off` or `nsys profile
     /// --capture-range=cudaProfilerApi` records their kernels alone, not the model's building
@@ -160,6 +168,7 @@ fn spec(args: &BenchArgs) -> Result<BenchSpec> {
         split: args.split,
         phases: args.phases,
         count_syncs: args.count_syncs,
+        count_ops: args.count_ops,
         profile_range: args.cuda_profiler_range,
         ..model_spec(&args.of)?
     })
@@ -193,6 +202,7 @@ fn model_spec(args: &ModelArgs) -> Result<BenchSpec> {
         split: false,
         phases: false,
         count_syncs: false,
+        count_ops: false,
         profile_range: false,
     })
 }
@@ -217,6 +227,11 @@ fn refuse_train_only(args: &BenchArgs, bench: &str) -> Result<()> {
         (
             "--count-syncs",
             "it counts the times a training or fine-tuning step waits for the device",
+        )
+    } else if args.count_ops {
+        (
+            "--count-ops",
+            "it counts the libtorch operators a training step calls",
         )
     } else if args.cuda_profiler_range {
         (

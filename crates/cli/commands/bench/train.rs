@@ -4,7 +4,10 @@
 
 use std::process::ExitCode;
 
+use std::collections::BTreeMap;
+
 use anyhow::Result;
+use pipeline_albert::op_tally::most_called;
 use serde_json::json;
 use stage_pretrain::api::{StepPhases, TrainBench, bench_train};
 
@@ -30,11 +33,32 @@ fn train_json(args: &BenchArgs, r: &TrainBench) -> serde_json::Value {
         "data_parallel_workers": r.data_parallel_workers,
         "isa": h.isa, "isa_host": h.isa_host,
         "cuda_syncs_per_step": r.syncs_per_step, "cuda_first_sync_site": r.first_sync_site,
+        "torch_ops_per_step": r.ops_per_step,
         "phases": r.phases.map(|p| json!({
             "forward_s": p.forward, "backward_s": p.backward(), "optimizer_s": p.optimizer(),
             "step_s": p.step, "repetitions": args.steps,
         })),
     })
+}
+
+/// The paths `ops_text` prints, of the hundreds a step calls: enough to hold every copy, cast
+/// and add of a `base` step's layers.
+const OPS_SHOWN: usize = 40;
+
+/// With `--count-ops`: the step's operator calls and its commonest call paths, one a line.
+fn ops_text(ops: Option<&BTreeMap<String, u64>>) -> String {
+    let Some(ops) = ops else {
+        return String::new();
+    };
+    let calls: u64 = ops.values().sum();
+    let mut text = format!(
+        "; libtorch operators of one step: {calls} calls on {} paths, the {OPS_SHOWN} commonest:",
+        ops.len()
+    );
+    for (path, n) in most_called(ops, OPS_SHOWN) {
+        text.push_str(&format!("\n    {n:>6}  {path}"));
+    }
+    text
 }
 
 /// `; phases …` with `--phases`, for the human line.
@@ -54,7 +78,7 @@ fn phases_text(p: Option<StepPhases>) -> String {
 
 fn train_line(args: &BenchArgs, r: &TrainBench) -> String {
     format!(
-        "train {} (share {}) on {}: batch {} × seq {}{} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.3} model TFLOP/s{}, {:.2} CPU-s per wall-s, peak RSS {:.2} GB{}{}",
+        "train {} (share {}) on {}: batch {} × seq {}{} ({} masked): {:.3} s/step (median of {} runs × {} steps) = {:.0} tokens/s, {:.3} model TFLOP/s{}, {:.2} CPU-s per wall-s, peak RSS {:.2} GB{}{}{}",
         args.of.model,
         r.config.share_type,
         r.host.device,
@@ -73,6 +97,7 @@ fn train_line(args: &BenchArgs, r: &TrainBench) -> String {
         r.timing.cpu_per_wall,
         r.peak_rss_bytes as f64 / 1e9,
         phases_text(r.phases),
-        super::syncs_text(r.syncs_per_step, r.first_sync_site.as_deref())
+        super::syncs_text(r.syncs_per_step, r.first_sync_site.as_deref()),
+        ops_text(r.ops_per_step.as_ref())
     )
 }

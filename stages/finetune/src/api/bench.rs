@@ -283,6 +283,7 @@ mod tests {
             split: false,
             phases: false,
             count_syncs: false,
+            count_ops: false,
             profile_range: false,
         }
     }
