@@ -208,25 +208,26 @@ fn default_pipeline_masks_the_fixtures_caches_and_cuts_off_early() {
     );
     assert!(u64_of(&vm["tokens"]) > 9_000, "{vm:#}");
 
-    // mask: one training shard, one eval shard, metrics consistent with clean and vocab.
-    assert_eq!(
-        listing(&mask),
-        [
-            "MANIFEST.json",
-            "eval-00000.arrow",
-            "metrics.json",
-            "shard-00000.arrow"
-        ]
-    );
-    assert_arrow_file(&mask.join("shard-00000.arrow"));
-    assert_arrow_file(&mask.join("eval-00000.arrow"));
+    // mask: one training shard per masking pass (dupe_factor 5), one eval shard, metrics
+    // consistent with clean and vocab.
+    let train_shards: Vec<String> = (0..5).map(|i| format!("shard-{i:05}.arrow")).collect();
+    let mut files = vec!["MANIFEST.json", "eval-00000.arrow", "metrics.json"];
+    files.extend(train_shards.iter().map(String::as_str));
+    assert_eq!(listing(&mask), files);
+    for file in train_shards
+        .iter()
+        .map(String::as_str)
+        .chain(["eval-00000.arrow"])
+    {
+        assert_arrow_file(&mask.join(file));
+    }
     let mm = metrics(&mask);
     assert_eq!(mm["documents"], cm["documents_out"], "{mm:#}");
     assert_eq!(mm["sentences"], cm["sentences_out"], "{mm:#}");
     assert_eq!(mm["corpus_tokens"], vm["tokens"], "{mm:#}");
     assert_eq!(mm["dupe_factor"], 5);
     assert_eq!(mm["max_seq_length"], 128);
-    assert_eq!(mm["train"]["shards"], json!(["shard-00000.arrow"]));
+    assert_eq!(mm["train"]["shards"], json!(train_shards));
     assert_eq!(mm["eval"]["shards"], json!(["eval-00000.arrow"]));
     let eval_docs = u64_of(&mm["eval_documents"]);
     assert!((1..=10).contains(&eval_docs), "eval_documents {eval_docs}");
@@ -963,74 +964,98 @@ fn mask_shards_open_in_pyarrow_with_the_documented_schema() {
     let v = ws.run_ok(&["mask", "--set", &format!("data={}", fixtures())]);
     let mask = artifact(&v, "mask");
     let mm = metrics(&mask);
-    for (split, file) in [("train", "shard-00000.arrow"), ("eval", "eval-00000.arrow")] {
-        let py = python_json(SHARD_SCRIPT, &[&mask.join(file)]);
+    for split in ["train", "eval"] {
         let m = &mm[split];
-        assert_eq!(
-            py["fields"],
-            json!([
-                ["input_ids", "list<item: int32>"],
-                ["token_type_ids", "list<item: int8>"],
-                ["length", "int32"],
-                ["masked_positions", "list<item: int32>"],
-                ["masked_ids", "list<item: int32>"],
-                ["sentence_order_label", "int8"]
-            ]),
-            "{file}"
-        );
-        let meta = &py["meta"];
-        assert_eq!(meta["format"], "albert-pretraining-instances", "{meta}");
-        assert_eq!(meta["version"], "1", "{meta}");
-        assert_eq!(meta["max_seq_length"], "128", "{meta}");
-        assert_eq!(meta["max_predictions_per_seq"], "20", "{meta}");
-        assert_eq!(meta["vocab_size"], "1291", "{meta}");
-        assert_eq!(meta["seed"], "12345", "{meta}");
-        assert_eq!(py["bad"], json!([]), "{file}: rows breaking the schema");
-        assert_eq!(py["rows"], m["instances"], "{file}");
-        assert_eq!(py["tokens"], m["tokens"], "{file}");
-        assert_eq!(py["masked"], m["masked_tokens"], "{file}");
-        assert!(u64_of(&py["max_length"]) <= 128, "{file}: {py}");
-        assert!(u64_of(&py["max_masked"]) <= 20, "{file}: {py}");
-        assert_eq!(
-            py["first_ids"],
-            json!([2]),
-            "{file}: every row starts with [CLS]"
-        );
-        assert_eq!(
-            py["last_ids"],
-            json!([3]),
-            "{file}: every row ends with [SEP]"
-        );
-        let rows = u64_of(&py["rows"]);
-        let swapped = u64_of(&py["swapped"]) as f64 / rows as f64;
+        let files: Vec<&str> = m["shards"]
+            .as_array()
+            .expect("the split's shards")
+            .iter()
+            .map(|f| f.as_str().expect("a file name"))
+            .collect();
+        // rows, tokens, masked positions, swapped pairs over the split's shards (training: one
+        // a masking pass), against the split's metrics.
+        let mut totals = [0u64; 4];
+        for file in &files {
+            let py = python_json(SHARD_SCRIPT, &[&mask.join(file)]);
+            check_shard(file, split, &py);
+            for (total, key) in totals
+                .iter_mut()
+                .zip(["rows", "tokens", "masked", "swapped"])
+            {
+                *total += u64_of(&py[key]);
+            }
+        }
+        let [rows, tokens, masked, swapped] = totals;
+        assert_eq!(json!(rows), m["instances"], "{split}");
+        assert_eq!(json!(tokens), m["tokens"], "{split}");
+        assert_eq!(json!(masked), m["masked_tokens"], "{split}");
+        let swapped = swapped as f64 / rows as f64;
         assert!(
             (swapped - f64_of(&m["sop_swapped_fraction"])).abs() < 1e-4,
-            "{file}: {swapped} swapped, metrics say {}",
+            "{split}: {swapped} swapped, metrics say {}",
             m["sop_swapped_fraction"]
         );
-        if split == "train" {
-            // 1,024-row record batches.
-            assert_eq!(u64_of(&py["batches"]), rows.div_ceil(1024), "{file}");
-        }
-        match &py["polars"] {
-            Value::Null => println!("note: polars is not installed: skipped the polars check"),
-            pl => {
-                assert_eq!(pl["height"], py["rows"], "{file}: polars");
-                assert_eq!(pl["tokens"], py["tokens"], "{file}: polars");
-                assert_eq!(pl["swapped"], py["swapped"], "{file}: polars");
-                assert_eq!(
-                    pl["dtypes"],
-                    json!([
-                        "List(Int32)",
-                        "List(Int8)",
-                        "Int32",
-                        "List(Int32)",
-                        "List(Int32)",
-                        "Int8"
-                    ]),
-                    "{file}: polars"
-                );
-            }
+    }
+}
+
+/// One shard as pyarrow (and polars, where installed) read it: the documented schema and
+/// metadata, no row breaking it, `[CLS]` first and `[SEP]` last in every row, the limits kept.
+fn check_shard(file: &str, split: &str, py: &Value) {
+    assert_eq!(
+        py["fields"],
+        json!([
+            ["input_ids", "list<item: int32>"],
+            ["token_type_ids", "list<item: int8>"],
+            ["length", "int32"],
+            ["masked_positions", "list<item: int32>"],
+            ["masked_ids", "list<item: int32>"],
+            ["sentence_order_label", "int8"]
+        ]),
+        "{file}"
+    );
+    let meta = &py["meta"];
+    assert_eq!(meta["format"], "albert-pretraining-instances", "{meta}");
+    assert_eq!(meta["version"], "1", "{meta}");
+    assert_eq!(meta["max_seq_length"], "128", "{meta}");
+    assert_eq!(meta["max_predictions_per_seq"], "20", "{meta}");
+    assert_eq!(meta["vocab_size"], "1291", "{meta}");
+    assert_eq!(meta["seed"], "12345", "{meta}");
+    assert_eq!(py["bad"], json!([]), "{file}: rows breaking the schema");
+    assert!(u64_of(&py["max_length"]) <= 128, "{file}: {py}");
+    assert!(u64_of(&py["max_masked"]) <= 20, "{file}: {py}");
+    assert_eq!(
+        py["first_ids"],
+        json!([2]),
+        "{file}: every row starts with [CLS]"
+    );
+    assert_eq!(
+        py["last_ids"],
+        json!([3]),
+        "{file}: every row ends with [SEP]"
+    );
+    if split == "train" {
+        // 1,024-row record batches.
+        let rows = u64_of(&py["rows"]);
+        assert_eq!(u64_of(&py["batches"]), rows.div_ceil(1024), "{file}");
+    }
+    match &py["polars"] {
+        Value::Null => println!("note: polars is not installed: skipped the polars check"),
+        pl => {
+            assert_eq!(pl["height"], py["rows"], "{file}: polars");
+            assert_eq!(pl["tokens"], py["tokens"], "{file}: polars");
+            assert_eq!(pl["swapped"], py["swapped"], "{file}: polars");
+            assert_eq!(
+                pl["dtypes"],
+                json!([
+                    "List(Int32)",
+                    "List(Int8)",
+                    "Int32",
+                    "List(Int32)",
+                    "List(Int32)",
+                    "Int8"
+                ]),
+                "{file}: polars"
+            );
         }
     }
 }
