@@ -16,7 +16,7 @@ pub mod records;
 
 pub use records::{
     BaselineEntry, BaselineRecord, FinetuneRecord, MaskRecord, MaskSplitRecord, PretrainRecord,
-    PretrainingPoint,
+    PretrainingPoint, SopTrend,
 };
 
 use std::path::{Path, PathBuf};

@@ -116,6 +116,27 @@ pub struct PretrainRecord {
     pub eval: Option<Value>,
     /// The steps whose models were kept in `steps/<N>/`.
     pub save_steps: Option<Vec<u64>>,
+    /// The held-out SOP loss over the run's evaluations, `null` for an MLM-only run or one
+    /// that never evaluated.
+    pub sop_trend: Option<SopTrend>,
+}
+
+/// Whether a run's sentence-order head generalises: the lowest held-out SOP loss of its
+/// evaluations, where it was, and the last one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SopTrend {
+    /// The lowest eval SOP loss of the run (nats).
+    pub lowest_loss: Option<f64>,
+    /// The step of that evaluation.
+    #[serde(deserialize_with = "count")]
+    pub lowest_step: Option<u64>,
+    /// The last evaluation's SOP loss.
+    pub final_loss: Option<f64>,
+    /// The pretrain stage's verdict: the last held-out loss is worse than a constant 50 %
+    /// guess (ln 2) and risen from the lowest, so the head predicts the order of the training
+    /// pairs, not of unseen ones (it memorises them).
+    pub memorising: Option<bool>,
 }
 
 /// The file in each of a pretrain artifact's `steps/<N>/` models that says where in the run

@@ -11,6 +11,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use pipeline_metrics::SopTrend;
 use pipeline_tbevents::EventWriter;
 
 use serde::{Deserialize, Serialize};
@@ -106,6 +107,41 @@ pub fn eval_summary(e: Option<&EvalStats>, sop: bool, floor: Option<&Floor>) -> 
         );
     }
     v
+}
+
+/// How far the held-out SOP loss must have risen from the run's lowest, in nats, besides being
+/// worse than ln 2, for the head to count as memorising: a few hundredths are the noise of a
+/// few thousand eval pairs between evaluations.
+pub const SOP_RISE: f64 = 0.05;
+
+/// The held-out SOP loss over the run: the lowest evaluation (`lowest`: step and loss) against
+/// the last, and the verdict. A held-out loss above ln 2 is worse than guessing 50 % for every
+/// pair: the head is confident, and wrong on pairs it has not seen, while its training
+/// accuracy climbs (the 2026-11-30 H200 sitting: 0.641 at step 9,240, 1.158 at 15,400, with
+/// training SOP accuracy at 84–93 %, ~40 passes over an 11 M-token corpus).
+pub fn sop_trend(lowest: Option<(u64, f64)>, last: Option<&EvalStats>) -> Option<SopTrend> {
+    let (step, low) = lowest?;
+    let last = last?.sop_loss;
+    Some(SopTrend {
+        lowest_loss: Some(round(low)),
+        lowest_step: Some(step),
+        final_loss: Some(round(last)),
+        memorising: Some(last > std::f64::consts::LN_2 && last > low + SOP_RISE),
+    })
+}
+
+/// The log's sentence when the held-out SOP loss says the head memorises ([`sop_trend`]).
+pub fn sop_sentence(trend: &SopTrend) -> Option<String> {
+    if trend.memorising != Some(true) {
+        return None;
+    }
+    Some(format!(
+        "the SOP head memorises: held-out SOP loss {:.4}, worse than guessing (ln 2 = 0.6931) \
+         and up from {:.4} at step {}; more text, not more steps, is what it needs",
+        trend.final_loss.unwrap_or(f64::NAN),
+        trend.lowest_loss.unwrap_or(f64::NAN),
+        trend.lowest_step.unwrap_or(0)
+    ))
 }
 
 /// How far above the floor's accuracy an eval accuracy must be to count as "above the floor":
@@ -440,5 +476,33 @@ mod tests {
             summary["mlm_by_corruption"]["kept"]["predictions"],
             json!(10)
         );
+    }
+
+    #[test]
+    fn the_sop_head_memorises_when_its_held_out_loss_is_worse_than_guessing_and_has_risen() {
+        let at = |sop_loss| EvalStats {
+            sop_loss,
+            ..Default::default()
+        };
+        // The 2026-11-30 sitting: lowest 0.641 at step 9,240, last 1.158.
+        let t = sop_trend(Some((9240, 0.641)), Some(&at(1.158))).unwrap();
+        assert_eq!(
+            (t.lowest_loss, t.lowest_step, t.final_loss, t.memorising),
+            (Some(0.641), Some(9240), Some(1.158), Some(true))
+        );
+        let said = sop_sentence(&t).unwrap();
+        assert!(
+            said.contains("memorises") && said.contains("step 9240"),
+            "{said}"
+        );
+        // Risen but still better than guessing; worse than guessing but never better (it has
+        // not learnt the task, which is not memorising); within the noise of the lowest.
+        for (low, last) in [(0.40, 0.60), (0.70, 0.71), (0.70, 0.74)] {
+            let t = sop_trend(Some((1, low)), Some(&at(last))).unwrap();
+            assert_eq!(t.memorising, Some(false), "{low} → {last}");
+            assert!(sop_sentence(&t).is_none());
+        }
+        assert!(sop_trend(None, Some(&at(1.0))).is_none());
+        assert!(sop_trend(Some((1, 0.6)), None).is_none());
     }
 }

@@ -19,7 +19,8 @@ use serde_json::Value;
 use crate::auto_batch::FoundBatch;
 use crate::data::Data;
 use crate::metrics::{
-    MetricsLog, Timings, eval_line, eval_summary, floor_sentence, round, step_line, time_split,
+    MetricsLog, Timings, eval_line, eval_summary, floor_sentence, round, sop_sentence, sop_trend,
+    step_line, time_split,
 };
 use crate::params::PretrainParams;
 use crate::snapshots;
@@ -37,6 +38,10 @@ struct TrainState {
     #[serde(flatten)]
     timings: Timings,
     last_eval: Option<EvalStats>,
+    /// The lowest held-out SOP loss so far and its step ([`sop_trend`]); a checkpoint written
+    /// before it was kept resumes without it.
+    #[serde(default)]
+    sop_lowest: Option<(u64, f64)>,
     /// The config the run trains (a resumed run must build the same model).
     config: AlbertConfig,
 }
@@ -92,6 +97,7 @@ impl<'a> TrainingRun<'a> {
             padded_tokens_seen: 0,
             timings: Timings::default(),
             last_eval: None,
+            sop_lowest: None,
             config,
         };
         let resumed = if checkpoint.exists() || ctx.work_dir.join("checkpoint.old").exists() {
@@ -330,10 +336,29 @@ impl<'a> TrainingRun<'a> {
             "step {step}: {}",
             floor_sentence(&e, self.data.floor.as_ref())
         ));
+        if self.p.sop {
+            self.note_sop(step, &e);
+        }
         self.state.last_eval = Some(e);
         // Evaluation time is not training time: keep it out of the next tokens/s.
         self.window.0 += t0.elapsed();
         Ok(())
+    }
+
+    /// Keeps the lowest held-out SOP loss, and says in the log when the head memorises.
+    fn note_sop(&mut self, step: u64, e: &EvalStats) {
+        if self
+            .state
+            .sop_lowest
+            .is_none_or(|(_, low)| e.sop_loss < low)
+        {
+            self.state.sop_lowest = Some((step, e.sop_loss));
+        }
+        if let Some(sentence) =
+            sop_trend(self.state.sop_lowest, Some(e)).and_then(|t| sop_sentence(&t))
+        {
+            self.log(&format!("step {step}: {sentence}"));
+        }
     }
 
     fn checkpoint_if_due(&mut self) -> anyhow::Result<()> {
@@ -482,6 +507,10 @@ impl<'a> TrainingRun<'a> {
                 self.data.floor.as_ref(),
             )),
             save_steps: Some(p.save_steps.clone()),
+            sop_trend: p
+                .sop
+                .then(|| sop_trend(s.sop_lowest, s.last_eval.as_ref()))
+                .flatten(),
         };
         Ok(serde_json::to_value(record)?)
     }

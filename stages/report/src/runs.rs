@@ -95,6 +95,8 @@ pub fn pretraining(deps: &[&Dep], published: &Published, cleans: &[&Dep]) -> Tab
         t.notes
             .push(crate::data::text("pretraining.note_no_eval").into());
     }
+    t.notes
+        .extend(deps.iter().filter_map(|d| memorising_note(d)));
     t.notes.push(format!(
         "albert_zh's rows: {}. {}",
         published.pretraining.protocol, published.pretraining.note
@@ -154,6 +156,27 @@ fn our_pretraining_row(d: &Dep, cleans: &[&Dep]) -> Vec<(&'static str, Cell)> {
         corpus: recipe.clean.clone(),
         task_text: recipe.task_text_cell(),
     }
+}
+
+/// For a run whose SOP head memorises (the pretrain stage's `sop_trend` verdict), what its
+/// held-out SOP loss did and what that means for the SOP accuracy in its row.
+fn memorising_note(d: &Dep) -> Option<String> {
+    let r = d.pretrain();
+    let t = r.sop_trend.filter(|t| t.memorising == Some(true))?;
+    let passes = r
+        .epochs
+        .map(|e| format!(", over {e:.1} passes over its training instances"))
+        .unwrap_or_default();
+    Some(format!(
+        "`{}`: the held-out SOP loss rose from {:.3} (step {}) to {:.3}, worse than guessing \
+         (ln 2 = 0.693){passes}: the SOP head memorises the training pairs' order rather than \
+         learning sentence order, so its SOP accuracy on held-out pairs wants more text, not \
+         more steps.",
+        d.instance,
+        t.lowest_loss?,
+        thousands(t.lowest_step? as i64),
+        t.final_loss?
+    ))
 }
 
 /// The number at `path` inside the final evaluation, if the record has it.
@@ -308,6 +331,32 @@ mod floor_tests {
         // A run whose mask artifact had no floor gets no verdict.
         assert_eq!(vs_floor(Some(&json!({"mlm_accuracy": 0.4}))), None);
         assert_eq!(vs_floor(None), None);
+    }
+
+    #[test]
+    fn a_memorising_sop_head_gets_a_note_saying_what_its_loss_did() {
+        use crate::deps::DepKind;
+        use crate::recipes::tests::dep;
+        let run = |memorising: bool| {
+            let trend = json!({"lowest_loss": 0.641, "lowest_step": 9240, "final_loss": 1.158,
+                               "memorising": memorising});
+            dep(
+                "pretrain",
+                DepKind::Pretrain,
+                json!({"epochs": 9.48, "sop_trend": trend}),
+            )
+        };
+        let note = super::memorising_note(&run(true)).expect("a note");
+        assert_eq!(
+            note,
+            "`pretrain`: the held-out SOP loss rose from 0.641 (step 9,240) to 1.158, worse than \
+             guessing (ln 2 = 0.693), over 9.5 passes over its training instances: the SOP head \
+             memorises the training pairs' order rather than learning sentence order, so its SOP \
+             accuracy on held-out pairs wants more text, not more steps."
+        );
+        assert_eq!(super::memorising_note(&run(false)), None);
+        let older = dep("pretrain", DepKind::Pretrain, json!({"epochs": 1.0}));
+        assert_eq!(super::memorising_note(&older), None);
     }
 
     #[test]
