@@ -345,6 +345,13 @@ impl<'a> TrainingRun<'a> {
         Ok(())
     }
 
+    /// Passes over the training instances so far (fractional).
+    fn passes(&self) -> f64 {
+        let rows_per_step = (self.p.batch_size * self.p.grad_accum_steps) as f64;
+        let per_epoch = self.reader.instances_per_epoch().max(1) as f64;
+        self.state.step as f64 * rows_per_step / per_epoch
+    }
+
     /// Keeps the lowest held-out SOP loss, and says in the log when the head memorises.
     fn note_sop(&mut self, step: u64, e: &EvalStats) {
         if self
@@ -355,7 +362,7 @@ impl<'a> TrainingRun<'a> {
             self.state.sop_lowest = Some((step, e.sop_loss));
         }
         if let Some(sentence) =
-            sop_trend(self.state.sop_lowest, Some(e)).and_then(|t| sop_sentence(&t))
+            sop_trend(self.state.sop_lowest, Some(e), self.passes()).and_then(|t| sop_sentence(&t))
         {
             self.log(&format!("step {step}: {sentence}"));
         }
@@ -494,9 +501,7 @@ impl<'a> TrainingRun<'a> {
             eval_batches: Some(p.eval_batches_for()),
             resumed_from_step: self.resumed_from,
             train_instances_per_epoch: Some(per_epoch),
-            epochs: Some(round(
-                s.step as f64 * rows_per_step as f64 / per_epoch.max(1) as f64,
-            )),
+            epochs: Some(round(self.passes())),
             sop: Some(p.sop),
             masking: Some(self.data.masking.clone()),
             mask_instance: self.data.mask_instance.clone(),
@@ -509,7 +514,7 @@ impl<'a> TrainingRun<'a> {
             save_steps: Some(p.save_steps.clone()),
             sop_trend: p
                 .sop
-                .then(|| sop_trend(s.sop_lowest, s.last_eval.as_ref()))
+                .then(|| sop_trend(s.sop_lowest, s.last_eval.as_ref(), self.passes()))
                 .flatten(),
         };
         Ok(serde_json::to_value(record)?)
