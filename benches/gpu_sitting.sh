@@ -19,8 +19,9 @@
 #                                                     #   (skipped below MIN_TOKENS); a kernel
 #                                                     #   profile and bench rounds only with
 #                                                     #   what is left
-#   OUT=… benches/gpu_sitting.sh profile              # there: the kernel profile alone (a
-#                                                     #   second call, before benches/gpu.sh)
+#   OUT=… benches/gpu_sitting.sh profile              # there: the kernel profile and the step's
+#                                                     #   operators by call path (ops.json) alone
+#                                                     #   (a second call, before benches/gpu.sh)
 # (the device tool: `carry: [".gpu"]`, command `COMMIT=… benches/gpu_sitting.sh evidence`).
 #   DEVICE=tch-cpu HF_DEVICE=cpu SMALL=1 OUT=/tmp/o benches/gpu_sitting.sh evidence
 #                                                     # a dry run of the whole call on a CPU
@@ -286,12 +287,22 @@ wide_round() {
 
 # The kernel profile alone, in a call of its own (the sitting's call leaves it the time only
 # when the experiment ends early): `benches/gpu_sitting.sh profile` with OUT set, in bf16
-# unless PROFILE_PRECISION says, within PROFILE_S seconds (120).
+# unless PROFILE_PRECISION says, within PROFILE_S seconds (120); then the same step's libtorch
+# operators by call path (`bench train --count-ops`) into $OUT/ops.json: on CUDA, which the
+# CPU's count cannot show, whether the bf16 products wrote float32 themselves (no
+# activation-sized `aten::to` under them) and what the kernels' callers were.
 profile() {
   : "${OUT:?set OUT}"
   [[ -x "$ROOT/pipeline" ]] || unpack
   torch_libs
-  kernel_profile "${PROFILE_PRECISION:-bf16}" "${PROFILE_S:-120}"
+  local precision="${PROFILE_PRECISION:-bf16}" model batch seq
+  kernel_profile "$precision" "${PROFILE_S:-120}"
+  read -r model batch seq <<< "${PROFILE_SHAPE:-base 32 512}"
+  if [[ -n "${SMALL:-}" ]]; then model=tiny; batch=4; seq=32; fi
+  timeout 60 "$ROOT/pipeline" bench train --model "$model" --batch "$batch" --seq "$seq" \
+    --masked $(( seq * 15 / 100 )) --steps 1 --runs 1 --device "${DEVICE:-cuda:0}" \
+    --precision "$precision" --count-ops --json > "$OUT/ops.json" 2>> "$OUT/ops.err" \
+    || echo "count-ops: exit $?" >> "$OUT/ops.err"
 }
 
 # Where a step's device time goes, kernel by kernel, into $OUT/kernels.txt: Nsight Compute times
