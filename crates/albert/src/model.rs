@@ -216,6 +216,10 @@ pub struct AlbertLayerOps<'a> {
     pub ffn: &'a AlbertFfn,
     /// Where the LayerNorms sit (after each residual sum, or on each block's input).
     pub ln_type: LnType,
+    /// The attention block's Q, K and V weights and biases packed side by side, when the
+    /// encoder packed them once for all the layers sharing the block
+    /// ([`AlbertAttention::pack_qkv`]); `None`: the block packs them itself where it needs them.
+    pub packed_qkv: Option<&'a (Tensor<2>, Tensor<1>)>,
 }
 
 impl AlbertLayerOps<'_> {
@@ -226,12 +230,12 @@ impl AlbertLayerOps<'_> {
         match self.ln_type {
             // transformers' AlbertLayer: LN after each residual sum.
             LnType::Postln => {
-                let a = attn.norm(x.clone() + attn.attend(x, bias));
+                let a = attn.norm(x.clone() + attn.attend_packed(x, bias, self.packed_qkv));
                 ffn.norm(a.clone() + ffn.transform(a))
             }
             // albert_zh's preln: LN on each block's input, the residual stream left alone.
             LnType::Preln => {
-                let a = x.clone() + attn.attend(attn.norm(x), bias);
+                let a = x.clone() + attn.attend_packed(attn.norm(x), bias, self.packed_qkv);
                 a.clone() + ffn.transform(ffn.norm(a))
             }
         }

@@ -63,12 +63,39 @@ impl AlbertAttention {
 
     /// `softmax(QKᵀ/√d + bias)·V`, projected; no residual, no LayerNorm (the layer adds them).
     pub fn attend(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+        self.attend_packed(x, bias, None)
+    }
+
+    /// Whether [`AlbertAttention::attend`] of `x` takes Q, K and V from one product: on
+    /// libtorch, where no dropout on the probabilities applies (off autodiff, none does).
+    pub fn packs(&self, x: &Tensor<3>, bias: &Tensor<4>) -> bool {
+        let no_dropout = self.attention_dropout.prob == 0.0 || !x.device().is_autodiff();
+        no_dropout && crate::fused::packs_attention(x, bias, self.num_heads)
+    }
+
+    /// The Q, K and V weights and biases side by side, for [`AlbertAttention::attend_packed`]:
+    /// an encoder whose layers share this block packs them once a forward pass, not once a
+    /// layer. `None` where a layer has no bias.
+    pub fn pack_qkv(&self) -> Option<(Tensor<2>, Tensor<1>)> {
+        ops::pack_qkv([&self.query, &self.key, &self.value])
+    }
+
+    /// [`AlbertAttention::attend`] with the Q, K and V layers already packed ([`pack_qkv`]),
+    /// where the packed product applies.
+    ///
+    /// [`pack_qkv`]: AlbertAttention::pack_qkv
+    pub fn attend_packed(
+        &self,
+        x: Tensor<3>,
+        bias: Tensor<4>,
+        packed: Option<&(Tensor<2>, Tensor<1>)>,
+    ) -> Tensor<3> {
         // One op on flex and libtorch where no dropout on the probabilities applies (off
         // autodiff, none does); on libtorch from one product for Q, K and V.
         let no_dropout = self.attention_dropout.prob == 0.0 || !x.device().is_autodiff();
-        let packed = no_dropout && crate::fused::packs_attention(&x, &bias, self.num_heads);
-        let context = packed
-            .then(|| self.packed_context(&x, &bias))
+        let context = self
+            .packs(&x, &bias)
+            .then(|| self.packed_context(&x, &bias, packed))
             .flatten()
             .unwrap_or_else(|| self.context(x, bias, no_dropout));
         self.output_dropout
@@ -80,12 +107,25 @@ impl AlbertAttention {
         1.0 / ((h / self.num_heads) as f64).sqrt()
     }
 
-    /// The attention's context from Q, K and V packed in one product, on libtorch
-    /// ([`crate::fused::attention_packed`]); `None` where that op does not apply.
-    pub(super) fn packed_context(&self, x: &Tensor<3>, bias: &Tensor<4>) -> Option<Tensor<3>> {
+    /// The attention's context from Q, K and V packed in one product (`packed`, or packed
+    /// here), on libtorch ([`crate::fused::attention_packed`]); `None` where that op does not
+    /// apply.
+    pub(super) fn packed_context(
+        &self,
+        x: &Tensor<3>,
+        bias: &Tensor<4>,
+        packed: Option<&(Tensor<2>, Tensor<1>)>,
+    ) -> Option<Tensor<3>> {
         let (p, [_, _, h]) = (self.precision, x.dims());
-        let layers = [&self.query, &self.key, &self.value];
-        let qkv = ops::packed_projection(p, layers, x, p.between_products())?;
+        let own;
+        let packed = match packed {
+            Some(packed) => packed,
+            None => {
+                own = self.pack_qkv()?;
+                &own
+            }
+        };
+        let qkv = ops::packed_projection(p, packed, x, p.between_products())?;
         crate::fused::attention_packed(&qkv, bias, self.num_heads, self.scale(h) as f32)
     }
 

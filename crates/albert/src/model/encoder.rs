@@ -48,10 +48,34 @@ impl AlbertEncoder {
     /// `[batch, seq, E]` → `[batch, seq, H]`.
     pub fn forward(&self, embedded: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
         let mut x = self.project(embedded);
+        let packed = self.pack_shared_qkv(&x, &bias);
         for i in 0..self.num_layers {
-            x = self.layer(i).forward(x, bias.clone());
+            let mut layer = self.layer(i);
+            layer.packed_qkv = packed[i % packed.len()].as_ref();
+            x = layer.forward(x, bias.clone());
         }
         x
+    }
+
+    /// Each attention block's Q, K and V packed once for the forward pass, where the block is
+    /// shared by several layers and takes them packed ([`AlbertAttention::packs`]: libtorch);
+    /// `None` for a block used once, or not packed.
+    ///
+    /// Why: packing is two concatenations forward and their slicing backward; done in every
+    /// layer, `base`'s 12 layers sharing one block packed the same weights 12 times a step, and
+    /// the backward sliced 12 gradients apart to sum them per layer (`pipeline bench train
+    /// --count-ops`, `tch-cpu`: 28 `cat`s and 144 slices of the `[768, 2304]` weight a step).
+    /// Packed once, the 12 layers' gradients sum in the packed weight's and are sliced once.
+    fn pack_shared_qkv(
+        &self,
+        x: &Tensor<3>,
+        bias: &Tensor<4>,
+    ) -> Vec<Option<(Tensor<2>, Tensor<1>)>> {
+        let shared = self.num_layers > self.attentions.len();
+        self.attentions
+            .iter()
+            .map(|a| (shared && a.packs(x, bias)).then(|| a.pack_qkv()).flatten())
+            .collect()
     }
 
     /// `[batch, seq, E]` → `[batch, seq, H]`: the E→H projection (none in albert_zh's layout).
@@ -68,6 +92,7 @@ impl AlbertEncoder {
             attention: &self.attentions[i % self.attentions.len()],
             ffn: &self.ffns[i % self.ffns.len()],
             ln_type: self.ln_type,
+            packed_qkv: None,
         }
     }
 }

@@ -65,25 +65,30 @@ pub(super) fn linear_rows_to(
     precision.linear(l, x)
 }
 
-/// Q, K and V of `x` `[batch, seq, H]` packed side by side, `[batch, seq, 3H]`: one product
-/// with the three layers' weights and biases concatenated (a few small copies a step, where
-/// the three products they replace each read `x`), its result in `out` under bf16. `None`
-/// where the fused dense op does not apply or a layer has no bias.
-pub(super) fn packed_projection(
-    precision: MatmulPrecision,
-    [q, k, v]: [&Linear; 3],
-    x: &Tensor<3>,
-    out: FloatDType,
-) -> Option<Tensor<3>> {
+/// The Q, K and V layers' weights `[H, 3H]` and biases `[3H]` side by side, for
+/// [`packed_projection`]; `None` where a layer has no bias.
+pub(super) fn pack_qkv([q, k, v]: [&Linear; 3]) -> Option<(Tensor<2>, Tensor<1>)> {
     let biases = [q, k, v].map(|l| l.bias.as_ref().map(|b| b.val()));
     let [Some(bq), Some(bk), Some(bv)] = biases else {
         return None;
     };
     let w = Tensor::cat(vec![q.weight.val(), k.weight.val(), v.weight.val()], 1);
-    let b = Tensor::cat(vec![bq, bk, bv], 0);
+    Some((w, Tensor::cat(vec![bq, bk, bv], 0)))
+}
+
+/// Q, K and V of `x` `[batch, seq, H]` packed side by side, `[batch, seq, 3H]`: one product
+/// with the three layers' weights and biases concatenated ([`pack_qkv`]: a few small copies a
+/// step, where the three products they replace each read `x`), its result in `out` under bf16.
+/// `None` where the fused dense op does not apply.
+pub(super) fn packed_projection(
+    precision: MatmulPrecision,
+    (w, b): &(Tensor<2>, Tensor<1>),
+    x: &Tensor<3>,
+    out: FloatDType,
+) -> Option<Tensor<3>> {
     let [n, s, h] = x.dims();
     let rows = x.clone().reshape([n * s, h]);
-    let y = fused_linear(precision, &rows, &w, &b, (false, out))?;
+    let y = fused_linear(precision, &rows, w, b, (false, out))?;
     let [_, o] = y.dims();
     Some(y.reshape([n, s, o]))
 }

@@ -1,6 +1,7 @@
 //! The attention block's two softmax paths: burn's ops under autodiff, the fused kernel (scale
-//! and padding bias folded in) when untracked. Both must compute the same attention. And the
-//! pretraining loss's gather of the masked positions against the logits of every position.
+//! and padding bias folded in) when untracked. Both must compute the same attention. The packed
+//! Q, K and V product, per layer and once for layers sharing a block. And the pretraining
+//! loss's gather of the masked positions against the logits of every position.
 
 use burn::module::Module;
 use burn::tensor::activation::softmax;
@@ -134,7 +135,7 @@ fn packed_projections_attend_as_three_separate_ones() {
             attention.num_heads
         ));
         let packed = attention
-            .packed_context(&x, &bias)
+            .packed_context(&x, &bias, None)
             .expect("packed on libtorch");
         let packed = dense_in(p, &attention.dense, packed);
         // The block takes that path.
@@ -182,6 +183,62 @@ fn packed_projections_attend_as_three_separate_ones() {
                 );
             }
         }
+    }
+}
+
+/// An encoder whose layers share one attention block packs its Q, K and V weights once a
+/// forward pass (two `cat`s, whatever the layers), and computes what the layers packing them
+/// each for itself compute: the same states, and the same gradients for the three weights up
+/// to the order of the sums.
+#[cfg(feature = "tch")]
+#[test]
+fn a_shared_attention_block_is_packed_once_a_forward_pass() {
+    use burn::tensor::FloatDType;
+    let tch_cpu = crate::device::resolve(crate::device::DeviceChoice::TchCpu);
+    let device = tch_cpu.expect("libtorch's CPU").device.autodiff();
+    device.seed(13);
+    let c = AlbertConfig::named("tiny").expect("tiny is a known size");
+    let mut encoder = AlbertEncoder::new(&c, &device);
+    let a = &mut encoder.attentions[0];
+    random_biases([&mut a.query, &mut a.key, &mut a.value], &device);
+    let [b, s] = [2, 7];
+    let embedded = Tensor::<3>::random(
+        [b, s, c.embedding_size],
+        Distribution::Normal(0.0, 1.0),
+        &device,
+    );
+    let zeros = vec![0; b * s];
+    let bias = AlbertInput::from_rows(b, s, zeros.clone(), zeros, vec![1; b * s], &device)
+        .attention_bias();
+    let layer_by_layer = || {
+        let mut x = encoder.project(embedded.clone());
+        for i in 0..encoder.num_layers {
+            x = encoder.layer(i).forward(x, bias.clone());
+        }
+        x
+    };
+    let cats = |ops: &std::collections::BTreeMap<String, u64>| -> u64 {
+        ops.iter()
+            .filter(|(k, _)| k.starts_with("aten::cat") && !k.contains(" > "))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let (hoisted, ops) =
+        crate::op_tally::count_ops(|| encoder.forward(embedded.clone(), bias.clone())).unwrap();
+    let (each, each_ops) = crate::op_tally::count_ops(layer_by_layer).unwrap();
+    assert_eq!(cats(&ops), 2, "{ops:#?}");
+    assert_eq!(cats(&each_ops), 2 * c.num_hidden_layers as u64);
+    assert_eq!(hoisted.to_data(), each.to_data());
+    let w = Tensor::<3>::random(hoisted.dims(), Distribution::Normal(0.0, 1.0), &device);
+    let g1 = (hoisted * w.clone()).sum().backward();
+    let g2 = (each * w).sum().backward();
+    let a = &encoder.attentions[0];
+    for (name, l) in [("query", &a.query), ("key", &a.key), ("value", &a.value)] {
+        let dw = |g: &_| l.weight.grad(g).expect("dW").cast(FloatDType::F32);
+        let (x, e) = (dw(&g1), dw(&g2));
+        let scale = e.clone().abs().max().into_scalar::<f32>();
+        let diff = (x - e).abs().max().into_scalar::<f32>();
+        assert!(diff <= 1e-5 * scale, "{name}: {diff} (scale {scale})");
     }
 }
 
