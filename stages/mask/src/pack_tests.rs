@@ -80,24 +80,28 @@ fn packing_fills_instances_and_keeps_the_splits_apart() {
     assert_eq!(meta.get("pack").map(String::as_str), Some("true"));
 }
 
-#[test]
-fn without_pack_every_document_is_its_own_unit() {
+/// The fixture corpus masked unpacked into `out/` of a fresh directory: the report, and the
+/// directory (kept alive while the shards are read).
+fn masked_unpacked() -> (MaskReport, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let files = corpus(dir.path());
     let out = dir.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
     let r = masker(dir.path(), false).run(&files, &out, |_| {}).unwrap();
+    (r, dir)
+}
+
+#[test]
+fn without_pack_every_document_is_its_own_unit() {
+    let (r, _dir) = masked_unpacked();
     assert_eq!(r.packs, r.documents);
 }
 
 #[test]
 fn each_training_shard_holds_one_masking_pass() {
-    let dir = tempfile::tempdir().unwrap();
-    let files = corpus(dir.path());
-    let out = dir.path().join("out");
-    std::fs::create_dir_all(&out).unwrap();
     // Unpacked, each two-sentence document is one instance a pass; dupe_factor 2.
-    let r = masker(dir.path(), false).run(&files, &out, |_| {}).unwrap();
+    let (r, dir) = masked_unpacked();
+    let out = dir.path().join("out");
     let train_documents = r.documents - r.eval_documents;
     assert_eq!(r.train.instances, 2 * train_documents);
     assert_eq!(r.train.shards, ["shard-00000.arrow", "shard-00001.arrow"]);
@@ -113,11 +117,7 @@ fn each_training_shard_holds_one_masking_pass() {
 
 #[test]
 fn metrics_carry_each_splits_no_context_floor() {
-    let dir = tempfile::tempdir().unwrap();
-    let files = corpus(dir.path());
-    let out = dir.path().join("out");
-    std::fs::create_dir_all(&out).unwrap();
-    let r = masker(dir.path(), false).run(&files, &out, |_| {}).unwrap();
+    let (r, _dir) = masked_unpacked();
     let v = r
         .metrics(&MaskConfig::default(), Some("clean@x".into()))
         .unwrap();
