@@ -576,10 +576,10 @@ fn bench_train_and_finetune_count_cuda_syncs_in_the_tch_build_only() {
 
 /// `--count-ops`: the flex build says it needs the `tch` one; the `tch` build puts one step's
 /// operators in the JSON's `torch_ops_per_step`, by call path with the first tensor's type and
-/// shape (the layers' products among them), and lists the commonest under the human line;
-/// the other benchmarks refuse the flag (exit 2).
+/// shape (the layers' products among them), and lists the commonest under the human line, for
+/// a pretraining step and a fine-tuning one; bench infer refuses the flag (exit 2).
 #[test]
-fn bench_train_counts_one_steps_libtorch_operators_in_the_tch_build_only() {
+fn bench_train_and_finetune_count_one_steps_libtorch_operators_in_the_tch_build_only() {
     let bench = |cmd: &str, device: &str, json: bool| {
         std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
             .args(["bench", cmd, "--model", "tiny", "--vocab-size", "64"])
@@ -589,38 +589,41 @@ fn bench_train_counts_one_steps_libtorch_operators_in_the_tch_build_only() {
             .output()
             .expect("running pipeline")
     };
-    if cfg!(feature = "tch") {
-        let out = bench("train", "tch-cpu", true);
-        assert!(out.status.success(), "{out:?}");
-        let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON");
-        let ops = line["torch_ops_per_step"].as_object().expect("a map");
-        // tiny's FFN's first product (its first tensor the bias, 1248 wide) is called once a
-        // layer (four) on each data-parallel worker's micro-batch.
-        let workers = line["data_parallel_workers"].as_u64().expect("workers");
-        let ffn = ops.get("aten::addmm [Float 1248]").and_then(|v| v.as_u64());
-        assert_eq!(
-            ffn,
-            Some(4 * workers),
-            "{:#?}",
-            ops.keys().collect::<Vec<_>>()
-        );
-        let out = bench("train", "tch-cpu", false);
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains("libtorch operators of one step:"), "{text}");
-        assert!(text.contains("the 40 commonest:\n"), "{text}");
-    } else {
-        let out = bench("train", "cpu", true);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(err.contains("needs the `tch` build"), "{err}");
-        assert!(out.stdout.is_empty(), "no result line");
+    for cmd in ["train", "finetune"] {
+        if cfg!(feature = "tch") {
+            let out = bench(cmd, "tch-cpu", true);
+            assert!(out.status.success(), "{cmd}: {out:?}");
+            let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON");
+            let ops = line["torch_ops_per_step"].as_object().expect("a map");
+            // tiny's FFN's first product (its first tensor the bias, 1248 wide) is called once
+            // a layer (four) on each data-parallel worker's micro-batch.
+            let workers = line["data_parallel_workers"].as_u64().expect("workers");
+            let ffn = ops.get("aten::addmm [Float 1248]").and_then(|v| v.as_u64());
+            assert_eq!(
+                ffn,
+                Some(4 * workers),
+                "{cmd}: {:#?}",
+                ops.keys().collect::<Vec<_>>()
+            );
+            let out = bench(cmd, "tch-cpu", false);
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("libtorch operators of one step:"), "{text}");
+            assert!(text.contains("the 40 commonest:\n"), "{text}");
+        } else {
+            let out = bench(cmd, "cpu", true);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{cmd}: {err}");
+            assert!(err.contains("needs the `tch` build"), "{err}");
+            assert!(out.stdout.is_empty(), "no result line");
+        }
     }
-    for cmd in ["infer", "finetune"] {
-        let out = bench(cmd, "cpu", true);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
-        assert!(err.contains("--count-ops is for bench train"), "{err}");
-    }
+    let out = bench("infer", "cpu", true);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--count-ops is for bench train and bench finetune, not bench infer"),
+        "{err}"
+    );
 }
 
 /// `--cuda-profiler-range`: refused on a device that is not a GPU (exit 1, before building

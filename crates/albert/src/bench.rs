@@ -54,11 +54,11 @@ pub struct BenchSpec {
     /// Training only: after the timed runs, also time a step's phases apart (forward; forward
     /// and backward; the whole step), the device synchronised after each.
     pub phases: bool,
-    /// Training only: count the CUDA synchronisations the timed steps make
+    /// Training and fine-tuning only: count the CUDA synchronisations the timed steps make
     /// ([`crate::cuda_sync`]), the runs' own read-backs left out.
     pub count_syncs: bool,
-    /// Training only: after the timed runs, count the libtorch operators one more step calls,
-    /// by call path ([`crate::op_tally`]).
+    /// Training and fine-tuning only: after the timed runs, count the libtorch operators one
+    /// more step calls, by call path ([`crate::op_tally`]).
     pub count_ops: bool,
     /// Training only, on CUDA: the timed runs inside a profiler range
     /// ([`crate::cuda_profiler`]), so that `ncu --profile-from-start off` records their kernels

@@ -40,6 +40,7 @@ pub fn finetune(args: &BenchArgs) -> Result<ExitCode> {
         "peak_rss_bytes": r.peak_rss_bytes, "date": date, "commit": commit,
         "data_parallel_workers": r.data_parallel_workers,
         "cuda_syncs_per_step": r.syncs_per_step, "cuda_first_sync_site": r.first_sync_site,
+        "torch_ops_per_step": r.ops_per_step,
     });
     report(&args.of, value, human(args, &r, &date, commit.as_deref()))
 }
@@ -49,7 +50,7 @@ fn human(args: &BenchArgs, r: &FinetuneBench, date: &str, commit: Option<&str>) 
     format!(
         "finetune {} on {}: batch {} × seq {}: classification {:.0} tokens/s, span extraction \
          {:.0} tokens/s (medians of {} runs × {} steps, alternating); span / classification \
-         {:.3} (median of the per-round ratios), peak RSS {:.2} GB; {date}{}{}",
+         {:.3} (median of the per-round ratios), peak RSS {:.2} GB; {date}{}{}{}",
         args.of.model,
         r.host.device,
         args.batch,
@@ -61,7 +62,8 @@ fn human(args: &BenchArgs, r: &FinetuneBench, date: &str, commit: Option<&str>) 
         r.span_over_classification,
         r.peak_rss_bytes as f64 / 1e9,
         commit.map(|c| format!(", commit {c}")).unwrap_or_default(),
-        super::syncs_text(r.syncs_per_step, r.first_sync_site.as_deref())
+        super::syncs_text(r.syncs_per_step, r.first_sync_site.as_deref()),
+        super::ops_text(r.ops_per_step.as_ref())
     )
 }
 

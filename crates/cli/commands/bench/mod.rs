@@ -9,6 +9,7 @@
 //! they share, turns them into their [`BenchSpec`] and prints what they measured, one line for
 //! people or one JSON object; each benchmark is a module of its own.
 
+use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::process::ExitCode;
 
@@ -16,6 +17,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use pipeline_albert::ShareType;
 use pipeline_albert::device::DeviceChoice;
+use pipeline_albert::op_tally::most_called;
 use stage_pretrain::api::BenchSpec;
 
 pub mod finetune;
@@ -126,10 +128,11 @@ pub struct BenchArgs {
     /// the `tch` build; on a CPU device the count is 0.
     #[arg(long)]
     pub count_syncs: bool,
-    /// Train only: after the timed runs, count the libtorch operators one more step calls, each
-    /// under the path of the operators it was called inside (`aten::to > aten::_to_copy >
-    /// aten::copy_`) with its first tensor's type and shape: on a GPU nearly every operator
-    /// that is not a view is a kernel, and this says which call made a copy, a cast or an add.
+    /// Train and finetune (the classification head's step): after the timed runs, count the
+    /// libtorch operators one more step calls, each under the path of the operators it was
+    /// called inside (`aten::to > aten::_to_copy > aten::copy_`) with its first tensor's type
+    /// and shape: on a GPU nearly every operator that is not a view is a kernel, and this says
+    /// which call made a copy, a cast or an add.
     /// The 40 commonest paths are printed under the line (`torch_ops_per_step`, every path, with
     /// --json). Needs the `tch` build; runs on libtorch's CPU as on CUDA.
     #[arg(long)]
@@ -207,6 +210,26 @@ fn model_spec(args: &ModelArgs) -> Result<BenchSpec> {
     })
 }
 
+/// The paths `ops_text` prints, of the hundreds a step calls: enough to hold every copy, cast
+/// and add of a `base` step's layers.
+const OPS_SHOWN: usize = 40;
+
+/// With `--count-ops`: the step's operator calls and its commonest call paths, one a line.
+fn ops_text(ops: Option<&BTreeMap<String, u64>>) -> String {
+    let Some(ops) = ops else {
+        return String::new();
+    };
+    let calls: u64 = ops.values().sum();
+    let mut text = format!(
+        "; libtorch operators of one step: {calls} calls on {} paths, the {OPS_SHOWN} commonest:",
+        ops.len()
+    );
+    for (path, n) in most_called(ops, OPS_SHOWN) {
+        text.push_str(&format!("\n    {n:>6}  {path}"));
+    }
+    text
+}
+
 /// `value` of `flag`, which must be at least 1.
 fn at_least_one(flag: &str, value: usize) -> Result<NonZeroUsize> {
     Ok(NonZeroUsize::new(value).ok_or_else(|| {
@@ -216,7 +239,7 @@ fn at_least_one(flag: &str, value: usize) -> Result<NonZeroUsize> {
 }
 
 /// `--phases` or `--cuda-profiler-range` given to a benchmark other than train, or
-/// `--count-syncs` to one other than train and finetune (`bench`).
+/// `--count-syncs` or `--count-ops` to one other than train and finetune (`bench`).
 fn refuse_train_only(args: &BenchArgs, bench: &str) -> Result<()> {
     let (flag, what) = if args.phases {
         (
@@ -228,10 +251,10 @@ fn refuse_train_only(args: &BenchArgs, bench: &str) -> Result<()> {
             "--count-syncs",
             "it counts the times a training or fine-tuning step waits for the device",
         )
-    } else if args.count_ops {
+    } else if args.count_ops && bench != "finetune" {
         (
             "--count-ops",
-            "it counts the libtorch operators a training step calls",
+            "it counts the libtorch operators a training or fine-tuning step calls",
         )
     } else if args.cuda_profiler_range {
         (
@@ -241,7 +264,7 @@ fn refuse_train_only(args: &BenchArgs, bench: &str) -> Result<()> {
     } else {
         return Ok(());
     };
-    let benches = if flag == "--count-syncs" {
+    let benches = if flag == "--count-syncs" || flag == "--count-ops" {
         "bench train and bench finetune"
     } else {
         "bench train"

@@ -4,10 +4,7 @@
 
 use std::process::ExitCode;
 
-use std::collections::BTreeMap;
-
 use anyhow::Result;
-use pipeline_albert::op_tally::most_called;
 use serde_json::json;
 use stage_pretrain::api::{StepPhases, TrainBench, bench_train};
 
@@ -39,26 +36,6 @@ fn train_json(args: &BenchArgs, r: &TrainBench) -> serde_json::Value {
             "step_s": p.step, "repetitions": args.steps,
         })),
     })
-}
-
-/// The paths `ops_text` prints, of the hundreds a step calls: enough to hold every copy, cast
-/// and add of a `base` step's layers.
-const OPS_SHOWN: usize = 40;
-
-/// With `--count-ops`: the step's operator calls and its commonest call paths, one a line.
-fn ops_text(ops: Option<&BTreeMap<String, u64>>) -> String {
-    let Some(ops) = ops else {
-        return String::new();
-    };
-    let calls: u64 = ops.values().sum();
-    let mut text = format!(
-        "; libtorch operators of one step: {calls} calls on {} paths, the {OPS_SHOWN} commonest:",
-        ops.len()
-    );
-    for (path, n) in most_called(ops, OPS_SHOWN) {
-        text.push_str(&format!("\n    {n:>6}  {path}"));
-    }
-    text
 }
 
 /// `; phases …` with `--phases`, for the human line.
@@ -98,6 +75,6 @@ fn train_line(args: &BenchArgs, r: &TrainBench) -> String {
         r.peak_rss_bytes as f64 / 1e9,
         phases_text(r.phases),
         super::syncs_text(r.syncs_per_step, r.first_sync_site.as_deref()),
-        ops_text(r.ops_per_step.as_ref())
+        super::ops_text(r.ops_per_step.as_ref())
     )
 }

@@ -7,6 +7,7 @@
 //! The encoder runs in [`BenchSpec::precision`] (bf16 on libtorch devices only), as the stage's
 //! `precision` param has it; [`BenchSpec::masked`] and [`BenchSpec::split`] are not used.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use burn::tensor::Device;
@@ -22,7 +23,7 @@ pub use pipeline_albert::bench::{BenchError, BenchSpec};
 
 use crate::encode::Encoded;
 use crate::task_model::TaskModel;
-use crate::train::{FineTuner, Gold, read_steps};
+use crate::train::{FineTuner, Gold, StepResult, read_steps};
 
 /// What [`bench_finetune`] measured: tokens trained per second with each head.
 #[derive(Debug, Clone)]
@@ -53,6 +54,10 @@ pub struct FinetuneBench {
     /// With [`BenchSpec::count_syncs`] and a sync counted: the first one's call stack
     /// ([`SyncTally::first_site`]).
     pub first_sync_site: Option<String>,
+    /// With [`BenchSpec::count_ops`]: the libtorch operators one more step of the
+    /// classification head (the grid's) calls as it is queued, by call path
+    /// ([`pipeline_albert::op_tally::count_ops`]).
+    pub ops_per_step: Option<BTreeMap<String, u64>>,
 }
 
 /// Training tokens/s of the span-extraction head beside the sequence-classification head's:
@@ -63,6 +68,9 @@ pub fn bench_finetune(spec: &BenchSpec) -> Result<FinetuneBench, BenchError> {
     let precision = spec.precision_on(&dev)?;
     if spec.count_syncs {
         pipeline_albert::cuda_sync::available()?;
+    }
+    if spec.count_ops {
+        pipeline_albert::op_tally::available()?;
     }
     let (batch, seq) = (spec.batch.get(), spec.seq.get());
     if seq < 3 {
@@ -78,6 +86,14 @@ pub fn bench_finetune(spec: &BenchSpec) -> Result<FinetuneBench, BenchError> {
     let ad = dev.device.clone().autodiff();
     let mut heads = heads(&c, (batch, seq), (&ad, precision), &mut rng);
     let t = time_heads(&mut heads, spec, &examples)?;
+    let ops_per_step = match spec.count_ops {
+        // After every step so far (AdamW's bias correction divides by 1 − β^step).
+        true => {
+            let step = 2 * (spec.warmup + spec.runs.get() * spec.steps.get()) as u64;
+            Some(heads[0].count_step_ops(step, &examples)?)
+        }
+        false => None,
+    };
     let [cls, span] = t.rates;
     let steps_timed = (2 * spec.runs.get() * spec.steps.get()) as f64;
     Ok(FinetuneBench {
@@ -92,6 +108,7 @@ pub fn bench_finetune(spec: &BenchSpec) -> Result<FinetuneBench, BenchError> {
         data_parallel_workers: heads[0].tuner.parallel.workers(),
         syncs_per_step: t.syncs.as_ref().map(|s| s.total() as f64 / steps_timed),
         first_sync_site: t.syncs.and_then(|s| s.first_site().map(str::to_owned)),
+        ops_per_step,
         config: c,
     })
 }
@@ -115,33 +132,53 @@ impl Head {
         rows: &[&[Encoded]],
         mut syncs: Option<&mut SyncTally>,
     ) -> Result<(), BenchError> {
-        let gold = if self.spans.is_empty() {
-            Gold::Classes(&self.classes)
-        } else {
-            Gold::Spans(&self.spans)
-        };
-        let at = |step: u64| format!("{} step {step}", self.name);
         let results = (first..first + steps as u64)
-            .map(|step| {
-                let tuner = &mut self.tuner;
-                let result = match syncs.as_deref_mut() {
-                    Some(tally) => tally.count(|| tuner.try_step(step, rows, gold))?,
-                    None => tuner.try_step(step, rows, gold),
-                };
-                result.map_err(|e| BenchError::Step {
-                    step: at(step),
-                    message: e.to_string(),
-                })
+            .map(|step| match syncs.as_deref_mut() {
+                Some(tally) => tally.count(|| self.queue_step(step, rows))?,
+                None => self.queue_step(step, rows),
             })
             .collect::<Result<Vec<_>, _>>()?;
         let read = read_steps(&results);
         if let Some((k, v)) = read.iter().enumerate().find(|(_, v)| !v.loss.is_finite()) {
             return Err(BenchError::Step {
-                step: at(first + k as u64),
+                step: format!("{} step {}", self.name, first + k as u64),
                 message: format!("loss {}", v.loss),
             });
         }
         Ok(())
+    }
+
+    /// Step number `step` on `rows` against the head's gold, queued on the device.
+    fn queue_step(&mut self, step: u64, rows: &[&[Encoded]]) -> Result<StepResult, BenchError> {
+        let gold = if self.spans.is_empty() {
+            Gold::Classes(&self.classes)
+        } else {
+            Gold::Spans(&self.spans)
+        };
+        self.tuner
+            .try_step(step, rows, gold)
+            .map_err(|e| BenchError::Step {
+                step: format!("{} step {step}", self.name),
+                message: e.to_string(),
+            })
+    }
+
+    /// The libtorch operators step number `step` calls as it is queued (its loss's read-back
+    /// left out), by call path.
+    fn count_step_ops(
+        &mut self,
+        step: u64,
+        rows: &[&[Encoded]],
+    ) -> Result<BTreeMap<String, u64>, BenchError> {
+        let (queued, ops) = pipeline_albert::op_tally::count_ops(|| self.queue_step(step, rows))?;
+        let read = read_steps(std::slice::from_ref(&queued?));
+        match read.first() {
+            Some(v) if !v.loss.is_finite() => Err(BenchError::Step {
+                step: format!("{} step {step} (counted)", self.name),
+                message: format!("loss {}", v.loss),
+            }),
+            _ => Ok(ops),
+        }
     }
 }
 
