@@ -17,6 +17,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -26,6 +27,8 @@ namespace {
 std::mutex mu;
 std::map<std::string, long> *counts = nullptr;
 at::CallbackHandle handle = 0;
+// The one thread whose calls count, or no thread's id (every thread's count).
+std::thread::id only_thread;
 
 // The names of the operators open on this thread, outermost first: an op called inside another
 // (`aten::copy_` inside `aten::_to_copy` inside `aten::to`) is counted under the whole path.
@@ -65,9 +68,11 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction &fn) {
   if (!tensor.empty()) {
     key += " [" + tensor + "]";
   }
+  // Pushed on every thread, counted or not: `on_exit` pops what this pushed.
   open_ops.emplace_back(fn.name());
   std::lock_guard<std::mutex> lock(mu);
-  if (counts != nullptr) {
+  bool counted = only_thread == std::thread::id() || only_thread == std::this_thread::get_id();
+  if (counts != nullptr && counted) {
     ++(*counts)[key];
   }
   return nullptr;
@@ -81,13 +86,15 @@ void on_exit(const at::RecordFunction &, at::ObserverContext *) {
 
 } // namespace
 
-// Starts counting: 0; 2 when a count is already running.
-extern "C" int pipeline_op_count_start() {
+// Starts counting, the calls of every thread or, with `this_thread_only`, the calling
+// thread's alone: 0; 2 when a count is already running.
+extern "C" int pipeline_op_count_start(int this_thread_only) {
   std::lock_guard<std::mutex> lock(mu);
   if (counts != nullptr) {
     return 2;
   }
   counts = new std::map<std::string, long>();
+  only_thread = this_thread_only != 0 ? std::this_thread::get_id() : std::thread::id();
   // Operators only (not user scopes or the autograd nodes' own records), with their inputs for
   // the first tensor's type and shape.
   handle = at::addGlobalCallback(at::RecordFunctionCallback(on_enter, on_exit)

@@ -34,15 +34,37 @@ pub enum OpCountError {
 }
 
 /// `f`'s result and the operators it called: each call path with its calls, in path order.
+/// Every thread's calls count while `f` runs (torch's autograd engine runs a CUDA backward on
+/// a thread of its own).
 pub fn count_ops<T>(f: impl FnOnce() -> T) -> Result<(T, BTreeMap<String, u64>), OpCountError> {
-    imp::start()?;
+    imp::start(false)?;
+    let result = f();
+    Ok((result, imp::stop()))
+}
+
+/// [`count_ops`] of the calling thread's calls alone: what other threads run meanwhile (tests
+/// side by side in one process) is not counted. On libtorch's CPU a backward runs on the
+/// thread that asked for it, so a forward and backward there are counted whole.
+pub fn count_ops_here<T>(
+    f: impl FnOnce() -> T,
+) -> Result<(T, BTreeMap<String, u64>), OpCountError> {
+    imp::start(true)?;
     let result = f();
     Ok((result, imp::stop()))
 }
 
 /// Whether [`count_ops`] can count here: its error when it cannot, before any work is done.
 pub fn available() -> Result<(), OpCountError> {
-    count_ops(|| ()).map(|_| ())
+    count_ops_here(|| ()).map(|_| ())
+}
+
+/// Holds the counting tests of this crate one at a time: one count runs at once in a process.
+#[cfg(all(test, feature = "tch"))]
+pub(crate) fn one_count_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static COUNTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    COUNTING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The `n` paths called most, most first (ties in path order), as `(path, calls)`.
@@ -63,13 +85,13 @@ mod imp {
     type OpSink = extern "C" fn(sink: *mut c_void, key: *const c_char, calls: c_long);
 
     unsafe extern "C" {
-        fn pipeline_op_count_start() -> c_int;
+        fn pipeline_op_count_start(this_thread_only: c_int) -> c_int;
         fn pipeline_op_count_stop(each: OpSink, sink: *mut c_void) -> c_int;
     }
 
-    pub(super) fn start() -> Result<(), OpCountError> {
-        // SAFETY: no arguments; the C++ side guards its state with a mutex.
-        match unsafe { pipeline_op_count_start() } {
+    pub(super) fn start(this_thread_only: bool) -> Result<(), OpCountError> {
+        // SAFETY: a plain int argument; the C++ side guards its state with a mutex.
+        match unsafe { pipeline_op_count_start(c_int::from(this_thread_only)) } {
             0 => Ok(()),
             _ => Err(OpCountError::AlreadyCounting),
         }
@@ -103,7 +125,7 @@ mod imp {
 
     use super::OpCountError;
 
-    pub(super) fn start() -> Result<(), OpCountError> {
+    pub(super) fn start(_this_thread_only: bool) -> Result<(), OpCountError> {
         Err(OpCountError::NeedsTch)
     }
 
@@ -138,8 +160,9 @@ mod tests {
 
         #[test]
         fn each_call_is_counted_under_its_path_with_its_first_tensor() {
+            let _one = one_count_at_a_time();
             let x = Tensor::ones([2, 3], (Kind::Float, Device::Cpu));
-            let ((), counts) = count_ops(|| {
+            let ((), counts) = count_ops_here(|| {
                 let _ = x.to_kind(Kind::BFloat16);
                 let _ = &x + &x;
                 let _ = &x + &x;
@@ -158,11 +181,35 @@ mod tests {
             assert_eq!(strided, Some(&1), "{counts:#?}");
             // Nothing is counted once the count is over, and a second count starts afresh.
             let _ = &x + &x;
-            let ((), again) = count_ops(|| {
+            let ((), again) = count_ops_here(|| {
                 let _ = &x * &x;
             })
             .unwrap();
             assert_eq!(again.keys().collect::<Vec<_>>(), ["aten::mul [Float 2x3]"]);
+        }
+
+        /// A whole-process count takes another thread's calls in (a CUDA backward's engine
+        /// thread); a count of this thread's leaves them out.
+        #[test]
+        fn a_count_of_this_thread_leaves_other_threads_out() {
+            let _one = one_count_at_a_time();
+            let on_another_thread = || {
+                std::thread::spawn(|| {
+                    let y = Tensor::ones([5, 7], (Kind::Float, Device::Cpu));
+                    let _ = &y - &y;
+                })
+                .join()
+                .expect("the other thread");
+            };
+            let sub = "aten::sub [Float 5x7]";
+            let ((), every) = count_ops(on_another_thread).unwrap();
+            assert_eq!(every.get(sub), Some(&1), "{every:#?}");
+            let ((), here) = count_ops_here(on_another_thread).unwrap();
+            assert_eq!(here.get(sub), None, "{here:#?}");
+            assert_eq!(
+                count_ops_here(|| count_ops(|| ())).unwrap().0,
+                Err(OpCountError::AlreadyCounting)
+            );
         }
     }
 }
