@@ -30,13 +30,19 @@ impl Albert {
 
 impl AlbertEncoder {
     /// `[batch, seq, E]` → `[batch, 1, H]`: the last hidden state of the first position.
+    /// A shared attention block's Q, K and V are packed once for the layers before the last,
+    /// as [`AlbertEncoder::forward`] packs them (the last layer's queries are `[CLS]`'s alone,
+    /// a product of their own).
     pub fn forward_cls(&self, embedded: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
         let mut x = self.project(embedded);
+        let packed = self.pack_shared_qkv(&x, &bias);
         for i in 0..self.num_layers {
+            let mut layer = self.layer(i);
             x = if i + 1 == self.num_layers {
-                self.layer(i).forward_first(x, bias.clone())
+                layer.forward_first(x, bias.clone())
             } else {
-                self.layer(i).forward(x, bias.clone())
+                layer.packed_qkv = packed[i % packed.len()].as_ref();
+                layer.forward(x, bias.clone())
             };
         }
         // One position already after the last layer; with no layers, the input's first.

@@ -66,7 +66,7 @@ impl AlbertEncoder {
     /// the backward sliced 12 gradients apart to sum them per layer (`pipeline bench train
     /// --count-ops`, `tch-cpu`: 28 `cat`s and 144 slices of the `[768, 2304]` weight a step).
     /// Packed once, the 12 layers' gradients sum in the packed weight's and are sliced once.
-    fn pack_shared_qkv(
+    pub(super) fn pack_shared_qkv(
         &self,
         x: &Tensor<3>,
         bias: &Tensor<4>,
