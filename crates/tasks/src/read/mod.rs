@@ -395,7 +395,7 @@ pub(crate) fn collect<R: BufRead, T>(
         report.rows += 1;
         let parsed = match utf8(bytes) {
             Ok(text) => parse(line, report.rows, text)?,
-            Err(detail) => Parsed::Bad(BadReason::InvalidUtf8, detail),
+            Err(e) => Parsed::Bad(BadReason::InvalidUtf8, e.to_string()),
         };
         match parsed {
             Parsed::Example(e) => examples.push(e),
@@ -410,8 +410,18 @@ pub(crate) fn is_blank(bytes: &[u8]) -> bool {
     bytes.iter().all(u8::is_ascii_whitespace)
 }
 
-pub(crate) fn utf8(bytes: &[u8]) -> Result<&str, String> {
-    std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8 at byte {}", e.valid_up_to()))
+/// A line that is not UTF-8: the byte where its valid prefix ends (what a bad row's detail says).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("invalid UTF-8 at byte {at}")]
+pub(crate) struct InvalidUtf8 {
+    /// The length of the line's valid prefix.
+    pub at: usize,
+}
+
+pub(crate) fn utf8(bytes: &[u8]) -> Result<&str, InvalidUtf8> {
+    std::str::from_utf8(bytes).map_err(|e| InvalidUtf8 {
+        at: e.valid_up_to(),
+    })
 }
 
 pub(crate) fn quote(s: &str) -> String {

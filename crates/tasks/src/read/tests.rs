@@ -60,6 +60,7 @@ fn reads_lcqmc_rows_and_counts_bad_ones() {
         rep.bad.samples[2]
     );
     assert!(rep.bad.samples[2].detail.contains("knows 0, 1"));
+    assert_eq!(rep.bad.samples[4].detail, "invalid UTF-8 at byte 0");
     // 5 of 7 bad: over any sane threshold, with counts and samples in the message.
     let e = rep.check_bad_fraction(0.05).unwrap_err().to_string();
     assert!(e.starts_with("x.tsv: 5 of 7 rows are bad (71.43 %"), "{e}");

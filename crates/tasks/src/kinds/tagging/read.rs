@@ -213,11 +213,11 @@ fn read_conll<R: BufRead>(
     while let Some((line, bytes)) = lines.next_line()? {
         let text = match utf8(bytes) {
             Ok(t) => t.trim(),
-            Err(detail) => {
+            Err(e) => {
                 if start == 0 {
                     start = line;
                 }
-                bad.get_or_insert((BadReason::InvalidUtf8, format!("line {line}: {detail}")));
+                bad.get_or_insert((BadReason::InvalidUtf8, format!("line {line}: {e}")));
                 continue;
             }
         };
