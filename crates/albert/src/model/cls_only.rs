@@ -37,12 +37,10 @@ impl AlbertEncoder {
         let mut x = self.project(embedded);
         let packed = self.pack_shared_qkv(&x, &bias);
         for i in 0..self.num_layers {
-            let mut layer = self.layer(i);
             x = if i + 1 == self.num_layers {
-                layer.forward_first(x, bias.clone())
+                self.layer(i).forward_first(x, bias.clone())
             } else {
-                layer.packed_qkv = packed[i % packed.len()].as_ref();
-                layer.forward(x, bias.clone())
+                self.layer_packed(i, &packed).forward(x, bias.clone())
             };
         }
         // One position already after the last layer; with no layers, the input's first.

@@ -50,11 +50,22 @@ impl AlbertEncoder {
         let mut x = self.project(embedded);
         let packed = self.pack_shared_qkv(&x, &bias);
         for i in 0..self.num_layers {
-            let mut layer = self.layer(i);
-            layer.packed_qkv = packed[i % packed.len()].as_ref();
-            x = layer.forward(x, bias.clone());
+            x = self.layer_packed(i, &packed).forward(x, bias.clone());
         }
         x
+    }
+
+    /// [`AlbertEncoder::layer`] `i` with its attention block's Q, K and V as
+    /// [`AlbertEncoder::pack_shared_qkv`] packed them for the pass (`None`: packed where used).
+    pub(super) fn layer_packed<'a>(
+        &'a self,
+        i: usize,
+        packed: &'a [Option<(Tensor<2>, Tensor<1>)>],
+    ) -> AlbertLayerOps<'a> {
+        AlbertLayerOps {
+            packed_qkv: packed[i % packed.len()].as_ref(),
+            ..self.layer(i)
+        }
     }
 
     /// Each attention block's Q, K and V packed once for the forward pass, where the block is
