@@ -138,14 +138,20 @@ impl Head {
                 None => self.queue_step(step, rows),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let read = read_steps(&results);
-        if let Some((k, v)) = read.iter().enumerate().find(|(_, v)| !v.loss.is_finite()) {
-            return Err(BenchError::Step {
+        self.read_finite(first, &results)
+    }
+
+    /// Reads the losses of the queued steps `results`, numbered from `first` (which waits for
+    /// the device); a loss that is not finite is an error naming its step.
+    fn read_finite(&self, first: u64, results: &[StepResult]) -> Result<(), BenchError> {
+        let read = read_steps(results);
+        match read.iter().enumerate().find(|(_, v)| !v.loss.is_finite()) {
+            Some((k, v)) => Err(BenchError::Step {
                 step: format!("{} step {}", self.name, first + k as u64),
                 message: format!("loss {}", v.loss),
-            });
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Step number `step` on `rows` against the head's gold, queued on the device.
@@ -171,14 +177,8 @@ impl Head {
         rows: &[&[Encoded]],
     ) -> Result<BTreeMap<String, u64>, BenchError> {
         let (queued, ops) = pipeline_albert::op_tally::count_ops(|| self.queue_step(step, rows))?;
-        let read = read_steps(std::slice::from_ref(&queued?));
-        match read.first() {
-            Some(v) if !v.loss.is_finite() => Err(BenchError::Step {
-                step: format!("{} step {step} (counted)", self.name),
-                message: format!("loss {}", v.loss),
-            }),
-            _ => Ok(ops),
-        }
+        self.read_finite(step, std::slice::from_ref(&queued?))?;
+        Ok(ops)
     }
 }
 
