@@ -1,11 +1,12 @@
 //! Pretraining instances from one tokenized document, as google-research/albert's
-//! `create_pretraining_data.py` builds them, with the one change the SOP objective asks for: B is
-//! never taken from another document.
+//! `create_pretraining_data.py` builds them, with the one change the SOP objective asks for: B
+//! never starts in another document than the one A ends in (`pairs`).
 //!
 //! A document is a list of sentences, each a run of token ids with a flag per token saying
 //! whether it continues the word before it (a `##` piece, or a character inside a jieba word).
 //! Sentences are packed into chunks up to a target length; a chunk is split into segments A and
-//! B at a sentence boundary (or inside its only sentence); with probability ½ A and B are swapped
+//! B at a sentence boundary (or inside a sentence where the chunk has no boundary inside one
+//! document: `pairs` says why); with probability ½ A and B are swapped
 //! (`sentence_order_label` 1). Masking picks n-grams of whole words with p(n) ∝ 1/n until
 //! `masked_lm_prob` of the tokens (at most `max_predictions_per_seq`) are chosen, and replaces
 //! each chosen token with [MASK] 80 % of the time, a random token 10 %, itself 10 %.
@@ -13,6 +14,8 @@
 use pipeline_shards::Instance;
 use rand::Rng;
 use rand::seq::SliceRandom;
+
+use crate::pairs::{Segment, split_chunk, truncate_pair};
 
 /// The masking and packing parameters (the `mask` stage's params, checked).
 #[derive(Debug, Clone)]
@@ -28,7 +31,9 @@ pub struct Recipe {
     /// Longest masked span, in words.
     pub max_ngram: usize,
     /// Packed input (`pack`): a remainder shorter than half the target joins the chunk before
-    /// it (and is truncated with it) instead of making a short, mostly padded instance.
+    /// it (and is truncated with it) instead of making a short, mostly padded instance; the
+    /// truncation then takes the pair's outer ends, so that A and B still meet inside one of
+    /// the packed documents.
     pub pack: bool,
 }
 
@@ -55,6 +60,9 @@ pub struct TokenizedDoc {
     pub continues: Vec<bool>,
     /// Where each sentence ends in `ids` (exclusive).
     pub sentence_ends: Vec<usize>,
+    /// Packed documents (`append`): the sentences each joined document after the first starts
+    /// with, ascending. A sentence-order pair is never cut there.
+    pub document_starts: Vec<usize>,
 }
 
 impl TokenizedDoc {
@@ -70,6 +78,12 @@ impl TokenizedDoc {
 
     /// Appends another document's sentences (packing short documents into one).
     pub fn append(&mut self, other: &TokenizedDoc) {
+        let first = self.sentence_ends.len();
+        if first > 0 {
+            self.document_starts.push(first);
+        }
+        let joined = other.document_starts.iter().map(|s| s + first);
+        self.document_starts.extend(joined);
         let offset = self.ids.len();
         self.ids.extend_from_slice(&other.ids);
         self.continues.extend_from_slice(&other.continues);
@@ -77,7 +91,13 @@ impl TokenizedDoc {
             .extend(other.sentence_ends.iter().map(|e| e + offset));
     }
 
-    fn sentence(&self, i: usize) -> std::ops::Range<usize> {
+    /// Whether sentence `i` starts a joined document (never the first sentence).
+    pub(crate) fn starts_document(&self, i: usize) -> bool {
+        self.document_starts.binary_search(&i).is_ok()
+    }
+
+    /// The token range of sentence `i`.
+    pub(crate) fn sentence(&self, i: usize) -> std::ops::Range<usize> {
         let start = if i == 0 { 0 } else { self.sentence_ends[i - 1] };
         start..self.sentence_ends[i]
     }
@@ -114,31 +134,6 @@ impl MaskStats {
     }
 }
 
-/// A run of tokens as the packer moves them around: ids with their word-continuation flags.
-#[derive(Default)]
-struct Segment {
-    ids: Vec<u32>,
-    continues: Vec<bool>,
-}
-
-impl Segment {
-    fn extend(&mut self, doc: &TokenizedDoc, range: std::ops::Range<usize>) {
-        self.ids.extend_from_slice(&doc.ids[range.clone()]);
-        self.continues.extend_from_slice(&doc.continues[range]);
-    }
-
-    fn split_off(&mut self, at: usize) -> Segment {
-        Segment {
-            ids: self.ids.split_off(at),
-            continues: self.continues.split_off(at),
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.ids.len()
-    }
-}
-
 /// Every instance of one document for one pass over the corpus.
 pub fn instances_from_document<R: Rng>(
     doc: &TokenizedDoc,
@@ -170,52 +165,22 @@ pub fn instances_from_document<R: Rng>(
         if recipe.pack && i + 1 < n && doc.ids.len() - doc.sentence_ends[i] < target / 2 {
             continue;
         }
-        let a_end = if chunk.len() >= 2 {
-            rng.random_range(1..chunk.len())
-        } else {
-            1
-        };
-        let mut a = Segment::default();
-        for &s in &chunk[..a_end] {
-            a.extend(doc, doc.sentence(s));
-        }
-        let mut b = Segment::default();
-        for &s in &chunk[a_end..] {
-            b.extend(doc, doc.sentence(s));
-        }
+        let pair = split_chunk(doc, &chunk, rng);
         chunk.clear();
         chunk_len = 0;
-        if b.len() == 0 {
-            // A lone sentence: its two halves are the pair (google's code would take B from a
-            // random document, which is next-sentence prediction, not sentence order).
-            if a.len() < 2 {
-                continue;
-            }
-            let at = rng.random_range(1..a.len());
-            b = a.split_off(at);
-        }
+        let Some((mut a, mut b)) = pair else {
+            continue;
+        };
+        // Drawn before trimming, as google's script does, so that an unpacked document draws
+        // the stream it always did.
         let swapped = rng.random_bool(0.5);
+        truncate_pair(&mut a, &mut b, max_num_tokens, recipe.pack, rng);
         if swapped {
             std::mem::swap(&mut a, &mut b);
         }
-        truncate_pair(&mut a, &mut b, max_num_tokens, rng);
         out.push(assemble(&a, &b, swapped, recipe, specials, rng, stats));
     }
     out
-}
-
-/// Trims the longer segment, from its front or back at random, until the pair fits.
-fn truncate_pair<R: Rng>(a: &mut Segment, b: &mut Segment, max: usize, rng: &mut R) {
-    while a.len() + b.len() > max {
-        let longer = if a.len() > b.len() { &mut *a } else { &mut *b };
-        if rng.random_bool(0.5) {
-            longer.ids.remove(0);
-            longer.continues.remove(0);
-        } else {
-            longer.ids.pop();
-            longer.continues.pop();
-        }
-    }
 }
 
 fn assemble<R: Rng>(
