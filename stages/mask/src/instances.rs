@@ -15,7 +15,7 @@ use pipeline_shards::Instance;
 use rand::Rng;
 use rand::seq::SliceRandom;
 
-use crate::pairs::{Segment, split_chunk, truncate_pair};
+use crate::pairs::{Segment, split_chunk};
 
 /// The masking and packing parameters (the `mask` stage's params, checked).
 #[derive(Debug, Clone)]
@@ -31,9 +31,8 @@ pub struct Recipe {
     /// Longest masked span, in words.
     pub max_ngram: usize,
     /// Packed input (`pack`): a remainder shorter than half the target joins the chunk before
-    /// it (and is truncated with it) instead of making a short, mostly padded instance; the
-    /// truncation then takes the pair's outer ends, so that A and B still meet inside one of
-    /// the packed documents.
+    /// it (and is truncated with it) instead of making a short, mostly padded instance. A and
+    /// B still meet inside one of the packed documents (`pairs`).
     pub pack: bool,
 }
 
@@ -168,16 +167,18 @@ pub fn instances_from_document<R: Rng>(
         let pair = split_chunk(doc, &chunk, rng);
         chunk.clear();
         chunk_len = 0;
-        let Some((mut a, mut b)) = pair else {
+        let Some(mut pair) = pair else {
             continue;
         };
         // Drawn before trimming, as google's script does, so that an unpacked document draws
         // the stream it always did.
         let swapped = rng.random_bool(0.5);
-        truncate_pair(&mut a, &mut b, max_num_tokens, recipe.pack, rng);
-        if swapped {
-            std::mem::swap(&mut a, &mut b);
-        }
+        pair.truncate(max_num_tokens, rng);
+        let (a, b) = if swapped {
+            (pair.b, pair.a)
+        } else {
+            (pair.a, pair.b)
+        };
         out.push(assemble(&a, &b, swapped, recipe, specials, rng, stats));
     }
     out

@@ -16,7 +16,7 @@
 //! | `seed` | 12345 | everything random derives from it and the document's index |
 //! | `eval_fraction` | 0.02 | share of documents held out for the eval shard (one pass) |
 //! | `instances_per_shard` | 65536 | rows per Arrow file |
-//! | `pack` | false | pack short documents: consecutive documents of a split (in corpus order, within a block of 2,048) are joined until they hold `max_seq_length − 3` tokens, then cut into instances as one document, so that a short document no longer makes a short, mostly padded instance; an instance may then hold text of two documents (RoBERTa's FULL-SENTENCES packing), but segments A and B always meet inside one of them: the cut is never at a document boundary, and the pair is trimmed at its outer ends, so that the sentence order SOP asks for is one a document gives |
+//! | `pack` | false | pack short documents: consecutive documents of a split (in corpus order, within a block of 2,048) are joined until they hold `max_seq_length − 3` tokens, then cut into instances as one document, so that a short document no longer makes a short, mostly padded instance; an instance may then hold text of two documents (RoBERTa's FULL-SENTENCES packing), but segments A and B always meet inside one of them: the cut is never at a document boundary, and trimming never takes the last token of the document they meet in, so that the sentence order SOP asks for is one a document gives |
 //!
 //! Output: `shard-00000.arrow`… (training: one masking pass a shard, the passes' files numbered
 //! in turn), `eval-00000.arrow`… (held-out documents) and
