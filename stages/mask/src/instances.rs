@@ -47,6 +47,8 @@ pub struct Specials {
     pub mask: u32,
     /// Ordinary tokens (no [PAD]/[UNK]/[CLS]/[SEP]/[MASK]/[unused…]): the "10 % random".
     pub random_pool: Vec<u32>,
+    /// The ids of the sentence-final marks the SOP floor reads ([`crate::sop_floor`]), sorted.
+    pub sentence_final: Vec<u32>,
 }
 
 /// One tokenized document: `ids` and `continues` of all sentences end to end, and where each
@@ -321,6 +323,7 @@ mod tests {
             sep: SEP,
             mask: MASK,
             random_pool: (1000..2000).collect(),
+            sentence_final: vec![],
         }
     }
 

@@ -22,7 +22,8 @@
 //! in turn), `eval-00000.arrow`… (held-out documents) and
 //! `metrics.json` (with each split's `padding_fraction`: the share of its instances'
 //! `max_seq_length` slots that are padding, and its `no_context_floor`: the MLM accuracy and
-//! loss a model reaches without using context, see [`floor`]). The output depends only on the inputs and params, never on the number of
+//! loss a model reaches without using context, see [`floor`]; and its `sop_floor`: the SOP
+//! accuracy of reading only the punctuation at the segments' edges, see [`sop_floor`]). The output depends only on the inputs and params, never on the number of
 //! threads: documents are processed in fixed blocks, each with its own seeded RNG, and written
 //! in corpus order.
 
@@ -33,6 +34,7 @@ pub mod instances;
 mod pairs;
 mod read;
 mod report;
+pub mod sop_floor;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -270,11 +272,18 @@ impl Masker {
         if random_pool.is_empty() {
             bail!("the vocabulary has no ordinary tokens besides the special ones");
         }
+        let mut sentence_final: Vec<u32> = sop_floor::SENTENCE_FINAL
+            .iter()
+            .filter_map(|mark| vocab.id(mark))
+            .collect();
+        sentence_final.sort_unstable();
+        sentence_final.dedup();
         let specials = Specials {
             cls: vocab.cls_id(),
             sep: vocab.sep_id(),
             mask: vocab.mask_id(),
             random_pool,
+            sentence_final,
         };
         let words = config.whole_word.then(WordSegmenter::new);
         Ok(Masker {
@@ -397,7 +406,7 @@ impl Masker {
                 };
                 if let Some(instances) = r.passes.get(pass) {
                     for inst in instances {
-                        split.add(inst, self.specials.mask);
+                        split.add(inst, &self.specials);
                         writer.write(inst)?;
                     }
                 }

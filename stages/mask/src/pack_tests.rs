@@ -116,7 +116,7 @@ fn each_training_shard_holds_one_masking_pass() {
 }
 
 #[test]
-fn metrics_carry_each_splits_no_context_floor() {
+fn metrics_carry_each_splits_no_context_and_sop_floors() {
     let (r, _dir) = masked_unpacked();
     let v = r
         .metrics(&MaskConfig::default(), Some("clean@x".into()))
@@ -140,5 +140,16 @@ fn metrics_carry_each_splits_no_context_floor() {
         // At least the kept positions are right; far from all of them.
         assert!(acc >= f["kept_share"].as_f64().unwrap() && acc < 0.6, "{f}");
         assert!(loss.is_finite() && loss > 0.0, "{f}");
+        // Every instance is a pair the SOP floor scores; the fixture's sentences all end with
+        // a stop, so its edges hold little: the rule is near chance, not a sure thing.
+        let sop = &v[split]["sop_floor"];
+        let instances = if split == "train" {
+            r.train.instances
+        } else {
+            r.eval.instances
+        };
+        assert_eq!(sop["pairs"], json!(instances), "{split}: {sop}");
+        let sop_acc = sop["sop_accuracy"].as_f64().unwrap();
+        assert!((0.3..0.8).contains(&sop_acc), "{split}: {sop}");
     }
 }

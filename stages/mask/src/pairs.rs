@@ -16,7 +16,7 @@
 //! back) keeps the junction too, but then the segment that ends mid-sentence is mostly B: a
 //! rule that reads nothing but the punctuation at the segments' ends (a lookup table fitted on
 //! the training shards) got 66.4 % of the eval pairs' order right, a shortcut, not sentence
-//! order. With random ends that rule gets 53.95 %, as on unpacked documents (54.6 %), where
+//! order. With random ends that rule gets 53.95 %, as on unpacked documents (54.5 %), where
 //! google's scheme gives it the same small hold (51.0 % before this rule, whose 19.7 % of
 //! unanswerable pairs diluted it).
 

@@ -6,7 +6,8 @@ use serde_json::{Map, Value, json};
 
 use crate::MaskConfig;
 use crate::floor::{Floor, LabelCounts, NoContext};
-use crate::instances::MaskStats;
+use crate::instances::{MaskStats, Specials};
+use crate::sop_floor::{EdgeCounts, SopFloor};
 
 /// Counts for one output split.
 #[derive(Debug, Default, Clone)]
@@ -23,11 +24,15 @@ pub struct SplitReport {
     pub shards: Vec<String>,
     /// The masked labels by corruption, for the no-context floor.
     pub labels: LabelCounts,
+    /// The pairs' edge patterns by order label, for the SOP floor.
+    pub edges: EdgeCounts,
 }
 
 impl SplitReport {
-    pub(crate) fn add(&mut self, inst: &pipeline_shards::Instance, mask_id: u32) {
-        self.labels.add_instance(inst, mask_id);
+    pub(crate) fn add(&mut self, inst: &pipeline_shards::Instance, specials: &Specials) {
+        self.labels.add_instance(inst, specials.mask);
+        self.edges
+            .add_instance(inst, specials.sep, &specials.sentence_final);
         self.instances += 1;
         self.tokens += inst.input_ids.len() as u64;
         self.swapped += inst.sentence_order_label as u64;
@@ -99,9 +104,17 @@ impl MaskReport {
         )
     }
 
+    /// The SOP floor of the training and the eval split, the rule fitted on the training
+    /// split; `None` for a split without pairs.
+    pub fn sop_floors(&self) -> (Option<SopFloor>, Option<SopFloor>) {
+        let rule = self.train.edges.fit();
+        (self.train.edges.floor(&rule), self.eval.edges.floor(&rule))
+    }
+
     /// `metrics.json`: the typed record with `clean_instance`, and each split's
-    /// `no_context_floor` (`null` for a split without masked positions). The floor is a key
-    /// the shared record type does not have yet; its readers take it from the JSON.
+    /// `no_context_floor` (`null` for a split without masked positions) and `sop_floor`
+    /// (`null` for one without pairs). The floors are keys the shared record type does not
+    /// have yet; their readers take them from the JSON.
     pub fn metrics(
         &self,
         c: &MaskConfig,
@@ -111,9 +124,11 @@ impl MaskReport {
         record.clean_instance = clean_instance;
         let mut value = serde_json::to_value(record)?;
         let (train, eval) = self.floors();
-        for (split, floor) in [("train", train), ("eval", eval)] {
+        let (sop_train, sop_eval) = self.sop_floors();
+        for (split, floor, sop) in [("train", train, sop_train), ("eval", eval, sop_eval)] {
             if let Some(m) = value.get_mut(split).and_then(Value::as_object_mut) {
                 m.insert("no_context_floor".into(), serde_json::to_value(floor)?);
+                m.insert("sop_floor".into(), serde_json::to_value(sop)?);
             }
         }
         Ok(value)

@@ -158,22 +158,32 @@ pub fn sop_sentence(trend: &SopTrend) -> Option<String> {
 /// frequencies gives some 13 % on Chinese characters, context soon several times that).
 pub const FLOOR_MARGIN: f64 = 0.02;
 
-/// The eval split's no-context floor that the mask stage recorded (its
-/// `eval.no_context_floor`): the MLM accuracy and loss (nats) of predicting from label
-/// frequencies and copying visible tokens alone.
+/// The eval split's floors that the mask stage recorded: its `eval.no_context_floor` (the MLM
+/// accuracy and loss, in nats, of predicting from label frequencies and copying visible tokens
+/// alone) and its `eval.sop_floor` (the SOP accuracy of reading only the punctuation at the
+/// segments' edges).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Floor {
     /// The floor's accuracy.
     pub mlm_accuracy: f64,
     /// The floor's mean cross-entropy, in nats.
     pub mlm_loss: f64,
+    /// The SOP floor's accuracy; absent for a mask artifact made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sop_accuracy: Option<f64>,
 }
 
 impl Floor {
-    /// The floor in a mask artifact's `metrics.json`; `None` when it has none (made before the
-    /// floor was recorded, or without an eval split).
+    /// The floors in a mask artifact's `metrics.json`; `None` when it has no MLM floor (made
+    /// before the floor was recorded, or without an eval split).
     pub fn of_mask_record(record: &Value) -> Option<Floor> {
-        Floor::deserialize(record.get("eval")?.get("no_context_floor")?).ok()
+        let eval = record.get("eval")?;
+        let mut floor = Floor::deserialize(eval.get("no_context_floor")?).ok()?;
+        floor.sop_accuracy = eval
+            .get("sop_floor")
+            .and_then(|f| f.get("sop_accuracy"))
+            .and_then(Value::as_f64);
+        Some(floor)
     }
 
     /// Whether `mlm_accuracy` is above the floor: more than [`FLOOR_MARGIN`] over its accuracy.
@@ -207,6 +217,22 @@ pub fn floor_sentence(e: &EvalStats, floor: Option<&Floor>) -> String {
         f.mlm_loss,
         FLOOR_MARGIN * 100.0
     )
+}
+
+/// The log's sentence about an evaluation's SOP accuracy against the SOP floor; `None` when
+/// the mask artifact records none.
+pub fn sop_floor_sentence(e: &EvalStats, floor: Option<&Floor>) -> Option<String> {
+    let f = floor?.sop_accuracy?;
+    let verdict = if e.sop_accuracy > f + FLOOR_MARGIN {
+        "above the SOP floor: the model orders pairs by more than their edges' punctuation"
+    } else {
+        "at the SOP floor: no more than the punctuation at the segments' edges tells"
+    };
+    Some(format!(
+        "{verdict} (eval SOP accuracy {:.4}; floor {f:.4}, above means more than {} points over it)",
+        e.sop_accuracy,
+        FLOOR_MARGIN * 100.0
+    ))
 }
 
 /// Six decimals are plenty for losses and accuracies and keep the files readable.
@@ -418,7 +444,10 @@ mod tests {
         let mask = json!({"eval": {"no_context_floor": {"mlm_accuracy": 0.13,
             "mlm_loss": 6.5, "predictions": 900, "mask_share": 0.8}}});
         let f = Floor::of_mask_record(&mask).unwrap();
-        assert_eq!((f.mlm_accuracy, f.mlm_loss), (0.13, 6.5));
+        assert_eq!(
+            (f.mlm_accuracy, f.mlm_loss, f.sop_accuracy),
+            (0.13, 6.5, None)
+        );
         // An older mask record, or one without an eval split: no floor.
         assert_eq!(
             Floor::of_mask_record(&json!({"eval": {"instances": 3}})),
@@ -455,6 +484,34 @@ mod tests {
         let none = eval_summary(Some(&above), true, None);
         assert!(none["above_floor"].is_null() && none["floor"].is_null());
         assert!(floor_sentence(&above, None).starts_with("no floor verdict"));
+    }
+
+    #[test]
+    fn the_sop_floor_is_read_beside_the_mlm_floor_and_judged_with_the_same_margin() {
+        let mask = json!({"eval": {
+            "no_context_floor": {"mlm_accuracy": 0.14, "mlm_loss": 6.1},
+            "sop_floor": {"sop_accuracy": 0.54, "pairs": 3789}}});
+        let f = Floor::of_mask_record(&mask).unwrap();
+        assert_eq!(f.sop_accuracy, Some(0.54));
+        assert_eq!(
+            eval_summary(Some(&EvalStats::default()), true, Some(&f))["floor"]["sop_accuracy"],
+            json!(0.54)
+        );
+        let sop = |sop_accuracy| EvalStats {
+            sop_accuracy,
+            ..Default::default()
+        };
+        let at = sop_floor_sentence(&sop(0.55), Some(&f)).unwrap();
+        assert!(at.starts_with("at the SOP floor"), "{at}");
+        let above = sop_floor_sentence(&sop(0.6031), Some(&f)).unwrap();
+        assert!(above.starts_with("above the SOP floor"), "{above}");
+        // A mask record from before the SOP floor: no sentence, and no key in the summary.
+        let old = Floor::of_mask_record(&json!({"eval": {
+            "no_context_floor": {"mlm_accuracy": 0.14, "mlm_loss": 6.1}}}))
+        .unwrap();
+        assert_eq!(sop_floor_sentence(&sop(0.6), Some(&old)), None);
+        let v = eval_summary(Some(&EvalStats::default()), true, Some(&old));
+        assert!(v["floor"].get("sop_accuracy").is_none(), "{v}");
     }
 
     #[test]

@@ -19,8 +19,8 @@ use serde_json::Value;
 use crate::auto_batch::FoundBatch;
 use crate::data::Data;
 use crate::metrics::{
-    MetricsLog, Timings, eval_line, eval_summary, floor_sentence, round, sop_sentence, sop_trend,
-    step_line, time_split,
+    MetricsLog, Timings, eval_line, eval_summary, floor_sentence, round, sop_floor_sentence,
+    sop_sentence, sop_trend, step_line, time_split,
 };
 use crate::params::PretrainParams;
 use crate::snapshots;
@@ -360,6 +360,9 @@ impl<'a> TrainingRun<'a> {
             .is_none_or(|(_, low)| e.sop_loss < low)
         {
             self.state.sop_lowest = Some((step, e.sop_loss));
+        }
+        if let Some(sentence) = sop_floor_sentence(e, self.data.floor.as_ref()) {
+            self.log(&format!("step {step}: {sentence}"));
         }
         if let Some(sentence) =
             sop_trend(self.state.sop_lowest, Some(e), self.passes()).and_then(|t| sop_sentence(&t))

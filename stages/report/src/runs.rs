@@ -145,6 +145,7 @@ fn our_pretraining_row(d: &Dep, cleans: &[&Dep]) -> Vec<(&'static str, Cell)> {
         sop_accuracy: percent(e("sop_accuracy")),
         floor_mlm_accuracy: percent(at(&r.eval, &["floor", "mlm_accuracy"])),
         vs_floor: vs_floor(r.eval.as_ref()),
+        floor_sop_accuracy: percent(at(&r.eval, &["floor", "sop_accuracy"])),
         mlm_accuracy_mask: percent(by_corruption(&r.eval, "mask")),
         mlm_accuracy_random: percent(by_corruption(&r.eval, "random")),
         mlm_accuracy_kept: percent(by_corruption(&r.eval, "kept")),
@@ -357,6 +358,39 @@ mod floor_tests {
         assert_eq!(super::memorising_note(&run(false)), None);
         let older = dep("pretrain", DepKind::Pretrain, json!({"epochs": 1.0}));
         assert_eq!(super::memorising_note(&older), None);
+    }
+
+    #[test]
+    fn a_runs_row_carries_both_floors_in_percent() {
+        use crate::deps::DepKind;
+        use crate::recipes::tests::dep;
+        let run = dep(
+            "pretrain",
+            DepKind::Pretrain,
+            json!({"eval": {"mlm_accuracy": 0.28, "sop_accuracy": 0.6031, "above_floor": true,
+                            "floor": {"mlm_accuracy": 0.1416, "mlm_loss": 6.08,
+                                      "sop_accuracy": 0.5395}}}),
+        );
+        let row = super::our_pretraining_row(&run, &[]);
+        let cell = |key: &str| {
+            let (_, c) = row.iter().find(|(k, _)| *k == key).expect(key);
+            format!("{c:?}")
+        };
+        assert!(
+            cell("floor_mlm_accuracy").contains("14.16"),
+            "{}",
+            cell("floor_mlm_accuracy")
+        );
+        assert!(
+            cell("floor_sop_accuracy").contains("53.95"),
+            "{}",
+            cell("floor_sop_accuracy")
+        );
+        assert!(
+            cell("sop_accuracy").contains("60.31"),
+            "{}",
+            cell("sop_accuracy")
+        );
     }
 
     #[test]
