@@ -226,7 +226,7 @@ pub fn sop_floor_sentence(e: &EvalStats, floor: Option<&Floor>) -> Option<String
     let verdict = if e.sop_accuracy > f + FLOOR_MARGIN {
         "above the SOP floor: the model orders pairs by more than their edges' punctuation"
     } else {
-        "at the SOP floor: no more than the punctuation at the segments' edges tells"
+        "not above the SOP floor: no better than the punctuation at the segments' edges"
     };
     Some(format!(
         "{verdict} (eval SOP accuracy {:.4}; floor {f:.4}, above means more than {} points over it)",
@@ -502,7 +502,7 @@ mod tests {
             ..Default::default()
         };
         let at = sop_floor_sentence(&sop(0.55), Some(&f)).unwrap();
-        assert!(at.starts_with("at the SOP floor"), "{at}");
+        assert!(at.starts_with("not above the SOP floor"), "{at}");
         let above = sop_floor_sentence(&sop(0.6031), Some(&f)).unwrap();
         assert!(above.starts_with("above the SOP floor"), "{above}");
         // A mask record from before the SOP floor: no sentence, and no key in the summary.
