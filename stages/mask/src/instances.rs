@@ -175,7 +175,7 @@ pub fn instances_from_document<R: Rng>(
         // Drawn before trimming, as google's script does, so that an unpacked document draws
         // the stream it always did.
         let swapped = rng.random_bool(0.5);
-        pair.truncate(max_num_tokens, rng);
+        pair.truncate(max_num_tokens, swapped, rng);
         let (a, b) = if swapped {
             (pair.b, pair.a)
         } else {
