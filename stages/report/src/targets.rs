@@ -179,6 +179,11 @@ fn threshold(rows: &Rows, bounds: &[Bound]) -> Target {
             .and_then(|e| e.get(k))
             .and_then(Value::as_f64)
     };
+    // The floor an accuracy is read against (the mask dep's, as pretrain recorded it).
+    let floor = |k: &str| {
+        let f = r.eval.as_ref()?.get("floor")?.get(k)?.as_f64()?;
+        Some(format!(" against a floor of {:.2} %", f * 100.0))
+    };
     // An MLM-only run (`sop: false` in its record) trains no sentence-order head: a bound on its
     // SOP figures is missed, not unmeasured.
     let untrained = |m: &str| m.starts_with("sop_") && r.sop == Some(false);
@@ -193,7 +198,12 @@ fn threshold(rows: &Rows, bounds: &[Bound]) -> Target {
         };
         parts.push(x.map(holds).or(untrained(m).then_some(false)));
         figures.push(match x {
-            Some(x) if is_fraction(m) => format!("{} {:.2} %", head(m), x * 100.0),
+            Some(x) if is_fraction(m) => format!(
+                "{} {:.2} %{}",
+                head(m),
+                x * 100.0,
+                floor(m).unwrap_or_default()
+            ),
             Some(x) => format!("{} {x:.2}", label(m)),
             None if untrained(m) => format!("no {} (an MLM-only run)", label(m)),
             None => format!("no {} in its record", label(m)),
@@ -413,6 +423,21 @@ mod tests {
         );
         assert!(
             t.evidence.ends_with("(targets 30 % and 70 %)"),
+            "{}",
+            t.evidence
+        );
+        // With the floors the run was read against, each accuracy names its own.
+        let floored = main_run(
+            json!({"mlm_accuracy": 0.2802, "sop_accuracy": 0.6031,
+                   "floor": {"mlm_accuracy": 0.1416, "mlm_loss": 6.08, "sop_accuracy": 0.5484}}),
+            true,
+        );
+        let t = pretraining(&rows_of(&floored));
+        assert!(
+            t.evidence.ends_with(
+                "MLM 28.02 % against a floor of 14.16 %, SOP 60.31 % against a floor of 54.84 % \
+                 (targets 30 % and 70 %)"
+            ),
             "{}",
             t.evidence
         );
