@@ -376,21 +376,14 @@ mod floor_tests {
             let (_, c) = row.iter().find(|(k, _)| *k == key).expect(key);
             format!("{c:?}")
         };
-        assert!(
-            cell("floor_mlm_accuracy").contains("14.16"),
-            "{}",
-            cell("floor_mlm_accuracy")
-        );
-        assert!(
-            cell("floor_sop_accuracy").contains("53.95"),
-            "{}",
-            cell("floor_sop_accuracy")
-        );
-        assert!(
-            cell("sop_accuracy").contains("60.31"),
-            "{}",
-            cell("sop_accuracy")
-        );
+        for (key, shown) in [
+            ("floor_mlm_accuracy", "14.16"),
+            ("floor_sop_accuracy", "53.95"),
+            ("sop_accuracy", "60.31"),
+        ] {
+            let c = cell(key);
+            assert!(c.contains(shown), "{key}: {c}");
+        }
     }
 
     #[test]
