@@ -102,6 +102,7 @@ pub fn log_softmax_op<const D: usize>(x: Tensor<D>) -> Fused<D> {
 }
 
 pub use attention_ops::{attention_core, attention_core_bf16, attention_packed, packs_attention};
+pub use shared::shared_weight;
 pub use {lamb::LambStep, tracked::lamb_flat_step};
 
 /// Whether [`lamb_step`] takes a weight and its gradient: float32 on flex or libtorch, same
@@ -147,8 +148,9 @@ fn linear_shapes(x: &Tensor<2>, w: &Tensor<2>, b: &Tensor<1>, transposed: bool) 
 
 /// [`linear`] in bf16 mixed precision (`crate::model::precision`: the product's operands in
 /// bf16) as one op on libtorch, the result in `out`: bf16 with the bias added in the product,
-/// or float32 with the float32 bias added after it. For `x` float32 or bf16 and float32 `w`
-/// and `b` of matching shapes there; `None` elsewhere (the caller then casts with burn's ops).
+/// or float32 with the float32 bias added after it. For `x` float32 or bf16, `w` float32 (or
+/// bf16 already, a [`shared_weight`]) and float32 `b` of matching shapes there; `None`
+/// elsewhere (the caller then casts with burn's ops).
 ///
 /// Why: written with burn's ops it is six nodes of burn's graph (two casts, the product, the
 /// cast back, the bias's reshape and sum), each an op forward and more backward on the host.
@@ -160,7 +162,7 @@ pub fn linear_bf16(
     out: FloatDType,
 ) -> Option<Tensor<2>> {
     let shapes = linear_shapes(x, w, b, transposed);
-    let dtypes = tracked::on_libtorch(x) && tracked::applies(w) && tracked::applies(b);
+    let dtypes = tracked::on_libtorch(x) && tracked::on_libtorch(w) && tracked::applies(b);
     let bf16_out = match out {
         FloatDType::BF16 => true,
         FloatDType::F32 => false,
@@ -372,12 +374,15 @@ mod erf;
 mod flex_values;
 mod kernels;
 mod lamb;
+mod shared;
 #[cfg(feature = "tch")]
 mod torch;
 #[cfg(feature = "tch")]
 mod torch_attention;
 #[cfg(feature = "tch")]
 mod torch_products;
+#[cfg(feature = "tch")]
+mod torch_shared;
 #[cfg(feature = "tch")]
 mod torch_upload;
 #[cfg(feature = "tch")]

@@ -200,6 +200,16 @@ impl AlbertFfn {
         norm(&self.full_layer_layer_norm, x, self.layer_norm_eps)
     }
 
+    /// This block as one forward pass of the layers sharing it uses it: both projections'
+    /// weights made once for the pass ([`ops::share_in_pass`]).
+    pub(super) fn for_pass(&self) -> Self {
+        let mut block = self.clone();
+        for l in [&mut block.ffn, &mut block.ffn_output] {
+            ops::share_in_pass(l, self.precision);
+        }
+        block
+    }
+
     /// The two projections and the activation; no residual, no LayerNorm.
     pub fn transform(&self, x: Tensor<3>) -> Tensor<3> {
         let p = self.precision;

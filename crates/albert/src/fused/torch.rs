@@ -35,7 +35,8 @@ use tch::{Kind, Tensor};
 
 use super::lamb::FlatLambStep;
 use super::torch_attention::{attention, packed_attention};
-use super::torch_products::{addmm_to_float, mm_to_float};
+use super::torch_products::{add_mm_to_float, addmm_to_float, mm_to_float};
+use super::torch_shared::{WeightSum, keep_first, weight_sum};
 use super::torch_upload::upload;
 use super::torch_vjp::vjp;
 use super::tracked::FusedOps;
@@ -137,6 +138,10 @@ impl FusedOps for LibTorch {
         let (xb, wb) = (to_bf16(&x), to_bf16(&w));
         let y = linear_bf16(&xb.tensor, &wb.tensor, &b.tensor, transposed, bf16_out);
         TchTensor::new(y)
+    }
+
+    fn fused_shared_operand(w: TchTensor, bf16: bool) -> TchTensor {
+        super::torch_shared::cast(w, bf16)
     }
 
     fn fused_log_softmax(x: TchTensor) -> TchTensor {
@@ -266,13 +271,26 @@ fn same_kind(g: &Tensor, like: &Tensor) -> Tensor {
 impl Saved {
     /// The vector-Jacobian products with `g` of the inputs that `wanted(i)` asks for, in the
     /// op's input order: the two products and the column sum of a linear layer, torch's own
-    /// `gelu_backward` and `_log_softmax_backward_data` kernels.
-    fn vjp(&self, g: &Tensor, wanted: impl Fn(usize) -> bool) -> Vec<Option<Tensor>> {
+    /// `gelu_backward` and `_log_softmax_backward_data` kernels. A linear layer's weight
+    /// gradient goes into `weight_sum` instead where that is given (the running sum of the
+    /// layers sharing the weight, `super::torch_shared`), and comes back `None`.
+    fn vjp(
+        &self,
+        g: &Tensor,
+        wanted: impl Fn(usize) -> bool,
+        weight_sum: Option<&Tensor>,
+    ) -> Vec<Option<Tensor>> {
         match self {
             Saved::Linear { x, w, transposed } => {
                 let (x, w) = (&x.tensor, &w.tensor);
                 let g = same_kind(g, x);
-                let [dx, dw] = linear_products(&g, x, w, *transposed, &wanted);
+                let dx = wanted(0).then(|| if *transposed { g.mm(w) } else { g.mm(&w.tr()) });
+                let dw = wanted(1)
+                    .then(|| {
+                        let (a, b) = weight_factors(&g, x, *transposed);
+                        weight_gradient(&a, &b, weight_sum, Precision::Float)
+                    })
+                    .flatten();
                 let db = wanted(2).then(|| g.sum_dim_intlist([0_i64].as_slice(), false, g.kind()));
                 vec![dx, dw, db]
             }
@@ -298,10 +316,12 @@ impl Saved {
                         kind => gb.mm(&w_side).to_kind(*kind),
                     }
                 });
-                let dw = wanted(1).then(|| match transposed {
-                    true => mm_to_float(&gb.tr(), xb),
-                    false => mm_to_float(&xb.tr(), &gb),
-                });
+                let dw = wanted(1)
+                    .then(|| {
+                        let (a, b) = weight_factors(&gb, xb, *transposed);
+                        weight_gradient(&a, &b, weight_sum, Precision::Bf16)
+                    })
+                    .flatten();
                 let db =
                     wanted(2).then(|| g.sum_dim_intlist([0_i64].as_slice(), false, Kind::Float));
                 vec![dx, dw, db]
@@ -325,24 +345,39 @@ impl Saved {
     }
 }
 
-/// A linear layer's gradients of its input and weight, `[g·Wᵀ, xᵀ·g]` (`[g·W, gᵀ·x]` when the
-/// weight is stored `transposed`), each where `wanted` asks for it.
-fn linear_products(
-    g: &Tensor,
-    x: &Tensor,
-    w: &Tensor,
-    transposed: bool,
-    wanted: impl Fn(usize) -> bool,
-) -> [Option<Tensor>; 2] {
-    let dx = wanted(0).then(|| if transposed { g.mm(w) } else { g.mm(&w.tr()) });
-    let dw = wanted(1).then(|| {
-        if transposed {
-            g.tr().mm(x)
-        } else {
-            x.tr().mm(g)
+/// The factors `(a, b)` of a linear layer's weight gradient `a·b`: `xᵀ·g`, or `gᵀ·x` when the
+/// weight is stored `transposed`.
+fn weight_factors(g: &Tensor, x: &Tensor, transposed: bool) -> (Tensor, Tensor) {
+    if transposed {
+        (g.tr(), x.shallow_clone())
+    } else {
+        (x.tr(), g.shallow_clone())
+    }
+}
+
+/// The operands' dtype of a weight gradient's product: float32 (its result too), or bf16 with
+/// the result in float32.
+#[derive(Clone, Copy)]
+enum Precision {
+    Float,
+    Bf16,
+}
+
+/// The weight gradient `a·b`, in float32: returned, or added into `sum` in place (one product
+/// with β = 1) and `None`.
+fn weight_gradient(a: &Tensor, b: &Tensor, sum: Option<&Tensor>, p: Precision) -> Option<Tensor> {
+    match (sum, p) {
+        (None, Precision::Float) => Some(a.mm(b)),
+        (None, Precision::Bf16) => Some(mm_to_float(a, b)),
+        (Some(sum), Precision::Float) => {
+            let _ = sum.shallow_clone().addmm_(a, b);
+            None
         }
-    });
-    [dx, dw]
+        (Some(sum), Precision::Bf16) => {
+            add_mm_to_float(sum, a, b);
+            None
+        }
+    }
 }
 
 /// The backward of the ops differentiated by hand: [`Saved::vjp`], no torch autograd.
@@ -355,9 +390,22 @@ impl<const N: usize> Backward<LibTorch, N> for DirectBackward {
     fn backward(self, ops: Ops<Saved, N>, grads: &mut Gradients, _: &mut Checkpointer) {
         let grad = grads.consume::<LibTorch>(&ops.node);
         let wanted = |i: usize| ops.parents[i].is_some();
-        let results = tch::no_grad(|| ops.state.vjp(&grad.tensor, wanted));
+        // A linear layer's weight (input 1) may be one several layers share.
+        let weight = match ops.state {
+            Saved::Linear { .. } | Saved::LinearBf16 { .. } => ops.parents[1].as_ref(),
+            _ => None,
+        };
+        let sum = weight.map_or(WeightSum::Alone, |w| weight_sum(w.id));
+        let into = match &sum {
+            WeightSum::Into(running) => Some(running),
+            _ => None,
+        };
+        let results = tch::no_grad(|| ops.state.vjp(&grad.tensor, wanted, into));
         for (parent, result) in ops.parents.iter().zip(results) {
             if let (Some(parent), Some(result)) = (parent, result) {
+                if matches!(sum, WeightSum::First(id) if id == parent.id) {
+                    keep_first(parent.id, &result);
+                }
                 grads.register::<LibTorch>(parent.id, TchTensor::new(result));
             }
         }
@@ -505,6 +553,10 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<LibTorch, C> {
             };
             (TchTensor::new(y), saved)
         })
+    }
+
+    fn fused_shared_operand(w: FloatTensor<Self>, bf16: bool) -> FloatTensor<Self> {
+        super::torch_shared::operand::<C>(w, bf16)
     }
 
     fn fused_log_softmax(x: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -15,6 +15,10 @@
 //! 'CPU' backend", torch 2.11), so there, and on CUDA should torch refuse them, the composed
 //! form runs: the same product rounded to bf16 before it is cast up, which the tests check
 //! against. A refusal on CUDA is said once, as a warning.
+//!
+//! The weight gradient of a layer whose weight the layers before it share is added into their
+//! running sum by the product itself ([`add_mm_to_float`]: `addmm.dtype` with the float32 sum
+//! as `C`, β = 1, written in place), see `super::torch_shared`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -23,9 +27,14 @@ use tch::{Kind, Tensor};
 /// Set when torch refused a float32-output product on CUDA: from then on the composed form.
 static REFUSED: AtomicBool = AtomicBool::new(false);
 
+/// Set when torch refused to add a float32-output product into a float32 `C` on CUDA (torch
+/// before 2.10 takes `C` in the operands' dtype only): from then on the composed form, for
+/// that product alone.
+static SUM_REFUSED: AtomicBool = AtomicBool::new(false);
+
 /// `a·b` of bf16 matrices, in float32.
 pub(super) fn mm_to_float(a: &Tensor, b: &Tensor) -> Tensor {
-    if let Some(product) = on_cuda(a, || a.f_mm_dtype(b, Kind::Float)) {
+    if let Some(product) = on_cuda(a, &REFUSED, || a.f_mm_dtype(b, Kind::Float)) {
         return product;
     }
     a.mm(b).to_kind(Kind::Float)
@@ -35,7 +44,7 @@ pub(super) fn mm_to_float(a: &Tensor, b: &Tensor) -> Tensor {
 /// rounded to bf16 first (torch's `addmm.dtype` takes `C` in the operands' dtype; autocast's
 /// `nn.Linear` rounds it so too) and added in float32 by the product.
 pub(super) fn addmm_to_float(bias: &Tensor, x: &Tensor, w: &Tensor) -> Tensor {
-    let fused = on_cuda(x, || {
+    let fused = on_cuda(x, &REFUSED, || {
         bias.to_kind(Kind::BFloat16)
             .f_addmm_dtype(x, w, Kind::Float)
     });
@@ -45,16 +54,36 @@ pub(super) fn addmm_to_float(bias: &Tensor, x: &Tensor, w: &Tensor) -> Tensor {
     x.mm(w).to_kind(Kind::Float) + bias
 }
 
-/// `product()` where `on` is a CUDA tensor and torch has not refused one before; `None` where
-/// the composed form must run (a refusal is warned of, once).
-fn on_cuda(on: &Tensor, product: impl FnOnce() -> Result<Tensor, tch::TchError>) -> Option<Tensor> {
-    if !on.device().is_cuda() || REFUSED.load(Ordering::Relaxed) {
+/// `sum += a·b` in place, of bf16 matrices `a` and `b` and a float32 `sum`: on CUDA one
+/// product writing into `sum` (`addmm.dtype`, `sum` its `C` and its output, β = 1), so the
+/// layer's gradient is never written out on its own; elsewhere, or should torch refuse, the
+/// bf16 product cast up and added.
+pub(super) fn add_mm_to_float(sum: &Tensor, a: &Tensor, b: &Tensor) {
+    if on_cuda(a, &SUM_REFUSED, || {
+        sum.f_addmm_dtype_out(sum, a, b, Kind::Float)
+    })
+    .is_some()
+    {
+        return;
+    }
+    let mut sum = sum.shallow_clone();
+    sum += a.mm(b).to_kind(Kind::Float);
+}
+
+/// `product()` where `on` is a CUDA tensor and torch has not refused one before (`refused`);
+/// `None` where the composed form must run (a refusal is warned of, once).
+fn on_cuda(
+    on: &Tensor,
+    refused: &AtomicBool,
+    product: impl FnOnce() -> Result<Tensor, tch::TchError>,
+) -> Option<Tensor> {
+    if !on.device().is_cuda() || refused.load(Ordering::Relaxed) {
         return None;
     }
     match product() {
         Ok(t) => Some(t),
         Err(e) => {
-            if !REFUSED.swap(true, Ordering::Relaxed) {
+            if !refused.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
                     "torch refused a bf16 product with a float32 result ({e}); casting the \
                      bf16 results up instead"
@@ -90,5 +119,21 @@ mod tests {
         let err = (&y - &exact).abs().max().double_value(&[]);
         assert!(err < 0.05, "{err}");
         assert!(!REFUSED.load(Ordering::Relaxed), "a CPU call is no refusal");
+    }
+
+    #[test]
+    fn a_product_is_added_into_a_float32_sum_in_place() {
+        let (a, b) = (bf16(4, 6, 4), bf16(6, 3, 5));
+        tch::manual_seed(6);
+        let sum = Tensor::randn([4, 3], (Kind::Float, Device::Cpu));
+        let want = &sum + a.mm(&b).to_kind(Kind::Float);
+        let before = sum.data_ptr();
+        add_mm_to_float(&sum, &a, &b);
+        assert!(sum.equal(&want));
+        assert_eq!(sum.data_ptr(), before, "in place");
+        assert!(
+            !SUM_REFUSED.load(Ordering::Relaxed),
+            "a CPU call is no refusal"
+        );
     }
 }

@@ -79,6 +79,11 @@ pub trait FusedOps: Backend {
         transposed: bool,
         bf16_out: bool,
     ) -> FloatTensor<Self>;
+    /// A weight `w` that several linear layers share, as they take it in one pass (see
+    /// [`super::shared_weight`]): cast to bf16 when `bf16`, as it is otherwise. Under autodiff
+    /// on libtorch one node of the graph, whose layers' weight gradients the products sum in
+    /// place (`super::torch_shared`); on flex `w` itself (flex has no bf16).
+    fn fused_shared_operand(w: FloatTensor<Self>, bf16: bool) -> FloatTensor<Self>;
     /// `log_softmax` over the last dimension, in float32 (on libtorch a bf16 input is read up
     /// to float32 inside the kernel, and its gradient goes back in bf16).
     fn fused_log_softmax(x: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -229,6 +234,10 @@ impl FusedOps for Flex {
         unreachable!("bf16 products run on libtorch only (fused::linear_bf16 checks the device)")
     }
 
+    fn fused_shared_operand(w: FlexTensor, _: bool) -> FlexTensor {
+        w
+    }
+
     fn fused_log_softmax(x: FlexTensor) -> FlexTensor {
         log_softmax_forward(x)
     }
@@ -377,6 +386,10 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         _: bool,
     ) -> FloatTensor<Self> {
         unreachable!("bf16 products run on libtorch only (fused::linear_bf16 checks the device)")
+    }
+
+    fn fused_shared_operand(w: FloatTensor<Self>, _: bool) -> FloatTensor<Self> {
+        w
     }
 
     fn fused_log_softmax(x: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -107,6 +107,14 @@ pub(in crate::fused) fn linear_bf16(
     ))
 }
 
+/// [`FusedOps::fused_shared_operand`] of a float32 weight on libtorch or flex.
+pub(in crate::fused) fn shared_operand(w: Tensor<2>, bf16: bool) -> Tensor<2> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_shared_operand(
+        w.into_dispatch(),
+        bf16,
+    ))
+}
+
 /// [`FusedOps::fused_log_softmax`] on a tensor [`applies`] (or, on libtorch, [`on_libtorch`])
 /// accepts.
 pub(in crate::fused) fn log_softmax<const D: usize>(x: Tensor<D>) -> Tensor<D> {

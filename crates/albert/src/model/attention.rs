@@ -9,6 +9,10 @@ use burn::tensor::{Device, Tensor};
 use super::{MatmulPrecision, dense_between_products, dense_in, layer_norm, linear, norm, ops};
 use crate::config::AlbertConfig;
 
+/// The Q, K and V layers' weights `[H, 3H]` and biases `[3H]` side by side
+/// ([`AlbertAttention::pack_qkv`]).
+pub(super) type PackedQkv = (Tensor<2>, Tensor<1>);
+
 /// Multi-head self-attention with its output projection and LayerNorm (`attention.*` in
 /// Hugging Face's names).
 #[derive(Module, Debug)]
@@ -78,6 +82,33 @@ impl AlbertAttention {
     /// layer. `None` where a layer has no bias.
     pub fn pack_qkv(&self) -> Option<(Tensor<2>, Tensor<1>)> {
         ops::pack_qkv([&self.query, &self.key, &self.value])
+    }
+
+    /// This block as one forward pass of the layers sharing it uses it, with its Q, K and V
+    /// packed once for the pass where `packs` ([`AlbertAttention::packs`]) and they have
+    /// biases: each weight the pass multiplies by made once for it ([`ops::share_in_pass`];
+    /// the packed one by [`crate::fused::shared_weight`]), Q, K and V one by one where not
+    /// packed.
+    pub(super) fn for_pass(&self, packs: bool) -> (Self, Option<PackedQkv>) {
+        let bf16 = self.precision == MatmulPrecision::Bf16;
+        let packed = packs
+            .then(|| self.pack_qkv())
+            .flatten()
+            .map(|(w, b)| (crate::fused::shared_weight(w, bf16), b));
+        let mut block = self.clone();
+        let used = match packed {
+            Some(_) => vec![&mut block.dense],
+            None => vec![
+                &mut block.query,
+                &mut block.key,
+                &mut block.value,
+                &mut block.dense,
+            ],
+        };
+        for l in used {
+            ops::share_in_pass(l, self.precision);
+        }
+        (block, packed)
     }
 
     /// [`AlbertAttention::attend`] with the Q, K and V layers already packed ([`pack_qkv`]),

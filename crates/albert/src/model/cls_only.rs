@@ -30,17 +30,17 @@ impl Albert {
 
 impl AlbertEncoder {
     /// `[batch, seq, E]` → `[batch, 1, H]`: the last hidden state of the first position.
-    /// A shared attention block's Q, K and V are packed once for the layers before the last,
-    /// as [`AlbertEncoder::forward`] packs them (the last layer's queries are `[CLS]`'s alone,
-    /// a product of their own).
+    /// The layers before the last take the blocks as [`AlbertEncoder::for_pass`] makes them
+    /// for the pass, as [`AlbertEncoder::forward`]'s do; the last takes its own (its queries
+    /// are `[CLS]`'s alone, a product of their own).
     pub fn forward_cls(&self, embedded: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
         let mut x = self.project(embedded);
-        let packed = self.pack_shared_qkv(&x, &bias);
+        let pass = self.for_pass(&x, &bias);
         for i in 0..self.num_layers {
             x = if i + 1 == self.num_layers {
                 self.layer(i).forward_first(x, bias.clone())
             } else {
-                self.layer_packed(i, &packed).forward(x, bias.clone())
+                pass.layer(i).forward(x, bias.clone())
             };
         }
         // One position already after the last layer; with no layers, the input's first.

@@ -4,6 +4,7 @@ use burn::module::Module;
 use burn::nn::Linear;
 use burn::tensor::{Device, Tensor};
 
+use super::attention::PackedQkv;
 use super::{AlbertAttention, AlbertFfn, AlbertLayerOps, MatmulPrecision, dense_in, linear};
 use crate::config::{AlbertConfig, Layout, LnType};
 
@@ -48,45 +49,41 @@ impl AlbertEncoder {
     /// `[batch, seq, E]` → `[batch, seq, H]`.
     pub fn forward(&self, embedded: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
         let mut x = self.project(embedded);
-        let packed = self.pack_shared_qkv(&x, &bias);
+        let pass = self.for_pass(&x, &bias);
         for i in 0..self.num_layers {
-            x = self.layer_packed(i, &packed).forward(x, bias.clone());
+            x = pass.layer(i).forward(x, bias.clone());
         }
         x
     }
 
-    /// [`AlbertEncoder::layer`] `i` with its attention block's Q, K and V as
-    /// [`AlbertEncoder::pack_shared_qkv`] packed them for the pass (`None`: packed where used).
-    pub(super) fn layer_packed<'a>(
-        &'a self,
-        i: usize,
-        packed: &'a [Option<(Tensor<2>, Tensor<1>)>],
-    ) -> AlbertLayerOps<'a> {
-        AlbertLayerOps {
-            packed_qkv: packed[i % packed.len()].as_ref(),
-            ..self.layer(i)
-        }
-    }
-
-    /// Each attention block's Q, K and V packed once for the forward pass, where the block is
-    /// shared by several layers and takes them packed ([`AlbertAttention::packs`]: libtorch);
-    /// `None` for a block used once, or not packed.
+    /// The blocks as one forward pass of `x` uses them: each block that several layers share
+    /// made once for the pass, with its weights made once ([`AlbertAttention::for_pass`],
+    /// [`AlbertFfn::for_pass`]) and its Q, K and V packed once where it takes them packed
+    /// ([`AlbertAttention::packs`]: libtorch).
     ///
-    /// Why: packing is two concatenations forward and their slicing backward; done in every
-    /// layer, `base`'s 12 layers sharing one block packed the same weights 12 times a step, and
-    /// the backward sliced 12 gradients apart to sum them per layer (`pipeline bench train
-    /// --count-ops`, `tch-cpu`: 28 `cat`s and 144 slices of the `[768, 2304]` weight a step).
-    /// Packed once, the 12 layers' gradients sum in the packed weight's and are sliced once.
-    pub(super) fn pack_shared_qkv(
-        &self,
-        x: &Tensor<3>,
-        bias: &Tensor<4>,
-    ) -> Vec<Option<(Tensor<2>, Tensor<1>)>> {
-        let shared = self.num_layers > self.attentions.len();
-        self.attentions
+    /// Why packed once: packing is two concatenations forward and their slicing backward; done
+    /// in every layer, `base`'s 12 layers sharing one block packed the same weights 12 times a
+    /// step, and the backward sliced 12 gradients apart to sum them per layer (`pipeline bench
+    /// train --count-ops`, `tch-cpu`: 28 `cat`s and 144 slices of the `[768, 2304]` weight a
+    /// step). Packed once, the 12 layers' gradients sum in the packed weight's and are sliced
+    /// once. Why the weights made once: `crate::fused::shared_weight`.
+    pub(super) fn for_pass(&self, x: &Tensor<3>, bias: &Tensor<4>) -> PassBlocks<'_> {
+        let shared = |blocks: usize| self.num_layers > blocks;
+        let attentions = self
+            .attentions
             .iter()
-            .map(|a| (shared && a.packs(x, bias)).then(|| a.pack_qkv()).flatten())
-            .collect()
+            .map(|a| shared(self.attentions.len()).then(|| a.for_pass(a.packs(x, bias))))
+            .collect();
+        let ffns = self
+            .ffns
+            .iter()
+            .map(|f| shared(self.ffns.len()).then(|| f.for_pass()))
+            .collect();
+        PassBlocks {
+            encoder: self,
+            attentions,
+            ffns,
+        }
     }
 
     /// `[batch, seq, E]` → `[batch, seq, H]`: the E→H projection (none in albert_zh's layout).
@@ -104,6 +101,31 @@ impl AlbertEncoder {
             ffn: &self.ffns[i % self.ffns.len()],
             ln_type: self.ln_type,
             packed_qkv: None,
+        }
+    }
+}
+
+/// The encoder's blocks as one forward pass uses them ([`AlbertEncoder::for_pass`]): `None`
+/// for a block only one layer uses, which the layer takes as it is.
+pub(super) struct PassBlocks<'a> {
+    encoder: &'a AlbertEncoder,
+    /// Each shared attention block for the pass, with its Q, K and V packed where they are.
+    attentions: Vec<Option<(AlbertAttention, Option<PackedQkv>)>>,
+    /// Each shared feed-forward block for the pass.
+    ffns: Vec<Option<AlbertFfn>>,
+}
+
+impl PassBlocks<'_> {
+    /// Layer `i` of the pass: [`AlbertEncoder::layer`] with the pass's blocks where it made them.
+    pub(super) fn layer(&self, i: usize) -> AlbertLayerOps<'_> {
+        let own = self.encoder.layer(i);
+        let attention = self.attentions[i % self.attentions.len()].as_ref();
+        let ffn = self.ffns[i % self.ffns.len()].as_ref();
+        AlbertLayerOps {
+            attention: attention.map_or(own.attention, |(a, _)| a),
+            ffn: ffn.unwrap_or(own.ffn),
+            packed_qkv: attention.and_then(|(_, packed)| packed.as_ref()),
+            ln_type: own.ln_type,
         }
     }
 }

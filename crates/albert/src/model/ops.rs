@@ -2,6 +2,7 @@
 //! (tanh-GELU; the exact GELU untracked), LayerNorm (fused with its backward under autodiff)
 //! and the dense layers (one gemm each way, the bias folded in); burn's ops on other backends.
 
+use burn::module::{Param, ParamId};
 use burn::nn::{LayerNorm, Linear};
 use burn::tensor::activation::{gelu, relu, sigmoid};
 use burn::tensor::{FloatDType, Tensor};
@@ -63,6 +64,16 @@ pub(super) fn linear_rows_to(
         return y;
     }
     precision.linear(l, x)
+}
+
+/// `l` as one forward pass of the layers sharing it uses it: its weight made once for the pass
+/// ([`crate::fused::shared_weight`]: under bf16 cast once, and the layers' weight gradients
+/// summed in place by their products), the bias as it is. A fresh parameter id: the copy lives
+/// for the pass and is never optimised (its gradients reach the layer's own weight).
+pub(super) fn share_in_pass(l: &mut Linear, precision: MatmulPrecision) {
+    let bf16 = precision == MatmulPrecision::Bf16;
+    let w = crate::fused::shared_weight(l.weight.val(), bf16);
+    l.weight = Param::initialized(ParamId::new(), w);
 }
 
 /// The Q, K and V layers' weights `[H, 3H]` and biases `[3H]` side by side, for

@@ -229,7 +229,7 @@ fn a_shared_attention_block_is_packed_once_for_the_cls_pass_too() {
 /// `tiny`'s encoder (one shared block, random Q/K/V biases) on libtorch's CPU, each pass from
 /// the same embedded input: `hoisted` calls `cat` twice (the weights and the biases, packed
 /// once) where `each` calls it `each_cats` times, with the same states and, within 1e-5, the
-/// same Q, K and V weight gradients.
+/// same weight gradients of the six linear layers.
 #[cfg(feature = "tch")]
 fn packed_once_as_layer_by_layer(
     hoisted: impl Fn(&AlbertEncoder, Tensor<3>, Tensor<4>) -> Tensor<3>,
@@ -270,8 +270,18 @@ fn packed_once_as_layer_by_layer(
     let w = Tensor::<3>::random(hoisted.dims(), Distribution::Normal(0.0, 1.0), &device);
     let g1 = (hoisted * w.clone()).sum().backward();
     let g2 = (each * w).sum().backward();
-    let a = &encoder.attentions[0];
-    for (name, l) in [("query", &a.query), ("key", &a.key), ("value", &a.value)] {
+    let (a, f) = (&encoder.attentions[0], &encoder.ffns[0]);
+    // Q, K and V packed once; the output projection and the feed-forward's two weights made
+    // once for the pass, their layers' gradients summed in place by the products.
+    let weights = [
+        ("query", &a.query),
+        ("key", &a.key),
+        ("value", &a.value),
+        ("dense", &a.dense),
+        ("ffn", &f.ffn),
+        ("ffn_output", &f.ffn_output),
+    ];
+    for (name, l) in weights {
         let dw = |g: &_| l.weight.grad(g).expect("dW").cast(FloatDType::F32);
         let (x, e) = (dw(&g1), dw(&g2));
         let scale = e.clone().abs().max().into_scalar::<f32>();
