@@ -27,9 +27,12 @@ use tch::{Kind, Tensor};
 /// Set when torch refused a float32-output product on CUDA: from then on the composed form.
 static REFUSED: AtomicBool = AtomicBool::new(false);
 
-/// Set when torch refused to add a float32-output product into a float32 `C` on CUDA (torch
-/// before 2.10 takes `C` in the operands' dtype only): from then on the composed form, for
-/// that product alone.
+/// Set when torch refused to add a float32-output product into a float32 `C` on CUDA: from
+/// then on the composed form, for that product alone. Torch's `addmm.dtype` took `C` in the
+/// operands' dtype only until pytorch/pytorch#167931 (November 2025) let it be the output's.
+/// The sitting's libtorch 2.11 has the new check: its `libtorch_cuda.so` holds the message
+/// "self dtype must match either out_dtype or mat1 dtype" and not the old "self and mat2 must
+/// have the same dtype" (`grep -a`, 2026-12-01). Not yet run on a GPU.
 static SUM_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// `a·b` of bf16 matrices, in float32.
@@ -41,8 +44,8 @@ pub(super) fn mm_to_float(a: &Tensor, b: &Tensor) -> Tensor {
 }
 
 /// `x·W + bias` of bf16 `x` and `W` and a float32 `bias`, in float32. On CUDA the bias is
-/// rounded to bf16 first (torch's `addmm.dtype` takes `C` in the operands' dtype; autocast's
-/// `nn.Linear` rounds it so too) and added in float32 by the product.
+/// rounded to bf16 first, as autocast's `nn.Linear` rounds it (and as torch's `addmm.dtype`
+/// required before pytorch/pytorch#167931), and added in float32 by the product.
 pub(super) fn addmm_to_float(bias: &Tensor, x: &Tensor, w: &Tensor) -> Tensor {
     let fused = on_cuda(x, &REFUSED, || {
         bias.to_kind(Kind::BFloat16)
