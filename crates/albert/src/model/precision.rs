@@ -32,7 +32,7 @@
 use burn::nn::Linear;
 use burn::tensor::{FloatDType, Tensor};
 
-use super::{Albert, AlbertForPreTraining};
+use super::{Albert, AlbertEncoder, AlbertForPreTraining};
 use crate::device::{ResolvedDevice, has_bf16};
 
 /// The dtype of the model's matrix products.
@@ -134,18 +134,26 @@ impl MatmulPrecision {
     }
 }
 
+impl AlbertEncoder {
+    /// The encoder with every product in `precision`: the E→H projection's and its blocks'.
+    pub fn with_precision(mut self, precision: MatmulPrecision) -> Self {
+        self.precision = precision;
+        for a in &mut self.attentions {
+            a.precision = precision;
+        }
+        for f in &mut self.ffns {
+            f.precision = precision;
+        }
+        self
+    }
+}
+
 impl Albert {
     /// The backbone with every product in `precision`, the pooler's included (and the heads'
     /// on top of it, which read it through [`Albert::precision`]), as `torch.autocast` runs
     /// every `nn.Linear`.
     pub fn with_precision(mut self, precision: MatmulPrecision) -> Self {
-        self.encoder.precision = precision;
-        for a in &mut self.encoder.attentions {
-            a.precision = precision;
-        }
-        for f in &mut self.encoder.ffns {
-            f.precision = precision;
-        }
+        self.encoder = self.encoder.with_precision(precision);
         self
     }
 

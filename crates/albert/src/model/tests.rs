@@ -188,23 +188,45 @@ fn packed_projections_attend_as_three_separate_ones() {
 
 /// An encoder whose layers share one attention block packs its Q, K and V weights once a
 /// forward pass (two `cat`s, whatever the layers), and computes what the layers packing them
-/// each for itself compute: the same states, and the same gradients for the three weights up
-/// to the order of the sums.
+/// each for itself compute: the same states, and the same gradients for the six shared
+/// weights up to the order of the sums.
 #[cfg(feature = "tch")]
 #[test]
 fn a_shared_attention_block_is_packed_once_a_forward_pass() {
     let layers = AlbertConfig::named("tiny").expect("tiny").num_hidden_layers;
+    let each = layer_by_layer;
     packed_once_as_layer_by_layer(
-        |e, x, bias| e.forward(x, bias),
-        |e, embedded, bias| {
-            let mut x = e.project(embedded);
-            for i in 0..e.num_layers {
-                x = e.layer(i).forward(x, bias.clone());
-            }
-            x
-        },
+        MatmulPrecision::Fp32,
+        |e, x, b| e.forward(x, b),
+        each,
         2 * layers as u64,
     );
+}
+
+/// The same in bf16 mixed precision, where the pass also casts each shared weight once and
+/// each layer's gradient is added into the weight's float32 sum (`fused::shared_weight`).
+#[cfg(feature = "tch")]
+#[test]
+fn a_shared_block_in_bf16_is_made_once_a_forward_pass() {
+    let layers = AlbertConfig::named("tiny").expect("tiny").num_hidden_layers;
+    let each = layer_by_layer;
+    packed_once_as_layer_by_layer(
+        MatmulPrecision::Bf16,
+        |e, x, b| e.forward(x, b),
+        each,
+        2 * layers as u64,
+    );
+}
+
+/// The encoder's layers one by one, each taking its blocks as they are (what a pass did before
+/// it made the shared blocks once).
+#[cfg(feature = "tch")]
+fn layer_by_layer(e: &AlbertEncoder, embedded: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+    let mut x = e.project(embedded);
+    for i in 0..e.num_layers {
+        x = e.layer(i).forward(x, bias.clone());
+    }
+    x
 }
 
 /// The same for the pass that keeps `[CLS]` alone (fine-tuning's classifiers): the layers
@@ -214,6 +236,7 @@ fn a_shared_attention_block_is_packed_once_a_forward_pass() {
 fn a_shared_attention_block_is_packed_once_for_the_cls_pass_too() {
     let layers = AlbertConfig::named("tiny").expect("tiny").num_hidden_layers;
     packed_once_as_layer_by_layer(
+        MatmulPrecision::Fp32,
         |e, x, bias| e.forward_cls(x, bias),
         |e, embedded, bias| {
             let mut x = e.project(embedded);
@@ -226,12 +249,13 @@ fn a_shared_attention_block_is_packed_once_for_the_cls_pass_too() {
     );
 }
 
-/// `tiny`'s encoder (one shared block, random Q/K/V biases) on libtorch's CPU, each pass from
-/// the same embedded input: `hoisted` calls `cat` twice (the weights and the biases, packed
+/// `tiny`'s encoder (one shared block, random Q/K/V biases) in `precision` on libtorch's CPU,
+/// each pass from the same embedded input: `hoisted` calls `cat` twice (the weights and the biases, packed
 /// once) where `each` calls it `each_cats` times, with the same states and, within 1e-5, the
 /// same weight gradients of the six linear layers.
 #[cfg(feature = "tch")]
 fn packed_once_as_layer_by_layer(
+    precision: MatmulPrecision,
     hoisted: impl Fn(&AlbertEncoder, Tensor<3>, Tensor<4>) -> Tensor<3>,
     each: impl Fn(&AlbertEncoder, Tensor<3>, Tensor<4>) -> Tensor<3>,
     each_cats: u64,
@@ -241,7 +265,7 @@ fn packed_once_as_layer_by_layer(
     let device = tch_cpu.expect("libtorch's CPU").device.autodiff();
     device.seed(13);
     let c = AlbertConfig::named("tiny").expect("tiny is a known size");
-    let mut encoder = AlbertEncoder::new(&c, &device);
+    let mut encoder = AlbertEncoder::new(&c, &device).with_precision(precision);
     let a = &mut encoder.attentions[0];
     random_biases([&mut a.query, &mut a.key, &mut a.value], &device);
     let [b, s] = [2, 7];
