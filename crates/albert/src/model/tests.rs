@@ -189,33 +189,17 @@ fn packed_projections_attend_as_three_separate_ones() {
 /// An encoder whose layers share one attention block packs its Q, K and V weights once a
 /// forward pass (two `cat`s, whatever the layers), and computes what the layers packing them
 /// each for itself compute: the same states, and the same gradients for the six shared
-/// weights up to the order of the sums.
+/// weights up to the order of the sums. In float32 and in bf16 mixed precision, where the pass
+/// also casts each shared weight once and each layer's gradient is added into the weight's
+/// float32 sum (`fused::shared_weight`).
 #[cfg(feature = "tch")]
 #[test]
 fn a_shared_attention_block_is_packed_once_a_forward_pass() {
     let layers = AlbertConfig::named("tiny").expect("tiny").num_hidden_layers;
-    let each = layer_by_layer;
-    packed_once_as_layer_by_layer(
-        MatmulPrecision::Fp32,
-        |e, x, b| e.forward(x, b),
-        each,
-        2 * layers as u64,
-    );
-}
-
-/// The same in bf16 mixed precision, where the pass also casts each shared weight once and
-/// each layer's gradient is added into the weight's float32 sum (`fused::shared_weight`).
-#[cfg(feature = "tch")]
-#[test]
-fn a_shared_block_in_bf16_is_made_once_a_forward_pass() {
-    let layers = AlbertConfig::named("tiny").expect("tiny").num_hidden_layers;
-    let each = layer_by_layer;
-    packed_once_as_layer_by_layer(
-        MatmulPrecision::Bf16,
-        |e, x, b| e.forward(x, b),
-        each,
-        2 * layers as u64,
-    );
+    for precision in [MatmulPrecision::Fp32, MatmulPrecision::Bf16] {
+        let pass = |e: &AlbertEncoder, x, b| e.forward(x, b);
+        packed_once_as_layer_by_layer(precision, pass, layer_by_layer, 2 * layers as u64);
+    }
 }
 
 /// The encoder's layers one by one, each taking its blocks as they are (what a pass did before
