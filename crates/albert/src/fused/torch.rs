@@ -35,7 +35,9 @@ use tch::{Kind, Tensor};
 
 use super::lamb::FlatLambStep;
 use super::torch_attention::{attention, packed_attention};
-use super::torch_products::{add_mm_to_float, addmm_to_float, mm_to_float};
+use super::torch_products::{
+    Precision, addmm_to_float, mm_to_float, weight_factors, weight_gradient,
+};
 use super::torch_shared::{WeightSum, keep_first, weight_sum};
 use super::torch_upload::upload;
 use super::torch_vjp::vjp;
@@ -341,41 +343,6 @@ impl Saved {
                         .to_kind(*input_kind)
                 })]
             }
-        }
-    }
-}
-
-/// The factors `(a, b)` of a linear layer's weight gradient `a·b`: `xᵀ·g`, or `gᵀ·x` when the
-/// weight is stored `transposed`.
-fn weight_factors(g: &Tensor, x: &Tensor, transposed: bool) -> (Tensor, Tensor) {
-    if transposed {
-        (g.tr(), x.shallow_clone())
-    } else {
-        (x.tr(), g.shallow_clone())
-    }
-}
-
-/// The operands' dtype of a weight gradient's product: float32 (its result too), or bf16 with
-/// the result in float32.
-#[derive(Clone, Copy)]
-enum Precision {
-    Float,
-    Bf16,
-}
-
-/// The weight gradient `a·b`, in float32: returned, or added into `sum` in place (one product
-/// with β = 1) and `None`.
-fn weight_gradient(a: &Tensor, b: &Tensor, sum: Option<&Tensor>, p: Precision) -> Option<Tensor> {
-    match (sum, p) {
-        (None, Precision::Float) => Some(a.mm(b)),
-        (None, Precision::Bf16) => Some(mm_to_float(a, b)),
-        (Some(sum), Precision::Float) => {
-            let _ = sum.shallow_clone().addmm_(a, b);
-            None
-        }
-        (Some(sum), Precision::Bf16) => {
-            add_mm_to_float(sum, a, b);
-            None
         }
     }
 }

@@ -73,6 +73,46 @@ pub(super) fn add_mm_to_float(sum: &Tensor, a: &Tensor, b: &Tensor) {
     sum += a.mm(b).to_kind(Kind::Float);
 }
 
+/// The factors `(a, b)` of a linear layer's weight gradient `a·b`: `xᵀ·g`, or `gᵀ·x` when the
+/// weight is stored `transposed`.
+pub(super) fn weight_factors(g: &Tensor, x: &Tensor, transposed: bool) -> (Tensor, Tensor) {
+    if transposed {
+        (g.tr(), x.shallow_clone())
+    } else {
+        (x.tr(), g.shallow_clone())
+    }
+}
+
+/// The operands' dtype of a weight gradient's product: float32 (its result too), or bf16 with
+/// the result in float32.
+#[derive(Clone, Copy)]
+pub(super) enum Precision {
+    Float,
+    Bf16,
+}
+
+/// The weight gradient `a·b`, in float32: returned, or added into `sum` in place (one product
+/// with β = 1) and `None`.
+pub(super) fn weight_gradient(
+    a: &Tensor,
+    b: &Tensor,
+    sum: Option<&Tensor>,
+    p: Precision,
+) -> Option<Tensor> {
+    match (sum, p) {
+        (None, Precision::Float) => Some(a.mm(b)),
+        (None, Precision::Bf16) => Some(mm_to_float(a, b)),
+        (Some(sum), Precision::Float) => {
+            let _ = sum.shallow_clone().addmm_(a, b);
+            None
+        }
+        (Some(sum), Precision::Bf16) => {
+            add_mm_to_float(sum, a, b);
+            None
+        }
+    }
+}
+
 /// `product()` where `on` is a CUDA tensor and torch has not refused one before (`refused`);
 /// `None` where the composed form must run (a refusal is warned of, once).
 fn on_cuda(
