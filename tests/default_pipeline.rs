@@ -218,6 +218,41 @@ fn the_ablation_sitting_plans_one_axis_per_pretraining_run() {
     assert_eq!(names.len(), 6 + 5 + 60 + 2 + 1, "{names:?}");
 }
 
+/// `benches/recipe/finetune_grid.yaml` (the fine-tuning recipe chosen on a CPU from a model a
+/// GPU sitting brought back) plans on the fixtures: the five tasks of experiment.yaml at each
+/// of its learning rates, from the model directory `model` names; and says which file and line
+/// where that directory holds nothing.
+#[test]
+fn the_finetune_grid_plans_the_five_tasks_at_each_learning_rate() {
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let ws = Ws::new(&read(format!("{repo}/benches/recipe/finetune_grid.yaml")));
+    let data = format!("data={repo}/datasets/fixtures");
+    let model = format!("model={repo}/tests/fixtures/hf_albert/gelu_new");
+    let v = ws.json(&["run", "--dry-run", "--set", &data, "--set", &model], 0);
+    let names = instances(&v);
+    for task in [
+        "chnsenticorp",
+        "smp2020_ewect",
+        "msra_ner",
+        "lcqmc_afqmc",
+        "xnli",
+    ] {
+        for lr in ["0.0001", "0.0002", "0.0005"] {
+            let name = format!("finetune_{task}@learning_rate={lr}");
+            assert!(has_entry(&v, &name), "{name} not in {names:?}");
+        }
+    }
+    assert_eq!(names.len(), 15, "{names:?}");
+
+    let out = ws.run(&["run", "--dry-run", "--set", &data, "--set", "model=no_such_dir"]);
+    out.expect_code(2).assert_no_panic();
+    assert!(
+        out.stderr.contains("pipeline.yaml:") && out.stderr.contains("no_such_dir/*"),
+        "{}",
+        out.describe()
+    );
+}
+
 #[test]
 #[should_panic(expected = "no row of ours has a value in [\"tokens_seen\"]")]
 fn the_column_contract_fails_on_a_column_no_row_fills() {
