@@ -244,7 +244,14 @@ fn the_finetune_grid_plans_the_five_tasks_at_each_learning_rate() {
     }
     assert_eq!(names.len(), 15, "{names:?}");
 
-    let out = ws.run(&["run", "--dry-run", "--set", &data, "--set", "model=no_such_dir"]);
+    let out = ws.run(&[
+        "run",
+        "--dry-run",
+        "--set",
+        &data,
+        "--set",
+        "model=no_such_dir",
+    ]);
     out.expect_code(2).assert_no_panic();
     assert!(
         out.stderr.contains("pipeline.yaml:") && out.stderr.contains("no_such_dir/*"),
