@@ -237,7 +237,7 @@ fn the_finetune_grid_plans_the_five_tasks_at_each_learning_rate() {
         "lcqmc_afqmc",
         "xnli",
     ] {
-        for lr in ["0.0001", "0.0002", "0.0005"] {
+        for lr in ["0.0002", "0.0005", "0.001"] {
             let name = format!("finetune_{task}@learning_rate={lr}");
             assert!(has_entry(&v, &name), "{name} not in {names:?}");
         }
