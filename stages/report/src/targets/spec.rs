@@ -162,9 +162,9 @@ fn misspelt(message: &str) -> Option<String> {
 
 /// `T` from a map, errors placed under `at`: `at.by_sd must be a number, not "two"`,
 /// `at.curve_points has no field `at_lest` (did you mean "at_least"?); …`.
-pub(crate) fn typed<T: DeserializeOwned>(v: Value, at: &str) -> Result<T, String> {
+pub(crate) fn typed<T: DeserializeOwned>(v: Value, at: &str) -> Result<T, ParamError> {
     let Value::Object(map) = v else {
-        return Err(format!("{at} must be a map, not {v}"));
+        return Err(ParamError(format!("{at} must be a map, not {v}")));
     };
     pipeline_params::from_object(&map).map_err(|e| {
         let (path, message) = e.0.split_once(' ').unwrap_or((".", &e.0));
@@ -172,12 +172,12 @@ pub(crate) fn typed<T: DeserializeOwned>(v: Value, at: &str) -> Result<T, String
             "." => at.to_string(),
             path => format!("{at}.{path}"),
         };
-        match misspelt(message) {
+        ParamError(match misspelt(message) {
             // The path ends in the misspelt key: the place is the map that holds it.
             Some(m) => format!("{} {m}", under(path.rsplit_once('.').map_or(".", |p| p.0))),
             None if message.starts_with("missing") => format!("{}: {message}", under(path)),
             None => format!("{} {message}", under(path)),
-        }
+        })
     })
 }
 
