@@ -153,6 +153,15 @@ fn no_column_of_ours_is_empty(published: &std::path::Path) {
     }
 }
 
+/// The five tasks of `experiment.yaml`, as its fine-tuning stages name them.
+const FIVE_TASKS: [&str; 5] = [
+    "chnsenticorp",
+    "smp2020_ewect",
+    "msra_ner",
+    "lcqmc_afqmc",
+    "xnli",
+];
+
 /// `experiment.yaml` (issue 23's committed experiment) plans on the fixtures: every stage's
 /// params validate, the grid is the one its header describes (one pretraining, five tasks ×
 /// pretrained/random × 3 seeds, a curve point each, five baselines, the report). Running it is
@@ -166,13 +175,7 @@ fn the_committed_experiment_plans_on_the_fixtures() {
     let names = instances(&v);
     let count = |prefix: &str| names.iter().filter(|n| n.starts_with(prefix)).count();
     assert_eq!(count("pretrain"), 1, "{names:?}");
-    for task in [
-        "chnsenticorp",
-        "smp2020_ewect",
-        "msra_ner",
-        "lcqmc_afqmc",
-        "xnli",
-    ] {
+    for task in FIVE_TASKS {
         let main: Vec<&String> = names
             .iter()
             .filter(|n| n.starts_with(&format!("finetune_{task}@init=")))
@@ -230,13 +233,7 @@ fn the_finetune_grid_plans_the_five_tasks_at_each_learning_rate() {
     let model = format!("model={repo}/tests/fixtures/hf_albert/gelu_new");
     let v = ws.json(&["run", "--dry-run", "--set", &data, "--set", &model], 0);
     let names = instances(&v);
-    for task in [
-        "chnsenticorp",
-        "smp2020_ewect",
-        "msra_ner",
-        "lcqmc_afqmc",
-        "xnli",
-    ] {
+    for task in FIVE_TASKS {
         for lr in ["0.0002", "0.0005", "0.001"] {
             let name = format!("finetune_{task}@learning_rate={lr}");
             assert!(has_entry(&v, &name), "{name} not in {names:?}");
