@@ -263,22 +263,21 @@ bench_round() {
   fi
   local lines
   lines=$(wc -l 2>/dev/null < "$file" || echo 0)
-  for variant in "${variants[@]}"; do
-    precision="${variant%%:*}" tf32="${variant##*:}"
+  # Ours in one variant, `precision:tf32` (fp32:1 is float32 on TF32 tensor cores).
+  ours_line() {
+    precision="${1%%:*}" tf32="${1##*:}"
     TORCH_ALLOW_TF32_CUBLAS_OVERRIDE="${tf32:-0}" timeout 60 "$ROOT/pipeline" bench train \
       --model "$model" --batch "$batch" --seq "$seq" --masked "$masked" --steps "$steps" \
       --runs "$runs" --device "$dev" --precision "$precision" "${phases[@]}" --json \
       2>>"$OUT/bench.err" \
       | grep '^{' | tag_line "{\"round\":\"$tag\",\"call\":$BENCH_CALL,\"tf32\":${tf32:-0}${tf32:+,\"precision\":\"tf32\"}}" \
       >> "$file" || true
+  }
+  for variant in "${variants[@]}"; do
+    ours_line "$variant"
   done
   if [[ -n "$slim" ]] && (( $(wc -l < "$file") == lines )); then
-    TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 timeout 60 "$ROOT/pipeline" bench train \
-      --model "$model" --batch "$batch" --seq "$seq" --masked "$masked" --steps "$steps" \
-      --runs "$runs" --device "$dev" --precision fp32 "${phases[@]}" --json \
-      2>>"$OUT/bench.err" \
-      | grep '^{' | tag_line "{\"round\":\"$tag\",\"call\":$BENCH_CALL,\"tf32\":1,\"precision\":\"tf32\"}" \
-      >> "$file" || true
+    ours_line fp32:1
   fi
   [[ "$tag" == first ]] && wide_round "$model" "$(( batch * 2 ))" "$seq" "$masked" "$steps" "$runs"
   [[ -n "$slim" ]] && return 0
@@ -479,20 +478,18 @@ pretrained_model() {
   dir="$(find .pipeline/artifacts/pretrain -mindepth 2 -maxdepth 2 -name model.safetensors \
     -printf '%h\n' 2>/dev/null | head -n 1)"
   [[ -n "$dir" ]] || { echo "pretrained.tgz: no pretrain artifact" >> "$OUT/run.log"; return 0; }
-  python3 - "$dir" "$OUT/pretrained.tgz" <<'EOF_PY' >> "$OUT/run.log" 2>&1 || true
-import os, sys, tarfile
-src, dst = sys.argv[1:3]
-limit = 16 * 1024 * 1024
-with tarfile.open(dst, "w:gz") as tar:
-    for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json"):
-        tar.add(os.path.join(src, name), arcname=os.path.join("pretrained", name))
-size = os.path.getsize(dst)
-if size >= limit:
-    os.remove(dst)
-    print(f"pretrained.tgz: {size} bytes, over the 16 MiB a file may come back: left out")
-else:
-    print(f"pretrained.tgz: {size} bytes from {src}")
-EOF_PY
+  local size
+  tar -C "$dir" --transform 's,^,pretrained/,' -czf "$OUT/pretrained.tgz" \
+    config.json model.safetensors vocab.txt tokenizer.json 2>> "$OUT/run.log" \
+    || { rm -f "$OUT/pretrained.tgz"; return 0; }
+  size=$(stat -c %s "$OUT/pretrained.tgz")
+  if (( size >= 16 * 1024 * 1024 )); then
+    rm -f "$OUT/pretrained.tgz"
+    echo "pretrained.tgz: $size bytes, over the 16 MiB a file may come back: left out" \
+      >> "$OUT/run.log"
+  else
+    echo "pretrained.tgz: $size bytes from $dir" >> "$OUT/run.log"
+  fi
 }
 
 "${1:?prepare, run, stage, evidence or profile}" "${@:2}"
