@@ -165,6 +165,10 @@ stages_named() {
 evidence() {
   : "${OUT:?set OUT}"
   local deadline="${DEADLINE:-570}" start=$SECONDS bin="$ROOT/pipeline"
+  case "${FIRST_ROUND:-slim}" in
+    slim | full) ;;
+    *) echo "FIRST_ROUND=$FIRST_ROUND: expected slim or full" >&2; exit 2 ;;
+  esac
   rm -rf "$WS" "$REMOTE"
   unpack
   tar -C "$ROOT" -xzf "$(remote_archive)"
