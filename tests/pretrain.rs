@@ -523,6 +523,17 @@ fn bench_train_times_the_phases_of_a_step() {
     );
     let sum = seconds("forward_s") + seconds("backward_s") + seconds("optimizer_s");
     assert!((sum - seconds("step_s")).abs() < 1e-9, "{line}");
+    // The host's own shares: until each call returned, never longer than the call waited for
+    // (each repetition's is a prefix of its whole, so the medians keep the order).
+    let host = seconds("forward_host_s") + seconds("backward_host_s") + seconds("optimizer_host_s");
+    assert!((host - seconds("step_host_s")).abs() < 1e-9, "{line}");
+    for part in ["forward", "step"] {
+        let (h, w) = (
+            seconds(&format!("{part}_host_s")),
+            seconds(&format!("{part}_s")),
+        );
+        assert!(h > 0.0 && h <= w, "{part}: host {h} against {w}: {line}");
+    }
     assert_eq!(p["repetitions"], 2);
     for cmd in ["infer", "finetune"] {
         let out = bench(cmd);
@@ -624,6 +635,73 @@ fn bench_train_and_finetune_count_one_steps_libtorch_operators_in_the_tch_build_
         err.contains("--count-ops is for bench train and bench finetune, not bench infer"),
         "{err}"
     );
+}
+
+/// `--trace FILE`: the `tch` build saves torch's profiler's trace of a step's phases there (a
+/// Chrome trace holding the ranges the summary reads, the operators inside them); the flex
+/// build says it needs the `tch` one and writes nothing; the other benchmarks refuse the flag
+/// (exit 2).
+#[test]
+fn bench_train_traces_a_steps_phases_with_torchs_profiler_in_the_tch_build_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.json");
+    let bench = |cmd: &str, device: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["bench", cmd, "--model", "tiny", "--vocab-size", "64"])
+            .args(["--batch", "2", "--seq", "16", "--runs", "1", "--steps", "1"])
+            .args(["--device", device, "--json", "--trace"])
+            .arg(&path)
+            // One data-parallel worker: torch's profiler follows the calling thread.
+            .env("RAYON_NUM_THREADS", "1")
+            .output()
+            .expect("running pipeline")
+    };
+    if cfg!(feature = "tch") {
+        let out = bench("train", "tch-cpu");
+        assert!(out.status.success(), "{out:?}");
+        let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON");
+        assert_eq!(line["trace"], serde_json::json!(path), "{line}");
+        let trace: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("a JSON trace");
+        let events = trace["traceEvents"].as_array().expect("traceEvents");
+        let ranges: Vec<&str> = events
+            .iter()
+            .filter(|e| e["cat"] == "user_annotation")
+            .filter_map(|e| e["name"].as_str())
+            .collect();
+        assert_eq!(
+            ranges,
+            [
+                "pipeline::forward",
+                "pipeline::forward_backward",
+                "pipeline::step",
+                "pipeline::step"
+            ]
+        );
+        let products = events
+            .iter()
+            .filter(|e| e["cat"] == "cpu_op" && e["name"] == "aten::addmm")
+            .count();
+        assert!(products > 0, "no product in the trace");
+    } else {
+        let out = bench("train", "cpu");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("torch's profiler needs the `tch` build"),
+            "{err}"
+        );
+        assert!(!path.exists(), "no trace written");
+    }
+    for cmd in ["infer", "finetune"] {
+        let out = bench(cmd, "cpu");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains(&format!("--trace is for bench train, not bench {cmd}")),
+            "{err}"
+        );
+    }
 }
 
 /// `--cuda-profiler-range`: refused on a device that is not a GPU (exit 1, before building

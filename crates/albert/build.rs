@@ -2,8 +2,8 @@
 //! (`src/fused/torch_vjp.cpp`, a backward with a given output gradient;
 //! `src/fused/torch_upload.cpp`, pinning without the deprecated device argument;
 //! `src/cuda_sync.cpp`, torch's CUDA sync debug mode; `src/op_tally.cpp`, torch's operator
-//! observers) against the libtorch that torch-sys
-//! links, with the same headers and C++ ABI. Flex builds compile nothing.
+//! observers; `src/torch_trace.cpp`, torch's profiler and its trace) against the libtorch that
+//! torch-sys links, with the same headers and C++ ABI. Flex builds compile nothing.
 
 fn main() {
     #[cfg(feature = "tch")]
@@ -15,11 +15,12 @@ mod torch_vjp {
     use std::path::{Path, PathBuf};
     use std::process::Command;
 
-    const SOURCES: [&str; 4] = [
+    const SOURCES: [&str; 5] = [
         "src/fused/torch_vjp.cpp",
         "src/fused/torch_upload.cpp",
         "src/cuda_sync.cpp",
         "src/op_tally.cpp",
+        "src/torch_trace.cpp",
     ];
 
     pub fn compile() {

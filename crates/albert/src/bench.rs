@@ -64,6 +64,9 @@ pub struct BenchSpec {
     /// ([`crate::cuda_profiler`]), so that `ncu --profile-from-start off` records their kernels
     /// and nothing else.
     pub profile_range: bool,
+    /// Training only: after the timed runs, a trace of a step's phases by torch's profiler
+    /// ([`crate::torch_trace`]), saved to this file.
+    pub trace: Option<std::path::PathBuf>,
 }
 
 /// Why a benchmark could not run, or stopped.
@@ -84,6 +87,9 @@ pub enum BenchError {
     /// Operators were asked to be counted where they cannot be.
     #[error(transparent)]
     OpCount(#[from] crate::op_tally::OpCountError),
+    /// A trace was asked for where torch's profiler cannot take one.
+    #[error(transparent)]
+    Trace(#[from] crate::torch_trace::TraceError),
     /// A profiler range asked for on a device that is not a GPU.
     #[error("--cuda-profiler-range needs a CUDA device (--device cuda:N); {0} is not one")]
     ProfilerRangeNotGpu(String),
@@ -357,6 +363,7 @@ mod tests {
             count_syncs: false,
             count_ops: false,
             profile_range: false,
+            trace: None,
         }
     }
 

@@ -387,6 +387,8 @@ mod torch_shared;
 mod torch_upload;
 #[cfg(feature = "tch")]
 mod torch_vjp;
+#[cfg(feature = "tch")]
+pub(crate) use torch_vjp::shim_error;
 // The extension names burn's libtorch backend in a `tch` build, which burn marks deprecated;
 // it is the one that builds offline (as in `device`).
 #[cfg_attr(feature = "tch", allow(deprecated))]

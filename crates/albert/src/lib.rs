@@ -37,6 +37,7 @@ pub mod op_tally;
 pub mod parallel;
 pub mod safetensors_header;
 pub mod tf;
+pub mod torch_trace;
 pub mod train;
 
 pub use config::{

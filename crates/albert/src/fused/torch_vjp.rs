@@ -70,7 +70,7 @@ pub(super) fn vjp(
 
 /// The message a C++ shim wrote into `error` when it returned 1 (`torch_error.h`), as tch's
 /// error for one of libtorch's: the bytes up to the first NUL (the buffer starts zeroed).
-pub(super) fn shim_error(error: &[c_char]) -> TchError {
+pub(crate) fn shim_error(error: &[c_char]) -> TchError {
     let bytes: Vec<u8> = error
         .iter()
         .take_while(|&&c| c != 0)

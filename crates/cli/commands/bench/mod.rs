@@ -143,6 +143,15 @@ pub struct BenchArgs {
     /// or the warm-up's.
     #[arg(long)]
     pub cuda_profiler_range: bool,
+    /// Train only: after the timed runs, record a forward pass, a forward and backward, and two
+    /// whole steps (each waited for, in ranges named `pipeline::forward`,
+    /// `pipeline::forward_backward` and `pipeline::step`) with torch's own profiler, and save
+    /// its trace to FILE: Chrome's JSON trace format (Perfetto opens it), every libtorch
+    /// operator's span on the host and, on CUDA, every kernel's on the device.
+    /// `benches/trace_summary.py FILE` says where each range's host time went: in operators,
+    /// or between them. Needs the `tch` build.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
 }
 
 /// Runs the benchmark `cmd` names.
@@ -173,6 +182,7 @@ fn spec(args: &BenchArgs) -> Result<BenchSpec> {
         count_syncs: args.count_syncs,
         count_ops: args.count_ops,
         profile_range: args.cuda_profiler_range,
+        trace: args.trace.clone(),
         ..model_spec(&args.of)?
     })
 }
@@ -207,6 +217,7 @@ fn model_spec(args: &ModelArgs) -> Result<BenchSpec> {
         count_syncs: false,
         count_ops: false,
         profile_range: false,
+        trace: None,
     })
 }
 
@@ -238,7 +249,7 @@ fn at_least_one(flag: &str, value: usize) -> Result<NonZeroUsize> {
     })?)
 }
 
-/// `--phases` or `--cuda-profiler-range` given to a benchmark other than train, or
+/// `--phases`, `--cuda-profiler-range` or `--trace` given to a benchmark other than train, or
 /// `--count-syncs` or `--count-ops` to one other than train and finetune (`bench`).
 fn refuse_train_only(args: &BenchArgs, bench: &str) -> Result<()> {
     let (flag, what) = if args.phases {
@@ -260,6 +271,11 @@ fn refuse_train_only(args: &BenchArgs, bench: &str) -> Result<()> {
         (
             "--cuda-profiler-range",
             "it puts a training benchmark's timed steps in a profiler range",
+        )
+    } else if args.trace.is_some() {
+        (
+            "--trace",
+            "it records a training step's phases with torch's profiler",
         )
     } else {
         return Ok(());

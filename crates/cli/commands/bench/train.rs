@@ -30,24 +30,32 @@ fn train_json(args: &BenchArgs, r: &TrainBench) -> serde_json::Value {
         "data_parallel_workers": r.data_parallel_workers,
         "isa": h.isa, "isa_host": h.isa_host,
         "cuda_syncs_per_step": r.syncs_per_step, "cuda_first_sync_site": r.first_sync_site,
-        "torch_ops_per_step": r.ops_per_step,
+        "torch_ops_per_step": r.ops_per_step, "trace": args.trace,
         "phases": r.phases.map(|p| json!({
-            "forward_s": p.forward, "backward_s": p.backward(), "optimizer_s": p.optimizer(),
-            "step_s": p.step, "repetitions": args.steps,
+            "forward_s": p.forward.whole, "backward_s": p.backward(), "optimizer_s": p.optimizer(),
+            "step_s": p.step.whole, "repetitions": args.steps,
+            "forward_host_s": p.forward.host, "backward_host_s": p.backward_host(),
+            "optimizer_host_s": p.optimizer_host(), "step_host_s": p.step.host,
         })),
     })
 }
 
-/// `; phases …` with `--phases`, for the human line.
+/// `; phases …` with `--phases`, for the human line: each part waited for, and in brackets
+/// the host's own share (until the call returned).
 fn phases_text(p: Option<StepPhases>) -> String {
     p.map(|p| {
         format!(
-            "; phases, each waited for: forward {:.4} s, backward {:.4} s, clipping and \
-             optimiser {:.4} s of a {:.4} s step",
-            p.forward,
+            "; phases, each waited for (the host's own in brackets): forward {:.4} s ({:.4}), \
+             backward {:.4} s ({:.4}), clipping and optimiser {:.4} s ({:.4}) of a {:.4} s \
+             step ({:.4})",
+            p.forward.whole,
+            p.forward.host,
             p.backward(),
+            p.backward_host(),
             p.optimizer(),
-            p.step
+            p.optimizer_host(),
+            p.step.whole,
+            p.step.host
         )
     })
     .unwrap_or_default()

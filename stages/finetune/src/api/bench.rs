@@ -322,6 +322,7 @@ mod tests {
             count_syncs: false,
             count_ops: false,
             profile_range: false,
+            trace: None,
         }
     }
 
