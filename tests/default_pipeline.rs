@@ -257,6 +257,106 @@ fn the_finetune_grid_plans_the_five_tasks_at_each_learning_rate() {
     );
 }
 
+/// A YAML file of the repository, parsed.
+fn yaml_file(path: &str) -> yaml_rust2::Yaml {
+    let text = read(format!("{}/{path}", env!("CARGO_MANIFEST_DIR")));
+    yaml_rust2::YamlLoader::load_from_str(&text)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .remove(0)
+}
+
+/// `value` with a whole-value `${vars.NAME}` replaced by the file's var (in turn); anything
+/// else as it is (`${vars.data}/…` stays text, the same in both files).
+fn resolved(doc: &yaml_rust2::Yaml, value: &yaml_rust2::Yaml) -> yaml_rust2::Yaml {
+    match value
+        .as_str()
+        .and_then(|s| s.strip_prefix("${vars.")?.strip_suffix('}'))
+    {
+        Some(name) => resolved(doc, &doc["vars"][name]),
+        None => value.clone(),
+    }
+}
+
+/// The fine-tuning grid repeats experiment.yaml's protocols (each file runs alone) and the
+/// sitting's scale (`benches/gpu_sitting.sh scale_sets`, and its `lr_grid`): all must agree, or
+/// the grid would choose a recipe for other data or another scale than the one it is for.
+#[test]
+fn the_finetune_grid_fine_tunes_as_the_experiment_and_the_sitting_do() {
+    let (exp, grid) = (
+        yaml_file("experiment.yaml"),
+        yaml_file("benches/recipe/finetune_grid.yaml"),
+    );
+    for var in ["lcqmc_afqmc_train", "xnli_train", "xnli_eval"] {
+        assert_eq!(exp["vars"][var], grid["vars"][var], "vars.{var}");
+    }
+    for task in FIVE_TASKS {
+        let stage = format!("finetune_{task}");
+        for doc in [&exp, &grid] {
+            // A stage missing from a file would compare its absent params equal.
+            assert!(
+                doc["stages"][stage.as_str()]["params"]["task"]
+                    .as_str()
+                    .is_some(),
+                "{stage}"
+            );
+        }
+        for key in [
+            "task",
+            "train",
+            "dev",
+            "test",
+            "eval",
+            "dev_fraction",
+            "max_seq_length",
+        ] {
+            let (e, g) = (
+                &exp["stages"][stage.as_str()]["params"][key],
+                &grid["stages"][stage.as_str()]["params"][key],
+            );
+            assert_eq!(resolved(&exp, e), resolved(&grid, g), "{stage}.{key}");
+        }
+    }
+    // The sitting's scale: `local single=30000 pair=50000 …` in scale_sets.
+    let script = read(format!(
+        "{}/benches/gpu_sitting.sh",
+        env!("CARGO_MANIFEST_DIR")
+    ));
+    let scale: std::collections::HashMap<&str, &str> = script
+        .lines()
+        .find(|l| l.trim_start().starts_with("local single="))
+        .expect("scale_sets' values")
+        .split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .collect();
+    for (shell, var) in [
+        ("single", "single_max_train_examples"),
+        ("pair", "pair_max_train_examples"),
+        ("epochs", "epochs"),
+        ("cepochs", "chnsenticorp_epochs"),
+        ("fbatch", "batch_size"),
+        ("nbatch", "msra_ner_batch_size"),
+        ("nepochs", "msra_ner_epochs"),
+    ] {
+        let value = grid["vars"][var].as_i64().map(|v| v.to_string());
+        assert_eq!(value.as_deref(), scale.get(shell).copied(), "vars.{var}");
+    }
+    let rates: Vec<f64> = grid["vars"]["learning_rates"]
+        .as_vec()
+        .expect("learning_rates")
+        .iter()
+        .filter_map(yaml_rust2::Yaml::as_f64)
+        .collect();
+    let flr: f64 = scale["flr"].parse().expect("flr");
+    assert!(rates.contains(&flr), "{flr} not in {rates:?}");
+    let sitting = script
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("echo \"${LR_GRID-"))
+        .and_then(|l| l.strip_suffix("}\""))
+        .expect("lr_grid's default");
+    let sitting: Vec<f64> = sitting.split(' ').filter_map(|r| r.parse().ok()).collect();
+    assert_eq!(sitting, rates, "the sitting's LR_GRID");
+}
+
 #[test]
 #[should_panic(expected = "no row of ours has a value in [\"tokens_seen\"]")]
 fn the_column_contract_fails_on_a_column_no_row_fills() {
