@@ -13,7 +13,8 @@ mod table;
 use std::process::ExitCode;
 
 // Tensor temporaries are large and short-lived; glibc's malloc hands each one back to the
-// kernel and page-faults it in again on the next step (15 % of a CPU inference pass).
+// kernel and page-faults it in again on the next step (15 % of a CPU inference pass). The
+// `override` feature of libmimalloc-sys (Cargo.toml) makes mimalloc libtorch's malloc too.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
