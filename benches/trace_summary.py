@@ -11,8 +11,8 @@ each range it prints, on the range's thread:
 - its host time, the part spent inside top-level torch operators (an operator called inside
   another counts in its caller's span) and the rest, between operators: burn's autodiff, our
   own code and the FFI, which no operator count or kernel profile shows;
-- on CUDA, the kernels the range launched: how many, how long the device was busy with them
-  (their spans' union), and how long after the range's end the last one finished. A range
+- on CUDA, the kernels (and copies) the range launched: how many, how long the device was busy
+  with them (their spans' union), and how long after the range's end the last one finished. A range
   whose host time is far above its device's busy time is host-bound;
 - its top-level operators with the most host time.
 
@@ -76,11 +76,15 @@ def summarise(events, top):
         if e.get("cat") == "cpu_op":
             ops_by_thread[e["tid"]].append(e)
     tops = {tid: top_level(ops) for tid, ops in ops_by_thread.items()}
+    # The device's work: kernels and the copies and fills the runtime queues (a batch's
+    # upload from pinned memory is a `gpu_memcpy`).
     kernels = {e["args"].get("correlation"): e for e in events
-               if e.get("cat") == "kernel" and "args" in e}
-    launches = [e for e in events if e.get("cat") == "cuda_runtime"]
+               if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "args" in e}
+    # cuBLAS and cuDNN launch some kernels through the driver API (`cuda_driver` spans).
+    launches = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     counts = collections.Counter(e.get("cat") for e in events)
-    print(f"{sum(counts.values())} spans: " + ", ".join(f"{c} {n}" for c, n in counts.most_common()))
+    print(f"{sum(counts.values())} spans: "
+          + ", ".join(f"{c} {n}" for c, n in counts.most_common()))
     for r in ranges:
         start, stop = r["ts"], r["ts"] + r["dur"]
         mine = [op for op in tops.get(r["tid"], []) if within(op, start, stop)]
@@ -98,8 +102,9 @@ def summarise(events, top):
             busy = union_length((k["ts"], k["ts"] + k["dur"]) for k in ran)
             last = max((k["ts"] + k["dur"] for k in ran), default=stop)
             runtime = sum(e["dur"] for e in mine_launches)
-            print(f"  CUDA: {len(mine_launches)} runtime calls ({runtime / 1e3:.3f} ms of the "
-                  f"host), {len(ran)} kernels, the device busy {busy / 1e3:.3f} ms with them, "
+            print(f"  CUDA: {len(mine_launches)} runtime and driver calls ({runtime / 1e3:.3f} "
+                  f"ms of the host), {len(ran)} kernels and copies, the device busy "
+                  f"{busy / 1e3:.3f} ms with them, "
                   f"the last ending {(last - stop) / 1e3:.3f} ms after the range")
         by_name = collections.defaultdict(lambda: [0, 0.0])
         for op in mine:
@@ -111,7 +116,8 @@ def summarise(events, top):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("trace", help="a trace of `pipeline bench train --trace` (.json or .json.gz)")
+    parser.add_argument("trace",
+                        help="a trace of `pipeline bench train --trace` (.json or .json.gz)")
     parser.add_argument("--top", type=int, default=12, help="operators shown per range (12)")
     args = parser.parse_args()
     summarise(load(args.trace), args.top)

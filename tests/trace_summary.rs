@@ -26,6 +26,19 @@ fn span(cat: &str, name: &str, tid: u64, ts: f64, dur: f64, args: Value) -> Valu
            "args": args})
 }
 
+/// A span of the device's side: a runtime or driver call on thread `tid`, or the kernel or copy
+/// it launched (thread 0), tied by their `correlation` id.
+fn device(cat: &str, name: &str, tid: u64, ts: f64, dur: f64, correlation: u64) -> Value {
+    span(
+        cat,
+        name,
+        tid,
+        ts,
+        dur,
+        json!({ "correlation": correlation }),
+    )
+}
+
 #[test]
 fn a_range_is_read_into_operators_the_gaps_between_them_and_its_kernels() {
     // Microseconds. The range: 0–100 on thread 1.
@@ -46,26 +59,24 @@ fn a_range_is_read_into_operators_the_gaps_between_them_and_its_kernels() {
         span("cpu_op", "aten::mm", 1, 150.0, 20.0, json!({})),
         // The autograd engine's thread.
         span("cpu_op", "aten::mul", 2, 60.0, 10.0, json!({})),
-        span(
-            "cuda_runtime",
-            "cudaLaunchKernel",
-            1,
-            12.0,
-            4.0,
-            json!({"correlation": 1}),
+        // Three launches in the range (one through the driver API, as cuBLAS makes some).
+        device("cuda_runtime", "cudaLaunchKernel", 1, 12.0, 4.0, 1),
+        device("cuda_driver", "cuLaunchKernelEx", 1, 52.0, 4.0, 2),
+        device("cuda_runtime", "cudaMemcpyAsync", 1, 11.0, 1.0, 3),
+        // What they launched; the second kernel ends 20 after the range, and the copy (an
+        // upload) lies inside the first kernel's span. Busy: 10 + 30.
+        device("kernel", "gemm", 0, 20.0, 10.0, 1),
+        device("kernel", "gemm", 0, 90.0, 30.0, 2),
+        device(
+            "gpu_memcpy",
+            "Memcpy HtoD (Pinned -> Device)",
+            0,
+            21.0,
+            2.0,
+            3,
         ),
-        span(
-            "cuda_runtime",
-            "cudaLaunchKernel",
-            1,
-            52.0,
-            4.0,
-            json!({"correlation": 2}),
-        ),
-        // Launched by the range; the second ends 20 after it. Busy: 10 + 30.
-        span("kernel", "gemm", 0, 20.0, 10.0, json!({"correlation": 1})),
-        span("kernel", "gemm", 0, 90.0, 30.0, json!({"correlation": 2})),
-        span("kernel", "other", 0, 95.0, 30.0, json!({"correlation": 9})),
+        // Launched by no call in the range.
+        device("kernel", "other", 0, 95.0, 30.0, 9),
     ];
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.json");
@@ -76,8 +87,8 @@ fn a_range_is_read_into_operators_the_gaps_between_them_and_its_kernels() {
     for line in [
         "pipeline::forward: host 0.100 ms; in 2 top-level torch operators 0.050 ms, between \
          them 0.050 ms (50%); other threads' operators 0.010 ms",
-        "CUDA: 2 runtime calls (0.008 ms of the host), 2 kernels, the device busy 0.040 ms \
-         with them, the last ending 0.020 ms after the range",
+        "CUDA: 3 runtime and driver calls (0.009 ms of the host), 3 kernels and copies, the \
+         device busy 0.040 ms with them, the last ending 0.020 ms after the range",
         "0.030 ms      1  aten::addmm",
         "0.020 ms      1  aten::mm",
     ] {
