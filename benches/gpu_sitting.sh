@@ -266,8 +266,9 @@ lr_grid() {
 # each of the five tasks at each rate of `lr_grid`, the rate with the best dev score (accuracy,
 # or MSRA NER's entity F1; a tie goes to the lower rate) kept for both inits, every seed and
 # the curve. The first rate's call runs `mask` and the pretraining too; a later rate is
-# skipped when less than GRID_KEEP_S (180 s: the grid, ~131 s, and the report) would be left
-# after it. Prints the `--set`s for `run report` (none for a task without a finished run: it
+# skipped unless GRID_KEEP_S (125 s: the grid less its cached seed-1 runs, ~115 s, and the
+# report) would still be left after it (~25 s): with REST_S at 250 s, ~195 s are left after
+# the first rate's call, enough for both others. Prints the `--set`s for `run report` (none for a task without a finished run: it
 # keeps scale_sets' rate); the table of dev scores goes to run.log.
 # Why: the 2026-11-30 sittings fine-tuned at one rate (2e-4) chosen before any pretrained model
 # existed, and ended underfit (seed 1's last-epoch train accuracy 0.57 on XNLI, 0.70 on
@@ -285,7 +286,7 @@ choose_learning_rates() {
   for stage in $tasks; do targets+=("$stage@init=pretrained,seed=1"); done
   for rate in $(lr_grid); do
     local remaining=$(( left - (SECONDS - start) ))
-    if [[ -z "$first" ]] && (( remaining < ${GRID_KEEP_S:-180} + 30 )); then
+    if [[ -z "$first" ]] && (( remaining < ${GRID_KEEP_S:-125} + 25 )); then
       echo "fine-tuning learning rate $rate: skipped, ${remaining} s left" >> "$OUT/run.log"
       continue
     fi
