@@ -190,14 +190,14 @@ evidence() {
   mkdir -p "$WS/results/bench" && cp results/bench/*.jsonl "$WS/results/bench/"
   cp "$OUT/bench.jsonl" "$WS/results/bench/gpu.jsonl"
   # Pretraining gets what the deadline leaves after the rest of the experiment, unless
-  # PRETRAIN_S says: REST_S (250 s; 200 without a learning-rate grid) for mask, the choice of
+  # PRETRAIN_S says: REST_S (270 s; 200 without a learning-rate grid) for mask, the choice of
   # the fine-tuning learning rates, the fine-tuning grid and the report, and the 30 s the
   # experiment's timeout keeps for collecting what it made. The grid's time goes by its steps
   # (the 2026-11-30 sitting: 10,048 steps in 68 s); scale_sets' epochs make 19,296: ~131 s,
-  # with ~10 s for mask and the report; the rates' choice ~20 s a rate (`choose_learning_rates`).
+  # with ~10 s for mask and the report; the rates' choice ~25 s a rate (`choose_learning_rates`).
   local steps precision batch lr
   local rest=200
-  [[ -z "$(lr_grid)" ]] || rest=250
+  [[ -z "$(lr_grid)" ]] || rest=270
   local seconds="${PRETRAIN_S:-$(( deadline - (SECONDS - start) - ${REST_S:-$rest} ))}"
   read -r steps precision batch lr < <(pretrain_plan "$seconds")
   if (( steps > 0 )); then
@@ -266,15 +266,17 @@ lr_grid() {
 # each of the five tasks at each rate of `lr_grid`, the rate with the best dev score (accuracy,
 # or MSRA NER's entity F1; a tie goes to the lower rate) kept for both inits, every seed and
 # the curve. The first rate's call runs `mask` and the pretraining too; a later rate is
-# skipped unless GRID_KEEP_S (125 s: the grid less its cached seed-1 runs, ~115 s, and the
-# report) would still be left after it (~25 s): with REST_S at 250 s, ~195 s are left after
-# the first rate's call, enough for both others. Prints the `--set`s for `run report` (none for a task without a finished run: it
+# skipped unless GRID_KEEP_S (140 s: the grid less its cached seed-1 runs, ~115 s estimated,
+# the report and a margin) would still be left after it (~25 s): with REST_S at 270 s, ~205 s
+# are left after the first rate's call (mask ~5 s, the runs ~25 s, and the pretraining's
+# overrun of its plan, ~5 s), enough for both others. A final call cut by the deadline would
+# leave the sitting without its report: the margin is on that side. Prints the `--set`s for `run report` (none for a task without a finished run: it
 # keeps scale_sets' rate); the table of dev scores goes to run.log.
 # Why: the 2026-11-30 sittings fine-tuned at one rate (2e-4) chosen before any pretrained model
 # existed, and ended underfit (seed 1's last-epoch train accuracy 0.57 on XNLI, 0.70 on
 # SMP2020-EWECT, 0.71 on LCQMC/AFQMC); pretrained beat every baseline on 0 of 5 tasks. Test
 # scores play no part: every run scores test, and only dev is read here. Cost: each rate is a
-# call of its own (the store is one process's at a time) of five runs side by side, ~20 s
+# call of its own (the store is one process's at a time) of five runs side by side, ~25 s
 # estimated from the 2026-11-30 grid (the longest, LCQMC/AFQMC's ~640 steps); the chosen
 # rate's seed-1 runs are the grid's own (cached), so about two rates' runs come on top.
 choose_learning_rates() {
@@ -286,7 +288,7 @@ choose_learning_rates() {
   for stage in $tasks; do targets+=("$stage@init=pretrained,seed=1"); done
   for rate in $(lr_grid); do
     local remaining=$(( left - (SECONDS - start) ))
-    if [[ -z "$first" ]] && (( remaining < ${GRID_KEEP_S:-125} + 25 )); then
+    if [[ -z "$first" ]] && (( remaining < ${GRID_KEEP_S:-140} + 25 )); then
       echo "fine-tuning learning rate $rate: skipped, ${remaining} s left" >> "$OUT/run.log"
       continue
     fi
