@@ -237,12 +237,7 @@ fn trace_phases(
 ) -> Result<(), BenchError> {
     use pipeline_albert::torch_trace::{range, trace};
     let batches = std::slice::from_ref(data);
-    let device = trainer.device.clone();
-    let sync = || {
-        device
-            .sync()
-            .map_err(|e| step_error("the traced phases".to_string(), e))
-    };
+    let sync = waiter(&trainer.device, "the traced phases");
     sync()?;
     trace(path, || {
         range("pipeline::forward", || drop(trainer.forward_only(data)));
@@ -342,12 +337,7 @@ fn time_phases(
     spec: &BenchSpec,
 ) -> Result<StepPhases, BenchError> {
     let batches = std::slice::from_ref(data);
-    let device = trainer.device.clone();
-    let sync = || {
-        device
-            .sync()
-            .map_err(|e| step_error("phases".to_string(), e))
-    };
+    let sync = waiter(&trainer.device, "phases");
     let n = spec.steps.get();
     let forward = synced_median(n, &sync, &mut || drop(trainer.forward_only(data)))?;
     let forward_backward = synced_median(n, &sync, &mut || drop(trainer.gradients(0, batches)))?;
@@ -388,6 +378,12 @@ fn synced_median(
         whole: median(whole),
         host: median(host),
     })
+}
+
+/// A wait for everything queued on `device`, its failure the bench's error for `what`.
+fn waiter(device: &Device, what: &'static str) -> impl Fn() -> Result<(), BenchError> + use<> {
+    let device = device.clone();
+    move || device.sync().map_err(|e| step_error(what.to_string(), e))
 }
 
 /// A refused training step as the bench's error.
