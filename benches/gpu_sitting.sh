@@ -451,10 +451,18 @@ host_trace() {
   fi
   python3 benches/trace_summary.py "$trace" >> "$out" 2>&1 || echo "summary: exit $?" >> "$out"
   gzip -f "$trace"
-  # The device tool brings back files of up to 16 MiB.
-  if (( $(stat -c %s "$trace.gz") >= 16 * 1024 * 1024 )); then
-    echo "trace: $(stat -c %s "$trace.gz") bytes gzipped, over what a call brings back" >> "$out"
-    rm -f "$trace.gz"
+  returnable "$trace.gz" "$out" || true
+}
+
+# Whether file $1 fits the 16 MiB a file of $OUT may have to come back from the device tool;
+# where it does not, it is removed and a line in $2 says so (status 1).
+returnable() {
+  local size
+  size=$(stat -c %s "$1")
+  if (( size >= 16 * 1024 * 1024 )); then
+    rm -f "$1"
+    echo "$(basename "$1"): $size bytes, over the 16 MiB a file may come back: left out" >> "$2"
+    return 1
   fi
 }
 
@@ -607,17 +615,11 @@ pretrained_model() {
   dir="$(find .pipeline/artifacts/pretrain -mindepth 2 -maxdepth 2 -name model.safetensors \
     -printf '%h\n' 2>/dev/null | head -n 1)"
   [[ -n "$dir" ]] || { echo "pretrained.tgz: no pretrain artifact" >> "$OUT/run.log"; return 0; }
-  local size
   tar -C "$dir" --transform 's,^,pretrained/,' -czf "$OUT/pretrained.tgz" \
     config.json model.safetensors vocab.txt tokenizer.json 2>> "$OUT/run.log" \
     || { rm -f "$OUT/pretrained.tgz"; return 0; }
-  size=$(stat -c %s "$OUT/pretrained.tgz")
-  if (( size >= 16 * 1024 * 1024 )); then
-    rm -f "$OUT/pretrained.tgz"
-    echo "pretrained.tgz: $size bytes, over the 16 MiB a file may come back: left out" \
-      >> "$OUT/run.log"
-  else
-    echo "pretrained.tgz: $size bytes from $dir" >> "$OUT/run.log"
+  if returnable "$OUT/pretrained.tgz" "$OUT/run.log"; then
+    echo "pretrained.tgz: $(stat -c %s "$OUT/pretrained.tgz") bytes from $dir" >> "$OUT/run.log"
   fi
 }
 
