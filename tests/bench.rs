@@ -283,6 +283,21 @@ fn bench_train_traces_a_steps_phases_with_torchs_profiler_in_the_tch_build_only(
             .filter(|e| e["cat"] == "cpu_op" && e["name"] == "aten::addmm")
             .count();
         assert!(products > 0, "no product in the trace");
+        // A trace file that cannot be made: exit 1 naming it, before the timed runs.
+        let nowhere = dir.path().join("no_such_dir").join("trace.json");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pipeline"))
+            .args(["bench", "train", "--model", "tiny", "--vocab-size", "64"])
+            .args(["--device", "tch-cpu", "--trace"])
+            .arg(&nowhere)
+            .output()
+            .expect("running pipeline");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("cannot write the trace to") && err.contains("no_such_dir"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "no result line");
     } else {
         let out = bench("train", "cpu");
         let err = String::from_utf8_lossy(&out.stderr);

@@ -28,16 +28,47 @@ pub enum TraceError {
     /// torch's profiler refused to start or stop, or the trace could not be saved.
     #[error("torch's profiler: {0}")]
     Torch(String),
+    /// The trace's file cannot be written (torch's profiler only logs that, and goes on).
+    #[error("cannot write the trace to {path}: {reason}")]
+    Write {
+        /// The file asked for.
+        path: String,
+        /// What the system or the profiler said.
+        reason: String,
+    },
 }
 
 /// `f`'s result, with torch's profiler recording while it runs and its trace saved to `path`
 /// (Chrome's JSON trace format) after it. Work `f` queues on a CUDA device and does not wait
 /// for is recorded on the host but not on the device: `f` waits for what it wants seen.
 pub fn trace<T>(path: &Path, f: impl FnOnce() -> T) -> Result<T, TraceError> {
+    ready(path)?;
     imp::start()?;
     let result = f();
     imp::stop(path)?;
-    Ok(result)
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() > 0 => Ok(result),
+        _ => Err(unwritable(
+            path,
+            "torch's profiler wrote nothing there".into(),
+        )),
+    }
+}
+
+/// Whether a [`trace`] to `path` can be taken: the `tch` build, and a file that can be
+/// created there (it is, empty). Checked before any work: torch's profiler, when it cannot
+/// open its file, logs a line and returns as if it had saved the trace.
+pub fn ready(path: &Path) -> Result<(), TraceError> {
+    available()?;
+    std::fs::File::create(path).map_err(|e| unwritable(path, e.to_string()))?;
+    Ok(())
+}
+
+fn unwritable(path: &Path, reason: String) -> TraceError {
+    TraceError::Write {
+        path: path.display().to_string(),
+        reason,
+    }
 }
 
 /// Whether [`trace`] can record here: its error when it cannot (the flex build), before any
@@ -190,5 +221,12 @@ mod tests {
             !text.contains("pipeline::forward") && text.contains("aten::sum"),
             "{text}"
         );
+        // A file that cannot be made is an error before the work, naming it.
+        let nowhere = dir.path().join("no_such_dir").join("trace.json");
+        let mut ran = false;
+        let err = trace(&nowhere, || ran = true).unwrap_err();
+        assert!(matches!(err, TraceError::Write { .. }), "{err}");
+        assert!(err.to_string().contains("no_such_dir"), "{err}");
+        assert!(!ran, "the work ran");
     }
 }

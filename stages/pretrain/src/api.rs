@@ -157,8 +157,8 @@ pub fn bench_train(spec: &BenchSpec) -> Result<TrainBench, BenchError> {
     if spec.count_ops {
         pipeline_albert::op_tally::available()?;
     }
-    if spec.trace.is_some() {
-        pipeline_albert::torch_trace::available()?;
+    if let Some(path) = &spec.trace {
+        pipeline_albert::torch_trace::ready(path)?;
     }
     if spec.profile_range {
         if !dev.is_gpu {
